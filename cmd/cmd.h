@@ -1,0 +1,14 @@
+/* The subcommands of the tokentriage binary. Each returns a process exit code (sysexits). */
+#ifndef TT_CMD_H
+#define TT_CMD_H
+
+#define EX_OK_ 0
+#define EX_USAGE_ 64
+#define EX_DATAERR_ 65
+#define EX_UNAVAILABLE_ 69
+#define EX_SOFTWARE_ 70
+#define EX_CONFIG_ 78
+
+typedef int (*cmd_fn)(int argc, char **argv);
+
+#endif

@@ -1,0 +1,42 @@
+/* tokentriage: one binary, one subcommand per file. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+
+static int cmd_version(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("tokentriage %s\n", TT_VERSION);
+    return EX_OK_;
+}
+
+static const struct command {
+    const char *name;
+    cmd_fn run;
+    const char *usage;
+} commands[] = {
+    {"version", cmd_version, "version"},
+};
+
+static int usage(FILE *to)
+{
+    fprintf(to, "usage: tokentriage <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(to, "  tokentriage %s\n", commands[i].usage);
+    return to == stdout ? EX_OK_ : EX_USAGE_;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return usage(stderr);
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0)
+        return usage(stdout);
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "tokentriage: unknown command \"%s\"\n", argv[1]);
+    return usage(stderr);
+}

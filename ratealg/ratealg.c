@@ -1,0 +1,298 @@
+/*
+ * The four algorithms of the catalogue (shared/seed/rate-algorithms.txt), in exact integers.
+ *
+ * gcra keeps one theoretical arrival time (TAT). token_bucket is gcra under another name: the
+ * bucket level at any instant is (tau - (TAT - now)) / T, so it forwards every step. The two
+ * window algorithms share one packed state, [index:32][prev:16][curr:16] from bit 63 down, and
+ * one body: fixed_window is sliding_window with the previous window's weight forced to zero.
+ *
+ * Inputs come from anywhere (a Redis reply, a clock that jumped), so every sum and product
+ * here saturates rather than wraps. Saturation only ever errs towards denying.
+ */
+#include "ratealg.h"
+
+#include <string.h>
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r))
+        return b > 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+
+static int64_t sat_sub(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_sub_overflow(a, b, &r))
+        return b < 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+
+int64_t ra_ceil_s(int64_t ns)
+{
+    if (ns <= 0)
+        return 0;
+    return ns / RA_NS_PER_S + (ns % RA_NS_PER_S != 0);
+}
+
+static int64_t floor_div(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+static int64_t floor_mod(int64_t a, int64_t b)
+{
+    int64_t m = a % b;
+    return m < 0 ? m + b : m;
+}
+
+int ra_limiter_init(ra_limiter_t *out, ra_algorithm_t algorithm, int64_t amount,
+                    int64_t period_ns, int64_t burst)
+{
+    memset(out, 0, sizeof(*out));
+    if (amount <= 0)
+        return RA_EAMOUNT;
+    if (period_ns <= 0)
+        return RA_EPERIOD;
+    ra_limiter_t l = {.algorithm = algorithm, .amount = amount, .period_ns = period_ns};
+    switch (algorithm) {
+    case RA_GCRA:
+    case RA_TOKEN_BUCKET:
+        if (burst <= 0)
+            return RA_EBURST;
+        l.burst = burst;
+        l.emission_ns = period_ns / amount;
+        if (l.emission_ns == 0)
+            return RA_EEMISSION;
+        if (__builtin_mul_overflow(l.emission_ns, burst, &l.tolerance_ns))
+            return RA_ETAU;
+        break;
+    case RA_FIXED_WINDOW:
+    case RA_SLIDING_WINDOW:
+        if (amount > RA_WINDOW_CEILING)
+            return RA_ECEILING;
+        break;
+    default:
+        return RA_EALGORITHM;
+    }
+    *out = l;
+    return 0;
+}
+
+int ra_limiter_effective(const ra_limiter_t *plain, int64_t num, int64_t den, int64_t unit,
+                         ra_limiter_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (plain->algorithm != RA_GCRA)
+        return RA_ENOEFFECTIVE;
+    if (num <= 0 || den <= 0 || num > den || unit <= 0)
+        return RA_ESHARE;
+    unsigned __int128 t = (unsigned __int128)plain->period_ns * (uint64_t)den /
+                          ((unsigned __int128)plain->amount * (uint64_t)num);
+    if (t > INT64_MAX)
+        return RA_ETAU;
+    ra_limiter_t l = *plain;
+    l.emission_ns = (int64_t)t;
+    int64_t floor_tau;
+    if (__builtin_mul_overflow(l.emission_ns, unit, &floor_tau))
+        return RA_ETAU;
+    if (floor_tau > l.tolerance_ns)
+        l.tolerance_ns = floor_tau;
+    *out = l;
+    return 0;
+}
+
+/* ---- gcra --------------------------------------------------------------------------------- */
+
+static ra_result_t gcra_step(const ra_limiter_t *l, int64_t state, int64_t now, int64_t cost)
+{
+    const int64_t t = l->emission_ns, tau = l->tolerance_ns;
+    ra_result_t r = {.next_state = state};
+    int64_t tat = state > now ? state : now;
+    int64_t charge;
+    if (cost < 0 || __builtin_mul_overflow(cost, t, &charge) || charge > tau) {
+        r.unfittable = true;
+        int64_t level = sat_sub(tau, sat_sub(tat, now)) / t;
+        r.remaining = level > 0 ? level : 0;
+        r.reset_after_s = ra_ceil_s(sat_sub(tat, now));
+        return r;
+    }
+    int64_t new_tat = sat_add(tat, charge);
+    int64_t allow_at = sat_sub(new_tat, tau);
+    if (now >= allow_at) {
+        int64_t ahead = sat_sub(new_tat, now); /* <= tau here */
+        r.admit = true;
+        r.next_state = new_tat;
+        r.remaining = (tau - ahead) / t;
+        r.reset_after_s = ra_ceil_s(ahead);
+        return r;
+    }
+    int64_t level = sat_sub(tau, sat_sub(tat, now)) / t;
+    r.remaining = level > 0 ? level : 0;
+    r.retry_after_s = ra_ceil_s(sat_sub(allow_at, now));
+    r.reset_after_s = ra_ceil_s(sat_sub(tat, now));
+    return r;
+}
+
+/* ---- fixed_window and sliding_window ------------------------------------------------------ */
+
+typedef struct window {
+    uint32_t index;
+    int64_t prev, curr;
+    int64_t elapsed;
+} window_t;
+
+static int64_t window_pack(uint32_t index, int64_t prev, int64_t curr)
+{
+    return (int64_t)(((uint64_t)index << 32) | ((uint64_t)prev << 16) | (uint64_t)curr);
+}
+
+static window_t window_load(const ra_limiter_t *l, int64_t state, int64_t now)
+{
+    window_t w = {.index = (uint32_t)(uint64_t)floor_div(now, l->period_ns),
+                  .elapsed = floor_mod(now, l->period_ns)};
+    uint32_t stored = (uint32_t)((uint64_t)state >> 32);
+    int64_t prev = ((uint64_t)state >> 16) & 0xffff, curr = (uint64_t)state & 0xffff;
+    if (stored == w.index) {
+        w.prev = prev;
+        w.curr = curr;
+    } else if ((uint32_t)(stored + 1) == w.index) {
+        w.prev = curr;
+    }
+    return w;
+}
+
+/* The headroom before the current count: floor((amount*w - prev*(w - elapsed)) / w) for the
+ * sliding window, amount for the fixed one. */
+static int64_t window_room(const ra_limiter_t *l, const window_t *w)
+{
+    if (l->algorithm == RA_FIXED_WINDOW)
+        return l->amount;
+    __int128 scaled = (__int128)l->amount * l->period_ns -
+                      (__int128)w->prev * (l->period_ns - w->elapsed);
+    /* scaled > -(2^16 * w), so floor division stays in range */
+    __int128 q = scaled / l->period_ns;
+    if (scaled % l->period_ns != 0 && scaled < 0)
+        q--;
+    return (int64_t)q;
+}
+
+static ra_result_t window_step(const ra_limiter_t *l, int64_t state, int64_t now, int64_t cost)
+{
+    window_t w = window_load(l, state, now);
+    int64_t room = window_room(l, &w);
+    ra_result_t r = {.next_state = state};
+    r.reset_after_s = ra_ceil_s(l->period_ns - w.elapsed);
+    /* fixed: curr + n <= amount. sliding: prev*(w-e) + (curr+n)*w <= amount*w, which for
+     * integer curr + n is curr + n <= floor((amount*w - prev*(w-e)) / w) = room. */
+    if (cost >= 0 && cost <= room - w.curr) {
+        r.admit = true;
+        w.curr += cost;
+        r.next_state = window_pack(w.index, w.prev, w.curr);
+        r.remaining = room - w.curr;
+        return r;
+    }
+    r.remaining = room - w.curr > 0 ? room - w.curr : 0;
+    r.retry_after_s = r.reset_after_s;
+    return r;
+}
+
+/* ---- dispatch ----------------------------------------------------------------------------- */
+
+ra_result_t ra_step(const ra_limiter_t *l, int64_t state, int64_t now, int64_t cost)
+{
+    switch (l->algorithm) {
+    case RA_GCRA:
+    case RA_TOKEN_BUCKET:
+        return gcra_step(l, state, now, cost);
+    default:
+        return window_step(l, state, now, cost);
+    }
+}
+
+int64_t ra_observe_remaining(const ra_limiter_t *l, int64_t state, int64_t now)
+{
+    ra_result_t r = ra_step(l, state, now, 1);
+    return r.admit ? sat_add(r.remaining, 1) : 0;
+}
+
+int64_t ra_settle(const ra_limiter_t *l, int64_t state, int64_t now, int64_t reserved,
+                  int64_t actual)
+{
+    if (l->algorithm != RA_GCRA && l->algorithm != RA_TOKEN_BUCKET)
+        return state;
+    int64_t delta = sat_sub(actual, reserved), shift;
+    if (__builtin_mul_overflow(delta, l->emission_ns, &shift))
+        shift = delta > 0 ? INT64_MAX : INT64_MIN;
+    if (shift >= 0) /* an overrun is charged from wherever the TAT stands */
+        return sat_add(state > now ? state : now, shift);
+    if (state <= now) /* a full bucket stays full */
+        return state;
+    int64_t refunded = sat_add(state, shift);
+    return refunded > now ? refunded : now;
+}
+
+bool ra_state_is_idle(const ra_limiter_t *l, int64_t state, int64_t now)
+{
+    if (l->algorithm == RA_GCRA || l->algorithm == RA_TOKEN_BUCKET)
+        return state <= now;
+    window_t w = window_load(l, state, now);
+    return w.prev == 0 && w.curr == 0;
+}
+
+/* ---- names -------------------------------------------------------------------------------- */
+
+static const char *const algorithm_names[] = {
+    [RA_GCRA] = "gcra",
+    [RA_FIXED_WINDOW] = "fixed_window",
+    [RA_SLIDING_WINDOW] = "sliding_window",
+    [RA_TOKEN_BUCKET] = "token_bucket",
+};
+
+const char *ra_algorithm_name(ra_algorithm_t a)
+{
+    if ((unsigned)a >= sizeof(algorithm_names) / sizeof(algorithm_names[0]))
+        return "unknown";
+    return algorithm_names[a];
+}
+
+int ra_algorithm_parse(const char *name, ra_algorithm_t *out)
+{
+    for (unsigned i = 0; i < sizeof(algorithm_names) / sizeof(algorithm_names[0]); i++) {
+        if (strcmp(name, algorithm_names[i]) == 0) {
+            *out = (ra_algorithm_t)i;
+            return 0;
+        }
+    }
+    return RA_EALGORITHM;
+}
+
+const char *ra_strerror(int err)
+{
+    switch (err) {
+    case 0:
+        return "ok";
+    case RA_EAMOUNT:
+        return "amount must be positive";
+    case RA_EPERIOD:
+        return "period must be positive";
+    case RA_EBURST:
+        return "burst must be positive";
+    case RA_EEMISSION:
+        return "amount exceeds the period in nanoseconds: the emission interval would be 0";
+    case RA_ETAU:
+        return "the allowance offset tau = T x burst overflows int64";
+    case RA_ECEILING:
+        return "amount exceeds the packed window-counter ceiling 65535";
+    case RA_ENOEFFECTIVE:
+        return "the algorithm has no per-step effective-rate form";
+    case RA_ESHARE:
+        return "a share must be num/den with 0 < num <= den and a positive unit";
+    case RA_EALGORITHM:
+        return "unregistered algorithm";
+    default:
+        return "unknown error";
+    }
+}

@@ -1,0 +1,112 @@
+/*
+ * ratealg: the four rate algorithms, pure.
+ *
+ * No clock, no I/O, no allocation, no globals: time is an argument (int64 nanoseconds since
+ * the Unix epoch) and the per-key state is one int64 the caller owns. A step never writes the
+ * caller's state itself: it returns the state to store on admission, so a caller can probe
+ * several limits and commit them together (two-phase decisions) by storing `next_state`.
+ *
+ * Every operation is defined for every int64 input (state from anywhere, `now` anywhere,
+ * costs up to INT64_MAX): arithmetic saturates instead of wrapping, so no input reaches
+ * undefined behaviour.
+ */
+#ifndef TT_RATEALG_H
+#define TT_RATEALG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RA_NS_PER_S INT64_C(1000000000)
+/* The packed window state holds 16-bit counters, so a window limit caps amount here. */
+#define RA_WINDOW_CEILING 65535
+/* tpm limits must always fit an ordinary max-token reservation. */
+#define RA_RESERVE_CAP 16384
+
+typedef enum ra_algorithm {
+    RA_GCRA = 0, /* the default: the zero value */
+    RA_FIXED_WINDOW,
+    RA_SLIDING_WINDOW,
+    RA_TOKEN_BUCKET,
+} ra_algorithm_t;
+
+/* Errors from arming a limiter. Negative, as everywhere in tokentriage. */
+enum {
+    RA_EAMOUNT = -1,       /* amount <= 0 */
+    RA_EPERIOD = -2,       /* period <= 0 */
+    RA_EBURST = -3,        /* burst <= 0 (gcra, token_bucket) */
+    RA_EEMISSION = -4,     /* T = floor(period / amount) is 0 */
+    RA_ETAU = -5,          /* tau = T x burst leaves int64 */
+    RA_ECEILING = -6,      /* window amount above RA_WINDOW_CEILING */
+    RA_ENOEFFECTIVE = -7,  /* only gcra has the effective-rate form */
+    RA_ESHARE = -8,        /* share num/den not in (0, 1], or unit <= 0 */
+    RA_EALGORITHM = -9,    /* not one of ra_algorithm_t */
+};
+
+/*
+ * An armed limiter: the parameters and what is derived from them once. Plain data, safe to
+ * copy and compare; ra_limiter_init zeroes it first so equal limiters are equal bytes.
+ */
+typedef struct ra_limiter {
+    ra_algorithm_t algorithm;
+    int64_t amount;    /* r: units per period */
+    int64_t period_ns; /* w */
+    int64_t burst;     /* b: gcra and token_bucket only, 0 for the windows */
+    int64_t emission_ns;  /* T (T_s in the effective form); 0 for the windows */
+    int64_t tolerance_ns; /* tau (tau_s in the effective form); 0 for the windows */
+} ra_limiter_t;
+
+/* What one step decided. Durations are whole seconds, rounded up. */
+typedef struct ra_result {
+    bool admit;
+    bool unfittable; /* the cost can never fit (gcra, token_bucket): do not retry it */
+    int64_t remaining;
+    int64_t retry_after_s;
+    int64_t reset_after_s;
+    int64_t next_state; /* the state to store if admitted; the old state otherwise */
+} ra_result_t;
+
+/* Arms a limiter. burst is read by gcra and token_bucket only (pass amount for the default).
+ * Returns 0 or a negative RA_E* code; on error *out is zeroed. */
+int ra_limiter_init(ra_limiter_t *out, ra_algorithm_t algorithm, int64_t amount,
+                    int64_t period_ns, int64_t burst);
+
+/*
+ * The effective-rate form of a gcra limiter for a replica holding the share num/den of the
+ * fleet amount: T_s = floor(w x den / (r x num)), tau_s = max(tau, T_s x unit). unit is the
+ * cost that must always fit (1 for rpm, RA_RESERVE_CAP for tpm). num == den gives the plain
+ * limiter back, byte for byte. Returns 0 or RA_ENOEFFECTIVE, RA_ESHARE, RA_ETAU.
+ */
+int ra_limiter_effective(const ra_limiter_t *plain, int64_t num, int64_t den, int64_t unit,
+                         ra_limiter_t *out);
+
+/* One arrival of `cost` units at `now` against `state`. A cost below 0 is unfittable. */
+ra_result_t ra_step(const ra_limiter_t *l, int64_t state, int64_t now, int64_t cost);
+
+/*
+ * The remaining headroom a caller may be told, read without committing: a unit probe through
+ * the same algorithm with the probe added back, 0 when the probe is denied.
+ */
+int64_t ra_observe_remaining(const ra_limiter_t *l, int64_t state, int64_t now);
+
+/*
+ * Settles a reservation against a gcra (or token_bucket) state: moves the TAT by
+ * (actual - reserved) x T. A refund never moves the TAT below `now` (a full bucket stays full);
+ * an overrun is always charged, saturating at INT64_MAX. Returns the new state. Settling is a
+ * tpm operation and tpm is gcra only: a window state is returned unchanged.
+ */
+int64_t ra_settle(const ra_limiter_t *l, int64_t state, int64_t now, int64_t reserved,
+                  int64_t actual);
+
+/* True when `state` decides exactly as a fresh key (state 0) would from `now` on, so the
+ * counter can be forgotten. */
+bool ra_state_is_idle(const ra_limiter_t *l, int64_t state, int64_t now);
+
+/* ceil(x / 1 s) for x > 0, else 0; never overflows. */
+int64_t ra_ceil_s(int64_t ns);
+
+const char *ra_algorithm_name(ra_algorithm_t a);
+/* Returns 0 and sets *out, or RA_EALGORITHM for an unregistered name. */
+int ra_algorithm_parse(const char *name, ra_algorithm_t *out);
+const char *ra_strerror(int err);
+
+#endif

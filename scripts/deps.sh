@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs every Debian package tokentriage needs to build, test and run. Idempotent.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
+      libuv1-dev libmsgpack-dev libyaml-dev libsodium-dev libhiredis-dev libcriterion-dev
+      redis-server iproute2 valgrind jq python3 python3-msgpack)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
