@@ -56,28 +56,33 @@ int ra_limiter_init(ra_limiter_t *out, ra_algorithm_t algorithm, int64_t amount,
         return RA_EAMOUNT;
     if (period_ns <= 0)
         return RA_EPERIOD;
-    ra_limiter_t l = {.algorithm = algorithm, .amount = amount, .period_ns = period_ns};
+    int64_t t = 0, tau = 0;
     switch (algorithm) {
     case RA_GCRA:
     case RA_TOKEN_BUCKET:
         if (burst <= 0)
             return RA_EBURST;
-        l.burst = burst;
-        l.emission_ns = period_ns / amount;
-        if (l.emission_ns == 0)
+        t = period_ns / amount;
+        if (t == 0)
             return RA_EEMISSION;
-        if (__builtin_mul_overflow(l.emission_ns, burst, &l.tolerance_ns))
+        if (__builtin_mul_overflow(t, burst, &tau))
             return RA_ETAU;
         break;
     case RA_FIXED_WINDOW:
     case RA_SLIDING_WINDOW:
         if (amount > RA_WINDOW_CEILING)
             return RA_ECEILING;
+        burst = 0;
         break;
     default:
         return RA_EALGORITHM;
     }
-    *out = l;
+    out->algorithm = algorithm;
+    out->amount = amount;
+    out->period_ns = period_ns;
+    out->burst = burst;
+    out->emission_ns = t;
+    out->tolerance_ns = tau;
     return 0;
 }
 
@@ -91,16 +96,13 @@ int ra_limiter_effective(const ra_limiter_t *plain, int64_t num, int64_t den, in
         return RA_ESHARE;
     unsigned __int128 t = (unsigned __int128)plain->period_ns * (uint64_t)den /
                           ((unsigned __int128)plain->amount * (uint64_t)num);
-    if (t > INT64_MAX)
-        return RA_ETAU;
-    ra_limiter_t l = *plain;
-    l.emission_ns = (int64_t)t;
     int64_t floor_tau;
-    if (__builtin_mul_overflow(l.emission_ns, unit, &floor_tau))
+    if (t > INT64_MAX || __builtin_mul_overflow((int64_t)t, unit, &floor_tau))
         return RA_ETAU;
-    if (floor_tau > l.tolerance_ns)
-        l.tolerance_ns = floor_tau;
-    *out = l;
+    memcpy(out, plain, sizeof(*out));
+    out->emission_ns = (int64_t)t;
+    if (floor_tau > out->tolerance_ns)
+        out->tolerance_ns = floor_tau;
     return 0;
 }
 

@@ -48,9 +48,10 @@ enum {
  */
 typedef struct ra_limiter {
     ra_algorithm_t algorithm;
+    uint32_t pad_; /* always 0: no indeterminate padding, so limiters compare as bytes */
     int64_t amount;    /* r: units per period */
     int64_t period_ns; /* w */
-    int64_t burst;     /* b: gcra and token_bucket only, 0 for the windows */
+    int64_t burst;     /* b: gcra and token_bucket; 0 for the windows, which do not read it */
     int64_t emission_ns;  /* T (T_s in the effective form); 0 for the windows */
     int64_t tolerance_ns; /* tau (tau_s in the effective form); 0 for the windows */
 } ra_limiter_t;

@@ -1,0 +1,139 @@
+/*
+ * Arming: turning a validated limit into something a store can run. The messages here are the
+ * catalogue's (shared/seed/rate-algorithms.txt), word for word; users grep for them.
+ */
+#include "limit.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define PREFIX "governance: compile limits: govern: limit \"%s\": "
+
+const char *cfg_type_name(cfg_type_t t)
+{
+    static const char *const names[] = {"rpm", "tpm", "concurrency", "budget_usd",
+                                        "quota_tokens", "quota_requests"};
+    return (unsigned)t < sizeof(names) / sizeof(names[0]) ? names[t] : "unknown";
+}
+
+const char *cfg_store_name(cfg_store_t s)
+{
+    static const char *const names[] = {"local", "share", "redis"};
+    return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
+}
+
+/* FNV-1a, 64 bits: stable across versions and platforms, which is all an identity needs. */
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= UINT64_C(0x100000001b3);
+    }
+    return h;
+}
+
+static uint64_t fnv_i64(uint64_t h, int64_t v)
+{
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)((uint64_t)v >> (8 * i)); /* little-endian, whatever the host */
+    return fnv1a(h, b, sizeof(b));
+}
+
+static uint64_t fnv_str(uint64_t h, const char *s)
+{
+    return fnv1a(h, s, strlen(s) + 1); /* the NUL separates fields */
+}
+
+uint64_t cfg_limit_identity(const cfg_limit_t *l)
+{
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    h = fnv_str(h, l->id);
+    h = fnv_i64(h, l->type);
+    h = fnv_str(h, l->level);
+    h = fnv_i64(h, l->store);
+    h = fnv_i64(h, l->algorithm);
+    h = fnv_i64(h, l->amount);
+    h = fnv_i64(h, l->period_ns);
+    if (cfg_type_is_rate(l->type) &&
+        (l->algorithm == RA_GCRA || l->algorithm == RA_TOKEN_BUCKET))
+        h = fnv_i64(h, l->burst);
+    return h;
+}
+
+/* store "share" drives the effective-rate form, which gcra alone has; redis has Lua assets for
+ * gcra and the window pair, none for token_bucket. */
+static int arm_store(const cfg_limit_t *l, char *msg, size_t size)
+{
+    if (l->store == CFG_STORE_SHARE && l->algorithm != RA_GCRA) {
+        snprintf(msg, size,
+                 PREFIX "store \"share\": counter: store \"share\" requires an algorithm with a "
+                        "per-step effective-rate form (ratealg.EffectiveLimiter); \"%s\" has "
+                        "none \xe2\x80\x94 use algorithm \"gcra\"",
+                 l->id, ra_algorithm_name(l->algorithm));
+        return -1;
+    }
+    if (l->store == CFG_STORE_REDIS && l->algorithm == RA_TOKEN_BUCKET) {
+        snprintf(msg, size,
+                 PREFIX "store \"redis\": counter: algorithm has no distributed (redis) form",
+                 l->id);
+        return -1;
+    }
+    return 0;
+}
+
+static int arm_domain(const cfg_limit_t *l, int err, char *msg, size_t size)
+{
+    const char *alg = ra_algorithm_name(l->algorithm);
+    switch (err) {
+    case RA_ECEILING:
+        snprintf(msg, size,
+                 PREFIX "%s: limit %lld exceeds the packed window-counter ceiling 65535; the "
+                        "frozen int64 state holds a 16-bit per-window counter \xe2\x80\x94 use "
+                        "algorithm \"gcra\" (unbounded) for limits this large",
+                 l->id, alg, (long long)l->amount);
+        break;
+    case RA_ETAU:
+        snprintf(msg, size,
+                 PREFIX "%s: burst %lld overflows the allowance offset tau = T \xc3\x97 burst "
+                        "(int64 nanoseconds, T = %lld ns) \xe2\x80\x94 lower burst",
+                 l->id, alg, (long long)l->burst, (long long)(l->period_ns / l->amount));
+        break;
+    case RA_EEMISSION:
+        snprintf(msg, size,
+                 PREFIX "%s: amount %lld exceeds the period in nanoseconds (%lld); the emission "
+                        "interval T = period / amount would be 0 \xe2\x80\x94 lengthen the period",
+                 l->id, alg, (long long)l->amount, (long long)l->period_ns);
+        break;
+    default:
+        snprintf(msg, size, PREFIX "%s: %s", l->id, alg, ra_strerror(err));
+        break;
+    }
+    return -1;
+}
+
+int cfg_limit_arm(cfg_limit_t *l, char *msg, size_t size)
+{
+    memset(&l->limiter, 0, sizeof(l->limiter));
+    l->identity = 0;
+    if (cfg_type_is_rate(l->type)) {
+        if (arm_store(l, msg, size) < 0)
+            return -1;
+        int err = ra_limiter_init(&l->limiter, l->algorithm, l->amount, l->period_ns, l->burst);
+        if (err < 0)
+            return arm_domain(l, err, msg, size);
+        if (l->type == CFG_TYPE_TPM && l->burst < RA_RESERVE_CAP) {
+            snprintf(msg, size,
+                     PREFIX "tpm limit \"%s\": burst %lld is below the reserve cap 16384 "
+                            "\xe2\x80\x94 an ordinary max-token reserve could never fit (a "
+                            "permanent 100%% refusal); raise burst (default is amount %lld) to "
+                            "at least the reserve cap",
+                     l->id, l->id, (long long)l->burst, (long long)l->amount);
+            memset(&l->limiter, 0, sizeof(l->limiter));
+            return -1;
+        }
+    }
+    l->identity = cfg_limit_identity(l);
+    return 0;
+}

@@ -1,0 +1,85 @@
+/*
+ * A compiled limit: what the config layer hands the stores and the engine.
+ *
+ * Canonical by construction: fixed-size fields, zero-filled before anything is written, the
+ * algorithm's empty value already filled in (gcra). Two limits that mean the same thing are
+ * the same bytes, so `algorithm:` left out and `algorithm: gcra` compile identically.
+ */
+#ifndef TT_CONFIG_LIMIT_H
+#define TT_CONFIG_LIMIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ratealg.h"
+
+#define CFG_ID_MAX 64    /* limit ids: [a-z0-9_]+ */
+#define CFG_LEVEL_MAX 64 /* subject level names */
+
+typedef enum cfg_type {
+    CFG_TYPE_RPM = 0,
+    CFG_TYPE_TPM,
+    CFG_TYPE_CONCURRENCY,
+    CFG_TYPE_BUDGET_USD,
+    CFG_TYPE_QUOTA_TOKENS,
+    CFG_TYPE_QUOTA_REQUESTS,
+} cfg_type_t;
+
+typedef enum cfg_store {
+    CFG_STORE_LOCAL = 0,
+    CFG_STORE_SHARE,
+    CFG_STORE_REDIS,
+} cfg_store_t;
+
+typedef struct cfg_posture {
+    uint8_t on;          /* mode: "on" (1) | "off" (0): off is compiled, never evaluated */
+    uint8_t enforce_hard; /* enforce: hard (1, deny) | soft (0, admit and report) */
+    uint8_t fail_open;   /* fail: open (1) | closed (0), when the store cannot answer */
+    uint8_t pad_;        /* always 0: keeps the struct free of indeterminate padding */
+} cfg_posture_t;
+
+typedef struct cfg_limit {
+    char id[CFG_ID_MAX + 1];
+    char level[CFG_LEVEL_MAX + 1]; /* "global" is one counter for every subject */
+    uint8_t pad_[6];
+    cfg_type_t type;
+    cfg_store_t store;
+    ra_algorithm_t algorithm; /* rate-class only; RA_GCRA otherwise */
+    cfg_posture_t posture;
+    int64_t amount;
+    int64_t period_ns; /* rate-class only; 0 otherwise */
+    int64_t burst;     /* as written, defaulted to amount; read by gcra/token_bucket only */
+    /* Filled by cfg_limit_arm: */
+    uint64_t identity;     /* hash of the canonical fields the algorithm reads */
+    ra_limiter_t limiter;  /* the plain (whole-fleet) limiter, rate-class only */
+} cfg_limit_t;
+
+/* rpm and tpm: the types with a windowed rate and an algorithm. */
+static inline int cfg_type_is_rate(cfg_type_t t)
+{
+    return t == CFG_TYPE_RPM || t == CFG_TYPE_TPM;
+}
+
+/* The cost that must always fit a limit of this type: 1 request, or a max-token reserve. */
+static inline int64_t cfg_type_unit(cfg_type_t t)
+{
+    return t == CFG_TYPE_TPM ? RA_RESERVE_CAP : 1;
+}
+
+const char *cfg_type_name(cfg_type_t t);
+const char *cfg_store_name(cfg_store_t s);
+
+/*
+ * Arms one validated limit: the store/algorithm checks, then the seed's three domain checks
+ * (window ceiling, tau overflow, tpm burst below the reserve cap), then the limiter and the
+ * counter identity. Returns 0, or -1 with the seed's message, word for word and without the
+ * "Error: " prefix, in msg. Types without a rate (concurrency, ledger types) arm without a
+ * limiter; the caller warns about the ledger types.
+ */
+int cfg_limit_arm(cfg_limit_t *limit, char *msg, size_t msg_size);
+
+/* The counter identity: a hash of id, type, level, store, algorithm, amount, period, and
+ * burst only where the algorithm reads it. Editing an inert burst keeps the identity. */
+uint64_t cfg_limit_identity(const cfg_limit_t *limit);
+
+#endif
