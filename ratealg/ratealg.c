@@ -6,8 +6,9 @@
  * window algorithms share one packed state, [index:32][prev:16][curr:16] from bit 63 down, and
  * one body: fixed_window is sliding_window with the previous window's weight forced to zero.
  *
- * Inputs come from anywhere (a Redis reply, a clock that jumped), so every sum and product
- * here saturates rather than wraps. Saturation only ever errs towards denying.
+ * Inputs come from anywhere (a Redis reply, a clock that jumped), so no sum or product here
+ * may wrap: the decisions use exact unsigned distances or 128-bit intermediates, and the
+ * settle path, which has no decision to make, saturates.
  */
 #include "ratealg.h"
 
@@ -48,8 +49,8 @@ static int64_t floor_mod(int64_t a, int64_t b)
     return m < 0 ? m + b : m;
 }
 
-int ra_limiter_init(ra_limiter_t *out, ra_algorithm_t algorithm, int64_t amount,
-                    int64_t period_ns, int64_t burst)
+int ra_limiter_init(ra_limiter_t *out, ra_algorithm_t algorithm, int64_t amount, int64_t period_ns,
+                    int64_t burst)
 {
     memset(out, 0, sizeof(*out));
     if (amount <= 0)
@@ -108,33 +109,43 @@ int ra_limiter_effective(const ra_limiter_t *plain, int64_t num, int64_t den, in
 
 /* ---- gcra --------------------------------------------------------------------------------- */
 
+/* ceil(x / 1 s) of a distance that may need all 64 unsigned bits (a TAT far from `now`). */
+static int64_t ceil_s_u64(uint64_t ns)
+{
+    return (int64_t)(ns / RA_NS_PER_S + (ns % RA_NS_PER_S != 0));
+}
+
+/*
+ * Distances from `now` are computed as unsigned 64-bit differences of two int64s that are
+ * ordered (tat >= now, new_tat >= now), which is exact for every pair: no saturation reaches
+ * a decision. The one value int64 cannot hold is a new TAT past INT64_MAX; since the TAT never
+ * decreases while steps are denied, such a cost can never be admitted at any int64 `now`
+ * either, so it is unfittable, exactly like n x T > tau.
+ */
 static ra_result_t gcra_step(const ra_limiter_t *l, int64_t state, int64_t now, int64_t cost)
 {
     const int64_t t = l->emission_ns, tau = l->tolerance_ns;
     ra_result_t r = {.next_state = state};
     int64_t tat = state > now ? state : now;
-    int64_t charge;
-    if (cost < 0 || __builtin_mul_overflow(cost, t, &charge) || charge > tau) {
+    uint64_t behind = (uint64_t)tat - (uint64_t)now; /* tat - now, exact */
+    int64_t charge, new_tat;
+    if (cost < 0 || __builtin_mul_overflow(cost, t, &charge) || charge > tau ||
+        __builtin_add_overflow(tat, charge, &new_tat)) {
         r.unfittable = true;
-        int64_t level = sat_sub(tau, sat_sub(tat, now)) / t;
-        r.remaining = level > 0 ? level : 0;
-        r.reset_after_s = ra_ceil_s(sat_sub(tat, now));
-        return r;
+    } else {
+        uint64_t ahead = (uint64_t)new_tat - (uint64_t)now; /* new_tat - now */
+        if (ahead <= (uint64_t)tau) {                       /* now >= allow_at */
+            r.admit = true;
+            r.next_state = new_tat;
+            r.remaining = (tau - (int64_t)ahead) / t;
+            r.reset_after_s = ceil_s_u64(ahead);
+            return r;
+        }
+        r.retry_after_s = ceil_s_u64(ahead - (uint64_t)tau); /* allow_at - now */
     }
-    int64_t new_tat = sat_add(tat, charge);
-    int64_t allow_at = sat_sub(new_tat, tau);
-    if (now >= allow_at) {
-        int64_t ahead = sat_sub(new_tat, now); /* <= tau here */
-        r.admit = true;
-        r.next_state = new_tat;
-        r.remaining = (tau - ahead) / t;
-        r.reset_after_s = ra_ceil_s(ahead);
-        return r;
-    }
-    int64_t level = sat_sub(tau, sat_sub(tat, now)) / t;
-    r.remaining = level > 0 ? level : 0;
-    r.retry_after_s = ra_ceil_s(sat_sub(allow_at, now));
-    r.reset_after_s = ra_ceil_s(sat_sub(tat, now));
+    /* denied or unfittable: what is left of the allowance now, and when the TAT is reached */
+    r.remaining = behind < (uint64_t)tau ? (tau - (int64_t)behind) / t : 0;
+    r.reset_after_s = ceil_s_u64(behind);
     return r;
 }
 
@@ -172,8 +183,8 @@ static int64_t window_room(const ra_limiter_t *l, const window_t *w)
 {
     if (l->algorithm == RA_FIXED_WINDOW)
         return l->amount;
-    __int128 scaled = (__int128)l->amount * l->period_ns -
-                      (__int128)w->prev * (l->period_ns - w->elapsed);
+    __int128 scaled =
+        (__int128)l->amount * l->period_ns - (__int128)w->prev * (l->period_ns - w->elapsed);
     /* scaled > -(2^16 * w), so floor division stays in range */
     __int128 q = scaled / l->period_ns;
     if (scaled % l->period_ns != 0 && scaled < 0)
@@ -205,6 +216,8 @@ static ra_result_t window_step(const ra_limiter_t *l, int64_t state, int64_t now
 
 ra_result_t ra_step(const ra_limiter_t *l, int64_t state, int64_t now, int64_t cost)
 {
+    if (l->period_ns <= 0) /* an unarmed (zeroed) limiter: deny, never divide by zero */
+        return (ra_result_t){.next_state = state};
     switch (l->algorithm) {
     case RA_GCRA:
     case RA_TOKEN_BUCKET:
@@ -239,7 +252,7 @@ int64_t ra_settle(const ra_limiter_t *l, int64_t state, int64_t now, int64_t res
 bool ra_state_is_idle(const ra_limiter_t *l, int64_t state, int64_t now)
 {
     if (l->algorithm == RA_GCRA || l->algorithm == RA_TOKEN_BUCKET)
-        return state <= now;
+        return state == 0 || (state <= now && now >= 0); /* max(state, t) == max(0, t) */
     window_t w = window_load(l, state, now);
     return w.prev == 0 && w.curr == 0;
 }

@@ -7,8 +7,9 @@
  * several limits and commit them together (two-phase decisions) by storing `next_state`.
  *
  * Every operation is defined for every int64 input (state from anywhere, `now` anywhere,
- * costs up to INT64_MAX): arithmetic saturates instead of wrapping, so no input reaches
- * undefined behaviour.
+ * costs up to INT64_MAX): decisions are computed exactly (unsigned distances, 128-bit
+ * intermediates), nothing wraps, and no input reaches undefined behaviour. docs/algorithms.md
+ * describes the few places where int64 itself runs out.
  */
 #ifndef TT_RATEALG_H
 #define TT_RATEALG_H
@@ -31,15 +32,15 @@ typedef enum ra_algorithm {
 
 /* Errors from arming a limiter. Negative, as everywhere in tokentriage. */
 enum {
-    RA_EAMOUNT = -1,       /* amount <= 0 */
-    RA_EPERIOD = -2,       /* period <= 0 */
-    RA_EBURST = -3,        /* burst <= 0 (gcra, token_bucket) */
-    RA_EEMISSION = -4,     /* T = floor(period / amount) is 0 */
-    RA_ETAU = -5,          /* tau = T x burst leaves int64 */
-    RA_ECEILING = -6,      /* window amount above RA_WINDOW_CEILING */
-    RA_ENOEFFECTIVE = -7,  /* only gcra has the effective-rate form */
-    RA_ESHARE = -8,        /* share num/den not in (0, 1], or unit <= 0 */
-    RA_EALGORITHM = -9,    /* not one of ra_algorithm_t */
+    RA_EAMOUNT = -1,      /* amount <= 0 */
+    RA_EPERIOD = -2,      /* period <= 0 */
+    RA_EBURST = -3,       /* burst <= 0 (gcra, token_bucket) */
+    RA_EEMISSION = -4,    /* T = floor(period / amount) is 0 */
+    RA_ETAU = -5,         /* tau = T x burst leaves int64 */
+    RA_ECEILING = -6,     /* window amount above RA_WINDOW_CEILING */
+    RA_ENOEFFECTIVE = -7, /* only gcra has the effective-rate form */
+    RA_ESHARE = -8,       /* share num/den not in (0, 1], or unit <= 0 */
+    RA_EALGORITHM = -9,   /* not one of ra_algorithm_t */
 };
 
 /*
@@ -48,10 +49,10 @@ enum {
  */
 typedef struct ra_limiter {
     ra_algorithm_t algorithm;
-    uint32_t pad_; /* always 0: no indeterminate padding, so limiters compare as bytes */
-    int64_t amount;    /* r: units per period */
-    int64_t period_ns; /* w */
-    int64_t burst;     /* b: gcra and token_bucket; 0 for the windows, which do not read it */
+    uint32_t pad_;        /* always 0: no indeterminate padding, so limiters compare as bytes */
+    int64_t amount;       /* r: units per period */
+    int64_t period_ns;    /* w */
+    int64_t burst;        /* b: gcra and token_bucket; 0 for the windows, which do not read it */
     int64_t emission_ns;  /* T (T_s in the effective form); 0 for the windows */
     int64_t tolerance_ns; /* tau (tau_s in the effective form); 0 for the windows */
 } ra_limiter_t;
@@ -68,19 +69,26 @@ typedef struct ra_result {
 
 /* Arms a limiter. burst is read by gcra and token_bucket only (pass amount for the default).
  * Returns 0 or a negative RA_E* code; on error *out is zeroed. */
-int ra_limiter_init(ra_limiter_t *out, ra_algorithm_t algorithm, int64_t amount,
-                    int64_t period_ns, int64_t burst);
+int ra_limiter_init(ra_limiter_t *out, ra_algorithm_t algorithm, int64_t amount, int64_t period_ns,
+                    int64_t burst);
 
 /*
  * The effective-rate form of a gcra limiter for a replica holding the share num/den of the
  * fleet amount: T_s = floor(w x den / (r x num)), tau_s = max(tau, T_s x unit). unit is the
  * cost that must always fit (1 for rpm, RA_RESERVE_CAP for tpm). num == den gives the plain
- * limiter back, byte for byte. Returns 0 or RA_ENOEFFECTIVE, RA_ESHARE, RA_ETAU.
+ * limiter back, byte for byte, whenever the plain one already fits the unit (T x unit <= tau,
+ * which arming guarantees for rpm and tpm). Returns 0 or RA_ENOEFFECTIVE, RA_ESHARE, RA_ETAU
+ * (T_s or T_s x unit leaves int64).
  */
 int ra_limiter_effective(const ra_limiter_t *plain, int64_t num, int64_t den, int64_t unit,
                          ra_limiter_t *out);
 
-/* One arrival of `cost` units at `now` against `state`. A cost below 0 is unfittable. */
+/*
+ * One arrival of `cost` units at `now` against `state`; SPEC section 3. A cost below 0 is
+ * unfittable (gcra) or denied (windows). gcra also calls a cost unfittable when the new TAT
+ * would leave int64: such a step could not be admitted at any later `now` either. A zeroed
+ * (unarmed) limiter denies everything.
+ */
 ra_result_t ra_step(const ra_limiter_t *l, int64_t state, int64_t now, int64_t cost);
 
 /*
@@ -99,7 +107,7 @@ int64_t ra_settle(const ra_limiter_t *l, int64_t state, int64_t now, int64_t res
                   int64_t actual);
 
 /* True when `state` decides exactly as a fresh key (state 0) would from `now` on, so the
- * counter can be forgotten. */
+ * counter can be forgotten (for windows: as long as the clock does not go backwards). */
 bool ra_state_is_idle(const ra_limiter_t *l, int64_t state, int64_t now);
 
 /* ceil(x / 1 s) for x > 0, else 0; never overflows. */
