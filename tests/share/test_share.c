@@ -74,6 +74,21 @@ static cfg_limit_t limit(cfg_type_t type, int64_t amount, int64_t period, int64_
     return l;
 }
 
+/* A core that has seen `f` once, at T0. */
+static share_core_t core_seeing(const fake_view_t *f, int64_t hold)
+{
+    share_core_t c = core_at(hold, T0);
+    share_update(&c, &f->v, T0);
+    return c;
+}
+
+static share_disclosure_t disclosed(const share_core_t *c, const cfg_limit_t *l)
+{
+    share_disclosure_t d;
+    cr_assert_eq(share_disclose(c, l, &d), 0);
+    return d;
+}
+
 /* ---- N -------------------------------------------------------------------------------------- */
 
 Test(share, n_counts_alive_and_suspect_members_and_self)
@@ -83,8 +98,7 @@ Test(share, n_counts_alive_and_suspect_members_and_self)
     f.m[2].state = SHARE_MEMBER_SUSPECT;
     f.m[3].state = SHARE_MEMBER_DEAD;
     f.m[4].state = SHARE_MEMBER_LEFT;
-    share_core_t c = core_at(0, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 0);
     cr_assert_eq(c.live, 4); /* self, 1, 2 (suspect), 5 */
     cr_assert_eq(share_divisor(&c), 4);
     cr_assert_eq(share_state(&c), SHARE_ARMED);
@@ -95,8 +109,7 @@ Test(share, self_counts_once_whatever_its_own_entry_says)
     fake_view_t f;
     view_init(&f, 2, 3);
     f.m[0].state = SHARE_MEMBER_DEAD;
-    share_core_t c = core_at(0, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 0);
     cr_assert_eq(share_divisor(&c), 3);
 }
 
@@ -124,8 +137,7 @@ Test(share, tpm_limits_keep_one_reserve_cap_fitting)
 {
     fake_view_t f;
     view_init(&f, 9, 10);
-    share_core_t c = core_at(0, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 0);
     cfg_limit_t l = limit(CFG_TYPE_TPM, 100000, 60 * S, 100000);
     ra_limiter_t eff;
     cr_assert_eq(share_limiter(&c, &l, &eff), 0);
@@ -184,8 +196,7 @@ Test(share, once_armed_never_unarms)
 {
     fake_view_t f;
     view_init(&f, 2, 3);
-    share_core_t c = core_at(0, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 0);
     f.v.joined = false; /* a rejoin in progress */
     share_update(&c, &f.v, T0 + S);
     cr_assert_eq(share_state(&c), SHARE_ARMED);
@@ -197,8 +208,7 @@ Test(share, a_partition_holds_the_largest_n_for_partition_hold)
 {
     fake_view_t f;
     view_init(&f, 5, 6);
-    share_core_t c = core_at(60 * S, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 60 * S);
     cr_assert_eq(share_divisor(&c), 6);
 
     set_state(&f, 3, 6, SHARE_MEMBER_DEAD); /* 6 -> 3: half */
@@ -220,8 +230,7 @@ Test(share, losing_less_than_half_does_not_hold)
 {
     fake_view_t f;
     view_init(&f, 5, 6);
-    share_core_t c = core_at(60 * S, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 60 * S);
     set_state(&f, 4, 6, SHARE_MEMBER_DEAD); /* 6 -> 4 */
     share_update(&c, &f.v, T0 + S);
     cr_assert_eq(share_state(&c), SHARE_ARMED);
@@ -232,8 +241,7 @@ Test(share, a_cut_off_replica_of_three_holds_and_heals)
 {
     fake_view_t f;
     view_init(&f, 2, 3);
-    share_core_t c = core_at(60 * S, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 60 * S);
     set_state(&f, 1, 3, SHARE_MEMBER_DEAD);
     share_update(&c, &f.v, T0 + 20 * S);
     cr_assert_eq(share_state(&c), SHARE_HELD);
@@ -249,8 +257,7 @@ Test(share, a_rolling_update_of_graceful_leaves_never_holds)
 {
     fake_view_t f;
     view_init(&f, 1, 2); /* two replicas: one leave halves N */
-    share_core_t c = core_at(60 * S, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 60 * S);
     int64_t t = T0;
     for (int round = 0; round < 3; round++) {
         f.m[1].state = SHARE_MEMBER_LEFT;
@@ -268,8 +275,7 @@ Test(share, two_leaves_before_the_replacements_join_do_not_hold)
 {
     fake_view_t f;
     view_init(&f, 2, 3);
-    share_core_t c = core_at(60 * S, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 60 * S);
     f.m[1].state = SHARE_MEMBER_LEFT;
     f.v.left_total = 1;
     share_update(&c, &f.v, T0 + S);
@@ -284,8 +290,7 @@ Test(share, a_kill_beside_a_leave_still_counts_as_a_drop)
 {
     fake_view_t f;
     view_init(&f, 3, 4);
-    share_core_t c = core_at(60 * S, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 60 * S);
     f.m[1].state = SHARE_MEMBER_LEFT; /* 4 -> 3 gracefully: the reference becomes 3 */
     f.v.left_total = 1;
     share_update(&c, &f.v, T0 + S);
@@ -302,8 +307,7 @@ Test(share, partition_hold_zero_turns_the_hold_off)
 {
     fake_view_t f;
     view_init(&f, 5, 6);
-    share_core_t c = core_at(0, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 0);
     set_state(&f, 1, 6, SHARE_MEMBER_DEAD);
     share_update(&c, &f.v, T0 + S);
     cr_assert_eq(share_state(&c), SHARE_ARMED);
@@ -314,8 +318,7 @@ Test(share, a_drop_in_two_steps_holds_on_the_older_peak_then_the_newer)
 {
     fake_view_t f;
     view_init(&f, 9, 10);
-    share_core_t c = core_at(60 * S, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 60 * S);
     set_state(&f, 4, 10, SHARE_MEMBER_DEAD); /* 10 -> 4 at +10 s */
     share_update(&c, &f.v, T0 + 10 * S);
     cr_assert_eq(share_divisor(&c), 10);
@@ -335,8 +338,7 @@ Test(share, a_peak_seen_long_ago_does_not_hold)
 {
     fake_view_t f;
     view_init(&f, 5, 6);
-    share_core_t c = core_at(60 * S, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 60 * S);
     set_state(&f, 3, 6, SHARE_MEMBER_DEAD);
     share_update(&c, &f.v, T0 + 61 * S); /* the 6 was in effect until now: still a drop */
     cr_assert_eq(share_state(&c), SHARE_HELD);
@@ -347,8 +349,7 @@ Test(share, a_full_peak_table_only_makes_the_hold_last_longer)
 {
     fake_view_t f;
     view_init(&f, MAXM - 1, MAXM);
-    share_core_t c = core_at(60 * S, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 60 * S);
     /* MAXM -> 1, one member a step, every 100 ms: more falling values than the table holds */
     int64_t t = T0;
     for (size_t i = MAXM - 1; i >= 1; i--) {
@@ -369,11 +370,9 @@ Test(share, a_converged_fleet_discloses_exactly_amount_and_burst)
 {
     fake_view_t f;
     view_init(&f, 2, 3);
-    share_core_t c = core_at(60 * S, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 60 * S);
     cfg_limit_t l = limit(CFG_TYPE_RPM, 300, 60 * S, 60);
-    share_disclosure_t d;
-    cr_assert_eq(share_disclose(&c, &l, &d), 0);
+    share_disclosure_t d = disclosed(&c, &l);
     cr_assert_eq(d.state, SHARE_ARMED);
     cr_assert_eq(d.n, 3);
     cr_assert_eq(d.live, 3);
@@ -391,11 +390,9 @@ Test(share, an_indivisible_amount_rounds_up_once_per_divisor)
 {
     fake_view_t f;
     view_init(&f, 2, 3);
-    share_core_t c = core_at(60 * S, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 60 * S);
     cfg_limit_t l = limit(CFG_TYPE_RPM, 100, 60 * S, 10);
-    share_disclosure_t d;
-    share_disclose(&c, &l, &d);
+    share_disclosure_t d = disclosed(&c, &l);
     cr_assert_eq(d.local_share, 33, "rounded down: what this replica is sure to get");
     cr_assert_eq(d.sustained_bound, 100, "3 x 100/3 in one group: exact");
     cr_assert_eq(d.burst_bound, 12, "3 x ceil(10/3)");
@@ -408,11 +405,9 @@ Test(share, lagging_divisors_are_summed_and_the_view_is_not_converged)
     view_init(&f, 3, 4);
     f.m[3].state = SHARE_MEMBER_DEAD; /* we see 3 live; one peer still divides by 4 */
     peer_set(&f, 2, SHARE_MEMBER_ALIVE, SHARE_ARMED, 3);
-    share_core_t c = core_at(60 * S, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 60 * S);
     cfg_limit_t l = limit(CFG_TYPE_RPM, 100, 60 * S, 100);
-    share_disclosure_t d;
-    share_disclose(&c, &l, &d);
+    share_disclosure_t d = disclosed(&c, &l);
     cr_assert_eq(d.n, 3);
     cr_assert_eq(d.divisor_min, 3);
     cr_assert_eq(d.divisor_max, 4);
@@ -427,11 +422,9 @@ Test(share, an_unknown_divisor_is_bounded_as_the_whole_amount)
     view_init(&f, 2, 3);
     f.m[2].meta = NULL; /* no metadata gossiped yet */
     f.m[2].meta_len = 0;
-    share_core_t c = core_at(60 * S, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 60 * S);
     cfg_limit_t l = limit(CFG_TYPE_RPM, 300, 60 * S, 60);
-    share_disclosure_t d;
-    share_disclose(&c, &l, &d);
+    share_disclosure_t d = disclosed(&c, &l);
     cr_assert_eq(d.divisors_unknown, 1);
     cr_assert_eq(d.sustained_bound, 200 + 300);
     cr_assert_eq(d.burst_bound, 40 + 60);
@@ -442,8 +435,7 @@ Test(share, an_unarmed_replica_discloses_itself_as_unknown)
 {
     share_core_t c = core_at(60 * S, T0);
     cfg_limit_t l = limit(CFG_TYPE_RPM, 300, 60 * S, 60);
-    share_disclosure_t d;
-    cr_assert_eq(share_disclose(&c, &l, &d), 0);
+    share_disclosure_t d = disclosed(&c, &l);
     cr_assert_eq(d.state, SHARE_UNARMED);
     cr_assert_eq(d.n, 0);
     cr_assert_eq(d.local_share, 0);
@@ -456,11 +448,9 @@ Test(share, the_burst_floor_shows_in_the_burst_bound)
 {
     fake_view_t f;
     view_init(&f, 9, 10);
-    share_core_t c = core_at(60 * S, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 60 * S);
     cfg_limit_t l = limit(CFG_TYPE_TPM, 1000000, 60 * S, 100000);
-    share_disclosure_t d;
-    share_disclose(&c, &l, &d);
+    share_disclosure_t d = disclosed(&c, &l);
     cr_assert_eq(d.burst_bound, 10 * RA_RESERVE_CAP, "100000/10 < 16384: the unit floor wins");
     cr_assert_eq(d.sustained_bound, 1000000);
     cr_assert_eq(d.local_burst, RA_RESERVE_CAP);
@@ -471,13 +461,11 @@ Test(share, a_held_replica_is_not_converged_and_bounds_its_held_share)
 {
     fake_view_t f;
     view_init(&f, 2, 3);
-    share_core_t c = core_at(60 * S, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 60 * S);
     set_state(&f, 1, 3, SHARE_MEMBER_DEAD);
     share_update(&c, &f.v, T0 + S);
     cfg_limit_t l = limit(CFG_TYPE_RPM, 300, 60 * S, 60);
-    share_disclosure_t d;
-    share_disclose(&c, &l, &d);
+    share_disclosure_t d = disclosed(&c, &l);
     cr_assert_eq(d.state, SHARE_HELD);
     cr_assert_eq(d.n, 3);
     cr_assert_eq(d.live, 1);
@@ -490,11 +478,9 @@ Test(share, bounds_saturate_instead_of_wrapping)
 {
     fake_view_t f;
     view_init(&f, MAXM - 1, 0); /* all unarmed: each bounded as the whole amount */
-    share_core_t c = core_at(60 * S, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 60 * S);
     cfg_limit_t l = limit(CFG_TYPE_RPM, INT64_MAX / 2, INT64_MAX, INT64_MAX / 4);
-    share_disclosure_t d;
-    share_disclose(&c, &l, &d);
+    share_disclosure_t d = disclosed(&c, &l);
     cr_assert_eq(d.sustained_bound, INT64_MAX);
 }
 
@@ -504,13 +490,11 @@ Test(share, many_distinct_divisors_overflow_into_the_unknown_count)
     view_init(&f, 40, 0);
     for (size_t i = 1; i <= 40; i++)
         peer_set(&f, i, SHARE_MEMBER_ALIVE, SHARE_ARMED, (uint32_t)(100 + i));
-    share_core_t c = core_at(60 * S, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 60 * S);
     cr_assert_eq(c.ngroups, SHARE_GROUPS_MAX);
     cr_assert_eq(c.unknown, 40 - (SHARE_GROUPS_MAX - 1));
     cfg_limit_t l = limit(CFG_TYPE_RPM, 300, 60 * S, 60);
-    share_disclosure_t d;
-    share_disclose(&c, &l, &d);
+    share_disclosure_t d = disclosed(&c, &l);
     cr_assert_eq(d.divisor_min, 41, "self");
     cr_assert_eq(d.divisor_max, 115);
     cr_assert_geq(d.sustained_bound, 300 * (40 - 15), "the overflow is bounded as 1 each");
@@ -535,8 +519,7 @@ Test(share, metadata_round_trips_the_divisor_in_use)
 {
     fake_view_t f;
     view_init(&f, 4, 5);
-    share_core_t c = core_at(60 * S, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 60 * S);
     uint8_t buf[SHARE_META_LEN];
     cr_assert_eq(share_meta_encode(&c, buf, sizeof(buf)), SHARE_META_LEN);
     uint8_t want[] = {1, 1, 0, 0, 0, 5};
@@ -586,8 +569,7 @@ Test(share, a_peer_with_bad_metadata_counts_but_as_unknown)
     fake_view_t f;
     view_init(&f, 2, 3);
     f.meta[2][0] = 0;
-    share_core_t c = core_at(60 * S, T0);
-    share_update(&c, &f.v, T0);
+    share_core_t c = core_seeing(&f, 60 * S);
     cr_assert_eq(share_divisor(&c), 3);
     cr_assert_eq(c.unknown, 1);
 }
