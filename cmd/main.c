@@ -18,6 +18,7 @@ static const struct command {
     const char *usage;
 } commands[] = {
     {"version", cmd_version, "version"},
+    {"validate", cmd_validate, "validate [--arm] [--explain] FILE"},
 };
 
 static int usage(FILE *to)

@@ -2,7 +2,7 @@
  * Arming: turning a validated limit into something a store can run. The messages here are the
  * catalogue's (shared/seed/rate-algorithms.txt), word for word; users grep for them.
  */
-#include "limit.h"
+#include "internal.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -11,8 +11,8 @@
 
 const char *cfg_type_name(cfg_type_t t)
 {
-    static const char *const names[] = {"rpm", "tpm", "concurrency", "budget_usd",
-                                        "quota_tokens", "quota_requests"};
+    static const char *const names[] = {"rpm",        "tpm",          "concurrency",
+                                        "budget_usd", "quota_tokens", "quota_requests"};
     return (unsigned)t < sizeof(names) / sizeof(names[0]) ? names[t] : "unknown";
 }
 
@@ -56,8 +56,7 @@ uint64_t cfg_limit_identity(const cfg_limit_t *l)
     h = fnv_i64(h, l->algorithm);
     h = fnv_i64(h, l->amount);
     h = fnv_i64(h, l->period_ns);
-    if (cfg_type_is_rate(l->type) &&
-        (l->algorithm == RA_GCRA || l->algorithm == RA_TOKEN_BUCKET))
+    if (cfg_type_is_rate(l->type) && (l->algorithm == RA_GCRA || l->algorithm == RA_TOKEN_BUCKET))
         h = fnv_i64(h, l->burst);
     return h;
 }
@@ -135,5 +134,32 @@ int cfg_limit_arm(cfg_limit_t *l, char *msg, size_t size)
         }
     }
     l->identity = cfg_limit_identity(l);
+    return 0;
+}
+
+int cfg_arm(cfg_config_t *cfg, cfg_report_t *report)
+{
+    int failed = 0;
+    cfg->armed = false;
+    for (size_t i = 0; i < cfg->n_limits; i++) {
+        cfg_limit_t *l = &cfg->limits[i];
+        char msg[1024];
+        if (cfg_limit_arm(l, msg, sizeof(msg)) < 0) {
+            failed = 1;
+            if (cfg__report_add(report, false, "%s", msg) < 0)
+                return CFG_ENOMEM;
+            continue;
+        }
+        if (!cfg_type_is_rate(l->type) && l->type != CFG_TYPE_CONCURRENCY &&
+            cfg__report_add(report, true,
+                            "governance.limits[%zu]: limit \"%s\": %s is folded from ledger "
+                            "rows, which this daemon does not hold: it validates but is not "
+                            "enforced here",
+                            i, l->id, cfg_type_name(l->type)) < 0)
+            return CFG_ENOMEM;
+    }
+    if (failed)
+        return CFG_EINVALID;
+    cfg->armed = true;
     return 0;
 }

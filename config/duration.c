@@ -1,7 +1,9 @@
 /* Parsing durations ("1h30m"). Shared by the config loader and `tokentriage simulate`. */
-#include "duration.h"
+#include "config.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 static const struct unit {
     const char *name;
@@ -27,23 +29,39 @@ static int is_alpha(char c)
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 
+/* Calendar periods written as words, alone ("month", "daily") or after a number ("2weeks"):
+ * refused with the calendar error, so the user learns to write hours, not just "bad unit". */
+static int is_calendar_word(const char *p, size_t len)
+{
+    static const char *const words[] = {
+        "day",      "days",   "daily",    "week",    "weeks",     "weekly",   "fortnight",
+        "month",    "months", "monthly",  "year",    "years",     "yearly",   "annual",
+        "annually", "hourly", "minutely", "quarter", "quarterly", "calendar", NULL};
+    for (unsigned i = 0; words[i]; i++)
+        if (strlen(words[i]) == len && strncasecmp(p, words[i], len) == 0)
+            return 1;
+    return 0;
+}
+
 /* Matches the unit spelled by the letters [p, p+len); returns its index or a code. */
 static int unit_lookup(const char *p, size_t len)
 {
     for (unsigned i = 0; i < NUNITS; i++)
         if (strlen(units[i].name) == len && memcmp(p, units[i].name, len) == 0)
             return (int)i;
-    static const char *const calendar[] = {"d", "w", "mo", "y", "M", "D", "W", "Y"};
+    static const char *const calendar[] = {"d", "w", "mo", "y", "M", "D", "W", "Y", "mon", "q"};
     for (unsigned i = 0; i < sizeof(calendar) / sizeof(calendar[0]); i++)
         if (strlen(calendar[i]) == len && memcmp(p, calendar[i], len) == 0)
             return CFG_DURATION_ECALENDAR;
-    return CFG_DURATION_EUNIT;
+    return is_calendar_word(p, len) ? CFG_DURATION_ECALENDAR : CFG_DURATION_EUNIT;
 }
 
 int cfg_duration_parse(const char *s, int64_t *ns)
 {
     if (s == NULL || *s == '\0')
         return CFG_DURATION_EEMPTY;
+    if (is_calendar_word(s, strlen(s)))
+        return CFG_DURATION_ECALENDAR;
     int64_t total = 0;
     int next_unit = 0; /* the largest unit still allowed */
     const char *p = s;
@@ -94,4 +112,26 @@ const char *cfg_duration_strerror(int err)
     default:
         return "invalid duration";
     }
+}
+
+char *cfg_duration_format(int64_t ns, char *buf, size_t size)
+{
+    static const struct unit parts[] = {{"h", INT64_C(3600000000000)}, {"m", INT64_C(60000000000)},
+                                        {"s", INT64_C(1000000000)},    {"ms", INT64_C(1000000)},
+                                        {"us", INT64_C(1000)},         {"ns", 1}};
+    size_t used = 0;
+    if (size == 0)
+        return buf;
+    snprintf(buf, size, "%s", ns == 0 ? "0s" : ns < 0 ? "-" : "");
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]) && ns > 0; i++) {
+        int64_t v = ns / parts[i].ns;
+        ns %= parts[i].ns;
+        if (v == 0)
+            continue;
+        int n = snprintf(buf + used, size - used, "%lld%s", (long long)v, parts[i].name);
+        if (n < 0 || (size_t)n >= size - used)
+            break;
+        used += (size_t)n;
+    }
+    return buf;
 }

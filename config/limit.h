@@ -32,10 +32,10 @@ typedef enum cfg_store {
 } cfg_store_t;
 
 typedef struct cfg_posture {
-    uint8_t on;          /* mode: "on" (1) | "off" (0): off is compiled, never evaluated */
+    uint8_t on;           /* mode: "on" (1) | "off" (0): off is compiled, never evaluated */
     uint8_t enforce_hard; /* enforce: hard (1, deny) | soft (0, admit and report) */
-    uint8_t fail_open;   /* fail: open (1) | closed (0), when the store cannot answer */
-    uint8_t pad_;        /* always 0: keeps the struct free of indeterminate padding */
+    uint8_t fail_open;    /* fail: open (1) | closed (0), when the store cannot answer */
+    uint8_t pad_;         /* always 0: keeps the struct free of indeterminate padding */
 } cfg_posture_t;
 
 typedef struct cfg_limit {
@@ -50,8 +50,8 @@ typedef struct cfg_limit {
     int64_t period_ns; /* rate-class only; 0 otherwise */
     int64_t burst;     /* as written, defaulted to amount; read by gcra/token_bucket only */
     /* Filled by cfg_limit_arm: */
-    uint64_t identity;     /* hash of the canonical fields the algorithm reads */
-    ra_limiter_t limiter;  /* the plain (whole-fleet) limiter, rate-class only */
+    uint64_t identity;    /* hash of the canonical fields the algorithm reads */
+    ra_limiter_t limiter; /* the plain (whole-fleet) limiter, rate-class only */
 } cfg_limit_t;
 
 /* rpm and tpm: the types with a windowed rate and an algorithm. */

@@ -1,0 +1,156 @@
+/*
+ * The compiled configuration: what `serve` runs on and what a reload swaps in.
+ *
+ * Three steps, as in the seed. Loading (cfg_load_file, cfg_load_string) parses the YAML with
+ * a source position on every node, checks the schema and its coherence (validate), and builds
+ * a new cfg_config_t aside: it never touches a model already in use, so a bad reload leaves
+ * the old one serving. Arming (cfg_arm) then compiles every limit with cfg_limit_arm: the
+ * seed's domain checks and store/algorithm checks. Both steps report every problem they find
+ * into a cfg_report_t, one line each, and change nothing else on error.
+ *
+ * Ownership: a cfg_config_t comes from cfg_load_* and belongs to the caller, who frees it
+ * with cfg_free (limits included). It holds no pointers into the YAML text or the report.
+ */
+#ifndef TT_CONFIG_CONFIG_H
+#define TT_CONFIG_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "duration.h"
+#include "limit.h"
+
+/* Errors, negative as everywhere in tokentriage. */
+enum {
+    CFG_EINVALID = -1, /* the configuration has errors; the report lists them */
+    CFG_ENOMEM = -2,   /* out of memory (also reported) */
+};
+
+/* Bounds on the input and on the model (documented in docs/configuration.md). */
+#define CFG_FILE_MAX (1024 * 1024) /* bytes in a config file */
+#define CFG_DEPTH_MAX 32           /* nesting of mappings and sequences */
+#define CFG_NODES_MAX 100000       /* nodes in one document */
+#define CFG_SCALAR_MAX 4096        /* bytes in one scalar, after ${VAR} expansion */
+#define CFG_LIMITS_MAX 4096        /* governance.limits entries */
+#define CFG_SEEDS_MAX 64           /* shared_state.share.seeds entries */
+#define CFG_ADDR_MAX 256           /* host:port strings */
+#define CFG_PATH_MAX 4096          /* file paths */
+#define CFG_SOCKET_PATH_MAX 107    /* a unix socket path (sun_path less its NUL) */
+#define CFG_NAME_MAX 128           /* node ids, cluster labels, group names */
+#define CFG_PERIOD_MAX_NS (INT64_C(8760) * 3600 * 1000000000) /* 8760h, one year */
+
+/* The built-in defaults; the daemon and the clients resolve the socket the same way. */
+#define CFG_DEFAULT_SOCKET "/run/tokentriage/tokentriage.sock"
+#define CFG_DEFAULT_SOCKET_MODE 0660
+#define CFG_DEFAULT_HTTP "127.0.0.1:9464"
+#define CFG_DEFAULT_MAX_COUNTERS 1000000
+#define CFG_DEFAULT_MAX_CONNECTIONS 1024
+#define CFG_DEFAULT_SHARE_BIND "0.0.0.0:7946"
+#define CFG_DEFAULT_PARTITION_HOLD_NS (INT64_C(60) * 1000000000)
+#define CFG_DEFAULT_JOIN_TIMEOUT_NS (INT64_C(10) * 1000000000)
+#define CFG_DEFAULT_COLD_SHARE 0.05
+#define CFG_DEFAULT_DEMAND_INTERVAL_NS (INT64_C(500) * 1000000)
+#define CFG_DEFAULT_REDIS_TIMEOUT_NS (INT64_C(50) * 1000000)
+
+/* server: the decision socket and the operations endpoint. */
+typedef struct cfg_server {
+    char socket[CFG_SOCKET_PATH_MAX + 1]; /* default CFG_DEFAULT_SOCKET */
+    uint32_t socket_mode;                 /* permission bits, default 0660 */
+    char socket_group[CFG_NAME_MAX + 1];  /* chgrp the socket to this group; "" = leave it */
+    char http[CFG_ADDR_MAX + 1];          /* host:port of /metrics etc.; "" = off */
+    int64_t max_counters;                 /* live counters held before new keys are refused */
+    int64_t max_connections;              /* concurrent socket clients */
+} cfg_server_t;
+
+typedef enum cfg_division {
+    CFG_DIVISION_EQUAL = 0, /* amount / N on every replica */
+    CFG_DIVISION_DEMAND,    /* leases from each key's owner, SPEC 6b */
+} cfg_division_t;
+
+/* shared_state.share: membership and the divided fleet caps. */
+typedef struct cfg_share {
+    bool present;                                /* the section was declared */
+    char node_id[CFG_NAME_MAX + 1];              /* required */
+    char bind[CFG_ADDR_MAX + 1];                 /* UDP/TCP gossip listener, default 0.0.0.0:7946 */
+    char advertise[CFG_ADDR_MAX + 1];            /* what peers dial; "" = derive from bind */
+    char seeds[CFG_SEEDS_MAX][CFG_ADDR_MAX + 1]; /* host:port, DNS names re-resolved */
+    size_t n_seeds;
+    char keyring_file[CFG_PATH_MAX + 1]; /* "" = plaintext gossip, loudly warned */
+    char cluster[CFG_NAME_MAX + 1];      /* label bound as AEAD associated data; may be "" */
+    int64_t partition_hold_ns;           /* 0 disables the hold */
+    int64_t join_timeout_ns;             /* go solo when no seed answers within this */
+    cfg_division_t division;
+    double cold_share;          /* c in (0, 1): the share without a lease (demand mode) */
+    int64_t demand_interval_ns; /* demand reports and lease refresh */
+} cfg_share_t;
+
+/* shared_state.redis: the one shared counter store. */
+typedef struct cfg_redis {
+    bool present;
+    char address[CFG_ADDR_MAX + 1]; /* host:port, required */
+    int64_t timeout_ns;             /* a reply slower than this counts as unavailable */
+} cfg_redis_t;
+
+typedef struct cfg_config {
+    char source[CFG_PATH_MAX + 1]; /* the file name, or the name given to cfg_load_string */
+    cfg_server_t server;
+    bool disclose_limits; /* governance.keys.disclose_limits, default true */
+    cfg_share_t share;
+    cfg_redis_t redis;
+    size_t n_limits;
+    cfg_limit_t *limits; /* owned; validated and canonical, armed only after cfg_arm */
+    bool armed;
+} cfg_config_t;
+
+/* One finding: the text after "Error: " or "Warning: ", position included. */
+typedef struct cfg_finding {
+    bool warning;
+    char *text; /* owned by the report */
+} cfg_finding_t;
+
+/* Everything a load or an arm found. Zero-initialise, reuse across calls, cfg_report_free. */
+typedef struct cfg_report {
+    cfg_finding_t *items;
+    size_t n, cap;
+    size_t n_errors, n_warnings;
+} cfg_report_t;
+
+/*
+ * Loads, validates and compiles a configuration file. On success *out is a new model (not
+ * armed) and 0 is returned; otherwise *out is NULL, every error is in the report and the
+ * return is CFG_EINVALID or CFG_ENOMEM. Warnings may be added either way.
+ */
+int cfg_load_file(const char *path, cfg_config_t **out, cfg_report_t *report);
+
+/* The same from memory; `name` stands for the file in positions ("<default>" for the
+ * embedded config). `len` bytes of `text` are read; no NUL is needed. */
+int cfg_load_string(const char *name, const char *text, size_t len, cfg_config_t **out,
+                    cfg_report_t *report);
+
+/*
+ * Arms every limit (cfg_limit_arm): seed messages for each limit that fails, warnings for the
+ * ledger types this daemon does not enforce. All-or-nothing: returns 0 and sets cfg->armed,
+ * or CFG_EINVALID with every failing limit reported.
+ */
+int cfg_arm(cfg_config_t *cfg, cfg_report_t *report);
+
+void cfg_free(cfg_config_t *cfg);
+
+/* The limit with this id, or NULL. */
+const cfg_limit_t *cfg_find_limit(const cfg_config_t *cfg, const char *id);
+
+/* Writes each finding as one line, "Error: ..." or "Warning: ...". */
+void cfg_report_print(const cfg_report_t *report, FILE *to);
+void cfg_report_free(cfg_report_t *report);
+
+/* The embedded default configuration (config/default.yaml), NUL-terminated. */
+extern const char cfg_default_yaml[];
+extern const size_t cfg_default_yaml_len;
+
+/* Formats ns the way a config writes it ("1h30m", "200ms"; "60us", "5ns" below a
+ * millisecond, which only derived values such as T reach; "0s"). Returns buf. */
+char *cfg_duration_format(int64_t ns, char *buf, size_t size);
+
+#endif
