@@ -1,0 +1,39 @@
+# tokentriage container image: Debian bookworm, two stages.
+#   docker build -t tokentriage:0.1.0 .
+# The build stage compiles with Debian's -dev packages (the same list as scripts/deps.sh, minus the
+# test tools); the runtime stage holds only the shared libraries the binary links, the binary and
+# the client library, and runs as the unprivileged user 65532 (the DaemonSet's runAsUser).
+FROM debian:bookworm AS build
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      build-essential cmake pkg-config \
+      libuv1-dev libmsgpack-dev libyaml-dev libsodium-dev libhiredis-dev \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DTT_TESTS=OFF -DTT_WERROR=ON \
+      -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR=lib \
+ && cmake --build /build -j"$(nproc)" \
+ && DESTDIR=/install cmake --install /build \
+ && mkdir -p /rootfs/usr/bin /rootfs/usr/lib \
+ && cp /install/usr/bin/tokentriage /rootfs/usr/bin/ \
+ && cp -a /install/usr/lib/libtokentriage.so* /rootfs/usr/lib/
+
+FROM debian:bookworm-slim
+# Runtime libraries only: one package per library the binary links (tests/packaging checks this
+# list against the binary's NEEDED entries).
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      libuv1 libmsgpackc2 libyaml-0-2 libsodium23 libhiredis0.14 \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --system --gid 65532 tokentriage \
+ && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
+      --shell /usr/sbin/nologin tokentriage
+COPY --from=build /rootfs/ /
+RUN ldconfig
+USER 65532:65532
+# 7946 gossip (UDP and TCP), 9464 /metrics /healthz /readyz; the socket lives in /run/tokentriage,
+# a volume shared with the workloads (hostPath on Kubernetes).
+EXPOSE 7946/udp 7946/tcp 9464/tcp
+ENTRYPOINT ["tokentriage"]
+CMD ["serve", "-c", "/etc/tokentriage/tokentriage.yaml"]

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# ctest packaging_systemd: packaging/systemd/tokentriage.service passes `systemd-analyze verify`
+# with no complaint at all (verify exits 0 on unknown keys and bad values, so any output fails),
+# and names what the daemon relies on.
+# usage: systemd.sh SOURCE_DIR BINARY_DIR
+set -euo pipefail
+src=$1 bin=$2
+unit="$src/packaging/systemd/tokentriage.service"
+command -v systemd-analyze >/dev/null || { echo "SKIP: systemd-analyze not found (Debian: systemd)" >&2; exit 77; }
+fail=0
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# verify wants ExecStart's binary to exist: point it at the one just built.
+sed "s#^ExecStart=/usr/local/bin/tokentriage#ExecStart=$bin/cmd/tokentriage#" "$unit" > "$work/tokentriage.service"
+out=$(systemd-analyze verify "$work/tokentriage.service" 2>&1) || true
+if [ -n "$out" ]; then echo "FAIL systemd-analyze verify: $out"; fail=1; else echo "ok   systemd-analyze verify is silent"; fi
+
+need() { # directive regex, why
+  if grep -Eq "^$1" "$unit"; then echo "ok   $2"; else echo "FAIL $2 (no line matching ^$1)"; fail=1; fi
+}
+need 'ExecStart=.*tokentriage serve -c /etc/tokentriage/tokentriage\.yaml$' "ExecStart runs serve on /etc/tokentriage/tokentriage.yaml"
+need '(ExecStartPost=.*TOKENTRIAGE_READYZ|Type=notify)' "readiness: sd_notify or a /readyz poll before the unit is active"
+need 'Environment=TOKENTRIAGE_READYZ=http://127\.0\.0\.1:9464/readyz' "the /readyz poll uses server.http's default address"
+need 'ExecReload=/bin/kill -HUP \$MAINPID' "reload is SIGHUP"
+need 'KillSignal=SIGTERM' "stop is SIGTERM (graceful leave)"
+need 'RuntimeDirectory=tokentriage$' "the socket directory is /run/tokentriage"
+need 'User=tokentriage' "runs as the tokentriage user"
+need 'CapabilityBoundingSet=$' "no capabilities"
+need 'NoNewPrivileges=yes' "no new privileges"
+need 'ProtectSystem=strict' "read-only file system"
+grep -q '^u tokentriage ' "$src/packaging/systemd/tokentriage.sysusers" && echo "ok   sysusers.d creates the tokentriage user" \
+  || { echo "FAIL sysusers.d does not create the tokentriage user"; fail=1; }
+exit $fail
