@@ -177,7 +177,7 @@ static const char *want_scalar(struct ctx *c, const cfg_node_t *n, const char *p
         return NULL;
     }
     if (n->null) {
-        err(c, path, n, "the value is empty; write a value or remove the key for its default");
+        err(c, path, n, "the value is empty");
         return NULL;
     }
     return n->text;
@@ -562,8 +562,8 @@ static void load_period(struct ctx *c, const cfg_node_t *m, const char *base, cf
     if (cfg_type_is_rate(l->type)) {
         if (!v) {
             err(c, path, m,
-                "missing; a %s limit needs a period, written as a duration (1s, 1m, "
-                "1h)",
+                "missing; a rate-class limit (%s) needs a period, written as a duration (1s, "
+                "1m, 1h)",
                 cfg_type_name(l->type));
             return;
         }

@@ -80,13 +80,13 @@ struct builder {
     int oom;
 };
 
-/* The path of the node most recently appended to the open frames: server.socket,
- * governance.limits[2].burst. */
-static const char *path_of(const struct builder *b, char *buf, size_t size)
+/* The path of the node most recently appended to the first `depth` open frames:
+ * server.socket, governance.limits[2].burst. */
+static const char *path_upto(const struct builder *b, size_t depth, char *buf, size_t size)
 {
     size_t used = 0;
     buf[0] = '\0';
-    for (size_t i = 0; i < b->depth && used < size; i++) {
+    for (size_t i = 0; i < depth && used < size; i++) {
         const struct frame *f = &b->stack[i];
         int n = 0;
         if (f->n == 0)
@@ -104,6 +104,11 @@ static const char *path_of(const struct builder *b, char *buf, size_t size)
     if (used >= size)
         buf[size - 1] = '\0';
     return used ? buf : ROOT_PATH;
+}
+
+static const char *path_of(const struct builder *b, char *buf, size_t size)
+{
+    return path_upto(b, b->depth, buf, size);
 }
 
 static void report(struct builder *b, const char *path, int line, int col, const char *msg,
@@ -206,12 +211,12 @@ static int append(struct builder *b, cfg_node_t *node)
     int is_key = f->node->kind == CFG_NODE_MAP && f->n % 2 == 0;
     char path[PATH_SIZE];
     if (is_key && node->kind != CFG_NODE_SCALAR) {
-        report(b, path_of(b, path, sizeof(path)), node->line, node->col,
+        report(b, path_upto(b, b->depth - 1, path, sizeof(path)), node->line, node->col,
                "a mapping key must be a plain scalar", NULL);
         return -1;
     }
     if (is_key && f->n / 2 >= MAP_KEYS_MAX) {
-        report(b, path_of(b, path, sizeof(path)), node->line, node->col,
+        report(b, path_upto(b, b->depth - 1, path, sizeof(path)), node->line, node->col,
                "a mapping has more than 1024 keys", NULL);
         return -1;
     }
@@ -343,7 +348,7 @@ static int check_utf8(struct builder *b, const unsigned char *s, size_t len)
                    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)))
             ok = 0;
         if (!ok || c == 0) {
-            char byte[32];
+            char byte[64];
             snprintf(byte, sizeof(byte), " (byte 0x%02x at offset %zu)", c, i);
             report(b, ROOT_PATH, line, col,
                    c == 0 ? "the file contains a NUL byte; a config is UTF-8 text"

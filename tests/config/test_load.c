@@ -1,0 +1,226 @@
+/* The schema: the bad-config table, the examples, the embedded default, defaults, reload. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+
+#include "helpers.h"
+
+#define VECTORS TT_SOURCE_DIR "/tests/vectors/config"
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* What `tokentriage validate --arm NAME` prints for a file, run in-process. */
+static char *validate_arm(const char *name, const char *text, size_t len)
+{
+    cfg_report_t r = {0};
+    cfg_config_t *cfg = NULL;
+    int rc = cfg_load_string(name, text, len, &cfg, &r);
+    if (rc == 0)
+        rc = cfg_arm(cfg, &r);
+    char *out = NULL;
+    size_t out_len = 0;
+    FILE *f = open_memstream(&out, &out_len);
+    cfg_report_print(&r, f);
+    if (rc == 0)
+        fputs("OK: configuration is valid\n", f);
+    fclose(f);
+    cfg_report_free(&r);
+    cfg_free(cfg);
+    return out;
+}
+
+Test(vectors, every_bad_config_gets_exactly_its_expected_errors)
+{
+    unsetenv("TT_TEST_SURELY_UNSET");
+    unsetenv("TT_TEST_SURELY_UNSET_TOO");
+    DIR *d = opendir(VECTORS);
+    cr_assert_not_null(d);
+    int cases = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!ends_with(e->d_name, ".yaml"))
+            continue;
+        char path[512], expect_path[512];
+        snprintf(path, sizeof(path), "%s/%s", VECTORS, e->d_name);
+        snprintf(expect_path, sizeof(expect_path), "%.*s.out", (int)(strlen(path) - 5), path);
+        size_t len = 0, want_len = 0;
+        char *text = slurp(path, &len);
+        char *want = slurp(expect_path, &want_len);
+        cr_assert_not_null(want, "%s has no .out", e->d_name);
+        char *got = validate_arm(e->d_name, text, len);
+        cr_expect_str_eq(got, want, "%s", e->d_name);
+        cr_expect_not(strstr(got, "OK: "), "%s: a bad config passed", e->d_name);
+        free(got);
+        free(text);
+        free(want);
+        cases++;
+    }
+    closedir(d);
+    cr_assert_geq(cases, 25);
+}
+
+static void expect_valid_and_armed(const char *path)
+{
+    size_t len = 0;
+    char *text = slurp(path, &len);
+    cr_assert_not_null(text, "%s", path);
+    char *got = validate_arm(path, text, len);
+    cr_expect(strstr(got, "OK: configuration is valid\n"), "%s:\n%s", path, got);
+    cr_expect_not(strstr(got, "Error: "), "%s:\n%s", path, got);
+    free(got);
+    free(text);
+}
+
+Test(examples, every_example_and_the_k8s_config_validate_and_arm)
+{
+    setenv("NODE_NAME", "node-a", 1);
+    setenv("POD_IP", "10.0.0.7", 1);
+    DIR *d = opendir(TT_SOURCE_DIR "/examples");
+    cr_assert_not_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!ends_with(e->d_name, ".yaml"))
+            continue;
+        char path[512];
+        snprintf(path, sizeof(path), "%s/examples/%s", TT_SOURCE_DIR, e->d_name);
+        expect_valid_and_armed(path);
+        n++;
+    }
+    closedir(d);
+    cr_assert_geq(n, 10);
+    expect_valid_and_armed(TT_SOURCE_DIR "/k8s/tokentriage.yaml");
+}
+
+Test(defaults, the_embedded_default_serves_local_limits_at_once)
+{
+    cfg_report_t r = {0};
+    cfg_config_t *cfg;
+    cr_assert_eq(strlen(cfg_default_yaml), cfg_default_yaml_len);
+    cr_assert_eq(cfg_load_string("<default>", cfg_default_yaml, cfg_default_yaml_len, &cfg, &r), 0);
+    cr_assert_eq(cfg_arm(cfg, &r), 0);
+    cr_assert_eq(r.n, 0);
+    cr_assert_geq(cfg->n_limits, 2);
+    for (size_t i = 0; i < cfg->n_limits; i++)
+        cr_assert_eq(cfg->limits[i].store, CFG_STORE_LOCAL);
+    cr_assert_not(cfg->share.present);
+    cr_assert_not(cfg->redis.present);
+    cr_assert_str_eq(cfg->server.socket, CFG_DEFAULT_SOCKET);
+    cfg_free(cfg);
+    cfg_report_free(&r);
+}
+
+Test(defaults, omitted_settings_take_their_documented_defaults)
+{
+    cfg_config_t *cfg;
+    char *text = load_text("shared_state:\n  share: { node_id: n1 }\n  redis: { address: r:6379 }\n"
+                           "governance:\n  limits:\n    - id: a\n      attach: { level: key }\n"
+                           "      type: rpm\n      amount: 10\n      period: 1s\n",
+                           1, &cfg);
+    cr_assert_str_eq(text, "");
+    cr_assert_str_eq(cfg->server.socket, "/run/tokentriage/tokentriage.sock");
+    cr_assert_eq(cfg->server.socket_mode, 0660);
+    cr_assert_str_eq(cfg->server.http, "127.0.0.1:9464");
+    cr_assert_eq(cfg->server.max_counters, CFG_DEFAULT_MAX_COUNTERS);
+    cr_assert(cfg->disclose_limits);
+    cr_assert_str_eq(cfg->share.bind, "0.0.0.0:7946");
+    cr_assert_eq(cfg->share.partition_hold_ns, INT64_C(60000000000));
+    cr_assert_eq(cfg->share.division, CFG_DIVISION_EQUAL);
+    cr_assert_eq(cfg->share.demand_interval_ns, INT64_C(500000000));
+    cr_assert_eq(cfg->redis.timeout_ns, INT64_C(50000000));
+    const cfg_limit_t *l = cfg_find_limit(cfg, "a");
+    cr_assert_not_null(l);
+    cr_assert_eq(l->burst, 10);
+    cr_assert_eq(l->algorithm, RA_GCRA);
+    cr_assert_eq(l->store, CFG_STORE_LOCAL);
+    cr_assert(l->posture.on && l->posture.enforce_hard && l->posture.fail_open);
+    cr_assert_eq(l->limiter.emission_ns, 100000000);
+    free(text);
+    cfg_free(cfg);
+}
+
+Test(schema, every_section_reads_what_it_is_given)
+{
+    setenv("TT_TEST_IP", "10.1.2.3", 1);
+    cfg_config_t *cfg;
+    char *text = load_text(
+        "server:\n  socket: /tmp/tt.sock\n  socket_mode: 0600\n  socket_group: tt\n  http: \"\"\n"
+        "  max_counters: 5000\n  max_connections: 16\n"
+        "governance:\n  keys: { disclose_limits: false }\n  limits: []\n"
+        "shared_state:\n  share:\n    node_id: n-1\n    bind: \"[::]:7000\"\n"
+        "    advertise: ${TT_TEST_IP}:7000\n    seeds: [a:1, \"b.example:2\"]\n"
+        "    keyring_file: /k\n    cluster: prod\n    partition_hold: 0s\n    join_timeout: 1m30s\n"
+        "    division: demand\n    cold_share: 0.1\n    demand_interval: 250ms\n"
+        "  redis: { address: \"[::1]:6379\", timeout: 1s }\n",
+        0, &cfg);
+    cr_assert_str_eq(text, "");
+    cr_assert_str_eq(cfg->server.socket, "/tmp/tt.sock");
+    cr_assert_eq(cfg->server.socket_mode, 0600);
+    cr_assert_str_eq(cfg->server.socket_group, "tt");
+    cr_assert_str_eq(cfg->server.http, "");
+    cr_assert_eq(cfg->server.max_counters, 5000);
+    cr_assert_eq(cfg->server.max_connections, 16);
+    cr_assert_not(cfg->disclose_limits);
+    cr_assert_eq(cfg->n_limits, 0);
+    cr_assert_str_eq(cfg->share.node_id, "n-1");
+    cr_assert_str_eq(cfg->share.bind, "[::]:7000");
+    cr_assert_str_eq(cfg->share.advertise, "10.1.2.3:7000");
+    cr_assert_eq(cfg->share.n_seeds, 2);
+    cr_assert_str_eq(cfg->share.seeds[1], "b.example:2");
+    cr_assert_str_eq(cfg->share.keyring_file, "/k");
+    cr_assert_str_eq(cfg->share.cluster, "prod");
+    cr_assert_eq(cfg->share.partition_hold_ns, 0);
+    cr_assert_eq(cfg->share.join_timeout_ns, INT64_C(90000000000));
+    cr_assert_eq(cfg->share.division, CFG_DIVISION_DEMAND);
+    cr_assert_float_eq(cfg->share.cold_share, 0.1, 1e-12);
+    cr_assert_eq(cfg->share.demand_interval_ns, INT64_C(250000000));
+    cr_assert_str_eq(cfg->redis.address, "[::1]:6379");
+    cr_assert_eq(cfg->redis.timeout_ns, INT64_C(1000000000));
+    free(text);
+    cfg_free(cfg);
+    unsetenv("TT_TEST_IP");
+}
+
+Test(schema, posture_and_ledger_periods_compile)
+{
+    cfg_config_t *cfg;
+    char *text = load_text("governance:\n  limits:\n"
+                           "    - id: soft\n      attach: { level: key }\n      type: rpm\n"
+                           "      amount: 5\n      period: 1h30m\n"
+                           "      posture: { mode: off, enforce: soft, fail: closed }\n"
+                           "    - id: quota\n      attach: { level: org }\n"
+                           "      type: quota_requests\n      amount: 9\n      period: 1mo\n",
+                           0, &cfg);
+    cr_assert_str_eq(text, "");
+    cr_assert_eq(cfg->limits[0].period_ns, INT64_C(5400000000000));
+    cr_assert_not(cfg->limits[0].posture.on);
+    cr_assert_not(cfg->limits[0].posture.enforce_hard);
+    cr_assert_not(cfg->limits[0].posture.fail_open);
+    cr_assert_eq(cfg->limits[1].type, CFG_TYPE_QUOTA_REQUESTS);
+    cr_assert_eq(cfg->limits[1].period_ns, 0, "ledger periods are not compiled");
+    free(text);
+    cfg_free(cfg);
+}
+
+Test(reload, a_bad_load_leaves_the_serving_model_untouched)
+{
+    cfg_config_t *serving;
+    char *text = load_text(cfg_default_yaml, 1, &serving);
+    cr_assert_not_null(serving);
+    cfg_limit_t before[8];
+    size_t n = serving->n_limits;
+    memcpy(before, serving->limits, n * sizeof(cfg_limit_t));
+    cfg_config_t *next = (cfg_config_t *)1;
+    char *bad = load_text("governance:\n  limits:\n    - id: key_rpm\n      amount: 0\n", 1, &next);
+    cr_assert_null(next);
+    cr_assert_neq(strlen(bad), 0);
+    cr_assert_eq(serving->n_limits, n);
+    cr_assert_eq(memcmp(before, serving->limits, n * sizeof(cfg_limit_t)), 0);
+    cr_assert(serving->armed);
+    free(text);
+    free(bad);
+    cfg_free(serving);
+}
