@@ -1,0 +1,249 @@
+/*
+ * engine: the decision engine (prefix gov_). A pure core: no I/O, no clock, no threads. Every
+ * call takes `now` (int64 ns since the Unix epoch) and the caller's buffers; the server's libuv
+ * shell moves bytes and fires the tick timer.
+ *
+ * What it holds: the armed limits of one config (swapped by gov_engine_reload), the counter
+ * table (one int64 per (limit identity, subject id)), the concurrency leases, and the metrics.
+ *
+ * Ownership: the engine copies the limits it is given; subjects are borrowed for the duration
+ * of a call (the engine copies what an asynchronous decision needs); results are written into
+ * the caller's gov_result_t, which holds everything by value (no pointer into the engine
+ * except `code`, which points at a static string), so it may be copied or kept freely.
+ *
+ * Return values: 0 (result ready in *out), GOV_PENDING (a redis-backed limit is involved; the
+ * completion callback will be called later with the same `out`), or a negative GOV_E* code
+ * (out->status carries it too and out->error says what was wrong, naming the field). Bad input
+ * changes nothing.
+ */
+#ifndef TT_ENGINE_H
+#define TT_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "limit.h"
+
+#define GOV_SUBJECT_MAX 16 /* (level, id) pairs in one subject */
+#define GOV_ID_MAX 256     /* bytes in one subject id */
+#define GOV_LIMITS_MAX 128 /* limits in one config */
+#define GOV_SOFT_MAX 16    /* soft-denied ids reported in one result (more: truncated) */
+#define GOV_HEADERS_MAX 10 /* disclosure headers in one result */
+#define GOV_HEADER_VALUE_MAX 160
+#define GOV_ERROR_MAX 160
+#define GOV_TOKENS_MAX (INT64_C(1) << 40) /* tokens, reserved, actual: 0 ..= 2^40 */
+#define GOV_NO_TOKENS INT64_C(-1)         /* `tokens` absent from the request */
+
+/* gov_decide/gov_settle will answer through the completion callback. Positive: not an error. */
+#define GOV_PENDING 1
+
+enum {
+    GOV_EINVAL = -1,   /* a bad argument (the message names it) */
+    GOV_ESUBJECT = -2, /* subject malformed: too many levels, id too long, level twice */
+    GOV_ETOKENS = -3,  /* a tpm limit applies and `tokens` is absent */
+    GOV_ERANGE = -4,   /* tokens/reserved/actual negative or above 2^40 */
+    GOV_ENOTPM = -5,   /* settle: no tpm limit applies to the subject */
+    GOV_ENOLEASE = -6, /* release: no such lease (never issued, or already released) */
+    GOV_ENOMEM = -7,   /* allocation failed */
+    GOV_ELIMITS = -8,  /* config: too many limits, or a limit not armed */
+    GOV_ELEASES = -9,  /* acquire: the lease cap is reached */
+};
+
+typedef struct gov_engine gov_engine_t;
+
+/* One (level, id) pair of a subject, borrowed: pointer + length, not NUL-terminated. */
+typedef struct gov_pair {
+    const char *level;
+    size_t level_len;
+    const char *id;
+    size_t id_len;
+} gov_pair_t;
+
+typedef struct gov_subject {
+    gov_pair_t pairs[GOV_SUBJECT_MAX];
+    size_t n;
+} gov_subject_t;
+
+typedef enum gov_verdict {
+    GOV_ADMIT = 0,
+    GOV_DENY,
+    GOV_UNFITTABLE,
+} gov_verdict_t;
+
+typedef struct gov_header {
+    const char *name; /* static string, e.g. "Ratelimit-Policy" */
+    char value[GOV_HEADER_VALUE_MAX];
+} gov_header_t;
+
+/* The answer to any request. Written by value; `code` points at a static string or is NULL. */
+typedef struct gov_result {
+    int status; /* 0, or the negative GOV_E* code (then only `error` is meaningful) */
+    char error[GOV_ERROR_MAX];
+    bool admit;
+    gov_verdict_t verdict;
+    char limit[CFG_ID_MAX + 1]; /* the denying limit (largest retry) or, on admit, the tightest;
+                                   "" when no limit applied */
+    int64_t remaining;          /* of `limit`; -1 when no limit applied */
+    int64_t retry_after_s;
+    int64_t reset_after_s;
+    const char *code; /* "quota_cost_unfittable" on an unfittable verdict, else NULL */
+    uint32_t n_soft_denied;
+    bool soft_truncated; /* more than GOV_SOFT_MAX soft denials: the list is cut */
+    char soft_denied[GOV_SOFT_MAX][CFG_ID_MAX + 1];
+    uint32_t n_headers;
+    gov_header_t headers[GOV_HEADERS_MAX];
+    int64_t settled; /* gov_settle: the number of tpm limits corrected */
+    uint64_t lease;  /* gov_acquire: the lease id, on admit (never 0) */
+} gov_result_t;
+
+/* Called once for every GOV_PENDING answer, with the `out` the request was given. */
+typedef void (*gov_done_fn)(gov_result_t *res, void *ctx);
+
+typedef struct gov_options {
+    size_t max_counters;     /* cap on counters held; 0 = GOV_DEFAULT_MAX_COUNTERS */
+    size_t max_leases;       /* cap on concurrency leases; 0 = GOV_DEFAULT_MAX_LEASES */
+    size_t initial_counters; /* pre-size the table (avoids growth pauses); 0 = small */
+    uint64_t hash_seed[2];   /* random per process (the server draws it): keeps clients from
+                                aiming collisions at the table */
+} gov_options_t;
+
+#define GOV_DEFAULT_MAX_COUNTERS ((size_t)4 << 20)
+#define GOV_DEFAULT_MAX_LEASES ((size_t)1 << 20)
+
+/*
+ * Builds an engine over `n` armed limits (cfg_limit_arm done on each; copied). `disclose` is
+ * governance.keys.disclose_limits. Returns 0, or a negative code with a message in err.
+ */
+int gov_engine_create(gov_engine_t **out, const gov_options_t *opt, const cfg_limit_t *limits,
+                      size_t n, bool disclose, char *err, size_t err_size);
+
+/* Frees everything. Every GOV_PENDING request must have completed (the redis store completes
+ * its outstanding operations as unavailable when it shuts down). */
+void gov_engine_destroy(gov_engine_t *e);
+
+typedef enum gov_reload_action {
+    GOV_RELOAD_KEPT = 0, /* same identity: counters kept */
+    GOV_RELOAD_RESET,    /* same id, new identity: counters dropped */
+    GOV_RELOAD_ADDED,
+    GOV_RELOAD_REMOVED,
+} gov_reload_action_t;
+
+const char *gov_reload_action_name(gov_reload_action_t a);
+
+/* Called once per limit of the old and the new config, new ones first in config order. */
+typedef void (*gov_reload_fn)(void *ctx, const char *limit_id, gov_reload_action_t action);
+
+/*
+ * Swaps in a new set of armed limits, all or nothing: on error nothing changed. Counters whose
+ * identity is unchanged are kept; the others are dropped (reclaimed incrementally).
+ * Asynchronous decisions in flight finish against the config they started with.
+ */
+int gov_engine_reload(gov_engine_t *e, const cfg_limit_t *limits, size_t n, bool disclose,
+                      gov_reload_fn report, void *ctx, char *err, size_t err_size);
+
+/*
+ * One decision. rpm limits present cost 1; tpm limits present `tokens` (GOV_NO_TOKENS when the
+ * request had none: an error if a tpm limit applies). `done`/`ctx` are used only on GOV_PENDING.
+ */
+int gov_decide(gov_engine_t *e, const gov_subject_t *s, int64_t tokens, int64_t now,
+               gov_result_t *out, gov_done_fn done, void *ctx);
+
+/*
+ * Corrects every tpm limit that applies to the subject by (actual - reserved) tokens: a refund
+ * never below `now`, an overrun always charged. out->settled = limits corrected.
+ */
+int gov_settle(gov_engine_t *e, const gov_subject_t *s, int64_t reserved, int64_t actual,
+               int64_t now, gov_result_t *out, gov_done_fn done, void *ctx);
+
+/*
+ * Takes one slot of every concurrency limit that applies, all or none. On admit out->lease is
+ * the lease id (also when no concurrency limit applies: the lease then holds nothing). `owner`
+ * tags the lease with the connection so gov_release_owner can end them all.
+ */
+int gov_acquire(gov_engine_t *e, const gov_subject_t *s, uint64_t owner, int64_t now,
+                gov_result_t *out);
+
+/* Ends a lease. Returns 0 or GOV_ENOLEASE. */
+int gov_release(gov_engine_t *e, uint64_t lease);
+
+/* Ends every lease of `owner` (a connection that closed). Returns how many. */
+size_t gov_release_owner(gov_engine_t *e, uint64_t owner);
+
+/* Housekeeping the server calls from a timer (every 100 ms or so): a bounded slice of counter
+ * reclamation. Never a full sweep. */
+void gov_engine_tick(gov_engine_t *e, int64_t now);
+
+/* ---- fleet ------------------------------------------------------------------------------- */
+
+typedef struct gov_fleet_entry {
+    char id[CFG_ID_MAX + 1];
+    cfg_type_t type;
+    cfg_store_t store;
+    ra_algorithm_t algorithm;
+    int64_t amount, period_ns, burst;
+    int64_t n;               /* replicas counted (local: membership count, 1 until wired) */
+    int64_t sustained_bound; /* units per period the fleet may admit at most */
+    int64_t burst_bound;     /* the one-time allowance the fleet may admit at most */
+    bool fallback;           /* redis: the local fallback limiter is deciding */
+    const char *state;       /* share: "unarmed" | "armed" | "held"; others "armed" */
+    /* share only (filled by the share store): */
+    int64_t divisor_min, divisor_max, detect_within_s;
+    bool converged;
+} gov_fleet_entry_t;
+
+/* Fills up to `cap` entries, one per rate-class limit in config order. Returns how many the
+ * config has (may exceed cap). */
+size_t gov_fleet(gov_engine_t *e, int64_t now, gov_fleet_entry_t *out, size_t cap);
+
+/* ---- metrics ----------------------------------------------------------------------------- */
+
+/* What happened to one limit in a decision, counted per limit. */
+typedef enum gov_outcome {
+    GOV_OUT_ADMIT = 0,
+    GOV_OUT_DENY,
+    GOV_OUT_UNFITTABLE,
+    GOV_OUT_SOFT_DENY,   /* enforce soft: would have denied */
+    GOV_OUT_FAIL_OPEN,   /* store could not answer; posture.fail open let it through */
+    GOV_OUT_FAIL_CLOSED, /* store could not answer; posture.fail closed denied */
+    GOV_OUT_COUNT,
+} gov_outcome_t;
+
+const char *gov_outcome_name(gov_outcome_t o);
+
+typedef struct gov_limit_metrics {
+    char id[CFG_ID_MAX + 1];
+    cfg_type_t type;
+    cfg_store_t store;
+    uint64_t outcomes[GOV_OUT_COUNT];
+    uint64_t store_errors; /* the store could not answer (cap reached, redis unavailable, share
+                              unarmed) */
+    uint64_t counters;     /* counters held for this limit now */
+} gov_limit_metrics_t;
+
+typedef struct gov_metrics {
+    uint64_t decisions[3]; /* by gov_verdict_t */
+    uint64_t settles, acquires, releases;
+    uint64_t counters;     /* held now */
+    uint64_t counters_max; /* the cap */
+    uint64_t counters_reclaimed;
+    uint64_t cap_hits; /* a new counter was refused at the cap */
+    uint64_t leases;   /* held now */
+    uint64_t store_errors;
+    uint64_t reloads;
+    uint64_t table_bytes; /* memory of the counter table (slots + key arena) */
+} gov_metrics_t;
+
+void gov_engine_metrics(gov_engine_t *e, gov_metrics_t *out);
+
+/* Fills up to `cap` entries in config order. Returns how many limits the config has. Counts
+ * of a limit kept across a reload carry over. */
+size_t gov_engine_limit_metrics(gov_engine_t *e, gov_limit_metrics_t *out, size_t cap);
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+/* A short snake_case code for the wire ("bad_subject", "tokens_required", ...). */
+const char *gov_strcode(int err);
+const char *gov_verdict_name(gov_verdict_t v);
+
+#endif

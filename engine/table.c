@@ -1,0 +1,341 @@
+/*
+ * The counter table.
+ *
+ * Layout. One array of 24-byte slots, open addressing with linear probing, at most 3/4 full
+ * (it doubles past that, so it runs between 3/8 and 3/4 full). A slot carries the 64-bit
+ * SipHash-1-3 of the id, keyed by the process seed mixed with the limit's identity, so a
+ * client cannot aim collisions at us without the seed. The id bytes themselves live in an
+ * arena of size-classed chunks (8 .. 256 bytes) addressed by a 32-bit reference: a lookup
+ * compares the hash, then the identity's 16-bit index and the length, then the bytes. That last
+ * step is what keeps the table exact: two ids whose hashes collide are two slots. An empty id
+ * (the "global" level's one counter) takes no chunk.
+ *
+ * Bytes per counter at 1M keys (ids of 8 bytes): 2^21 slots x 24 B / 1M = 50 B, plus an 8 B
+ * chunk, plus slack in the arena's geometric growth: about 60 B, measured by bench_engine.
+ *
+ * Reclamation. A counter equivalent to a fresh key (ra_state_is_idle: a gcra TAT in the past,
+ * a window state with both counts zero, a gauge at 0) carries no information and is freed.
+ * Nothing sweeps the whole table: a cursor walks it a few slots per operation and a bounded
+ * slice per tick, freeing idle slots as it meets them, so the work is spread evenly and a
+ * table full of idle keys empties in (capacity / slots per second) seconds. Deletion shifts the
+ * following cluster back, and the cursor re-examines the slot it just freed, so nothing is
+ * skipped. Slots of an identity dropped by a reload are freed the same way; lookups stop
+ * matching them the moment the identity is dropped.
+ *
+ * The cap. count never exceeds `max`. The engine, seeing a request that may need new counters
+ * with the table at its cap, first reclaims a larger bounded slice; an insert that still finds
+ * the table full fails, and the engine applies the limit's posture.fail (open: the limit is
+ * skipped for this request; closed: denied, retry 1 s) and counts a store error and a cap hit.
+ * Existing counters are never evicted while they still hold information: evicting one would
+ * hand its key a fresh allowance, which is exactly what an attacker filling the table wants.
+ *
+ * Growth doubles the slot array and reinserts every slot: a pause proportional to the table
+ * (about 20 ms at 1M keys). gov_options_t.initial_counters pre-sizes the table to avoid it.
+ */
+#include "table.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                                                   \
+    do {                                                                                           \
+        v0 += v1;                                                                                  \
+        v1 = ROTL(v1, 13);                                                                         \
+        v1 ^= v0;                                                                                  \
+        v0 = ROTL(v0, 32);                                                                         \
+        v2 += v3;                                                                                  \
+        v3 = ROTL(v3, 16);                                                                         \
+        v3 ^= v2;                                                                                  \
+        v0 += v3;                                                                                  \
+        v3 = ROTL(v3, 21);                                                                         \
+        v3 ^= v0;                                                                                  \
+        v2 += v1;                                                                                  \
+        v1 = ROTL(v1, 17);                                                                         \
+        v1 ^= v2;                                                                                  \
+        v2 = ROTL(v2, 32);                                                                         \
+    } while (0)
+
+uint64_t gov_siphash(uint64_t k0, uint64_t k1, const void *data, size_t len, int c, int d)
+{
+    const uint8_t *p = data;
+    uint64_t v0 = k0 ^ UINT64_C(0x736f6d6570736575), v1 = k1 ^ UINT64_C(0x646f72616e646f6d);
+    uint64_t v2 = k0 ^ UINT64_C(0x6c7967656e657261), v3 = k1 ^ UINT64_C(0x7465646279746573);
+    size_t whole = len & ~(size_t)7;
+    for (size_t i = 0; i < whole; i += 8) {
+        uint64_t m = 0;
+        for (int k = 7; k >= 0; k--)
+            m = (m << 8) | p[i + (size_t)k];
+        v3 ^= m;
+        for (int r = 0; r < c; r++)
+            SIPROUND;
+        v0 ^= m;
+    }
+    uint64_t b = (uint64_t)len << 56;
+    for (size_t k = 0; k < (len & 7); k++)
+        b |= (uint64_t)p[whole + k] << (8 * k);
+    v3 ^= b;
+    for (int r = 0; r < c; r++)
+        SIPROUND;
+    v0 ^= b;
+    v2 ^= 0xff;
+    for (int r = 0; r < d; r++)
+        SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/* ---- the id arena -------------------------------------------------------------------------- */
+
+static int arena_class(size_t len)
+{
+    int c = 0;
+    while (((size_t)8 << c) < len)
+        c++;
+    return c;
+}
+
+static uint8_t *arena_chunk(const gov_table_t *t, uint32_t ref)
+{
+    int c = (int)(ref >> 29);
+    return t->arena[c].buf + (size_t)((ref & 0x1fffffffu) - 1) * ((size_t)8 << c);
+}
+
+/* Copies `len` bytes in; returns the reference, or 0 when out of memory (len > 0 only). */
+static uint32_t arena_put(gov_table_t *t, const char *key, size_t len)
+{
+    int c = arena_class(len);
+    gov_arena_t *a = &t->arena[c];
+    size_t size = (size_t)8 << c;
+    uint32_t ix;
+    if (a->free) {
+        ix = a->free - 1;
+        memcpy(&a->free, a->buf + (size_t)ix * size, sizeof(a->free));
+    } else {
+        if (a->n == a->cap) {
+            uint32_t cap = a->cap ? a->cap + a->cap / 2 : 1024;
+            if (cap >= 0x1fffffffu)
+                return 0;
+            uint8_t *buf = realloc(a->buf, (size_t)cap * size);
+            if (!buf)
+                return 0;
+            a->buf = buf;
+            a->cap = cap;
+        }
+        ix = a->n++;
+    }
+    uint32_t ref = ((uint32_t)c << 29) | (ix + 1); /* never 0: 0 says "out of memory" */
+    memcpy(arena_chunk(t, ref), key, len);
+    return ref;
+}
+
+static void arena_drop(gov_table_t *t, uint32_t ref, size_t len)
+{
+    if (len == 0)
+        return;
+    int c = (int)(ref >> 29);
+    gov_arena_t *a = &t->arena[c];
+    memcpy(arena_chunk(t, ref), &a->free, sizeof(a->free));
+    a->free = ref & 0x1fffffffu; /* chunk index + 1 */
+}
+
+/* ---- slots --------------------------------------------------------------------------------- */
+
+static int alloc_slots(gov_table_t *t, size_t capacity)
+{
+    gov_slot_t *slots = calloc(capacity, sizeof(*slots));
+    if (!slots)
+        return -2;
+    gov_slot_t *old = t->slots;
+    size_t old_cap = old ? t->mask + 1 : 0;
+    t->slots = slots;
+    t->mask = capacity - 1;
+    t->cursor = 0;
+    for (size_t i = 0; i < old_cap; i++) {
+        if (!old[i].hash)
+            continue;
+        size_t j = old[i].hash & t->mask;
+        while (slots[j].hash)
+            j = (j + 1) & t->mask;
+        slots[j] = old[i];
+    }
+    free(old);
+    return 0;
+}
+
+static size_t capacity_for(size_t count)
+{
+    size_t cap = 1024;
+    while (count > cap / 4 * 3)
+        cap *= 2;
+    return cap;
+}
+
+int gov_table_init(gov_table_t *t, size_t initial, size_t max, const uint64_t seed[2])
+{
+    memset(t, 0, sizeof(*t));
+    t->max = max;
+    t->seed[0] = seed[0];
+    t->seed[1] = seed[1];
+    return alloc_slots(t, capacity_for(initial < max ? initial : max));
+}
+
+void gov_table_free(gov_table_t *t)
+{
+    free(t->slots);
+    for (int c = 0; c < GOV_ARENA_CLASSES; c++)
+        free(t->arena[c].buf);
+    memset(t, 0, sizeof(*t));
+}
+
+int gov_table_reserve(gov_table_t *t, size_t extra)
+{
+    size_t want = t->count + extra;
+    if (want > t->max)
+        want = t->max;
+    if (want <= (t->mask + 1) / 4 * 3)
+        return 0;
+    return alloc_slots(t, capacity_for(want));
+}
+
+int gov_table_ident_add(gov_table_t *t, uint64_t identity, const ra_limiter_t *limiter, bool gauge)
+{
+    for (int i = 0; i < GOV_IDENTS_MAX; i++) {
+        gov_ident_t *id = &t->idents[i];
+        if (id->alive || id->count)
+            continue;
+        id->identity = identity;
+        id->limiter = *limiter;
+        id->gen++;
+        id->alive = true;
+        id->gauge = gauge;
+        return i;
+    }
+    return -1;
+}
+
+void gov_table_ident_drop(gov_table_t *t, int ident)
+{
+    t->idents[ident].alive = false;
+}
+
+uint64_t gov_table_hash(const gov_table_t *t, int ident, const char *key, size_t len)
+{
+    uint64_t h = gov_siphash(t->seed[0] ^ t->idents[ident].identity, t->seed[1], key, len, 1, 3);
+    return h ? h : 1; /* 0 marks an empty slot */
+}
+
+static bool slot_is(const gov_table_t *t, const gov_slot_t *s, int ident, uint64_t hash,
+                    const char *key, size_t len)
+{
+    return s->hash == hash && s->ident == ident && s->len == len &&
+           (len == 0 || memcmp(arena_chunk(t, s->key), key, len) == 0);
+}
+
+/* Probes for the key: returns its slot, or the empty slot where it would go with *found = 0. */
+static size_t probe(const gov_table_t *t, int ident, uint64_t hash, const char *key, size_t len,
+                    bool *found)
+{
+    size_t i = hash & t->mask;
+    while (t->slots[i].hash) {
+        if (slot_is(t, &t->slots[i], ident, hash, key, len)) {
+            *found = true;
+            return i;
+        }
+        i = (i + 1) & t->mask;
+    }
+    *found = false;
+    return i;
+}
+
+size_t gov_table_find(const gov_table_t *t, int ident, uint64_t hash, const char *key, size_t len)
+{
+    bool found;
+    size_t i = probe(t, ident, hash, key, len, &found);
+    return found ? i : GOV_SLOT_NONE;
+}
+
+size_t gov_table_find_ref(const gov_table_t *t, int ident, uint64_t hash, uint32_t ref,
+                          uint16_t len)
+{
+    for (size_t i = hash & t->mask; t->slots[i].hash; i = (i + 1) & t->mask) {
+        const gov_slot_t *s = &t->slots[i];
+        if (s->hash == hash && s->ident == ident && s->len == len && s->key == ref)
+            return i;
+    }
+    return GOV_SLOT_NONE;
+}
+
+int gov_table_get(gov_table_t *t, int ident, uint64_t hash, const char *key, size_t len,
+                  size_t *slot)
+{
+    bool found;
+    size_t i = probe(t, ident, hash, key, len, &found);
+    if (found) {
+        *slot = i;
+        return 0;
+    }
+    if (t->count >= t->max || t->count + 1 > (t->mask + 1) / 4 * 3)
+        return -1;
+    uint32_t ref = 0;
+    if (len && !(ref = arena_put(t, key, len)))
+        return -2;
+    t->slots[i] =
+        (gov_slot_t){.hash = hash, .key = ref, .ident = (uint16_t)ident, .len = (uint16_t)len};
+    t->count++;
+    t->idents[ident].count++;
+    *slot = i;
+    return 0;
+}
+
+/* Frees slot i and shifts the rest of its cluster back so no probe sequence breaks. */
+static void delete_slot(gov_table_t *t, size_t i)
+{
+    gov_slot_t *s = &t->slots[i];
+    arena_drop(t, s->key, s->len);
+    t->idents[s->ident].count--;
+    t->count--;
+    for (size_t j = (i + 1) & t->mask; t->slots[j].hash; j = (j + 1) & t->mask) {
+        size_t home = t->slots[j].hash & t->mask;
+        /* j may move to i iff its home is not in the cyclic range (i, j] */
+        bool in_range = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+        if (!in_range) {
+            t->slots[i] = t->slots[j];
+            i = j;
+        }
+    }
+    t->slots[i].hash = 0;
+}
+
+static bool slot_idle(const gov_table_t *t, const gov_slot_t *s, int64_t now)
+{
+    const gov_ident_t *id = &t->idents[s->ident];
+    if (!id->alive)
+        return true;
+    if (id->gauge)
+        return s->state == 0;
+    return ra_state_is_idle(&id->limiter, s->state, now);
+}
+
+size_t gov_table_reclaim(gov_table_t *t, int64_t now, size_t budget)
+{
+    size_t freed = 0;
+    while (budget-- && t->count) {
+        size_t i = t->cursor & t->mask;
+        if (t->slots[i].hash && slot_idle(t, &t->slots[i], now)) {
+            delete_slot(t, i); /* stay: the shift may have brought another key to i */
+            freed++;
+        } else {
+            t->cursor = (i + 1) & t->mask;
+        }
+    }
+    t->reclaimed += freed;
+    return freed;
+}
+
+size_t gov_table_bytes(const gov_table_t *t)
+{
+    size_t bytes = sizeof(*t) + (t->mask + 1) * sizeof(gov_slot_t);
+    for (int c = 0; c < GOV_ARENA_CLASSES; c++)
+        bytes += (size_t)t->arena[c].cap * ((size_t)8 << c);
+    return bytes;
+}

@@ -1,0 +1,300 @@
+/* The decision engine: decisions, verdicts, two phases, disclosure. */
+#include "helpers.h"
+
+Test(disclosure, seed_capture_comes_out_exactly)
+{
+    cfg_limit_t l = rpm("team_rpm", "team", 300, 60 * S, 60);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    gov_result_t r = decide(e, subj(&s, "team", "t-42", NULL), GOV_NO_TOKENS, T0);
+    cr_assert(r.admit);
+    cr_assert_str_eq(hdr(&r, "Ratelimit-Policy"), "\"team_rpm\";q=300;w=60");
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Limit-Requests"), "300");
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Remaining-Requests"), "59");
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Reset-Requests"), "1s");
+    cr_assert_str_eq(hdr(&r, "RateLimit"), "\"team_rpm\";r=59;t=1");
+    cr_assert_null(hdr(&r, "Retry-After"));
+    cr_assert_null(hdr(&r, "X-Ratelimit-Limit-Tokens"));
+    cr_assert_str_eq(r.limit, "team_rpm");
+    cr_assert_eq(r.remaining, 59);
+    gov_engine_destroy(e);
+}
+
+Test(disclosure, burst_at_amount_reads_299_of_300)
+{
+    cfg_limit_t l = rpm("team_rpm", "team", 300, 60 * S, 0);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    gov_result_t r = decide(e, subj(&s, "team", "t-42", NULL), GOV_NO_TOKENS, T0);
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Remaining-Requests"), "299");
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Limit-Requests"), "300");
+    gov_engine_destroy(e);
+}
+
+Test(disclosure, off_writes_no_rate_headers)
+{
+    cfg_limit_t l = rpm("team_rpm", "team", 1, 60 * S, 1);
+    gov_engine_t *e = mk_engine(&l, 1, false);
+    gov_subject_t s;
+    gov_result_t r = decide(e, subj(&s, "team", "t", NULL), GOV_NO_TOKENS, T0);
+    cr_assert(r.admit);
+    cr_assert_eq(r.n_headers, 0);
+    r = decide(e, &s, GOV_NO_TOKENS, T0);
+    cr_assert_not(r.admit);
+    cr_assert_eq(r.n_headers, 1, "only the verdict's Retry-After");
+    cr_assert_str_eq(hdr(&r, "Retry-After"), "60");
+    gov_engine_destroy(e);
+}
+
+Test(disclosure, deny_carries_retry_after_and_reset_as_go_duration)
+{
+    cfg_limit_t l = rpm("slow", "team", 10, 3600 * S, 1); /* T = 6 min */
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    gov_result_t r = decide(e, &s, GOV_NO_TOKENS, T0);
+    cr_assert(r.admit);
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Reset-Requests"), "6m0s");
+    r = decide(e, &s, GOV_NO_TOKENS, T0);
+    cr_assert_eq(r.verdict, GOV_DENY);
+    cr_assert_eq(r.retry_after_s, 360);
+    cr_assert_str_eq(hdr(&r, "Retry-After"), "360");
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Remaining-Requests"), "0");
+    gov_engine_destroy(e);
+}
+
+Test(disclosure, go_durations_read_like_go)
+{
+    char b[32];
+    gov_go_duration(b, sizeof(b), 0);
+    cr_assert_str_eq(b, "0s");
+    gov_go_duration(b, sizeof(b), 59);
+    cr_assert_str_eq(b, "59s");
+    gov_go_duration(b, sizeof(b), 60);
+    cr_assert_str_eq(b, "1m0s");
+    gov_go_duration(b, sizeof(b), 3600);
+    cr_assert_str_eq(b, "1h0m0s");
+    gov_go_duration(b, sizeof(b), 3661);
+    cr_assert_str_eq(b, "1h1m1s");
+}
+
+Test(disclosure, policy_leaves_w_out_below_one_second)
+{
+    cfg_limit_t l = rpm("fast", "team", 5, S / 2, 5);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    gov_result_t r = decide(e, subj(&s, "team", "t", NULL), GOV_NO_TOKENS, T0);
+    cr_assert_str_eq(hdr(&r, "Ratelimit-Policy"), "\"fast\";q=5");
+    gov_engine_destroy(e);
+}
+
+Test(disclosure, tightest_by_remaining_over_depth_and_tokens_trio)
+{
+    cfg_limit_t ls[] = {
+        rpm("team_rpm", "team", 300, 60 * S, 60),
+        tpm("team_tpm", "team", 100000, 60 * S, 20000),
+    };
+    gov_engine_t *e = mk_engine(ls, 2, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    /* 59/60 of rpm left against 10000/20000 of tpm: tpm is the tightest */
+    gov_result_t r = decide(e, &s, 10000, T0);
+    cr_assert(r.admit);
+    cr_assert_str_eq(r.limit, "team_tpm");
+    cr_assert_str_eq(hdr(&r, "Ratelimit-Policy"), "\"team_tpm\";q=100000;w=60");
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Limit-Tokens"), "100000");
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Remaining-Tokens"), "10000");
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Reset-Tokens"), "6s");
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Remaining-Requests"), "59");
+    gov_engine_destroy(e);
+}
+
+Test(disclosure, redis_limits_are_never_disclosed)
+{
+    cfg_limit_t l = rpm("team_rpm", "team", 300, 60 * S, 60);
+    l.store = CFG_STORE_REDIS;
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    /* no redis store wired: unavailable, fail open runs the local fallback, still undisclosed */
+    gov_result_t r = decide(e, subj(&s, "team", "t", NULL), GOV_NO_TOKENS, T0);
+    cr_assert(r.admit);
+    cr_assert_eq(r.n_headers, 0);
+    gov_engine_destroy(e);
+}
+
+Test(decide, denial_in_one_limit_consumes_nothing_in_another)
+{
+    cfg_limit_t ls[] = {
+        rpm("key_rpm", "key", 100, 60 * S, 100),
+        rpm("team_rpm", "team", 1, 60 * S, 1),
+    };
+    gov_engine_t *e = mk_engine(ls, 2, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", "key", "k", NULL);
+    gov_result_t r = decide(e, &s, GOV_NO_TOKENS, T0);
+    cr_assert(r.admit);
+    for (int i = 0; i < 5; i++) {
+        r = decide(e, &s, GOV_NO_TOKENS, T0);
+        cr_assert_eq(r.verdict, GOV_DENY);
+        cr_assert_str_eq(r.limit, "team_rpm");
+    }
+    /* key_rpm was charged once only: another team sees 98 left after its own request */
+    gov_subject_t s2;
+    r = decide(e, subj(&s2, "team", "u", "key", "k", NULL), GOV_NO_TOKENS, T0);
+    cr_assert(r.admit);
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Remaining-Requests"), "0"); /* team u is at 0 now */
+    cr_assert_eq(ra_observe_remaining(&ls[0].limiter, T0 + 2 * (60 * S / 100), T0), 98);
+    gov_limit_metrics_t lm[2];
+    cr_assert_eq(gov_engine_limit_metrics(e, lm, 2), 2);
+    cr_assert_eq(lm[0].outcomes[GOV_OUT_ADMIT], 7, "key_rpm admitted in every probe");
+    cr_assert_eq(lm[1].outcomes[GOV_OUT_DENY], 5);
+    gov_engine_destroy(e);
+}
+
+Test(decide, denying_limit_is_the_one_with_the_largest_retry)
+{
+    cfg_limit_t ls[] = {
+        rpm("short", "team", 1, 10 * S, 1),
+        rpm("long", "key", 1, 100 * S, 1),
+    };
+    gov_engine_t *e = mk_engine(ls, 2, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", "key", "k", NULL);
+    cr_assert(decide(e, &s, GOV_NO_TOKENS, T0).admit);
+    gov_result_t r = decide(e, &s, GOV_NO_TOKENS, T0 + S);
+    cr_assert_eq(r.verdict, GOV_DENY);
+    cr_assert_str_eq(r.limit, "long");
+    cr_assert_eq(r.retry_after_s, 99);
+    gov_engine_destroy(e);
+}
+
+Test(decide, cost_above_the_burst_is_unfittable_with_its_code)
+{
+    cfg_limit_t ls[] = {
+        rpm("team_rpm", "team", 300, 60 * S, 60),
+        tpm("team_tpm", "team", 100000, 60 * S, 20000),
+    };
+    gov_engine_t *e = mk_engine(ls, 2, true);
+    gov_subject_t s;
+    gov_result_t r = decide(e, subj(&s, "team", "t", NULL), 20001, T0);
+    cr_assert_eq(r.verdict, GOV_UNFITTABLE);
+    cr_assert_not(r.admit);
+    cr_assert_str_eq(r.code, "quota_cost_unfittable");
+    cr_assert_str_eq(r.limit, "team_tpm");
+    cr_assert_eq(r.retry_after_s, 0);
+    cr_assert_null(hdr(&r, "Retry-After"));
+    /* and nothing was consumed: rpm still has its whole burst */
+    r = decide(e, &s, 1, T0);
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Remaining-Requests"), "59");
+    gov_engine_destroy(e);
+}
+
+Test(decide, soft_limit_admits_and_reports_the_would_be_denial)
+{
+    cfg_limit_t ls[] = {
+        rpm("hard", "team", 100, 60 * S, 100),
+        rpm("soft", "team", 1, 60 * S, 1),
+    };
+    ls[1].posture.enforce_hard = 0;
+    gov_engine_t *e = mk_engine(ls, 2, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    gov_result_t r = decide(e, &s, GOV_NO_TOKENS, T0);
+    cr_assert_eq(r.n_soft_denied, 0);
+    r = decide(e, &s, GOV_NO_TOKENS, T0);
+    cr_assert(r.admit);
+    cr_assert_eq(r.n_soft_denied, 1);
+    cr_assert_str_eq(r.soft_denied[0], "soft");
+    cr_assert_str_eq(r.limit, "hard");
+    gov_engine_destroy(e);
+}
+
+Test(decide, mode_off_skips_the_limit)
+{
+    cfg_limit_t l = rpm("off", "team", 1, 60 * S, 1);
+    l.posture.on = 0;
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    for (int i = 0; i < 3; i++) {
+        gov_result_t r = decide(e, &s, GOV_NO_TOKENS, T0);
+        cr_assert(r.admit);
+        cr_assert_str_eq(r.limit, "");
+        cr_assert_eq(r.remaining, -1);
+        cr_assert_eq(r.n_headers, 0);
+    }
+    gov_engine_destroy(e);
+}
+
+Test(decide, global_applies_to_every_subject_as_one_counter)
+{
+    cfg_limit_t l = rpm("all", "global", 2, 60 * S, 2);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t a, b, none = {.n = 0};
+    cr_assert(decide(e, subj(&a, "team", "a", NULL), GOV_NO_TOKENS, T0).admit);
+    cr_assert(decide(e, subj(&b, "team", "b", NULL), GOV_NO_TOKENS, T0).admit);
+    cr_assert_not(decide(e, &none, GOV_NO_TOKENS, T0).admit);
+    gov_engine_destroy(e);
+}
+
+Test(decide, unnamed_level_does_not_apply)
+{
+    cfg_limit_t l = rpm("team_rpm", "team", 1, 60 * S, 1);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "key", "k", NULL);
+    for (int i = 0; i < 3; i++)
+        cr_assert(decide(e, &s, GOV_NO_TOKENS, T0).admit);
+    gov_engine_destroy(e);
+}
+
+Test(decide, tpm_without_tokens_is_a_clear_error)
+{
+    cfg_limit_t l = tpm("team_tpm", "team", 100000, 60 * S, 20000);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    gov_result_t r;
+    cr_assert_eq(gov_decide(e, subj(&s, "team", "t", NULL), GOV_NO_TOKENS, T0, &r, NULL, NULL),
+                 GOV_ETOKENS);
+    cr_assert_eq(r.status, GOV_ETOKENS);
+    cr_assert_str_eq(r.error, "tokens: required: tpm limit \"team_tpm\" applies");
+    cr_assert_str_eq(gov_strcode(r.status), "tokens_required");
+    cr_assert_eq(gov_decide(e, &s, -5, T0, &r, NULL, NULL), GOV_ERANGE);
+    cr_assert_eq(gov_decide(e, &s, (INT64_C(1) << 40) + 1, T0, &r, NULL, NULL), GOV_ERANGE);
+    gov_engine_destroy(e);
+}
+
+Test(decide, malformed_subjects_are_named_and_change_nothing)
+{
+    cfg_limit_t l = rpm("team_rpm", "team", 1, 60 * S, 1);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    gov_result_t r;
+    subj(&s, "team", "t", "team", "u", NULL);
+    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, NULL, NULL), GOV_ESUBJECT);
+    cr_assert_str_eq(r.error, "subject.team: level given twice");
+    char id[GOV_ID_MAX + 2];
+    memset(id, 'x', sizeof(id) - 1);
+    id[sizeof(id) - 1] = 0;
+    subj(&s, "team", id, NULL);
+    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, NULL, NULL), GOV_ESUBJECT);
+    cr_assert_str_eq(r.error, "subject.team: id longer than 256 bytes");
+    s.n = GOV_SUBJECT_MAX + 1;
+    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, NULL, NULL), GOV_ESUBJECT);
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.counters, 0);
+    cr_assert(decide(e, subj(&s, "team", "t", NULL), GOV_NO_TOKENS, T0).admit);
+    gov_engine_destroy(e);
+}
+
+Test(decide, window_algorithms_disclose_amount_as_depth)
+{
+    cfg_limit_t l = mk_limit("win", "team", CFG_TYPE_RPM, RA_FIXED_WINDOW, 10, 8 * S, 0);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    gov_result_t r = decide(e, subj(&s, "team", "t", NULL), GOV_NO_TOKENS, 2 * S);
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Remaining-Requests"), "9");
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Reset-Requests"), "6s");
+    gov_engine_destroy(e);
+}
