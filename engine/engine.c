@@ -347,6 +347,23 @@ int gov_engine_create(gov_engine_t **out, const gov_options_t *opt, const cfg_li
     return 0;
 }
 
+int gov_engine_create_config(gov_engine_t **out, const gov_options_t *opt, const cfg_config_t *cfg,
+                             char *err, size_t err_size)
+{
+    gov_options_t o = opt ? *opt : (gov_options_t){0};
+    if (!o.max_counters && cfg->server.max_counters > 0)
+        o.max_counters = (size_t)cfg->server.max_counters;
+    return gov_engine_create(out, &o, cfg->limits, cfg->n_limits, cfg->disclose_limits, err,
+                             err_size);
+}
+
+int gov_engine_reload_config(gov_engine_t *e, const cfg_config_t *cfg, gov_reload_fn report,
+                             void *ctx, char *err, size_t err_size)
+{
+    return gov_engine_reload(e, cfg->limits, cfg->n_limits, cfg->disclose_limits, report, ctx, err,
+                             err_size);
+}
+
 void gov_engine_destroy(gov_engine_t *e)
 {
     if (!e)

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "limit.h"
 
 #define GOV_SUBJECT_MAX 16 /* (level, id) pairs in one subject */
@@ -118,6 +119,11 @@ typedef struct gov_options {
 int gov_engine_create(gov_engine_t **out, const gov_options_t *opt, const cfg_limit_t *limits,
                       size_t n, bool disclose, char *err, size_t err_size);
 
+/* The same from an armed compiled config (cfg_arm done): its limits, disclose_limits and
+ * server.max_counters (used when opt->max_counters is 0). The engine keeps no pointer into it. */
+int gov_engine_create_config(gov_engine_t **out, const gov_options_t *opt, const cfg_config_t *cfg,
+                             char *err, size_t err_size);
+
 /* Frees everything. Every GOV_PENDING request must have completed (the redis store completes
  * its outstanding operations as unavailable when it shuts down). */
 void gov_engine_destroy(gov_engine_t *e);
@@ -141,6 +147,10 @@ typedef void (*gov_reload_fn)(void *ctx, const char *limit_id, gov_reload_action
  */
 int gov_engine_reload(gov_engine_t *e, const cfg_limit_t *limits, size_t n, bool disclose,
                       gov_reload_fn report, void *ctx, char *err, size_t err_size);
+
+/* The same from an armed compiled config. */
+int gov_engine_reload_config(gov_engine_t *e, const cfg_config_t *cfg, gov_reload_fn report,
+                             void *ctx, char *err, size_t err_size);
 
 /*
  * One decision. rpm limits present cost 1; tpm limits present `tokens` (GOV_NO_TOKENS when the

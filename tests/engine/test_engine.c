@@ -298,3 +298,20 @@ Test(decide, window_algorithms_disclose_amount_as_depth)
     cr_assert_str_eq(hdr(&r, "X-Ratelimit-Reset-Requests"), "6s");
     gov_engine_destroy(e);
 }
+
+Test(engine, builds_from_the_embedded_default_config)
+{
+    cfg_config_t *cfg = NULL;
+    cfg_report_t rep = {0};
+    cr_assert_eq(cfg_load_file(TT_SOURCE_DIR "/config/default.yaml", &cfg, &rep), 0);
+    cr_assert_eq(cfg_arm(cfg, &rep), 0);
+    gov_engine_t *e = NULL;
+    char err[256];
+    cr_assert_eq(gov_engine_create_config(&e, NULL, cfg, err, sizeof(err)), 0, "%s", err);
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.counters_max, (uint64_t)cfg->server.max_counters);
+    gov_engine_destroy(e);
+    cfg_free(cfg);
+    cfg_report_free(&rep);
+}
