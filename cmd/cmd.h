@@ -12,5 +12,6 @@
 typedef int (*cmd_fn)(int argc, char **argv);
 
 int cmd_validate(int argc, char **argv);
+int cmd_simulate(int argc, char **argv);
 
 #endif

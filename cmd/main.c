@@ -19,6 +19,9 @@ static const struct command {
 } commands[] = {
     {"version", cmd_version, "version"},
     {"validate", cmd_validate, "validate [--arm] [--explain] FILE"},
+    {"simulate", cmd_simulate,
+     "simulate --algorithm A --amount R --period D [--burst B] [--type rpm|tpm]\n"
+     "                       [--replicas N | --share NUM/DEN] [FILE]"},
 };
 
 static int usage(FILE *to)
