@@ -98,23 +98,31 @@ Test(vectors, the_tables_cover_every_algorithm_and_the_edges)
     }
 }
 
-Test(vectors, a_broken_sequence_is_caught_by_the_loader_fields)
+/* Loads `text` as a vector file; returns vec_load's result. */
+static int load_text(const char *text, vec_file_t *v, char *err, size_t err_size)
 {
-    /* The continuity check relies on the loader marking sequence starts at blank lines. */
     char path[] = "/tmp/tt_vec_XXXXXX";
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
     FILE *f = fdopen(fd, "w");
-    fputs("# comment\ngcra 1 1000 1 1 1 1 0 0 1 1 0 0 0 1 1000\n"
-          "# a comment does not end a sequence\n"
-          "gcra 1 1000 1 1 1 1 1000 0 1 0 0 0 1 1 1000\n\n"
-          "gcra 1 1000 1 1 1 1 5 0 1 0 0 0 1 1 5\n",
-          f);
+    fputs(text, f);
     fclose(f);
+    int rc = vec_load(path, v, err, err_size);
+    unlink(path);
+    return rc;
+}
+
+Test(vectors, blank_lines_and_only_blank_lines_start_a_new_sequence)
+{
+    /* The continuity check relies on the loader marking sequence starts at blank lines. */
     vec_file_t v;
     char err[600];
-    cr_assert_eq(vec_load(path, &v, err, sizeof(err)), 0, "%s", err);
-    unlink(path);
+    cr_assert_eq(load_text("# comment\ngcra 1 1000 1 1 1 1 0 0 1 1 0 0 0 1 1000\n"
+                           "# a comment does not end a sequence\n"
+                           "gcra 1 1000 1 1 1 1 1000 0 1 0 0 0 1 1 1000\n\n"
+                           "gcra 1 1000 1 1 1 1 5 0 1 0 0 0 1 1 5\n",
+                           &v, err, sizeof(err)),
+                 0, "%s", err);
     cr_assert_eq(v.n, 3);
     cr_expect(v.steps[0].opens_sequence);
     cr_expect_not(v.steps[1].opens_sequence);
@@ -125,16 +133,13 @@ Test(vectors, a_broken_sequence_is_caught_by_the_loader_fields)
 
 Test(vectors, a_malformed_line_is_reported_with_its_number)
 {
-    char path[] = "/tmp/tt_vec_XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    FILE *f = fdopen(fd, "w");
-    fputs("gcra 1 1000 1 1 1 1 0 0 1 1 0 0 0 1 1000\ngcra 1 1000 1 1 1 1 0 0 1 2 0 0 0 1 1000\n",
-          f);
-    fclose(f);
     vec_file_t v;
     char err[600];
-    cr_assert_eq(vec_load(path, &v, err, sizeof(err)), -1);
-    unlink(path);
+    cr_assert_eq(load_text("gcra 1 1000 1 1 1 1 0 0 1 1 0 0 0 1 1000\n"
+                           "gcra 1 1000 1 1 1 1 0 0 1 2 0 0 0 1 1000\n",
+                           &v, err, sizeof(err)),
+                 -1);
     cr_expect(strstr(err, ":2: admit and unfittable must be 0 or 1") != NULL, "%s", err);
+    cr_expect_eq(load_text("gcra 1 1000 1 1 1 1 0 0 1 1 0 0 0 1\n", &v, err, sizeof(err)), -1);
+    cr_expect(strstr(err, ":1: expected 16 whitespace-separated fields") != NULL, "%s", err);
 }
