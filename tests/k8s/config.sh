@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# ctest k8s_config_arms: the config inside the rendered ConfigMap (what the pods really mount)
+# passes `tokentriage validate --arm` with the environment the DaemonSet gives it, and without
+# that environment it is refused, naming the variables (so the downward API env is load-bearing).
+# usage: config.sh SOURCE_DIR CACHE_DIR TOKENTRIAGE
+set -euo pipefail
+src=$1 cache=$2 tt=$3
+. "$src/tests/k8s/tools.sh"
+tt_k8s_tools "$cache"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$KUBECTL" kustomize "$src/k8s" > "$work/render.yaml"
+NODE_PATH="$NODE_MODULES" node -e '
+  const YAML = require("yaml"), fs = require("fs");
+  const cm = YAML.parseAllDocuments(fs.readFileSync(process.argv[1], "utf8")).map((d) => d.toJS())
+    .find((o) => o.kind === "ConfigMap" && o.metadata.name.startsWith("tokentriage-config"));
+  fs.writeFileSync(process.argv[2], cm.data["tokentriage.yaml"]);
+' "$work/render.yaml" "$work/tokentriage.yaml"
+
+fail=0
+if out=$(env -i NODE_NAME=node-a POD_IP=198.18.0.1 "$tt" validate --arm "$work/tokentriage.yaml" 2>&1); then
+  echo "ok   validate --arm with NODE_NAME and POD_IP: $out"
+else
+  echo "FAIL validate --arm with NODE_NAME and POD_IP:"; echo "$out"; fail=1
+fi
+if out=$(env -i "$tt" validate --arm "$work/tokentriage.yaml" 2>&1); then
+  echo "FAIL validate --arm accepted the config without NODE_NAME and POD_IP"; fail=1
+elif grep -q NODE_NAME <<<"$out" && grep -q POD_IP <<<"$out"; then
+  echo "ok   without the downward API env the config is refused, naming NODE_NAME and POD_IP"
+else
+  echo "FAIL without the env the error does not name NODE_NAME and POD_IP:"; echo "$out"; fail=1
+fi
+exit $fail
