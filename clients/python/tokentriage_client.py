@@ -1,0 +1,124 @@
+"""A Python client of the tokentriage decision socket (SPEC §5, docs/protocol.md).
+
+The socket speaks one msgpack map per message in each direction; responses come in request order
+and echo the request's `seq`. This client sends one request at a time and waits for its answer,
+which is what a request handler needs; it needs nothing beyond the standard library and msgpack
+(Debian: python3-msgpack).
+
+    from tokentriage_client import Client
+    with Client() as tt:
+        d = tt.decide({"team": "t-42", "key": "k-1"})
+        if not d["admit"]:
+            ...  # answer 429 with d["headers"] (Retry-After, RateLimit, ...)
+
+It is not thread-safe: give each thread (or each worker process) its own Client.
+"""
+
+import os
+import socket
+
+import msgpack
+
+DEFAULT_SOCKET = "/run/tokentriage/tokentriage.sock"
+
+
+class TokentriageError(Exception):
+    """The daemon answered with an error map: `code` ("bad_value", ...) and `message`."""
+
+    def __init__(self, code, message):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def socket_path(path=None):
+    """The socket path as every tokentriage client resolves it: argument, TOKENTRIAGE_SOCKET, default."""
+    return path or os.environ.get("TOKENTRIAGE_SOCKET") or DEFAULT_SOCKET
+
+
+class Client:
+    """One connection to the daemon. Connects lazily and reconnects after a broken connection."""
+
+    def __init__(self, path=None, timeout=1.0):
+        self.path = socket_path(path)
+        self.timeout = timeout
+        self._sock = None
+        self._unpacker = None
+        self._seq = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def _connect(self):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.path)
+        except OSError:
+            sock.close()
+            raise
+        self._sock = sock
+        self._unpacker = msgpack.Unpacker(raw=False, max_buffer_size=64 * 1024)
+
+    def call(self, op, **fields):
+        """Sends one request and returns its response map. Raises TokentriageError for an error
+        answer and OSError when the daemon cannot be reached (the caller decides: fail open or
+        closed)."""
+        if self._sock is None:
+            self._connect()
+        self._seq += 1
+        request = {"op": op, "seq": self._seq}
+        request.update({k: v for k, v in fields.items() if v is not None})
+        try:
+            self._sock.sendall(msgpack.packb(request, use_bin_type=True))
+            response = self._read()
+        except (OSError, ValueError):
+            self.close()  # the stream's framing is lost: start afresh next time
+            raise
+        if response.get("seq") != self._seq:
+            self.close()
+            raise TokentriageError("bad_frame", f"response seq {response.get('seq')} for request {self._seq}")
+        if "error" in response:
+            err = response["error"]
+            raise TokentriageError(err.get("code", "error"), err.get("message", ""))
+        return response
+
+    def _read(self):
+        while True:
+            for message in self._unpacker:
+                if not isinstance(message, dict):
+                    raise ValueError("the daemon sent something other than a map")
+                return message
+            chunk = self._sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("the daemon closed the connection")
+            self._unpacker.feed(chunk)
+
+    def decide(self, subject, tokens=None):
+        """May this request go? subject maps levels to ids ({"team": "t-42", "key": "k-1"});
+        tokens is the cost presented to tpm limits. Returns the decision map: admit, verdict
+        (admit|deny|unfittable), limit, remaining, retry_after, reset_after, soft_denied, headers
+        and, for unfittable, code "quota_cost_unfittable" (do not retry the same cost)."""
+        return self.call("decide", subject=subject, tokens=tokens)
+
+    def settle(self, subject, reserved, actual):
+        """Corrects the tpm limits a decision charged `reserved` tokens to the `actual` count.
+        Send it once per request. Returns the number of limits settled."""
+        return self.call("settle", subject=subject, reserved=reserved, actual=actual)["settled"]
+
+    def ping(self):
+        return self.call("ping")
+
+    def fleet(self):
+        return self.call("fleet")
+
+    def members(self):
+        return self.call("members")
