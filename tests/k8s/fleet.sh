@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# ctest k8s_fleet_e2e: renders k8s/ as an operator deploys it (the overlay secret-gossip.yaml
+# describes, with a freshly generated keyring), extracts what the DaemonSet runs, and starts that
+# fleet in network namespaces (fleet_e2e.py).
+# usage: fleet.sh SOURCE_DIR CACHE_DIR TOKENTRIAGE
+set -euo pipefail
+src=$1 cache=$2 tt=$3
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for network namespaces and mounts" >&2; exit 77; }
+. "$src/tests/k8s/tools.sh"
+tt_k8s_tools "$cache"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+rel=$(realpath --relative-to="$work/ov" "$src/k8s")
+mkdir "$work/ov"
+head -c 32 /dev/urandom | base64 > "$work/ov/gossip.keys"
+cat > "$work/ov/kustomization.yaml" <<EOK
+resources: [$rel]
+secretGenerator:
+  - name: tokentriage-gossip
+    namespace: tokentriage
+    behavior: replace
+    files: [gossip.keys]
+    options: { disableNameSuffixHash: true }
+EOK
+"$KUBECTL" kustomize "$work/ov" > "$work/render.yaml"
+NODE_PATH="$NODE_MODULES" node "$src/tests/k8s/extract_deploy.cjs" \
+  "$work/render.yaml" "$src/k8s/examples/client-pod.yaml" "$work/deploy.json"
+# Debian's python3 carries python3-msgpack (scripts/deps.sh); a python3 earlier on PATH may not.
+/usr/bin/python3 "$src/tests/k8s/fleet_e2e.py" "$tt" "$work/deploy.json" "$src/clients/python"
