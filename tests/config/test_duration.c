@@ -1,7 +1,9 @@
 /* The duration grammar: integer + ms|s|m|h, compounds largest first, no calendar units. */
 #include <criterion/criterion.h>
 
-#include "duration.h"
+#include <string.h>
+
+#include "config.h"
 
 #define MS INT64_C(1000000)
 #define S INT64_C(1000000000)
@@ -71,4 +73,46 @@ Test(duration, values_beyond_int64_nanoseconds_are_range_errors)
     parse_err("2562048h", CFG_DURATION_ERANGE);
     parse_err("9223372036854775807ms", CFG_DURATION_ERANGE);
     parse_err("99999999999999999999s", CFG_DURATION_ERANGE);
+}
+
+Test(duration, calendar_words_alone_or_after_a_number_are_calendar_periods)
+{
+    parse_err("month", CFG_DURATION_ECALENDAR);
+    parse_err("daily", CFG_DURATION_ECALENDAR);
+    parse_err("Weekly", CFG_DURATION_ECALENDAR);
+    parse_err("yearly", CFG_DURATION_ECALENDAR);
+    parse_err("2weeks", CFG_DURATION_ECALENDAR);
+    parse_err("1month", CFG_DURATION_ECALENDAR);
+    parse_err("1mon", CFG_DURATION_ECALENDAR);
+    parse_err("1q", CFG_DURATION_ECALENDAR);
+    parse_err("monthx", CFG_DURATION_ESYNTAX);
+}
+
+static void formats_as(int64_t ns, const char *want)
+{
+    char buf[64];
+    cr_assert_str_eq(cfg_duration_format(ns, buf, sizeof(buf)), want);
+}
+
+Test(duration, format_writes_what_the_parser_reads_back)
+{
+    formats_as(0, "0s");
+    formats_as(200 * MS, "200ms");
+    formats_as(5400 * S, "1h30m");
+    formats_as(3601 * S + 500 * MS, "1h1s500ms");
+    formats_as(60000, "60us");
+    formats_as(INT64_MAX, "2562047h47m16s854ms775us807ns");
+    const char *round_trip[] = {"1h30m", "8s", "1m1ms", "8760h"};
+    for (size_t i = 0; i < sizeof(round_trip) / sizeof(round_trip[0]); i++) {
+        char buf[64];
+        cr_assert_str_eq(cfg_duration_format(parse_ok(round_trip[i]), buf, sizeof(buf)),
+                         round_trip[i]);
+    }
+}
+
+Test(duration, format_truncates_safely_into_a_small_buffer)
+{
+    char buf[4];
+    cfg_duration_format(5400 * S, buf, sizeof(buf));
+    cr_assert_eq(strlen(buf) < sizeof(buf), 1);
 }
