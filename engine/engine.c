@@ -84,13 +84,6 @@ struct gov_engine {
     void *members_ctx;
 };
 
-/* The subject's id for one level of the config. */
-typedef struct gov_key {
-    const char *id;
-    size_t len;
-    int pair; /* index in the subject, -1 when the subject does not name the level */
-} gov_key_t;
-
 /* One applicable limit in one decision. */
 typedef struct probe {
     gov_limit_t *l;
@@ -429,12 +422,16 @@ void gov_engine_tick(gov_engine_t *e, int64_t now)
 
 /* ---- subjects and probes ----------------------------------------------------------------- */
 
-static int resolve(const gov_set_t *set, const gov_subject_t *s, gov_key_t *keys, gov_result_t *out)
+/* For each subject pair, the config level it names (index into gov_set_t.levels) or -1. */
+typedef struct gov_resolved {
+    int level[GOV_SUBJECT_MAX];
+} gov_resolved_t;
+
+static int resolve(const gov_set_t *set, const gov_subject_t *s, gov_resolved_t *res,
+                   gov_result_t *out)
 {
     if (s->n > GOV_SUBJECT_MAX)
         return fail(out, GOV_ESUBJECT, "subject: %zu levels, at most %d", s->n, GOV_SUBJECT_MAX);
-    for (size_t k = 0; k < set->n_levels; k++)
-        keys[k].pair = -1;
     for (size_t i = 0; i < s->n; i++) {
         const gov_pair_t *p = &s->pairs[i];
         if (!p->level || p->level_len == 0 || p->level_len > CFG_LEVEL_MAX)
@@ -448,10 +445,11 @@ static int resolve(const gov_set_t *set, const gov_subject_t *s, gov_key_t *keys
             if (s->pairs[j].level_len == p->level_len &&
                 memcmp(s->pairs[j].level, p->level, p->level_len) == 0)
                 return fail(out, GOV_ESUBJECT, "subject.%.*s: level given twice", lv, p->level);
+        res->level[i] = -1;
         for (size_t k = 0; k < set->n_levels; k++) {
             if (set->levels[k].len == p->level_len &&
                 memcmp(set->levels[k].name, p->level, p->level_len) == 0) {
-                keys[k] = (gov_key_t){p->id ? p->id : (const char *)no_key, p->id_len, (int)i};
+                res->level[i] = (int)k;
                 break;
             }
         }
@@ -462,38 +460,48 @@ static int resolve(const gov_set_t *set, const gov_subject_t *s, gov_key_t *keys
 #define TYPE_BIT(t) (1u << (t))
 #define RATE_TYPES (TYPE_BIT(CFG_TYPE_RPM) | TYPE_BIT(CFG_TYPE_TPM))
 
-static size_t collect(gov_set_t *set, const gov_key_t *keys, unsigned types, probe_t *p)
+/* The limits of `types` that apply, in config order. -1 when more than GOV_APPLY_MAX do. */
+static int collect(gov_set_t *set, const gov_subject_t *s, const gov_resolved_t *res,
+                   unsigned types, probe_t *p, size_t *n_out)
 {
     size_t n = 0;
     for (size_t i = 0; i < set->n; i++) {
         gov_limit_t *l = &set->limits[i];
         if (!l->cfg.posture.on || !(types & TYPE_BIT(l->cfg.type)))
             continue;
-        probe_t *q = &p[n];
-        if (l->level == LEVEL_GLOBAL) {
-            *q = (probe_t){.l = l, .pair = -1, .key = (const char *)no_key, .key_len = 0};
-        } else if (keys[l->level].pair >= 0) {
-            const gov_key_t *k = &keys[l->level];
-            *q = (probe_t){.l = l, .pair = k->pair, .key = k->id, .key_len = k->len};
-        } else {
-            continue;
+        int pair = -1;
+        if (l->level != LEVEL_GLOBAL) {
+            for (size_t k = 0; k < s->n && pair < 0; k++)
+                if (res->level[k] == l->level)
+                    pair = (int)k;
+            if (pair < 0)
+                continue;
         }
-        q->slot = GOV_SLOT_NONE;
-        q->lim = l->cfg.limiter;
-        n++;
+        if (n == GOV_APPLY_MAX)
+            return -1;
+        probe_t *q = &p[n++];
+        *q = (probe_t){.l = l, .pair = pair, .slot = GOV_SLOT_NONE, .lim = l->cfg.limiter};
+        if (pair < 0 || !s->pairs[pair].id_len) {
+            q->key = (const char *)no_key;
+        } else {
+            q->key = s->pairs[pair].id;
+            q->key_len = s->pairs[pair].id_len;
+        }
     }
-    return n;
+    *n_out = n;
+    return 0;
 }
 
 /* Resolves the subject and collects the limits of `types` that apply. */
-static int prepare(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s, unsigned types,
-                   probe_t *p, size_t *n, gov_result_t *out)
+static int prepare(gov_set_t *set, const gov_subject_t *s, unsigned types, probe_t *p, size_t *n,
+                   gov_result_t *out)
 {
-    gov_key_t keys[GOV_LIMITS_MAX];
-    int rc = resolve(set, s, keys, out);
+    gov_resolved_t res;
+    int rc = resolve(set, s, &res, out);
     if (rc < 0)
         return rc;
-    *n = collect(set, keys, types, p);
+    if (collect(set, s, &res, types, p, n) < 0)
+        return fail(out, GOV_ESUBJECT, "subject: more than %d limits apply", GOV_APPLY_MAX);
     return 0;
 }
 
@@ -817,12 +825,12 @@ static void local_settle_probe(gov_engine_t *e, probe_t *p, int64_t now, int64_t
 /* Runs the end of an asynchronous request once every reply is in. */
 static void pending_finish(gov_pending_t *pd, int64_t now)
 {
-    probe_t p[GOV_LIMITS_MAX];
+    probe_t p[GOV_APPLY_MAX];
     size_t n = 0, n_redis = 0;
-    gov_key_t keys[GOV_LIMITS_MAX];
     result_init(pd->out);
-    resolve(pd->set, &pd->subject, keys, pd->out); /* checked on the first pass */
-    n = collect(pd->set, keys, pd->settle ? TYPE_BIT(CFG_TYPE_TPM) : RATE_TYPES, p);
+    /* checked on the first pass, against the same config: cannot fail now */
+    prepare(pd->set, &pd->subject, pd->settle ? TYPE_BIT(CFG_TYPE_TPM) : RATE_TYPES, p, &n,
+            pd->out);
     if (pd->settle)
         settle_redis_done(pd, p, n, now);
     else
@@ -899,10 +907,10 @@ static int go_async(gov_engine_t *e, const gov_subject_t *s, const probe_t *p, s
 int gov_decide(gov_engine_t *e, const gov_subject_t *s, int64_t tokens, int64_t now,
                gov_result_t *out, gov_done_fn done, void *ctx)
 {
-    probe_t p[GOV_LIMITS_MAX];
+    probe_t p[GOV_APPLY_MAX];
     size_t n = 0, n_redis = 0;
     result_init(out);
-    int rc = prepare(e, e->set, s, RATE_TYPES, p, &n, out);
+    int rc = prepare(e->set, s, RATE_TYPES, p, &n, out);
     if (rc < 0)
         return rc;
     if (tokens != GOV_NO_TOKENS && (tokens < 0 || tokens > GOV_TOKENS_MAX))
@@ -963,10 +971,10 @@ static void settle_redis_done(gov_pending_t *pd, const probe_t *p, size_t n, int
 int gov_settle(gov_engine_t *e, const gov_subject_t *s, int64_t reserved, int64_t actual,
                int64_t now, gov_result_t *out, gov_done_fn done, void *ctx)
 {
-    probe_t p[GOV_LIMITS_MAX];
+    probe_t p[GOV_APPLY_MAX];
     size_t n = 0, n_redis = 0;
     result_init(out);
-    int rc = prepare(e, e->set, s, TYPE_BIT(CFG_TYPE_TPM), p, &n, out);
+    int rc = prepare(e->set, s, TYPE_BIT(CFG_TYPE_TPM), p, &n, out);
     if (rc < 0)
         return rc;
     if (reserved < 0 || reserved > GOV_TOKENS_MAX)
@@ -1018,10 +1026,10 @@ static void gauge_put(void *ctx, const gov_gauge_ref_t *g)
 int gov_acquire(gov_engine_t *e, const gov_subject_t *s, uint64_t owner, int64_t now,
                 gov_result_t *out)
 {
-    probe_t p[GOV_LIMITS_MAX];
+    probe_t p[GOV_APPLY_MAX];
     size_t n = 0;
     result_init(out);
-    int rc = prepare(e, e->set, s, TYPE_BIT(CFG_TYPE_CONCURRENCY), p, &n, out);
+    int rc = prepare(e->set, s, TYPE_BIT(CFG_TYPE_CONCURRENCY), p, &n, out);
     if (rc < 0 || (rc = reserve(e, n, now, out)) < 0)
         return rc;
     const probe_t *deny = NULL, *tight = NULL;
@@ -1049,7 +1057,7 @@ int gov_acquire(gov_engine_t *e, const gov_subject_t *s, uint64_t owner, int64_t
             tight = q;
         }
     }
-    gov_gauge_ref_t refs[GOV_LIMITS_MAX];
+    gov_gauge_ref_t refs[GOV_APPLY_MAX];
     size_t n_refs = 0;
     if (!deny) {
         for (size_t i = 0; i < n; i++) {

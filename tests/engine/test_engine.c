@@ -315,3 +315,311 @@ Test(engine, builds_from_the_embedded_default_config)
     cfg_free(cfg);
     cfg_report_free(&rep);
 }
+
+/* ---- settle (issue 12) ---------------------------------------------------------------------- */
+
+static int64_t remaining_tokens(gov_engine_t *e, const gov_subject_t *s, int64_t now)
+{
+    gov_result_t r = decide(e, s, 0, now); /* a zero-token decision reads without spending */
+    const char *v = hdr(&r, "X-Ratelimit-Remaining-Tokens");
+    cr_assert_not_null(v);
+    return strtoll(v, NULL, 10);
+}
+
+static gov_result_t settle(gov_engine_t *e, const gov_subject_t *s, int64_t reserved,
+                           int64_t actual, int64_t now)
+{
+    gov_result_t r;
+    int rc = gov_settle(e, s, reserved, actual, now, &r, NULL, NULL);
+    cr_assert_eq(rc, 0, "settle: %d %s", rc, r.error);
+    return r;
+}
+
+Test(settle, reserve_16384_then_settle_1000_restores_the_headroom)
+{
+    cfg_limit_t l = tpm("team_tpm", "team", 100000, 60 * S, 20000);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    gov_result_t r = decide(e, &s, 16384, T0);
+    cr_assert(r.admit);
+    cr_assert_eq(remaining_tokens(e, &s, T0), 20000 - 16384);
+    r = settle(e, &s, 16384, 1000, T0);
+    cr_assert_eq(r.settled, 1);
+    int64_t left = remaining_tokens(e, &s, T0); /* the next decision shows the refund */
+    cr_assert(left >= 20000 - 1000 - 1 && left <= 20000 - 1000, "left %lld", (long long)left);
+    gov_engine_destroy(e);
+}
+
+Test(settle, an_overrun_pushes_the_next_admission_out_by_the_overrun)
+{
+    cfg_limit_t l = tpm("team_tpm", "team", 100000, 60 * S, 20000); /* T = 600 us, tau = 12 s */
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    cr_assert(decide(e, &s, 16384, T0).admit);
+    settle(e, &s, 16384, 16384 + 50000, T0);
+    /* TAT = T0 + 66384 x 600 us = T0 + 39.8304 s; one token fits once TAT + T - tau <= now */
+    int64_t allow_at = T0 + INT64_C(66385) * 600000 - 12 * S;
+    gov_result_t r = decide(e, &s, 1, T0);
+    cr_assert_eq(r.verdict, GOV_DENY);
+    cr_assert_eq(r.retry_after_s, ra_ceil_s(allow_at - T0));
+    cr_assert_eq(r.retry_after_s, 28);
+    cr_assert_not(decide(e, &s, 1, allow_at - 1).admit);
+    cr_assert(decide(e, &s, 1, allow_at).admit);
+    gov_engine_destroy(e);
+}
+
+Test(settle, a_refund_on_a_full_bucket_changes_nothing)
+{
+    cfg_limit_t l = tpm("team_tpm", "team", 100000, 60 * S, 20000);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    gov_result_t r = settle(e, &s, 16384, 0, T0); /* a fresh key */
+    cr_assert_eq(r.settled, 1);
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.counters, 0, "a refund needs no counter");
+    cr_assert_eq(remaining_tokens(e, &s, T0), 20000);
+    /* a key that has refilled since: still full after the refund */
+    cr_assert(decide(e, &s, 16384, T0).admit);
+    settle(e, &s, 16384, 0, T0 + 60 * S);
+    cr_assert_eq(remaining_tokens(e, &s, T0 + 60 * S), 20000);
+    cr_assert(decide(e, &s, 20000, T0 + 60 * S).admit);
+    cr_assert_not(decide(e, &s, 1, T0 + 60 * S).admit);
+    gov_engine_destroy(e);
+}
+
+Test(settle, corrects_every_tpm_limit_that_applies_and_no_rpm)
+{
+    cfg_limit_t ls[] = {
+        tpm("team_tpm", "team", 100000, 60 * S, 20000),
+        tpm("key_tpm", "key", 100000, 60 * S, 20000),
+        rpm("team_rpm", "team", 10, 60 * S, 10),
+        tpm("org_tpm", "org", 100000, 60 * S, 20000),
+    };
+    gov_engine_t *e = mk_engine(ls, 4, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", "key", "k", NULL);
+    cr_assert(decide(e, &s, 10000, T0).admit);
+    gov_result_t r = settle(e, &s, 10000, 10, T0);
+    cr_assert_eq(r.settled, 2);
+    cr_assert_eq(remaining_tokens(e, &s, T0), 20000 - 10);
+    gov_engine_destroy(e);
+}
+
+Test(settle, bad_input_is_a_clear_error_and_changes_nothing)
+{
+    cfg_limit_t ls[] = {
+        tpm("team_tpm", "team", 100000, 60 * S, 20000),
+        rpm("key_rpm", "key", 10, 60 * S, 10),
+    };
+    gov_engine_t *e = mk_engine(ls, 2, true);
+    gov_subject_t s, k;
+    subj(&s, "team", "t", NULL);
+    cr_assert(decide(e, &s, 16384, T0).admit);
+    gov_result_t r;
+    cr_assert_eq(gov_settle(e, &s, -1, 0, T0, &r, NULL, NULL), GOV_ERANGE);
+    cr_assert_str_eq(r.error, "reserved: -1 is outside 0..2^40");
+    cr_assert_eq(gov_settle(e, &s, 16384, -7, T0, &r, NULL, NULL), GOV_ERANGE);
+    cr_assert_eq(gov_settle(e, &s, 16384, (INT64_C(1) << 40) + 1, T0, &r, NULL, NULL), GOV_ERANGE);
+    cr_assert_str_eq(r.error, "actual: 1099511627777 is outside 0..2^40");
+    cr_assert_eq(gov_settle(e, subj(&k, "key", "k", NULL), 10, 0, T0, &r, NULL, NULL), GOV_ENOTPM);
+    cr_assert_str_eq(gov_strcode(r.status), "no_tpm_limit");
+    cr_assert_eq(remaining_tokens(e, &s, T0), 20000 - 16384);
+    gov_engine_destroy(e);
+}
+
+Test(settle, the_upper_bound_2_pow_40_is_accepted)
+{
+    cfg_limit_t l = tpm("team_tpm", "team", 100000, 60 * S, 20000);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    gov_result_t r = settle(e, &s, 0, INT64_C(1) << 40, T0);
+    cr_assert_eq(r.settled, 1);
+    cr_assert_not(decide(e, &s, 1, T0).admit);
+    gov_engine_destroy(e);
+}
+
+/* ---- reload --------------------------------------------------------------------------------- */
+
+typedef struct reload_log {
+    char lines[16][96];
+    int n;
+} reload_log_t;
+
+static void log_reload(void *ctx, const char *id, gov_reload_action_t a)
+{
+    reload_log_t *log = ctx;
+    snprintf(log->lines[log->n++], sizeof(log->lines[0]), "%s %s", id, gov_reload_action_name(a));
+}
+
+Test(reload, keeps_unchanged_counters_and_resets_only_what_changed)
+{
+    cfg_limit_t old[] = {
+        rpm("kept", "team", 10, 60 * S, 1),
+        rpm("changed", "team", 10, 60 * S, 1),
+        rpm("gone", "team", 10, 60 * S, 1),
+        mk_limit("win", "team", CFG_TYPE_RPM, RA_FIXED_WINDOW, 1, 60 * S, 0),
+    };
+    gov_engine_t *e = mk_engine(old, 4, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    cr_assert(decide(e, &s, GOV_NO_TOKENS, T0).admit);
+    cr_assert_not(decide(e, &s, GOV_NO_TOKENS, T0).admit);
+    cfg_limit_t neu[] = {
+        rpm("added", "team", 10, 60 * S, 10), rpm("kept", "team", 10, 60 * S, 1),
+        rpm("changed", "team", 20, 60 * S, 1),
+        mk_limit("win", "team", CFG_TYPE_RPM, RA_FIXED_WINDOW, 1, 60 * S, 99), /* inert */
+    };
+    reload_log_t log = {0};
+    char err[256];
+    cr_assert_eq(gov_engine_reload(e, neu, 4, true, log_reload, &log, err, sizeof(err)), 0);
+    cr_assert_eq(log.n, 5);
+    cr_assert_str_eq(log.lines[0], "added added");
+    cr_assert_str_eq(log.lines[1], "kept kept");
+    cr_assert_str_eq(log.lines[2], "changed reset");
+    cr_assert_str_eq(log.lines[3], "win kept");
+    cr_assert_str_eq(log.lines[4], "gone removed");
+    /* kept and win still remember the request; changed starts fresh */
+    gov_result_t r = decide(e, &s, GOV_NO_TOKENS, T0);
+    cr_assert_eq(r.verdict, GOV_DENY);
+    gov_limit_metrics_t m[4];
+    gov_engine_limit_metrics(e, m, 4);
+    cr_assert_str_eq(m[1].id, "kept");
+    cr_assert_eq(m[1].outcomes[GOV_OUT_DENY], 2, "counts carry over a reload");
+    cr_assert_eq(m[2].outcomes[GOV_OUT_ADMIT], 2, "changed admitted, it was reset");
+    cr_assert_eq(m[3].outcomes[GOV_OUT_DENY], 2);
+    gov_engine_destroy(e);
+}
+
+Test(reload, a_bad_config_changes_nothing)
+{
+    cfg_limit_t l = rpm("kept", "team", 10, 60 * S, 1);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    cr_assert(decide(e, &s, GOV_NO_TOKENS, T0).admit);
+    cfg_limit_t dup[] = {rpm("a", "team", 10, 60 * S, 1), rpm("a", "team", 10, 60 * S, 1)};
+    reload_log_t log = {0};
+    char err[256];
+    cr_assert_eq(gov_engine_reload(e, dup, 2, true, log_reload, &log, err, sizeof(err)),
+                 GOV_ELIMITS);
+    cr_assert_str_eq(err, "governance.limits[1]: duplicate id \"a\"");
+    cr_assert_eq(log.n, 0);
+    cr_assert_not(decide(e, &s, GOV_NO_TOKENS, T0).admit, "the old config still serves");
+    gov_engine_destroy(e);
+}
+
+Test(reload, dropped_counters_are_reclaimed_by_ticks)
+{
+    cfg_limit_t l = rpm("gone", "team", 10, 60 * S, 10);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    for (int i = 0; i < 100; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "t-%d", i);
+        decide(e, subj(&s, "team", id, NULL), GOV_NO_TOKENS, T0);
+    }
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.counters, 100);
+    char err[256];
+    cr_assert_eq(gov_engine_reload(e, NULL, 0, true, NULL, NULL, err, sizeof(err)), 0);
+    gov_engine_tick(e, T0);
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.counters, 0);
+    cr_assert_eq(m.reloads, 1);
+    gov_engine_destroy(e);
+}
+
+/* ---- the cap -------------------------------------------------------------------------------- */
+
+static gov_engine_t *capped(cfg_limit_t *l, size_t n, size_t cap)
+{
+    gov_engine_t *e = NULL;
+    char err[256];
+    gov_options_t o = {.max_counters = cap, .hash_seed = {3, 4}};
+    cr_assert_eq(gov_engine_create(&e, &o, l, n, true, err, sizeof(err)), 0);
+    return e;
+}
+
+Test(cap, fail_open_admits_uncounted_keys_past_the_cap)
+{
+    cfg_limit_t l = rpm("key_rpm", "key", 1, 60 * S, 1);
+    gov_engine_t *e = capped(&l, 1, 2);
+    gov_subject_t a, b, c;
+    cr_assert(decide(e, subj(&a, "key", "a", NULL), GOV_NO_TOKENS, T0).admit);
+    cr_assert(decide(e, subj(&b, "key", "b", NULL), GOV_NO_TOKENS, T0).admit);
+    subj(&c, "key", "c", NULL);
+    cr_assert(decide(e, &c, GOV_NO_TOKENS, T0).admit);
+    cr_assert(decide(e, &c, GOV_NO_TOKENS, T0).admit, "uncounted: posture.fail open");
+    cr_assert_not(decide(e, &a, GOV_NO_TOKENS, T0).admit, "old keys keep their state");
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.counters, 2);
+    cr_assert_eq(m.cap_hits, 2);
+    cr_assert_eq(m.store_errors, 2);
+    gov_limit_metrics_t lm;
+    gov_engine_limit_metrics(e, &lm, 1);
+    cr_assert_eq(lm.outcomes[GOV_OUT_FAIL_OPEN], 2);
+    gov_engine_destroy(e);
+}
+
+Test(cap, fail_closed_denies_new_keys_with_retry_one)
+{
+    cfg_limit_t l = rpm("key_rpm", "key", 1, 60 * S, 1);
+    l.posture.fail_open = 0;
+    gov_engine_t *e = capped(&l, 1, 1);
+    gov_subject_t a, b;
+    cr_assert(decide(e, subj(&a, "key", "a", NULL), GOV_NO_TOKENS, T0).admit);
+    gov_result_t r = decide(e, subj(&b, "key", "b", NULL), GOV_NO_TOKENS, T0);
+    cr_assert_eq(r.verdict, GOV_DENY);
+    cr_assert_eq(r.retry_after_s, 1);
+    cr_assert_str_eq(r.limit, "key_rpm");
+    gov_engine_destroy(e);
+}
+
+Test(cap, idle_counters_make_room_before_new_keys_are_refused)
+{
+    cfg_limit_t l = rpm("key_rpm", "key", 1, 60 * S, 1);
+    l.posture.fail_open = 0;
+    gov_engine_t *e = capped(&l, 1, 2);
+    gov_subject_t a, b, c;
+    cr_assert(decide(e, subj(&a, "key", "a", NULL), GOV_NO_TOKENS, T0).admit);
+    cr_assert(decide(e, subj(&b, "key", "b", NULL), GOV_NO_TOKENS, T0).admit);
+    /* a minute later both are idle: c gets a counter */
+    gov_result_t r = decide(e, subj(&c, "key", "c", NULL), GOV_NO_TOKENS, T0 + 61 * S);
+    cr_assert(r.admit);
+    cr_assert_not(decide(e, &c, GOV_NO_TOKENS, T0 + 61 * S).admit, "and it counts");
+    gov_engine_destroy(e);
+}
+
+/* ---- metrics -------------------------------------------------------------------------------- */
+
+Test(metrics, decisions_are_counted_by_verdict_and_limit)
+{
+    cfg_limit_t ls[] = {rpm("a", "team", 1, 60 * S, 1), tpm("b", "team", 100000, 60 * S, 20000)};
+    gov_engine_t *e = mk_engine(ls, 2, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    decide(e, &s, 1, T0);
+    decide(e, &s, 1, T0);
+    decide(e, &s, 30000, T0 + 3600 * S);
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.decisions[GOV_ADMIT], 1);
+    cr_assert_eq(m.decisions[GOV_DENY], 1);
+    cr_assert_eq(m.decisions[GOV_UNFITTABLE], 1);
+    cr_assert_eq(m.counters, 2);
+    cr_assert_gt(m.table_bytes, 0);
+    gov_limit_metrics_t lm[2];
+    gov_engine_limit_metrics(e, lm, 2);
+    cr_assert_eq(lm[0].outcomes[GOV_OUT_ADMIT], 2);
+    cr_assert_eq(lm[0].outcomes[GOV_OUT_DENY], 1);
+    cr_assert_eq(lm[1].outcomes[GOV_OUT_UNFITTABLE], 1);
+    cr_assert_eq(lm[1].counters, 1);
+    gov_engine_destroy(e);
+}

@@ -1,0 +1,182 @@
+/* The counter table: exactness under hash collisions, incremental reclamation, the cap. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "table.h"
+
+#define S RA_NS_PER_S
+
+static gov_table_t t;
+static ra_limiter_t gcra;
+static int ix;
+
+static void setup(void)
+{
+    const uint64_t seed[2] = {7, 9};
+    cr_assert_eq(gov_table_init(&t, 0, 100000, seed), 0);
+    ra_limiter_init(&gcra, RA_GCRA, 10, S, 10);
+    ix = gov_table_ident_add(&t, 42, &gcra, false);
+    cr_assert_geq(ix, 0);
+}
+
+static void teardown(void)
+{
+    gov_table_free(&t);
+}
+
+TestSuite(table, .init = setup, .fini = teardown);
+
+Test(table, siphash_2_4_matches_the_reference_vector)
+{
+    uint8_t key[16], msg[15];
+    for (int i = 0; i < 16; i++)
+        key[i] = (uint8_t)i;
+    for (int i = 0; i < 15; i++)
+        msg[i] = (uint8_t)i;
+    uint64_t k0 = 0, k1 = 0;
+    for (int i = 7; i >= 0; i--) {
+        k0 = (k0 << 8) | key[i];
+        k1 = (k1 << 8) | key[8 + i];
+    }
+    cr_assert_eq(gov_siphash(k0, k1, msg, sizeof(msg), 2, 4), UINT64_C(0xa129ca6149be45e5));
+}
+
+Test(table, keys_with_the_same_hash_stay_two_counters)
+{
+    size_t a, b;
+    cr_assert_eq(gov_table_get(&t, ix, 12345, "alpha", 5, &a), 0);
+    cr_assert_eq(gov_table_get(&t, ix, 12345, "bravo", 5, &b), 0);
+    cr_assert_neq(a, b);
+    t.slots[a].state = 111;
+    t.slots[b].state = 222;
+    cr_assert_eq(t.slots[gov_table_find(&t, ix, 12345, "alpha", 5)].state, 111);
+    cr_assert_eq(t.slots[gov_table_find(&t, ix, 12345, "bravo", 5)].state, 222);
+    cr_assert_eq(gov_table_find(&t, ix, 12345, "alph", 4), GOV_SLOT_NONE);
+    cr_assert_eq(t.count, 2);
+}
+
+Test(table, same_id_under_two_identities_is_two_counters)
+{
+    int other = gov_table_ident_add(&t, 43, &gcra, false);
+    size_t a, b;
+    uint64_t h = gov_table_hash(&t, ix, "k", 1);
+    cr_assert_eq(gov_table_get(&t, ix, h, "k", 1, &a), 0);
+    cr_assert_eq(gov_table_get(&t, other, h, "k", 1, &b), 0);
+    cr_assert_neq(a, b);
+}
+
+Test(table, long_and_empty_ids_round_trip)
+{
+    char id[257];
+    memset(id, 'z', 256);
+    size_t a, b;
+    uint64_t h = gov_table_hash(&t, ix, id, 256);
+    cr_assert_eq(gov_table_get(&t, ix, h, id, 256, &a), 0);
+    cr_assert_eq(gov_table_find(&t, ix, h, id, 256), a);
+    h = gov_table_hash(&t, ix, "", 0);
+    cr_assert_eq(gov_table_get(&t, ix, h, "", 0, &b), 0);
+    cr_assert_eq(gov_table_find(&t, ix, h, "", 0), b);
+}
+
+static void fill(int n, int64_t state)
+{
+    cr_assert_eq(gov_table_reserve(&t, (size_t)n), 0);
+    for (int i = 0; i < n; i++) {
+        char k[16];
+        int len = snprintf(k, sizeof(k), "k-%d", i);
+        size_t s;
+        cr_assert_eq(
+            gov_table_get(&t, ix, gov_table_hash(&t, ix, k, (size_t)len), k, (size_t)len, &s), 0);
+        t.slots[s].state = state;
+    }
+}
+
+Test(table, reclamation_frees_idle_counters_a_bounded_slice_at_a_time)
+{
+    fill(5000, 100 * S); /* TATs at 100 s */
+    size_t cap = t.mask + 1;
+    /* at 50 s every counter still holds information: nothing goes */
+    cr_assert_eq(gov_table_reclaim(&t, 50 * S, cap), 0);
+    cr_assert_eq(t.count, 5000);
+    /* at 200 s all are idle, but one call never frees more than its budget */
+    size_t freed = gov_table_reclaim(&t, 200 * S, 64);
+    cr_assert_leq(freed, 64);
+    cr_assert_eq(t.count, 5000 - freed);
+    size_t calls = 1;
+    while (t.count && calls < 10 * cap / 64) {
+        gov_table_reclaim(&t, 200 * S, 64);
+        calls++;
+    }
+    cr_assert_eq(t.count, 0, "a full lap frees every idle key");
+    cr_assert_eq(t.idents[ix].count, 0);
+}
+
+Test(table, deletion_keeps_every_other_key_findable)
+{
+    fill(3000, 100 * S);
+    /* make every third key idle, reclaim a lap, then every other key must still be found */
+    for (size_t i = 0; i <= t.mask; i++)
+        if (t.slots[i].hash && t.slots[i].hash % 3 == 0)
+            t.slots[i].state = 0;
+    size_t before = t.count;
+    gov_table_reclaim(&t, 200 * S - 150 * S, (t.mask + 1) * 2);
+    cr_assert_lt(t.count, before);
+    size_t found = 0;
+    for (int i = 0; i < 3000; i++) {
+        char k[16];
+        int len = snprintf(k, sizeof(k), "k-%d", i);
+        if (gov_table_find(&t, ix, gov_table_hash(&t, ix, k, (size_t)len), k, (size_t)len) !=
+            GOV_SLOT_NONE)
+            found++;
+    }
+    cr_assert_eq(found, t.count);
+}
+
+Test(table, gauges_above_zero_are_never_reclaimed)
+{
+    int g = gov_table_ident_add(&t, 44, &gcra, true);
+    size_t a, b;
+    cr_assert_eq(gov_table_get(&t, g, 1, "busy", 4, &a), 0);
+    cr_assert_eq(gov_table_get(&t, g, 2, "idle", 4, &b), 0);
+    t.slots[a].state = 3;
+    gov_table_reclaim(&t, INT64_MAX, t.mask + 1);
+    cr_assert_eq(t.count, 1);
+    cr_assert_neq(gov_table_find(&t, g, 1, "busy", 4), GOV_SLOT_NONE);
+}
+
+Test(table, the_cap_refuses_new_keys_and_keeps_old_ones)
+{
+    gov_table_free(&t);
+    const uint64_t seed[2] = {1, 1};
+    gov_table_init(&t, 0, 10, seed);
+    ix = gov_table_ident_add(&t, 42, &gcra, false);
+    fill(10, 100 * S);
+    size_t s;
+    cr_assert_eq(gov_table_get(&t, ix, 99, "new", 3, &s), -1);
+    cr_assert_eq(t.count, 10);
+    cr_assert_neq(gov_table_find(&t, ix, gov_table_hash(&t, ix, "k-3", 3), "k-3", 3),
+                  GOV_SLOT_NONE);
+}
+
+Test(table, a_dropped_identity_stops_matching_and_is_reclaimed)
+{
+    fill(100, 100 * S);
+    gov_table_ident_drop(&t, ix);
+    gov_table_reclaim(&t, 0, (t.mask + 1) * 2);
+    cr_assert_eq(t.count, 0);
+    /* its index is free again, under a new generation */
+    uint32_t gen = t.idents[ix].gen;
+    int again = gov_table_ident_add(&t, 77, &gcra, false);
+    cr_assert_eq(again, ix);
+    cr_assert_eq(t.idents[ix].gen, gen + 1);
+}
+
+Test(table, bytes_account_for_slots_and_ids)
+{
+    size_t empty = gov_table_bytes(&t);
+    fill(1000, 100 * S);
+    cr_assert_gt(gov_table_bytes(&t), empty);
+    cr_assert_geq(gov_table_bytes(&t), (t.mask + 1) * sizeof(gov_slot_t));
+    cr_assert_eq(sizeof(gov_slot_t), 24);
+}
