@@ -1,0 +1,188 @@
+/* Concurrency leases: gauges per key, release, a closed connection's leases. */
+#include "helpers.h"
+
+static gov_result_t acquire(gov_engine_t *e, const gov_subject_t *s, uint64_t owner)
+{
+    gov_result_t r;
+    cr_assert_eq(gov_acquire(e, s, owner, T0, &r), 0, "%s", r.error);
+    return r;
+}
+
+Test(lease, the_gauge_admits_amount_then_denies_until_a_release)
+{
+    cfg_limit_t l = conc("key_conc", "key", 2);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "key", "k", NULL);
+    gov_result_t a = acquire(e, &s, 1), b = acquire(e, &s, 1);
+    cr_assert(a.admit && b.admit);
+    cr_assert_neq(a.lease, 0);
+    cr_assert_neq(a.lease, b.lease);
+    cr_assert_eq(b.remaining, 0);
+    gov_result_t c = acquire(e, &s, 1);
+    cr_assert_eq(c.verdict, GOV_DENY);
+    cr_assert_str_eq(c.limit, "key_conc");
+    cr_assert_eq(c.lease, 0);
+    cr_assert_eq(gov_release(e, a.lease), 0);
+    cr_assert(acquire(e, &s, 1).admit);
+    gov_engine_destroy(e);
+}
+
+Test(lease, a_lease_is_released_once)
+{
+    cfg_limit_t l = conc("key_conc", "key", 1);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "key", "k", NULL);
+    gov_result_t a = acquire(e, &s, 1);
+    cr_assert_eq(gov_release(e, a.lease), 0);
+    cr_assert_eq(gov_release(e, a.lease), GOV_ENOLEASE);
+    cr_assert_eq(gov_release(e, 0), GOV_ENOLEASE);
+    cr_assert_eq(gov_release(e, UINT64_MAX), GOV_ENOLEASE);
+    /* the slot is reused under a new generation: the old id stays dead */
+    gov_result_t b = acquire(e, &s, 1);
+    cr_assert_eq(b.lease & 0xffffffffu, a.lease & 0xffffffffu);
+    cr_assert_eq(gov_release(e, a.lease), GOV_ENOLEASE);
+    cr_assert_eq(gov_release(e, b.lease), 0);
+    gov_engine_destroy(e);
+}
+
+Test(lease, a_closed_connection_releases_all_its_leases_and_no_other)
+{
+    cfg_limit_t l = conc("key_conc", "key", 10);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "key", "k", NULL);
+    for (int i = 0; i < 6; i++)
+        cr_assert(acquire(e, &s, 100).admit);
+    gov_result_t other = acquire(e, &s, 200);
+    for (int i = 0; i < 3; i++)
+        cr_assert(acquire(e, &s, 300).admit);
+    cr_assert_not(acquire(e, &s, 200).admit);
+    cr_assert_eq(gov_release_owner(e, 100), 6);
+    cr_assert_eq(gov_release_owner(e, 100), 0);
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.leases, 4);
+    for (int i = 0; i < 6; i++)
+        cr_assert(acquire(e, &s, 400).admit);
+    cr_assert_not(acquire(e, &s, 400).admit);
+    cr_assert_eq(gov_release(e, other.lease), 0);
+    cr_assert_eq(gov_release_owner(e, 300), 3);
+    cr_assert_eq(gov_release_owner(e, 400), 6);
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.leases, 0);
+    gov_engine_tick(e, T0);
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.counters, 0, "gauges back at 0 are reclaimed");
+    gov_engine_destroy(e);
+}
+
+Test(lease, two_gauges_are_taken_all_or_none)
+{
+    cfg_limit_t ls[] = {conc("team_conc", "team", 1), conc("key_conc", "key", 5)};
+    gov_engine_t *e = mk_engine(ls, 2, true);
+    gov_subject_t s1, s2;
+    subj(&s1, "team", "t", "key", "k", NULL);
+    subj(&s2, "team", "t", "key", "k", NULL);
+    gov_result_t a = acquire(e, &s1, 1);
+    cr_assert(a.admit);
+    cr_assert_str_eq(a.limit, "team_conc", "the tightest gauge");
+    gov_result_t b = acquire(e, &s2, 1);
+    cr_assert_not(b.admit);
+    cr_assert_str_eq(b.limit, "team_conc");
+    /* key_conc was not taken by the denied acquire: 4 more fit on another team */
+    gov_subject_t other;
+    subj(&other, "team", "u", "key", "k", NULL);
+    gov_result_t c = acquire(e, &other, 1);
+    cr_assert(c.admit);
+    cr_assert_eq(c.remaining, 0, "team u's gauge is now full");
+    gov_limit_metrics_t m[2];
+    gov_engine_limit_metrics(e, m, 2);
+    cr_assert_eq(m[1].counters, 1);
+    gov_engine_destroy(e);
+}
+
+Test(lease, soft_gauges_admit_and_report)
+{
+    cfg_limit_t l = conc("key_conc", "key", 1);
+    l.posture.enforce_hard = 0;
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "key", "k", NULL);
+    acquire(e, &s, 1);
+    gov_result_t r = acquire(e, &s, 1);
+    cr_assert(r.admit);
+    cr_assert_eq(r.n_soft_denied, 1);
+    cr_assert_str_eq(r.soft_denied[0], "key_conc");
+    gov_engine_destroy(e);
+}
+
+Test(lease, no_concurrency_limit_still_gives_a_releasable_lease)
+{
+    cfg_limit_t l = rpm("key_rpm", "key", 1, 60 * S, 1);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    gov_result_t r = acquire(e, subj(&s, "key", "k", NULL), 5);
+    cr_assert(r.admit);
+    cr_assert_neq(r.lease, 0);
+    cr_assert_eq(gov_release(e, r.lease), 0);
+    gov_engine_destroy(e);
+}
+
+Test(lease, the_lease_cap_is_a_clear_error_and_takes_nothing)
+{
+    cfg_limit_t l = conc("key_conc", "key", 100);
+    gov_engine_t *e = NULL;
+    char err[256];
+    gov_options_t o = {.max_leases = 2};
+    cr_assert_eq(gov_engine_create(&e, &o, &l, 1, true, err, sizeof(err)), 0);
+    gov_subject_t s;
+    subj(&s, "key", "k", NULL);
+    acquire(e, &s, 1);
+    acquire(e, &s, 1);
+    gov_result_t r;
+    cr_assert_eq(gov_acquire(e, &s, 1, T0, &r), GOV_ELEASES);
+    cr_assert_str_eq(gov_strcode(r.status), "lease_cap");
+    cr_assert_eq(gov_release_owner(e, 1), 2);
+    gov_engine_destroy(e);
+}
+
+Test(lease, leases_of_a_reset_limit_release_harmlessly)
+{
+    cfg_limit_t l = conc("key_conc", "key", 1);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "key", "k", NULL);
+    gov_result_t a = acquire(e, &s, 1);
+    cfg_limit_t wider = conc("key_conc", "key", 2);
+    char err[256];
+    cr_assert_eq(gov_engine_reload(e, &wider, 1, true, NULL, NULL, err, sizeof(err)), 0);
+    gov_result_t b = acquire(e, &s, 1), c = acquire(e, &s, 1);
+    cr_assert(b.admit && c.admit, "the reset gauge starts at 0");
+    cr_assert_eq(gov_release(e, a.lease), 0);
+    cr_assert_not(acquire(e, &s, 1).admit, "the old lease did not touch the new gauge");
+    gov_engine_destroy(e);
+}
+
+Test(lease, many_owners_grow_the_owner_map)
+{
+    cfg_limit_t l = conc("key_conc", "key", 100000);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "key", "k", NULL);
+    for (uint64_t o = 1; o <= 2000; o++) {
+        acquire(e, &s, o);
+        acquire(e, &s, o);
+    }
+    for (uint64_t o = 1; o <= 2000; o += 2)
+        cr_assert_eq(gov_release_owner(e, o), 2);
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.leases, 2000);
+    for (uint64_t o = 2; o <= 2000; o += 2)
+        cr_assert_eq(gov_release_owner(e, o), 2);
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.leases, 0);
+    gov_engine_destroy(e);
+}

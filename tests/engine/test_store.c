@@ -1,0 +1,409 @@
+/* The store hooks: a fake redis (asynchronous, out of order, unavailable), a fake share
+ * provider, the members count, and what `fleet` shows for each store. */
+#include "helpers.h"
+
+/* ---- a fake redis: ops queue up until the test answers them ------------------------------- */
+
+typedef struct fake_redis {
+    gov_redis_op_t *ops[64];
+    int n;
+    int submitted;
+    bool refuse; /* submit fails synchronously */
+    bool answer_now;
+    gov_redis_reply_t now_reply;
+    /* a real counter per key, as the Lua script would keep */
+    int64_t state[8];
+} fake_redis_t;
+
+static int fake_submit(void *ctx, gov_redis_op_t *op)
+{
+    fake_redis_t *f = ctx;
+    f->submitted++;
+    if (f->refuse)
+        return -1;
+    if (f->answer_now) {
+        gov_redis_complete(op, &f->now_reply, op->now);
+        return 0;
+    }
+    f->ops[f->n++] = op;
+    return 0;
+}
+
+static const gov_redis_ops_t fake_ops = {.submit = fake_submit};
+
+/* Answers op i as the Lua script would: a step on the fake's own state for that op's key. */
+static void fake_answer(fake_redis_t *f, int i, int64_t now)
+{
+    gov_redis_op_t *op = f->ops[i];
+    int64_t *st = &f->state[op->key_len % 8];
+    gov_redis_reply_t rep = {0};
+    if (op->kind == GOV_REDIS_STEP) {
+        rep.r = ra_step(&op->limit->limiter, *st, now, op->cost);
+        if (rep.r.admit)
+            *st = rep.r.next_state;
+    } else {
+        *st = ra_settle(&op->limit->limiter, *st, now, op->reserved, op->actual);
+    }
+    f->ops[i] = NULL;
+    gov_redis_complete(op, &rep, now);
+}
+
+static void fake_unavailable(fake_redis_t *f, int i, int64_t now)
+{
+    gov_redis_op_t *op = f->ops[i];
+    f->ops[i] = NULL;
+    gov_redis_reply_t rep = {.unavailable = true};
+    gov_redis_complete(op, &rep, now);
+}
+
+typedef struct done_log {
+    int calls;
+    gov_result_t *last;
+} done_log_t;
+
+static void on_done(gov_result_t *r, void *ctx)
+{
+    done_log_t *d = ctx;
+    d->calls++;
+    d->last = r;
+}
+
+static cfg_limit_t redis_rpm(const char *id, const char *level, int64_t amount, bool open)
+{
+    cfg_limit_t l = rpm(id, level, amount, 60 * S, amount);
+    l.store = CFG_STORE_REDIS;
+    l.posture.fail_open = open;
+    return l;
+}
+
+Test(redis, a_redis_limit_answers_through_the_callback)
+{
+    cfg_limit_t ls[] = {rpm("local", "key", 10, 60 * S, 10), redis_rpm("shared", "team", 1, true)};
+    gov_engine_t *e = mk_engine(ls, 2, true);
+    fake_redis_t f = {0};
+    gov_engine_set_redis(e, &fake_ops, &f);
+    gov_subject_t s;
+    subj(&s, "team", "t", "key", "k", NULL);
+    gov_result_t r;
+    done_log_t d = {0};
+    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, on_done, &d), GOV_PENDING);
+    cr_assert_eq(f.n, 1);
+    cr_assert_eq(f.ops[0]->key_len, 1);
+    cr_assert_eq(memcmp(f.ops[0]->key, "t", 1), 0);
+    cr_assert_eq(f.ops[0]->cost, 1);
+    fake_answer(&f, 0, T0);
+    cr_assert_eq(d.calls, 1);
+    cr_assert_eq(d.last, &r);
+    cr_assert(r.admit);
+    /* the local limit alone is disclosed; the redis one never */
+    cr_assert_str_eq(hdr(&r, "Ratelimit-Policy"), "\"local\";q=10;w=60");
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Remaining-Requests"), "9");
+    /* second request: redis denies, so nothing is committed locally */
+    gov_result_t r2;
+    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r2, on_done, &d), GOV_PENDING);
+    fake_answer(&f, 1, T0);
+    cr_assert_eq(d.calls, 2);
+    cr_assert_eq(r2.verdict, GOV_DENY);
+    cr_assert_str_eq(r2.limit, "shared");
+    cr_assert_eq(r2.retry_after_s, 60);
+    cr_assert_str_eq(hdr(&r2, "X-Ratelimit-Remaining-Requests"), "9", "local not charged");
+    gov_engine_destroy(e);
+}
+
+Test(redis, a_local_denial_never_asks_redis)
+{
+    cfg_limit_t ls[] = {rpm("local", "key", 1, 60 * S, 1), redis_rpm("shared", "team", 100, true)};
+    gov_engine_t *e = mk_engine(ls, 2, true);
+    fake_redis_t f = {0};
+    gov_engine_set_redis(e, &fake_ops, &f);
+    gov_subject_t s;
+    subj(&s, "team", "t", "key", "k", NULL);
+    gov_result_t r;
+    done_log_t d = {0};
+    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, on_done, &d), GOV_PENDING);
+    fake_answer(&f, 0, T0);
+    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, on_done, &d), 0);
+    cr_assert_eq(r.verdict, GOV_DENY);
+    cr_assert_str_eq(r.limit, "local");
+    cr_assert_eq(f.submitted, 1);
+    gov_engine_destroy(e);
+}
+
+Test(redis, completions_out_of_order_each_reach_their_own_result)
+{
+    cfg_limit_t l = redis_rpm("shared", "team", 100, true);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    fake_redis_t f = {0};
+    gov_engine_set_redis(e, &fake_ops, &f);
+    gov_subject_t a, b;
+    subj(&a, "team", "a", NULL);
+    subj(&b, "team", "bb", NULL);
+    gov_result_t ra, rb;
+    done_log_t da = {0}, db = {0};
+    cr_assert_eq(gov_decide(e, &a, GOV_NO_TOKENS, T0, &ra, on_done, &da), GOV_PENDING);
+    cr_assert_eq(gov_decide(e, &b, GOV_NO_TOKENS, T0, &rb, on_done, &db), GOV_PENDING);
+    fake_answer(&f, 1, T0);
+    cr_assert_eq(db.calls, 1);
+    cr_assert_eq(da.calls, 0);
+    fake_answer(&f, 0, T0);
+    cr_assert_eq(da.calls, 1);
+    cr_assert(ra.admit && rb.admit);
+    cr_assert_eq(ra.remaining, 99);
+    gov_engine_destroy(e);
+}
+
+Test(redis, unavailable_and_fail_open_runs_the_local_fallback_limiter)
+{
+    cfg_limit_t l = redis_rpm("shared", "team", 1, true);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    fake_redis_t f = {0};
+    gov_engine_set_redis(e, &fake_ops, &f);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    gov_result_t r;
+    done_log_t d = {0};
+    gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, on_done, &d);
+    fake_unavailable(&f, 0, T0);
+    cr_assert(r.admit);
+    cr_assert_eq(r.n_headers, 0, "the fallback is not disclosed either");
+    gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, on_done, &d);
+    fake_unavailable(&f, 1, T0);
+    cr_assert_eq(r.verdict, GOV_DENY, "the fallback counts: amount 1");
+    cr_assert_eq(r.retry_after_s, 60);
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.store_errors, 2);
+    gov_fleet_entry_t fl;
+    cr_assert_eq(gov_fleet(e, T0, &fl, 1), 1);
+    cr_assert(fl.fallback);
+    cr_assert_eq(fl.sustained_bound, 1, "N = 1 until membership is wired: 1 x amount");
+    gov_engine_destroy(e);
+}
+
+Test(redis, unavailable_and_fail_closed_denies_with_retry_one)
+{
+    cfg_limit_t l = redis_rpm("shared", "team", 100, false);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    fake_redis_t f = {0};
+    gov_engine_set_redis(e, &fake_ops, &f);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    gov_result_t r;
+    done_log_t d = {0};
+    gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, on_done, &d);
+    fake_unavailable(&f, 0, T0);
+    cr_assert_eq(r.verdict, GOV_DENY);
+    cr_assert_eq(r.retry_after_s, 1);
+    cr_assert_str_eq(hdr(&r, "Retry-After"), "1");
+    gov_limit_metrics_t lm;
+    gov_engine_limit_metrics(e, &lm, 1);
+    cr_assert_eq(lm.outcomes[GOV_OUT_FAIL_CLOSED], 1);
+    cr_assert_eq(lm.store_errors, 1);
+    gov_engine_destroy(e);
+}
+
+Test(redis, no_store_wired_or_a_refused_submit_answers_synchronously)
+{
+    cfg_limit_t l = redis_rpm("shared", "team", 100, false);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    gov_result_t r;
+    done_log_t d = {0};
+    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, on_done, &d), 0);
+    cr_assert_eq(r.retry_after_s, 1);
+    fake_redis_t f = {.refuse = true};
+    gov_engine_set_redis(e, &fake_ops, &f);
+    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, on_done, &d), 0);
+    cr_assert_eq(r.verdict, GOV_DENY);
+    cr_assert_eq(d.calls, 0);
+    gov_engine_destroy(e);
+}
+
+Test(redis, an_answer_from_inside_submit_is_synchronous)
+{
+    cfg_limit_t l = redis_rpm("shared", "team", 100, false);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    fake_redis_t f = {.answer_now = true,
+                      .now_reply = {.r = {.admit = true, .remaining = 42, .reset_after_s = 1}}};
+    gov_engine_set_redis(e, &fake_ops, &f);
+    gov_subject_t s;
+    gov_result_t r;
+    done_log_t d = {0};
+    cr_assert_eq(gov_decide(e, subj(&s, "team", "t", NULL), GOV_NO_TOKENS, T0, &r, on_done, &d), 0);
+    cr_assert(r.admit);
+    cr_assert_eq(r.remaining, 42);
+    cr_assert_eq(d.calls, 0);
+    gov_engine_destroy(e);
+}
+
+Test(redis, a_reload_while_pending_finishes_against_the_old_config)
+{
+    cfg_limit_t ls[] = {rpm("local", "key", 10, 60 * S, 10), redis_rpm("shared", "team", 5, true)};
+    gov_engine_t *e = mk_engine(ls, 2, true);
+    fake_redis_t f = {0};
+    gov_engine_set_redis(e, &fake_ops, &f);
+    gov_subject_t s;
+    gov_result_t r;
+    done_log_t d = {0};
+    cr_assert_eq(
+        gov_decide(e, subj(&s, "team", "t", "key", "k", NULL), GOV_NO_TOKENS, T0, &r, on_done, &d),
+        GOV_PENDING);
+    char err[256];
+    cr_assert_eq(gov_engine_reload(e, NULL, 0, true, NULL, NULL, err, sizeof(err)), 0);
+    fake_answer(&f, 0, T0);
+    cr_assert_eq(d.calls, 1);
+    cr_assert_eq(r.status, 0);
+    /* "local" was dropped by the reload: its store cannot answer, fail open lets it through */
+    cr_assert(r.admit);
+    gov_engine_destroy(e);
+}
+
+Test(redis, settle_goes_to_redis_and_counts_it)
+{
+    cfg_limit_t ls[] = {tpm("local_tpm", "team", 100000, 60 * S, 20000),
+                        tpm("shared_tpm", "team", 100000, 60 * S, 20000)};
+    ls[1].store = CFG_STORE_REDIS;
+    gov_engine_t *e = mk_engine(ls, 2, true);
+    fake_redis_t f = {0};
+    gov_engine_set_redis(e, &fake_ops, &f);
+    gov_subject_t s;
+    gov_result_t r;
+    done_log_t d = {0};
+    subj(&s, "team", "t", NULL);
+    cr_assert_eq(gov_decide(e, &s, 16384, T0, &r, on_done, &d), GOV_PENDING);
+    fake_answer(&f, 0, T0);
+    cr_assert(r.admit);
+    cr_assert_eq(gov_settle(e, &s, 16384, 1000, T0, &r, on_done, &d), GOV_PENDING);
+    cr_assert_eq(f.ops[1]->kind, GOV_REDIS_SETTLE);
+    cr_assert_eq(f.ops[1]->reserved, 16384);
+    cr_assert_eq(f.ops[1]->actual, 1000);
+    fake_answer(&f, 1, T0);
+    cr_assert_eq(r.settled, 2);
+    /* the redis side agrees with the local side step for step */
+    cr_assert_eq(ra_observe_remaining(&ls[1].limiter, f.state[1], T0), 19000);
+    gov_engine_destroy(e);
+}
+
+/* ---- a fake share provider ---------------------------------------------------------------- */
+
+typedef struct fake_share {
+    int64_t n;
+    bool armed;
+    int fleet_calls;
+} fake_share_t;
+
+static int share_limiter(void *ctx, const cfg_limit_t *l, int64_t now, ra_limiter_t *out,
+                         bool *armed)
+{
+    fake_share_t *f = ctx;
+    *armed = f->armed;
+    return ra_limiter_effective(&l->limiter, 1, f->n, cfg_type_unit(l->type), out);
+}
+
+static void share_fleet(void *ctx, const cfg_limit_t *l, int64_t now, gov_fleet_entry_t *out)
+{
+    fake_share_t *f = ctx;
+    f->fleet_calls++;
+    out->n = f->n;
+    out->state = "armed";
+}
+
+static const gov_share_ops_t share_ops = {.limiter = share_limiter, .fleet = share_fleet};
+
+Test(share, decisions_run_the_effective_limiter_in_force)
+{
+    cfg_limit_t l = rpm("fleet_rpm", "team", 300, 60 * S, 60);
+    l.store = CFG_STORE_SHARE;
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    /* not wired yet: the plain limiter, N = 1 */
+    gov_result_t r = decide(e, &s, GOV_NO_TOKENS, T0);
+    cr_assert_eq(r.remaining, 59);
+    fake_share_t f = {.n = 3, .armed = true};
+    gov_engine_set_share(e, &share_ops, &f);
+    /* N = 3: T_s = 600 ms, tau stays 12 s: 20 units of depth, one spent */
+    r = decide(e, &s, GOV_NO_TOKENS, T0 + 3600 * S);
+    cr_assert_eq(r.remaining, 19);
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Remaining-Requests"), "19");
+    gov_fleet_entry_t fl;
+    gov_fleet(e, T0, &fl, 1);
+    cr_assert_eq(f.fleet_calls, 1);
+    cr_assert_eq(fl.n, 3);
+    gov_engine_destroy(e);
+}
+
+Test(share, an_unarmed_store_follows_posture_fail)
+{
+    cfg_limit_t ls[] = {rpm("open", "team", 1, 60 * S, 1), rpm("closed", "key", 1, 60 * S, 1)};
+    ls[0].store = ls[1].store = CFG_STORE_SHARE;
+    ls[1].posture.fail_open = 0;
+    gov_engine_t *e = mk_engine(ls, 2, true);
+    fake_share_t f = {.n = 1, .armed = false};
+    gov_engine_set_share(e, &share_ops, &f);
+    gov_subject_t a, b;
+    subj(&a, "team", "t", NULL);
+    subj(&b, "key", "k", NULL);
+    for (int i = 0; i < 3; i++)
+        cr_assert(decide(e, &a, GOV_NO_TOKENS, T0).admit, "open: uncounted");
+    gov_result_t r = decide(e, &b, GOV_NO_TOKENS, T0);
+    cr_assert_eq(r.verdict, GOV_DENY);
+    cr_assert_eq(r.retry_after_s, 1);
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.counters, 0);
+    f.armed = true;
+    cr_assert(decide(e, &a, GOV_NO_TOKENS, T0).admit);
+    cr_assert_not(decide(e, &a, GOV_NO_TOKENS, T0).admit);
+    gov_engine_destroy(e);
+}
+
+Test(share, settle_uses_the_share_in_force)
+{
+    cfg_limit_t l = tpm("fleet_tpm", "team", 100000, 60 * S, 20000);
+    l.store = CFG_STORE_SHARE;
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    fake_share_t f = {.n = 2, .armed = true};
+    gov_engine_set_share(e, &share_ops, &f);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    /* N = 2: T_s = 1.2 ms; tau_s = max(12 s, T_s x 16384) = 19.66 s: depth 16384 tokens */
+    cr_assert(decide(e, &s, 8000, T0).admit);
+    gov_result_t r;
+    cr_assert_eq(gov_settle(e, &s, 8000, 1000, T0, &r, NULL, NULL), 0);
+    cr_assert_eq(r.settled, 1);
+    r = decide(e, &s, 0, T0);
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Remaining-Tokens"), "15384");
+    gov_engine_destroy(e);
+}
+
+/* ---- fleet -------------------------------------------------------------------------------- */
+
+static int64_t five(void *ctx)
+{
+    return 5;
+}
+
+Test(fleet, local_limits_disclose_n_times_amount)
+{
+    cfg_limit_t ls[] = {rpm("a", "team", 300, 60 * S, 60), conc("c", "key", 3),
+                        tpm("b", "team", 100000, 60 * S, 20000), redis_rpm("r", "team", 7, true)};
+    gov_engine_t *e = mk_engine(ls, 4, true);
+    gov_fleet_entry_t fl[4];
+    cr_assert_eq(gov_fleet(e, T0, fl, 4), 3, "rate-class limits only");
+    cr_assert_str_eq(fl[0].id, "a");
+    cr_assert_eq(fl[0].n, 1);
+    cr_assert_eq(fl[0].sustained_bound, 300);
+    cr_assert_eq(fl[0].burst_bound, 60);
+    gov_engine_set_members(e, five, NULL);
+    gov_fleet(e, T0, fl, 4);
+    cr_assert_eq(fl[0].n, 5);
+    cr_assert_eq(fl[0].sustained_bound, 1500);
+    cr_assert_eq(fl[1].sustained_bound, 500000);
+    cr_assert_str_eq(fl[2].id, "r");
+    cr_assert_eq(fl[2].sustained_bound, 7, "redis: one counter while redis answers");
+    cr_assert_not(fl[2].fallback);
+    cr_assert_eq(gov_fleet(e, T0, fl, 1), 3, "the count even when cut");
+    gov_engine_destroy(e);
+}
