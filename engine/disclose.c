@@ -30,10 +30,15 @@ static void put_i64(buf_t *b, int64_t v)
     char tmp[24];
     int n = 0;
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
+    while (u > UINT32_MAX) { /* 64-bit division is slow: leave it as soon as the rest fits */
         tmp[n++] = (char)('0' + u % 10);
         u /= 10;
-    } while (u);
+    }
+    uint32_t w = (uint32_t)u;
+    do {
+        tmp[n++] = (char)('0' + w % 10);
+        w /= 10;
+    } while (w);
     if (v < 0)
         tmp[n++] = '-';
     while (n && b->p < b->end)
