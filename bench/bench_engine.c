@@ -4,9 +4,9 @@
  *
  *   bench_engine [decisions per run, default 2000000]
  *
- * One thread, the engine alone (no socket). Subject ids are generated before anything is
- * measured. Two configs: one rpm limit, and the embedded default's shape (an rpm limit per key
- * and a tpm limit per team, disclosure on), which is what a served request costs.
+ * One thread, the engine alone (no socket), timed in thread CPU time. Subject ids are generated
+ * before anything is measured. Two configs: one rpm limit, and the embedded default's shape (an rpm
+ * limit per key and a tpm limit per team, disclosure on), which is what a served request costs.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,10 +18,11 @@
 
 #define S RA_NS_PER_S
 
-static int64_t mono_ns(void)
+/* Thread CPU time: the build machine is shared, and time spent descheduled is not ours. */
+static int64_t cpu_ns(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (int64_t)ts.tv_sec * S + ts.tv_nsec;
 }
 
@@ -82,7 +83,7 @@ static double run(gov_engine_t *e, size_t keys, size_t decisions, int64_t *now, 
     s.pairs[1] = (gov_pair_t){"team", 4, "team-1", 6};
     gov_result_t r;
     size_t admitted = 0;
-    int64_t t0 = mono_ns();
+    int64_t t0 = cpu_ns();
     for (size_t i = 0; i < decisions; i++) {
         size_t k = i % keys;
         s.pairs[0].id = ids[k];
@@ -90,7 +91,7 @@ static double run(gov_engine_t *e, size_t keys, size_t decisions, int64_t *now, 
         if (gov_decide(e, &s, tokens, *now, &r, NULL, NULL) == 0 && r.admit)
             admitted++;
     }
-    int64_t t1 = mono_ns();
+    int64_t t1 = cpu_ns();
     if (admitted != decisions)
         fprintf(stderr, "note: %zu of %zu admitted\n", admitted, decisions);
     return (double)(t1 - t0) / (double)decisions;

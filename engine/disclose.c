@@ -25,24 +25,35 @@ static void put_str(buf_t *b, const char *s)
     b->p += n;
 }
 
+static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324"
+                                     "25262728293031323334353637383940414243444546474849"
+                                     "50515253545556575859606162636465666768697071727374"
+                                     "75767778798081828384858687888990919293949596979899";
+
 static void put_i64(buf_t *b, int64_t v)
 {
     char tmp[24];
-    int n = 0;
+    int n = sizeof(tmp);
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    while (u > UINT32_MAX) { /* 64-bit division is slow: leave it as soon as the rest fits */
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
+    while (u >= 100) { /* two digits per division, written from the end */
+        unsigned d = (unsigned)(u % 100) * 2;
+        u /= 100;
+        tmp[--n] = digit_pairs[d + 1];
+        tmp[--n] = digit_pairs[d];
     }
-    uint32_t w = (uint32_t)u;
-    do {
-        tmp[n++] = (char)('0' + w % 10);
-        w /= 10;
-    } while (w);
+    if (u >= 10) {
+        tmp[--n] = digit_pairs[u * 2 + 1];
+        tmp[--n] = digit_pairs[u * 2];
+    } else {
+        tmp[--n] = (char)('0' + u);
+    }
     if (v < 0)
-        tmp[n++] = '-';
-    while (n && b->p < b->end)
-        *b->p++ = tmp[--n];
+        tmp[--n] = '-';
+    size_t len = sizeof(tmp) - (size_t)n, room = (size_t)(b->end - b->p);
+    if (len > room)
+        len = room;
+    memcpy(b->p, tmp + n, len);
+    b->p += len;
 }
 
 static size_t finish(buf_t *b, char *start)

@@ -623,3 +623,15 @@ Test(metrics, decisions_are_counted_by_verdict_and_limit)
     cr_assert_eq(lm[1].counters, 1);
     gov_engine_destroy(e);
 }
+
+Test(disclosure, numbers_of_every_width_are_written_whole)
+{
+    cfg_limit_t l = rpm("w", "team", INT64_C(1000000000), 60 * S, INT64_C(1234567890123));
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    gov_result_t r = decide(e, subj(&s, "team", "t", NULL), GOV_NO_TOKENS, T0);
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Limit-Requests"), "1000000000");
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Remaining-Requests"), "1234567890122");
+    cr_assert_str_eq(hdr(&r, "RateLimit"), "\"w\";r=1234567890122;t=1");
+    gov_engine_destroy(e);
+}
