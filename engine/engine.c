@@ -776,9 +776,11 @@ typedef struct gov_pending {
     gov_redis_reply_t *replies;
 } gov_pending_t;
 
-static gov_pending_t *pending_new(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s,
-                                  size_t n_ops)
+/* Allocates an asynchronous request from `tmpl` (its scalar fields), copying the subject. */
+static gov_pending_t *pending_new(gov_engine_t *e, const gov_subject_t *s, size_t n_ops,
+                                  const gov_pending_t *tmpl, gov_result_t *out)
 {
+    gov_set_t *set = e->set;
     size_t bytes = 0;
     for (size_t i = 0; i < s->n; i++)
         bytes += s->pairs[i].level_len + s->pairs[i].id_len;
@@ -786,6 +788,8 @@ static gov_pending_t *pending_new(gov_engine_t *e, gov_set_t *set, const gov_sub
         1, sizeof(*pd) + n_ops * (sizeof(gov_redis_op_t) + sizeof(gov_redis_reply_t)) + bytes + 1);
     if (!pd)
         return NULL;
+    *pd = *tmpl;
+    pd->out = out;
     pd->e = e;
     pd->set = set;
     set->refs++;
@@ -887,23 +891,6 @@ void gov_redis_complete(gov_redis_op_t *op, const gov_redis_reply_t *reply, int6
     done(out, ctx);
 }
 
-static int go_async(gov_engine_t *e, const gov_subject_t *s, const probe_t *p, size_t n,
-                    size_t n_redis, int64_t now, gov_pending_t tmpl, gov_result_t *out)
-{
-    gov_pending_t *pd = pending_new(e, e->set, s, n_redis);
-    if (!pd)
-        return fail(out, GOV_ENOMEM, "out of memory starting a redis operation");
-    pd->settle = tmpl.settle;
-    pd->tokens = tmpl.tokens;
-    pd->reserved = tmpl.reserved;
-    pd->actual = tmpl.actual;
-    pd->settled = tmpl.settled;
-    pd->out = out;
-    pd->done = tmpl.done;
-    pd->ctx = tmpl.ctx;
-    return pending_start(pd, p, n, now);
-}
-
 int gov_decide(gov_engine_t *e, const gov_subject_t *s, int64_t tokens, int64_t now,
                gov_result_t *out, gov_done_fn done, void *ctx)
 {
@@ -920,9 +907,12 @@ int gov_decide(gov_engine_t *e, const gov_subject_t *s, int64_t tokens, int64_t 
             return fail(out, GOV_ETOKENS, "tokens: required: tpm limit \"%s\" applies",
                         p[i].l->cfg.id);
     rc = decide_run(e, e->set, p, n, tokens, now, NULL, &n_redis, out);
-    if (rc == GOV_PENDING)
-        rc = go_async(e, s, p, n, n_redis, now,
-                      (gov_pending_t){.tokens = tokens, .done = done, .ctx = ctx}, out);
+    if (rc == GOV_PENDING) {
+        gov_pending_t tmpl = {.tokens = tokens, .done = done, .ctx = ctx};
+        gov_pending_t *pd = pending_new(e, s, n_redis, &tmpl, out);
+        rc = pd ? pending_start(pd, p, n, now)
+                : fail(out, GOV_ENOMEM, "out of memory starting a redis operation");
+    }
     gov_table_reclaim(&e->table, now, RECLAIM_PER_OP);
     return rc;
 }
@@ -985,27 +975,29 @@ int gov_settle(gov_engine_t *e, const gov_subject_t *s, int64_t reserved, int64_
         return fail(out, GOV_ENOTPM, "subject: no tpm limit applies (settle corrects tpm limits)");
     if ((rc = reserve(e, n, now, out)) < 0)
         return rc;
+    for (size_t i = 0; i < n; i++)
+        n_redis += p[i].l->cfg.store == CFG_STORE_REDIS;
+    gov_pending_t *pd = NULL; /* allocated before anything changes: all or nothing */
+    if (n_redis) {
+        gov_pending_t tmpl = {
+            .settle = true, .reserved = reserved, .actual = actual, .done = done, .ctx = ctx};
+        if (!(pd = pending_new(e, s, n_redis, &tmpl, out)))
+            return fail(out, GOV_ENOMEM, "out of memory starting a redis operation");
+    }
     int64_t settled = 0;
     for (size_t i = 0; i < n; i++) {
-        if (p[i].l->cfg.store == CFG_STORE_REDIS) {
-            n_redis++;
+        if (p[i].l->cfg.store == CFG_STORE_REDIS)
             continue;
-        }
         /* unarmed or unanswered: the replica's own state is settled anyway (plain limiter) */
         (void)limiter_in_force(e, &p[i], now);
         local_settle_probe(e, &p[i], now, reserved, actual, &settled);
     }
     e->m.settles++;
     out->settled = settled;
-    if (n_redis)
-        rc = go_async(e, s, p, n, n_redis, now,
-                      (gov_pending_t){.settle = true,
-                                      .reserved = reserved,
-                                      .actual = actual,
-                                      .settled = settled,
-                                      .done = done,
-                                      .ctx = ctx},
-                      out);
+    if (pd) {
+        pd->settled = settled;
+        rc = pending_start(pd, p, n, now);
+    }
     gov_table_reclaim(&e->table, now, RECLAIM_PER_OP);
     return rc;
 }
