@@ -1,0 +1,203 @@
+/*
+ * proto: the decision socket's wire, SPEC §5. Pure: bytes in, structs out, and back.
+ *
+ * Every message is one msgpack map with string keys. A stream is a sequence of such maps, so
+ * a reader first frames (finds where one message ends without interpreting it), then decodes
+ * the framed bytes into a proto_request_t whose strings point into those bytes (no copy).
+ * Encoders append responses to a caller-owned proto_out_t through msgpack-c's packer.
+ *
+ * The decoder is hand-written over (pos, end) rather than msgpack-c's object unpacker, which
+ * allocates an object array as soon as it reads an array or map header: a 6-byte message
+ * announcing 2^32 elements would cost a huge allocation before the missing bytes are noticed.
+ * Here nothing is allocated at all, every header is checked against the bytes that can still
+ * follow within the 64 KiB message bound, and nesting is walked with a counter, not recursion.
+ */
+#ifndef TT_SERVER_PROTO_H
+#define TT_SERVER_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROTO_MAX_MESSAGE (64u * 1024u)    /* bytes in one request or response */
+#define PROTO_MAX_LEVELS 16                /* subject (level, id) pairs */
+#define PROTO_MAX_LEVEL_NAME 64            /* bytes in a level name */
+#define PROTO_MAX_ID 256                   /* bytes in a subject id */
+#define PROTO_MAX_DEPTH 16                 /* nesting of maps and arrays in a request */
+#define PROTO_MAX_COUNT (INT64_C(1) << 40) /* tokens, reserved, actual */
+
+/* Results of framing and decoding. PROTO_EMORE is not an error: the message is incomplete.
+ * PROTO_EFRAME and PROTO_ETOOBIG are fatal to a stream (its message boundaries are lost). */
+enum {
+    PROTO_EMORE = -1,
+    PROTO_EFRAME = -2, /* "bad_frame": not a msgpack map, or bytes no msgpack value starts with */
+    PROTO_ETOOBIG =
+        -3,           /* "too_large": longer than PROTO_MAX_MESSAGE, or a header that cannot fit */
+    PROTO_EDEEP = -4, /* "too_deep": nesting beyond PROTO_MAX_DEPTH */
+    PROTO_ETYPE = -5, /* "wrong_type" */
+    PROTO_EOP = -6,   /* "unknown_op" */
+    PROTO_EMISSING = -7, /* "missing_field" */
+    PROTO_EVALUE = -8,   /* "bad_value": out of range, too long, duplicated */
+    PROTO_EFIELD = -9,   /* "unknown_field", or a field the op does not take */
+};
+
+/* The wire name of a PROTO_E* code ("bad_frame", ...), "error" for anything else. */
+const char *proto_code_name(int err);
+
+/* A decode error: the code and a message naming the field, e.g. `subject.team: id longer than
+ * 256 bytes`. */
+typedef struct proto_error {
+    int code;
+    char message[160];
+} proto_error_t;
+
+typedef enum proto_op {
+    PROTO_OP_DECIDE = 0,
+    PROTO_OP_SETTLE,
+    PROTO_OP_ACQUIRE,
+    PROTO_OP_RELEASE,
+    PROTO_OP_PING,
+    PROTO_OP_FLEET,
+    PROTO_OP_MEMBERS,
+    PROTO_OP_COUNT_,
+} proto_op_t;
+
+const char *proto_op_name(proto_op_t op);
+
+/* Bytes that are not NUL-terminated: a pointer into a message, and a length. */
+typedef struct proto_str {
+    const char *ptr;
+    uint32_t len;
+} proto_str_t;
+
+typedef struct proto_pair {
+    proto_str_t level;
+    proto_str_t id;
+} proto_pair_t;
+
+/* A decoded request. Strings point into the framed message, which must outlive it. */
+typedef struct proto_request {
+    proto_op_t op;
+    uint64_t seq; /* 0 when absent */
+    uint32_t nsubject;
+    proto_pair_t subject[PROTO_MAX_LEVELS];
+    bool has_tokens;
+    int64_t tokens;   /* decide, acquire: 0..2^40 */
+    int64_t reserved; /* settle */
+    int64_t actual;   /* settle */
+    uint64_t lease;   /* release */
+} proto_request_t;
+
+/*
+ * Frames the first message of a stream. Returns 0 and sets *msg_len when data[0..*msg_len)
+ * holds one whole message; PROTO_EMORE when more bytes are needed; PROTO_EFRAME or
+ * PROTO_ETOOBIG when the stream cannot be framed (the connection must be closed). Sets *deep
+ * when the message nests beyond PROTO_MAX_DEPTH (it is still framed, so it can be skipped).
+ */
+int proto_frame(const uint8_t *data, size_t len, size_t *msg_len, bool *deep);
+
+/* Decodes one framed message. Returns 0, or a negative PROTO_E* code with err filled in;
+ * req->seq is set whenever the message carries a readable seq, even on error. */
+int proto_decode_request(const uint8_t *msg, size_t len, proto_request_t *req, proto_error_t *err);
+
+/* A growable output buffer. The owner frees data; `failed` latches an allocation failure. */
+typedef struct proto_out {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+    bool failed;
+} proto_out_t;
+
+void proto_out_free(proto_out_t *out);
+/* Appends raw bytes; 0 or -1 (allocation failed, `failed` set). */
+int proto_out_append(proto_out_t *out, const void *bytes, size_t n);
+
+/* What a decision response carries (SPEC §5). Strings need not be NUL-terminated. */
+typedef struct proto_header {
+    proto_str_t name;
+    proto_str_t value;
+} proto_header_t;
+
+typedef struct proto_decision {
+    bool admit;
+    proto_str_t verdict; /* "admit" | "deny" | "unfittable" */
+    proto_str_t limit;   /* empty: no limit applied */
+    int64_t remaining;   /* -1: no limit applied (encoded as absent) */
+    int64_t retry_after;
+    int64_t reset_after;
+    proto_str_t code; /* e.g. "quota_cost_unfittable"; empty: none */
+    uint32_t nsoft;
+    const proto_str_t *soft_denied;
+    uint32_t nheaders;
+    const proto_header_t *headers;
+    bool has_lease; /* acquire */
+    uint64_t lease;
+} proto_decision_t;
+
+/* One row of `fleet`: a rate-class limit and the bound its store discloses (SPEC §6). */
+typedef struct proto_fleet_limit {
+    proto_str_t id;
+    proto_str_t type;  /* rpm | tpm */
+    proto_str_t store; /* local | share | redis */
+    proto_str_t algorithm;
+    int64_t amount;
+    int64_t period_s;
+    int64_t burst;
+    int64_t n;               /* replicas counted */
+    int64_t sustained_bound; /* fleet-wide units per period this view implies */
+    int64_t burst_bound;
+    proto_str_t state; /* share: unarmed | armed | held; others: empty (absent) */
+} proto_fleet_limit_t;
+
+/* One row of `members`. */
+typedef struct proto_member {
+    proto_str_t id;
+    proto_str_t address;
+    proto_str_t state; /* alive | suspect | dead | left */
+    uint64_t incarnation;
+    uint64_t generation;
+    int64_t last_heard_ms; /* milliseconds ago; 0 for self */
+    bool self;
+} proto_member_t;
+
+/* Response encoders: each appends one whole message to out. Return 0 or -1 (out->failed). */
+int proto_enc_decision(proto_out_t *out, uint64_t seq, const proto_decision_t *d);
+int proto_enc_settled(proto_out_t *out, uint64_t seq, int64_t settled);
+int proto_enc_released(proto_out_t *out, uint64_t seq, bool released);
+int proto_enc_pong(proto_out_t *out, uint64_t seq, const char *version);
+int proto_enc_error(proto_out_t *out, uint64_t seq, const char *code, const char *message);
+int proto_enc_fleet(proto_out_t *out, uint64_t seq, const char *node, int64_t n,
+                    const proto_fleet_limit_t *rows, uint32_t nrows);
+int proto_enc_members(proto_out_t *out, uint64_t seq, int64_t live, const proto_member_t *rows,
+                      uint32_t nrows);
+
+/* Request encoder (the client side): only the fields req->op takes are written. */
+int proto_enc_request(proto_out_t *out, const proto_request_t *req);
+
+/*
+ * A pull reader over one message, for clients reading responses. Each function consumes one
+ * value; they return 0, PROTO_ETYPE (the value is another type, nothing consumed) or
+ * PROTO_EFRAME (truncated or malformed).
+ */
+typedef struct proto_reader {
+    const uint8_t *pos;
+    const uint8_t *end;
+} proto_reader_t;
+
+int proto_read_map(proto_reader_t *r, uint32_t *n);
+int proto_read_array(proto_reader_t *r, uint32_t *n);
+int proto_read_str(proto_reader_t *r, proto_str_t *s);
+int proto_read_int(proto_reader_t *r, int64_t *v);
+int proto_read_uint(proto_reader_t *r, uint64_t *v);
+int proto_read_bool(proto_reader_t *r, bool *v);
+int proto_read_nil(proto_reader_t *r);
+/* Skips one value however deep, without recursion. */
+int proto_skip(proto_reader_t *r);
+/* True when s equals the NUL-terminated lit. */
+bool proto_str_eq(proto_str_t s, const char *lit);
+
+/* Appends one msgpack value as JSON (maps with string keys, arrays, strings escaped,
+ * integers, booleans, nil as null; bin as a string). Depth beyond PROTO_MAX_DEPTH fails. */
+int proto_to_json(proto_reader_t *r, proto_out_t *out);
+
+#endif

@@ -1,0 +1,314 @@
+/* The socket codec: framing, bounded decoding with named errors, encoders round-tripping. */
+#include <criterion/criterion.h>
+#include <msgpack.h>
+#include <string.h>
+
+#include "proto.h"
+
+static int wr(void *data, const char *buf, size_t len)
+{
+    return proto_out_append(data, buf, len);
+}
+
+/* A scratch message built with msgpack-c's packer. */
+static proto_out_t out;
+static msgpack_packer pk;
+
+static void start(void)
+{
+    out.len = 0;
+    msgpack_packer_init(&pk, &out, wr);
+}
+
+static void str(const char *s)
+{
+    msgpack_pack_str(&pk, strlen(s));
+    msgpack_pack_str_body(&pk, s, strlen(s));
+}
+
+static void fini(void)
+{
+    proto_out_free(&out);
+}
+
+TestSuite(proto, .fini = fini);
+
+static int decode(proto_request_t *req, proto_error_t *err)
+{
+    size_t n;
+    bool deep;
+    cr_assert_eq(proto_frame(out.data, out.len, &n, &deep), 0);
+    cr_assert_eq(n, out.len);
+    return proto_decode_request(out.data, n, req, err);
+}
+
+Test(proto, decodes_a_decide_request_without_copying)
+{
+    start();
+    msgpack_pack_map(&pk, 4);
+    str("op"), str("decide");
+    str("seq"), msgpack_pack_uint64(&pk, 7);
+    str("subject"), msgpack_pack_map(&pk, 2), str("team"), str("t-42"), str("key"), str("k-1");
+    str("tokens"), msgpack_pack_int(&pk, 1200);
+    proto_request_t req;
+    proto_error_t err;
+    cr_assert_eq(decode(&req, &err), 0, "%s", err.message);
+    cr_assert_eq(req.op, PROTO_OP_DECIDE);
+    cr_assert_eq(req.seq, 7);
+    cr_assert_eq(req.nsubject, 2);
+    cr_assert(proto_str_eq(req.subject[0].level, "team"));
+    cr_assert(proto_str_eq(req.subject[0].id, "t-42"));
+    cr_assert(proto_str_eq(req.subject[1].id, "k-1"));
+    cr_assert((const uint8_t *)req.subject[1].id.ptr > out.data);
+    cr_assert(req.has_tokens);
+    cr_assert_eq(req.tokens, 1200);
+}
+
+Test(proto, frames_the_first_of_pipelined_messages)
+{
+    start();
+    msgpack_pack_map(&pk, 1), str("op"), str("ping");
+    size_t first = out.len;
+    msgpack_pack_map(&pk, 1), str("op"), str("fleet");
+    size_t n;
+    bool deep;
+    cr_assert_eq(proto_frame(out.data, out.len, &n, &deep), 0);
+    cr_assert_eq(n, first);
+    cr_assert_eq(proto_frame(out.data + n, out.len - n, &n, &deep), 0);
+    cr_assert_eq(n, out.len - first);
+}
+
+Test(proto, a_truncated_map_needs_more_bytes_at_every_cut)
+{
+    start();
+    msgpack_pack_map(&pk, 2), str("op"), str("decide");
+    str("subject"), msgpack_pack_map(&pk, 1), str("team"), str("t");
+    for (size_t cut = 0; cut < out.len; cut++) {
+        size_t n;
+        bool deep;
+        cr_assert_eq(proto_frame(out.data, cut, &n, &deep), PROTO_EMORE, "cut at %zu", cut);
+    }
+}
+
+Test(proto, garbage_cannot_be_framed)
+{
+    const uint8_t text[] = "GET / HTTP/1.1\r\n";
+    const uint8_t reserved[] = {0x81, 0xc1, 0x00};
+    size_t n;
+    bool deep;
+    cr_assert_eq(proto_frame(text, sizeof(text) - 1, &n, &deep), PROTO_EFRAME);
+    cr_assert_eq(proto_frame(reserved, sizeof(reserved), &n, &deep), PROTO_EFRAME);
+}
+
+Test(proto, an_array_header_of_2_to_the_32_is_refused_before_the_bytes_arrive)
+{
+    /* {"op": [ <array32 of 0xffffffff elements> */
+    const uint8_t msg[] = {0x81, 0xa2, 'o', 'p', 0xdd, 0xff, 0xff, 0xff, 0xff};
+    size_t n;
+    bool deep;
+    cr_assert_eq(proto_frame(msg, sizeof(msg), &n, &deep), PROTO_ETOOBIG);
+    const uint8_t map[] = {0xdf, 0xff, 0xff, 0xff, 0xff};
+    cr_assert_eq(proto_frame(map, sizeof(map), &n, &deep), PROTO_ETOOBIG);
+    const uint8_t s[] = {0x81, 0xa2, 'o', 'p', 0xdb, 0x00, 0x10, 0x00, 0x00};
+    cr_assert_eq(proto_frame(s, sizeof(s), &n, &deep), PROTO_ETOOBIG);
+}
+
+Test(proto, a_message_over_64_kib_is_too_large)
+{
+    start();
+    msgpack_pack_map(&pk, 1), str("op");
+    static char big[PROTO_MAX_MESSAGE];
+    memset(big, 'x', sizeof(big));
+    msgpack_pack_str(&pk, sizeof(big));
+    msgpack_pack_str_body(&pk, big, sizeof(big));
+    size_t n;
+    bool deep;
+    cr_assert_eq(proto_frame(out.data, out.len, &n, &deep), PROTO_ETOOBIG);
+    cr_assert_eq(proto_frame(out.data, 20, &n, &deep), PROTO_ETOOBIG);
+}
+
+Test(proto, deep_nesting_is_framed_exactly_and_flagged)
+{
+    start();
+    msgpack_pack_map(&pk, 2), str("seq"), msgpack_pack_uint64(&pk, 3), str("x");
+    for (int i = 0; i < 1000; i++)
+        msgpack_pack_array(&pk, 1);
+    msgpack_pack_nil(&pk);
+    size_t len = out.len;
+    msgpack_pack_map(&pk, 1), str("op"), str("ping");
+    size_t n;
+    bool deep;
+    cr_assert_eq(proto_frame(out.data, out.len, &n, &deep), 0);
+    cr_assert_eq(n, len);
+    cr_assert(deep);
+    proto_request_t req;
+    proto_error_t err;
+    cr_assert_lt(proto_decode_request(out.data, n, &req, &err), 0);
+    cr_assert_eq(req.seq, 3);
+}
+
+Test(proto, wrong_types_name_the_field_and_keep_the_seq)
+{
+    start();
+    msgpack_pack_map(&pk, 3);
+    str("op"), str("decide");
+    str("subject"), str("team=t");
+    str("seq"), msgpack_pack_uint64(&pk, 9);
+    proto_request_t req;
+    proto_error_t err;
+    cr_assert_eq(decode(&req, &err), PROTO_ETYPE);
+    cr_assert_str_eq(err.message, "subject: must be a map of level to id");
+    cr_assert_eq(req.seq, 9);
+    cr_assert_str_eq(proto_code_name(err.code), "wrong_type");
+}
+
+Test(proto, an_unknown_op_is_named)
+{
+    start();
+    msgpack_pack_map(&pk, 1), str("op"), str("launch");
+    proto_request_t req;
+    proto_error_t err;
+    cr_assert_eq(decode(&req, &err), PROTO_EOP);
+    cr_assert(strstr(err.message, "\"launch\""));
+}
+
+Test(proto, missing_fields_are_named)
+{
+    proto_request_t req;
+    proto_error_t err;
+    start();
+    msgpack_pack_map(&pk, 1), str("op"), str("decide");
+    cr_assert_eq(decode(&req, &err), PROTO_EMISSING);
+    cr_assert_str_eq(err.message, "op \"decide\" needs \"subject\"");
+    start();
+    msgpack_pack_map(&pk, 1), str("seq"), msgpack_pack_uint64(&pk, 1);
+    cr_assert_eq(decode(&req, &err), PROTO_EMISSING);
+    cr_assert_str_eq(err.message, "missing \"op\"");
+    start();
+    msgpack_pack_map(&pk, 3), str("op"), str("settle");
+    str("subject"), msgpack_pack_map(&pk, 1), str("team"), str("t");
+    str("reserved"), msgpack_pack_int(&pk, 10);
+    cr_assert_eq(decode(&req, &err), PROTO_EMISSING);
+    cr_assert_str_eq(err.message, "op \"settle\" needs \"actual\"");
+}
+
+Test(proto, unknown_and_misplaced_fields_are_refused)
+{
+    proto_request_t req;
+    proto_error_t err;
+    start();
+    msgpack_pack_map(&pk, 2), str("op"), str("ping"), str("colour"), str("red");
+    cr_assert_eq(decode(&req, &err), PROTO_EFIELD);
+    cr_assert_str_eq(err.message, "unknown field \"colour\"");
+    start();
+    msgpack_pack_map(&pk, 2), str("op"), str("ping"), str("tokens"), msgpack_pack_int(&pk, 1);
+    cr_assert_eq(decode(&req, &err), PROTO_EFIELD);
+    cr_assert_str_eq(err.message, "op \"ping\" takes no \"tokens\"");
+}
+
+Test(proto, subject_bounds_are_enforced)
+{
+    proto_request_t req;
+    proto_error_t err;
+    char id[PROTO_MAX_ID + 2];
+    memset(id, 'a', sizeof(id) - 1);
+    id[sizeof(id) - 1] = 0;
+    start();
+    msgpack_pack_map(&pk, 2), str("op"), str("decide");
+    str("subject"), msgpack_pack_map(&pk, 1), str("team"), str(id);
+    cr_assert_eq(decode(&req, &err), PROTO_EVALUE);
+    cr_assert_str_eq(err.message, "subject.team: id of 257 bytes, must be 1 to 256");
+
+    start();
+    msgpack_pack_map(&pk, 2), str("op"), str("decide");
+    str("subject"), msgpack_pack_map(&pk, 17);
+    for (int i = 0; i < 17; i++) {
+        char level[8];
+        snprintf(level, sizeof(level), "l%d", i);
+        str(level), str("x");
+    }
+    cr_assert_eq(decode(&req, &err), PROTO_EVALUE);
+    cr_assert_str_eq(err.message, "subject: 17 levels, at most 16");
+
+    start();
+    msgpack_pack_map(&pk, 2), str("op"), str("decide");
+    str("subject"), msgpack_pack_map(&pk, 2), str("team"), str("a"), str("team"), str("b");
+    cr_assert_eq(decode(&req, &err), PROTO_EVALUE);
+    cr_assert_str_eq(err.message, "subject.team: level given twice");
+}
+
+Test(proto, counts_must_be_between_0_and_2_to_the_40)
+{
+    proto_request_t req;
+    proto_error_t err;
+    const int64_t bad[] = {-1, (INT64_C(1) << 40) + 1, INT64_MIN};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        start();
+        msgpack_pack_map(&pk, 4), str("op"), str("settle");
+        str("subject"), msgpack_pack_map(&pk, 1), str("team"), str("t");
+        str("reserved"), msgpack_pack_int64(&pk, 100);
+        str("actual"), msgpack_pack_int64(&pk, bad[i]);
+        cr_assert_eq(decode(&req, &err), PROTO_EVALUE);
+        cr_assert_str_eq(err.message, "actual: must be between 0 and 2^40");
+    }
+    start();
+    msgpack_pack_map(&pk, 2), str("op"), str("release"), str("lease"),
+        msgpack_pack_double(&pk, 1.5);
+    cr_assert_eq(decode(&req, &err), PROTO_ETYPE);
+}
+
+Test(proto, requests_round_trip_through_the_client_encoder)
+{
+    proto_request_t in = {
+        .op = PROTO_OP_SETTLE, .seq = 1ull << 63, .nsubject = 1, .reserved = 16384, .actual = 900};
+    in.subject[0] = (proto_pair_t){{"team", 4}, {"t", 1}};
+    out.len = 0;
+    cr_assert_eq(proto_enc_request(&out, &in), 0);
+    proto_request_t req;
+    proto_error_t err;
+    cr_assert_eq(decode(&req, &err), 0, "%s", err.message);
+    cr_assert_eq(req.op, PROTO_OP_SETTLE);
+    cr_assert_eq(req.seq, 1ull << 63);
+    cr_assert_eq(req.reserved, 16384);
+    cr_assert_eq(req.actual, 900);
+    cr_assert(proto_str_eq(req.subject[0].level, "team"));
+}
+
+Test(proto, a_decision_reads_back_as_json)
+{
+    proto_header_t h[] = {{{"Ratelimit-Policy", 16}, {"\"team_rpm\";q=300;w=60", 21}}};
+    proto_decision_t d = {.admit = true,
+                          .verdict = {"admit", 5},
+                          .limit = {"team_rpm", 8},
+                          .remaining = 59,
+                          .reset_after = 1,
+                          .nheaders = 1,
+                          .headers = h};
+    out.len = 0;
+    cr_assert_eq(proto_enc_decision(&out, 7, &d), 0);
+    proto_reader_t r = {out.data, out.data + out.len};
+    proto_out_t json = {0};
+    cr_assert_eq(proto_to_json(&r, &json), 0);
+    proto_out_append(&json, "", 1);
+    cr_assert_str_eq((char *)json.data,
+                     "{\"seq\":7,\"admit\":true,\"verdict\":\"admit\",\"limit\":\"team_rpm\","
+                     "\"remaining\":59,\"retry_after\":0,\"reset_after\":1,\"soft_denied\":[],"
+                     "\"headers\":{\"Ratelimit-Policy\":\"\\\"team_rpm\\\";q=300;w=60\"}}");
+    proto_out_free(&json);
+}
+
+Test(proto, every_prefix_of_every_response_is_either_more_or_whole)
+{
+    out.len = 0;
+    proto_enc_error(&out, 1, "bad_value", "x");
+    proto_enc_pong(&out, 2, "0.1.0");
+    proto_enc_settled(&out, 3, 1);
+    size_t n;
+    bool deep;
+    size_t total = 0;
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(proto_frame(out.data + total, out.len - total, &n, &deep), 0);
+        total += n;
+    }
+    cr_assert_eq(total, out.len);
+}
