@@ -1,0 +1,156 @@
+/* Counters kept by the server and the /metrics text; see metrics.h. */
+#include "metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+
+#define MAX_SOURCES 16
+#define NBUCKETS 14
+
+/* Upper bounds of the latency histogram, in nanoseconds (printed in seconds). */
+static const uint64_t bucket_ns[NBUCKETS] = {
+    1000,    2500,    5000,     10000,    25000,    50000,     100000,
+    250000, 500000, 1000000, 2500000, 10000000, 100000000, 1000000000,
+};
+
+static const char *const verdict_names[SRV_VERDICT_COUNT_] = {"admit", "deny", "unfittable"};
+/* The codes counted apart; any other (the engine's own) counts as "other", the last. */
+static const char *const error_codes[] = {
+    "bad_frame", "too_large",     "too_deep",             "wrong_type", "unknown_op",
+    "missing_field", "bad_value", "unknown_field", "too_many_connections", "unavailable",
+    "other"};
+#define NERRORS (sizeof(error_codes) / sizeof(error_codes[0]))
+
+
+struct srv_metrics {
+    uint64_t verdicts[SRV_VERDICT_COUNT_];
+    uint64_t buckets[NBUCKETS + 1]; /* the last is +Inf */
+    uint64_t latency_sum_ns;
+    uint64_t latency_count;
+    uint64_t requests[PROTO_OP_COUNT_];
+    uint64_t errors[NERRORS];
+    uint64_t reloads[2]; /* failed, ok */
+    int64_t connections;
+    struct {
+        srv_metrics_source_fn fn;
+        void *ud;
+    } sources[MAX_SOURCES];
+    int nsources;
+};
+
+srv_metrics_t *srv_metrics_new(void)
+{
+    return calloc(1, sizeof(srv_metrics_t));
+}
+
+void srv_metrics_free(srv_metrics_t *m)
+{
+    free(m);
+}
+
+void srv_metrics_decision(srv_metrics_t *m, srv_verdict_t verdict, uint64_t latency_ns)
+{
+    m->verdicts[verdict]++;
+    int b = 0;
+    while (b < NBUCKETS && latency_ns > bucket_ns[b])
+        b++;
+    m->buckets[b]++;
+    m->latency_sum_ns += latency_ns;
+    m->latency_count++;
+}
+
+void srv_metrics_request(srv_metrics_t *m, proto_op_t op)
+{
+    if ((unsigned)op < PROTO_OP_COUNT_)
+        m->requests[op]++;
+}
+
+void srv_metrics_error(srv_metrics_t *m, const char *code)
+{
+    size_t i = 0;
+    while (i < NERRORS - 1 && strcmp(error_codes[i], code) != 0)
+        i++;
+    m->errors[i]++;
+}
+
+void srv_metrics_reload(srv_metrics_t *m, bool ok)
+{
+    m->reloads[ok]++;
+}
+
+void srv_metrics_connections(srv_metrics_t *m, int delta)
+{
+    m->connections += delta;
+}
+
+int srv_metrics_add_source(srv_metrics_t *m, srv_metrics_source_fn fn, void *ud)
+{
+    if (m->nsources == MAX_SOURCES)
+        return -1;
+    m->sources[m->nsources].fn = fn;
+    m->sources[m->nsources].ud = ud;
+    m->nsources++;
+    return 0;
+}
+
+void srv_metrics_printf(proto_out_t *out, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        proto_out_append(out, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+}
+
+#define P srv_metrics_printf
+
+void srv_metrics_render(srv_metrics_t *m, proto_out_t *out)
+{
+    P(out, "# HELP tokentriage_verdicts_total Decisions answered on the socket, by verdict.\n"
+           "# TYPE tokentriage_verdicts_total counter\n");
+    for (int v = 0; v < SRV_VERDICT_COUNT_; v++)
+        P(out, "tokentriage_verdicts_total{verdict=\"%s\"} %llu\n", verdict_names[v],
+          (unsigned long long)m->verdicts[v]);
+    P(out, "# HELP tokentriage_decision_latency_seconds Time from reading a decide request to "
+           "having its answer.\n# TYPE tokentriage_decision_latency_seconds histogram\n");
+    uint64_t cum = 0;
+    for (int b = 0; b <= NBUCKETS; b++) {
+        cum += m->buckets[b];
+        if (b < NBUCKETS)
+            P(out, "tokentriage_decision_latency_seconds_bucket{le=\"%g\"} %llu\n",
+              (double)bucket_ns[b] / 1e9, (unsigned long long)cum);
+        else
+            P(out, "tokentriage_decision_latency_seconds_bucket{le=\"+Inf\"} %llu\n",
+              (unsigned long long)cum);
+    }
+    P(out, "tokentriage_decision_latency_seconds_sum %.9f\n", (double)m->latency_sum_ns / 1e9);
+    P(out, "tokentriage_decision_latency_seconds_count %llu\n",
+      (unsigned long long)m->latency_count);
+    P(out, "# HELP tokentriage_requests_total Socket requests, by op.\n"
+           "# TYPE tokentriage_requests_total counter\n");
+    for (int op = 0; op < PROTO_OP_COUNT_; op++)
+        P(out, "tokentriage_requests_total{op=\"%s\"} %llu\n", proto_op_name((proto_op_t)op),
+          (unsigned long long)m->requests[op]);
+    P(out, "# HELP tokentriage_request_errors_total Requests answered with an error, by code.\n"
+           "# TYPE tokentriage_request_errors_total counter\n");
+    for (size_t i = 0; i < NERRORS; i++)
+        P(out, "tokentriage_request_errors_total{code=\"%s\"} %llu\n",
+          error_codes[i],
+          (unsigned long long)m->errors[i]);
+    P(out, "# HELP tokentriage_reloads_total Configuration reloads, by result.\n"
+           "# TYPE tokentriage_reloads_total counter\n"
+           "tokentriage_reloads_total{result=\"ok\"} %llu\n"
+           "tokentriage_reloads_total{result=\"failed\"} %llu\n",
+      (unsigned long long)m->reloads[1], (unsigned long long)m->reloads[0]);
+    P(out, "# HELP tokentriage_connections Open decision socket connections.\n"
+           "# TYPE tokentriage_connections gauge\ntokentriage_connections %lld\n",
+      (long long)m->connections);
+    for (int i = 0; i < m->nsources; i++)
+        m->sources[i].fn(out, m->sources[i].ud);
+}

@@ -1,0 +1,47 @@
+/*
+ * The daemon's Prometheus metrics (text format 0.0.4, prefix tokentriage_). The server counts
+ * what passes through it; other parts (engine, membership, share store) register a source that
+ * appends their own families when /metrics is scraped.
+ */
+#ifndef TT_SERVER_METRICS_H
+#define TT_SERVER_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto.h"
+
+typedef struct srv_metrics srv_metrics_t;
+
+typedef enum srv_verdict {
+    SRV_VERDICT_ADMIT = 0,
+    SRV_VERDICT_DENY,
+    SRV_VERDICT_UNFITTABLE,
+    SRV_VERDICT_COUNT_,
+} srv_verdict_t;
+
+/* Appends Prometheus text (# HELP, # TYPE and samples) to out when /metrics is scraped. */
+typedef void (*srv_metrics_source_fn)(proto_out_t *out, void *ud);
+
+srv_metrics_t *srv_metrics_new(void);
+void srv_metrics_free(srv_metrics_t *m);
+
+/* One decision: its verdict and how long the server took from reading the request to having
+ * the answer. (Per-limit outcomes are the engine's, rendered by its source.) */
+void srv_metrics_decision(srv_metrics_t *m, srv_verdict_t verdict, uint64_t latency_ns);
+void srv_metrics_request(srv_metrics_t *m, proto_op_t op);
+/* A request answered with an error, by its wire code ("wrong_type", ...). */
+void srv_metrics_error(srv_metrics_t *m, const char *code);
+void srv_metrics_reload(srv_metrics_t *m, bool ok);
+void srv_metrics_connections(srv_metrics_t *m, int delta);
+/* Registers a source; at most 16. Returns 0 or -1. */
+int srv_metrics_add_source(srv_metrics_t *m, srv_metrics_source_fn fn, void *ud);
+
+/* Appends every family, the server's first, then each source's. */
+void srv_metrics_render(srv_metrics_t *m, proto_out_t *out);
+
+/* printf into out; for sources. */
+void srv_metrics_printf(proto_out_t *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

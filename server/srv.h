@@ -1,0 +1,67 @@
+/*
+ * srv: the daemon's libuv shell. It owns the decision socket (unix stream, msgpack maps per
+ * SPEC §5), the HTTP listener (/metrics, /healthz, /readyz) and every connection, and hands
+ * each decoded request to the engine. It moves bytes; the engine decides.
+ */
+#ifndef TT_SERVER_SRV_H
+#define TT_SERVER_SRV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <uv.h>
+
+#include "metrics.h"
+
+struct gov_engine;
+
+#define SRV_DEFAULT_MODE 0660
+#define SRV_DEFAULT_MAX_CONNECTIONS 16384
+#define SRV_DEFAULT_OUT_LIMIT (1024 * 1024)
+
+/* Errors from srv_start, beside a message in the caller's buffer. */
+enum {
+    SRV_EINUSE = -1,  /* a live daemon already answers on the socket */
+    SRV_ELISTEN = -2, /* cannot create, bind or listen (path, permissions, address) */
+    SRV_ENOMEM = -3,
+};
+
+typedef struct srv_options {
+    const char *socket_path;
+    unsigned socket_mode;     /* 0: SRV_DEFAULT_MODE */
+    const char *http;         /* "host:port"; NULL or "" turns HTTP off */
+    unsigned max_connections; /* 0: SRV_DEFAULT_MAX_CONNECTIONS */
+    size_t out_limit;         /* unsent answer bytes before a connection stops being read;
+                                 0: SRV_DEFAULT_OUT_LIMIT */
+    const char *node;         /* this replica's name, for fleet and members */
+    const char *version;
+} srv_options_t;
+
+/* /readyz: true when the daemon is armed (and, once membership lands, joined). Sets *why
+ * to a short reason otherwise. */
+typedef bool (*srv_ready_fn)(void *ud, const char **why);
+
+typedef struct srv srv_t;
+
+/*
+ * Starts listening on loop. A socket file left by a dead daemon is replaced; one a live
+ * daemon answers on is not (SRV_EINUSE). The engine (may be NULL: then only ping, fleet and
+ * members answer) and metrics stay the caller's and must outlive the server. The options'
+ * strings are copied.
+ */
+int srv_start(srv_t **out, uv_loop_t *loop, const srv_options_t *opt, struct gov_engine *engine,
+              srv_metrics_t *metrics, char *err, size_t err_size);
+
+void srv_set_ready(srv_t *s, srv_ready_fn fn, void *ud);
+
+/* The socket path in use. */
+const char *srv_socket_path(const srv_t *s);
+
+/* Stops listening, removes the socket file and closes every connection (their leases are
+ * released). The handles close on the loop: run it until it is empty, then srv_free(). */
+void srv_stop(srv_t *s);
+void srv_free(srv_t *s);
+
+/* How many connections are open. */
+unsigned srv_connections(const srv_t *s);
+
+#endif
