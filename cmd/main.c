@@ -22,6 +22,12 @@ static const struct command {
     {"simulate", cmd_simulate,
      "simulate --algorithm A --amount R --period D [--burst B] [--type rpm|tpm]\n"
      "                       [--replicas N | --share NUM/DEN] [FILE]"},
+    {"serve", cmd_serve, "serve [-c FILE] [-s SOCKET] [--log-format logfmt|json]"},
+    {"decide", cmd_decide, "decide [-s SOCKET] --subject LEVEL=ID... [--tokens N] [--json]"},
+    {"settle", cmd_settle, "settle [-s SOCKET] --subject LEVEL=ID... --reserved R --actual A [--json]"},
+    {"fleet", cmd_fleet, "fleet [-s SOCKET] [--json]"},
+    {"members", cmd_members, "members [-s SOCKET] [--json]"},
+    {"bench", cmd_bench, "bench [-s SOCKET] [-c CONNS] [-p DEPTH] [-k KEYS] [-d SECS | -n COUNT]"},
 };
 
 static int usage(FILE *to)

@@ -1,0 +1,211 @@
+/* Helpers of the client subcommands; see cli.h. */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "proto.h"
+
+int cli_subject_add(cli_subject_t *s, char *arg, const char *cmd)
+{
+    char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || !eq[1]) {
+        fprintf(stderr, "tokentriage %s: --subject wants LEVEL=ID, got \"%s\"\n", cmd, arg);
+        return -1;
+    }
+    if (s->n == TT_MAX_LEVELS) {
+        fprintf(stderr, "tokentriage %s: at most %d --subject levels\n", cmd, TT_MAX_LEVELS);
+        return -1;
+    }
+    *eq = 0;
+    s->pairs[s->n].level = arg;
+    s->pairs[s->n].id = eq + 1;
+    s->n++;
+    return 0;
+}
+
+int cli_parse_count(const char *arg, const char *opt, const char *cmd, long long max,
+                    long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(arg, &end, 10);
+    if (errno || *end || end == arg || v < 0 || v > max) {
+        fprintf(stderr, "tokentriage %s: %s wants an integer from 0 to %lld, got \"%s\"\n", cmd,
+                opt, max, arg);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+tt_client_t *cli_connect(const char *sock, const char *cmd)
+{
+    char path[256];
+    if (tt_socket_path(path, sizeof(path), sock, NULL, 0) != 0) {
+        fprintf(stderr, "tokentriage %s: socket path too long\n", cmd);
+        return NULL;
+    }
+    tt_client_t *c;
+    int rc = tt_connect(&c, path);
+    if (rc != 0) {
+        fprintf(stderr, "tokentriage %s: %s at %s (is `tokentriage serve` running? -s or $%s "
+                        "choose another socket)\n",
+                cmd, tt_strerror(rc), path, TT_SOCKET_ENV);
+        return NULL;
+    }
+    tt_set_timeout(c, 10000);
+    return c;
+}
+
+int cli_fail(int rc, const tt_response_t *r, const char *cmd)
+{
+    if (rc == TT_ESERVER) {
+        fprintf(stderr, "tokentriage %s: %s: %s\n", cmd, r->error_code, r->error_message);
+        return EX_DATAERR_;
+    }
+    fprintf(stderr, "tokentriage %s: %s\n", cmd, tt_strerror(rc));
+    return rc == TT_EARG ? EX_USAGE_ : EX_UNAVAILABLE_;
+}
+
+int cli_print_json(const tt_response_t *r)
+{
+    char *json;
+    if (tt_response_json(r, &json) != 0) {
+        fprintf(stderr, "tokentriage: cannot render the answer as JSON\n");
+        return EX_SOFTWARE_;
+    }
+    printf("%s\n", json);
+    free(json);
+    return EX_OK_;
+}
+
+#define MAX_ROWS 256
+#define MAX_COLS 16
+#define CELL 64
+
+/* One scalar as text: strings as they are, other values as their JSON. */
+static void cell_text(proto_reader_t *rd, char *cell)
+{
+    proto_str_t s;
+    if (proto_read_str(rd, &s) == 0) {
+        snprintf(cell, CELL, "%.*s", (int)s.len, s.ptr);
+        return;
+    }
+    proto_out_t out = {0};
+    if (proto_to_json(rd, &out) == 0 && proto_out_append(&out, "", 1) == 0)
+        snprintf(cell, CELL, "%s", (char *)out.data);
+    else
+        snprintf(cell, CELL, "?");
+    proto_out_free(&out);
+}
+
+void cli_print_table(const tt_response_t *r, const char *key)
+{
+    static char cells[MAX_ROWS + 1][MAX_COLS][CELL];
+    proto_reader_t rd = {r->raw, r->raw + r->raw_len};
+    uint32_t n, rows = 0, cols = 0;
+    if (proto_read_map(&rd, &n))
+        return;
+    for (uint32_t i = 0; i < n; i++) {
+        proto_str_t k;
+        if (proto_read_str(&rd, &k))
+            return;
+        if (!proto_str_eq(k, key)) {
+            if (proto_skip(&rd))
+                return;
+            continue;
+        }
+        uint32_t nrows;
+        if (proto_read_array(&rd, &nrows))
+            return;
+        for (uint32_t row = 0; row < nrows; row++) {
+            uint32_t nf;
+            if (proto_read_map(&rd, &nf))
+                return;
+            for (uint32_t f = 0; f < nf; f++) {
+                proto_str_t name;
+                if (proto_read_str(&rd, &name))
+                    return;
+                if (row == 0 && f < MAX_COLS) {
+                    snprintf(cells[0][f], CELL, "%.*s", (int)name.len, name.ptr);
+                    for (char *p = cells[0][f]; *p; p++)
+                        *p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+                    cols = f + 1;
+                }
+                if (row < MAX_ROWS && f < MAX_COLS)
+                    cell_text(&rd, cells[row + 1][f]);
+                else if (proto_skip(&rd))
+                    return;
+            }
+            if (row < MAX_ROWS)
+                rows = row + 1;
+        }
+        break;
+    }
+    size_t width[MAX_COLS] = {0};
+    for (uint32_t row = 0; row <= rows; row++)
+        for (uint32_t c = 0; c < cols; c++)
+            if (strlen(cells[row][c]) > width[c])
+                width[c] = strlen(cells[row][c]);
+    for (uint32_t row = 0; row <= rows; row++) {
+        for (uint32_t c = 0; c < cols; c++)
+            printf(c + 1 < cols ? "%-*s  " : "%-*s", c + 1 < cols ? (int)width[c] : 0,
+                   cells[row][c]);
+        printf("\n");
+    }
+}
+
+int cli_run_listing(int argc, char **argv, const char *cmd, cli_call_fn call, const char *key,
+                    void (*summary)(const tt_response_t *r))
+{
+    static const struct option opts[] = {{"socket", required_argument, NULL, 's'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    const char *sock = NULL;
+    bool json = false;
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "s:h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 's':
+            sock = optarg;
+            break;
+        case 'j':
+            json = true;
+            break;
+        case 'h':
+            printf("usage: tokentriage %s [-s SOCKET] [--json]\n", cmd);
+            return EX_OK_;
+        default:
+            fprintf(stderr, "usage: tokentriage %s [-s SOCKET] [--json]\n", cmd);
+            return EX_USAGE_;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "usage: tokentriage %s [-s SOCKET] [--json]\n", cmd);
+        return EX_USAGE_;
+    }
+    tt_client_t *c = cli_connect(sock, cmd);
+    if (!c)
+        return EX_UNAVAILABLE_;
+    static tt_response_t r;
+    int rc = call(c, &r);
+    int code = EX_OK_;
+    if (rc == 0 && json) {
+        code = cli_print_json(&r);
+    } else if (rc == 0) {
+        if (summary)
+            summary(&r);
+        cli_print_table(&r, key);
+    } else {
+        code = cli_fail(rc, &r, cmd);
+    }
+    tt_close(c);
+    return code;
+}

@@ -1,0 +1,292 @@
+/*
+ * The daemon: config → engine → server, then signals.
+ *
+ * Reload follows nginx: the new file is loaded and armed aside; only when all of it succeeded
+ * does the engine swap its limits (keeping every counter whose identity is unchanged) and the
+ * old model is freed. A failed reload logs every error and leaves the running config serving.
+ * The server section (socket, http, connection cap) is read at start only: a reload that
+ * changes it says so and keeps the old values until a restart.
+ */
+#include "daemon.h"
+
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "engine.h"
+#include "log.h"
+#include "srv.h"
+#include "tokentriage.h"
+
+#define EX_OK_ 0
+#define EX_UNAVAILABLE_ 69
+#define EX_SOFTWARE_ 70
+#define EX_CONFIG_ 78
+#define TICK_MS 100
+
+typedef struct daemon {
+    uv_loop_t loop;
+    const srv_daemon_options_t *opt;
+    cfg_config_t *cfg;
+    gov_engine_t *engine;
+    srv_metrics_t *metrics;
+    srv_t *srv;
+    uv_signal_t sighup, sigterm, sigint;
+    uv_timer_t tick;
+    char node[256];
+} daemon_t;
+
+/* Logs every finding of a load or an arm, errors and warnings alike. */
+static void log_report(const cfg_report_t *rep, const char *msg)
+{
+    for (size_t i = 0; i < rep->n; i++)
+        srv_log(rep->items[i].warning ? SRV_LOG_WARN : SRV_LOG_ERROR, msg, "detail",
+                rep->items[i].text, NULL);
+}
+
+/* Loads and arms the configuration: the file, or the embedded default. NULL on error. */
+static cfg_config_t *load(const char *path, const char *what)
+{
+    cfg_report_t rep = {0};
+    cfg_config_t *cfg = NULL;
+    int rc = path ? cfg_load_file(path, &cfg, &rep)
+                  : cfg_load_string("<default>", cfg_default_yaml, cfg_default_yaml_len, &cfg, &rep);
+    if (rc == 0 && (rc = cfg_arm(cfg, &rep)) != 0) {
+        cfg_free(cfg);
+        cfg = NULL;
+    }
+    log_report(&rep, what);
+    cfg_report_free(&rep);
+    return rc == 0 ? cfg : NULL;
+}
+
+static void log_reload(void *ctx, const char *limit_id, gov_reload_action_t action)
+{
+    srv_log(SRV_LOG_INFO, "reload", "limit", limit_id, "counters", gov_reload_action_name(action),
+            NULL);
+}
+
+static void warn_server_change(const cfg_server_t *old, const cfg_server_t *new)
+{
+    if (strcmp(old->socket, new->socket) != 0 || old->socket_mode != new->socket_mode ||
+        strcmp(old->socket_group, new->socket_group) != 0 || strcmp(old->http, new->http) != 0 ||
+        old->max_connections != new->max_connections)
+        srv_log(SRV_LOG_WARN, "reload: the server section changed; it applies after a restart",
+                NULL);
+}
+
+static void reload(daemon_t *d)
+{
+    const char *path = d->opt->config_path;
+    srv_log(SRV_LOG_INFO, "reload requested", "config", path ? path : "<default>", NULL);
+    cfg_config_t *cfg = load(path, "reload: config");
+    char err[256] = "";
+    if (cfg && gov_engine_reload_config(d->engine, cfg, log_reload, d, err, sizeof(err)) != 0) {
+        srv_log(SRV_LOG_ERROR, "reload: engine", "detail", err, NULL);
+        cfg_free(cfg);
+        cfg = NULL;
+    }
+    srv_metrics_reload(d->metrics, cfg != NULL);
+    if (!cfg) {
+        srv_log(SRV_LOG_ERROR, "reload failed; the running configuration keeps serving", NULL);
+        return;
+    }
+    warn_server_change(&d->cfg->server, &cfg->server);
+    cfg_free(d->cfg);
+    d->cfg = cfg;
+    char n[16];
+    snprintf(n, sizeof(n), "%zu", cfg->n_limits);
+    srv_log(SRV_LOG_INFO, "reloaded", "limits", n, NULL);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    daemon_t *d = h->data;
+    if (signum == SIGHUP) {
+        reload(d);
+        return;
+    }
+    srv_log(SRV_LOG_INFO, "stopping", "signal", signum == SIGTERM ? "SIGTERM" : "SIGINT", NULL);
+    srv_stop(d->srv);
+    uv_close((uv_handle_t *)&d->sighup, NULL);
+    uv_close((uv_handle_t *)&d->sigterm, NULL);
+    uv_close((uv_handle_t *)&d->sigint, NULL);
+    uv_close((uv_handle_t *)&d->tick, NULL);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    daemon_t *d = t->data;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gov_engine_tick(d->engine, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
+}
+
+/* /metrics: the engine's families, decisions by limit and outcome first. */
+static void engine_metrics(proto_out_t *out, void *ud)
+{
+    daemon_t *d = ud;
+    static gov_limit_metrics_t lm[GOV_LIMITS_MAX];
+    size_t n = gov_engine_limit_metrics(d->engine, lm, GOV_LIMITS_MAX);
+    if (n > GOV_LIMITS_MAX)
+        n = GOV_LIMITS_MAX;
+    srv_metrics_printf(out, "# HELP tokentriage_decisions_total Limit evaluations, by limit and "
+                            "outcome (admit, deny, unfittable, soft_deny, fail_open, "
+                            "fail_closed).\n# TYPE tokentriage_decisions_total counter\n");
+    for (size_t i = 0; i < n; i++)
+        for (int o = 0; o < GOV_OUT_COUNT; o++)
+            srv_metrics_printf(out, "tokentriage_decisions_total{limit=\"%s\",verdict=\"%s\"} %llu\n",
+                               lm[i].id, gov_outcome_name((gov_outcome_t)o),
+                               (unsigned long long)lm[i].outcomes[o]);
+    srv_metrics_printf(out, "# HELP tokentriage_counters Counters held, by limit.\n"
+                            "# TYPE tokentriage_counters gauge\n");
+    for (size_t i = 0; i < n; i++)
+        srv_metrics_printf(out, "tokentriage_counters{limit=\"%s\"} %llu\n", lm[i].id,
+                           (unsigned long long)lm[i].counters);
+    srv_metrics_printf(out, "# HELP tokentriage_store_errors_total Decisions a limit's store "
+                            "could not answer, by limit and store.\n"
+                            "# TYPE tokentriage_store_errors_total counter\n");
+    for (size_t i = 0; i < n; i++)
+        srv_metrics_printf(out, "tokentriage_store_errors_total{limit=\"%s\",store=\"%s\"} %llu\n",
+                           lm[i].id, cfg_store_name(lm[i].store),
+                           (unsigned long long)lm[i].store_errors);
+    gov_metrics_t g;
+    gov_engine_metrics(d->engine, &g);
+    srv_metrics_printf(out,
+                       "# HELP tokentriage_counters_max The cap on counters held.\n"
+                       "# TYPE tokentriage_counters_max gauge\ntokentriage_counters_max %llu\n"
+                       "# HELP tokentriage_counters_reclaimed_total Idle counters forgotten.\n"
+                       "# TYPE tokentriage_counters_reclaimed_total counter\n"
+                       "tokentriage_counters_reclaimed_total %llu\n"
+                       "# HELP tokentriage_counter_cap_hits_total New counters refused at the cap.\n"
+                       "# TYPE tokentriage_counter_cap_hits_total counter\n"
+                       "tokentriage_counter_cap_hits_total %llu\n"
+                       "# HELP tokentriage_counter_table_bytes Memory of the counter table.\n"
+                       "# TYPE tokentriage_counter_table_bytes gauge\n"
+                       "tokentriage_counter_table_bytes %llu\n"
+                       "# HELP tokentriage_leases Concurrency leases held.\n"
+                       "# TYPE tokentriage_leases gauge\ntokentriage_leases %llu\n",
+                       (unsigned long long)g.counters_max, (unsigned long long)g.counters_reclaimed,
+                       (unsigned long long)g.cap_hits, (unsigned long long)g.table_bytes,
+                       (unsigned long long)g.leases);
+}
+
+static bool ready(void *ud, const char **why)
+{
+    daemon_t *d = ud;
+    if (!d->cfg || !d->cfg->armed) {
+        *why = "configuration not armed";
+        return false;
+    }
+    return true;
+}
+
+/* server.socket_group: hand the socket to a group (its mode gives that group access). */
+static void chgrp_socket(const char *path, const char *group)
+{
+    if (!*group)
+        return;
+    struct group *g = getgrnam(group);
+    if (!g || chown(path, (uid_t)-1, g->gr_gid) != 0)
+        srv_log(SRV_LOG_WARN, "cannot give the socket to its group", "socket", path, "group",
+                group, NULL);
+}
+
+static int start(daemon_t *d)
+{
+    const srv_daemon_options_t *opt = d->opt;
+    if (!(d->cfg = load(opt->config_path, "config")))
+        return EX_CONFIG_;
+    gov_options_t gopt = {0};
+    if (getrandom(gopt.hash_seed, sizeof(gopt.hash_seed), 0) != sizeof(gopt.hash_seed))
+        gopt.hash_seed[0] = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL);
+    char err[512] = "";
+    if (gov_engine_create_config(&d->engine, &gopt, d->cfg, err, sizeof(err)) != 0) {
+        srv_log(SRV_LOG_ERROR, "engine", "detail", err, NULL);
+        return EX_CONFIG_;
+    }
+    if (!(d->metrics = srv_metrics_new()))
+        return EX_SOFTWARE_;
+    srv_metrics_add_source(d->metrics, engine_metrics, d);
+
+    /* the config's socket counts only when it differs from the built-in default, so that the
+     * default's non-root fallback (tt_socket_path) applies to a config that leaves it be */
+    char path[256];
+    const char *configured =
+        strcmp(d->cfg->server.socket, CFG_DEFAULT_SOCKET) == 0 ? NULL : d->cfg->server.socket;
+    if (tt_socket_path(path, sizeof(path), opt->socket, configured, 1) != 0) {
+        srv_log(SRV_LOG_ERROR, "socket path too long", NULL);
+        return EX_CONFIG_;
+    }
+    if (d->cfg->share.present && d->cfg->share.node_id[0])
+        snprintf(d->node, sizeof(d->node), "%s", d->cfg->share.node_id);
+    else if (gethostname(d->node, sizeof(d->node)) != 0)
+        snprintf(d->node, sizeof(d->node), "localhost");
+    srv_options_t so = {
+        .socket_path = path,
+        .socket_mode = d->cfg->server.socket_mode,
+        .http = d->cfg->server.http,
+        .max_connections = (unsigned)d->cfg->server.max_connections,
+        .node = d->node,
+        .version = opt->version,
+    };
+    int rc = srv_start(&d->srv, &d->loop, &so, d->engine, d->metrics, err, sizeof(err));
+    if (rc != 0) {
+        srv_log(SRV_LOG_ERROR, "cannot serve", "detail", err, NULL);
+        return rc == SRV_ENOMEM ? EX_SOFTWARE_ : EX_UNAVAILABLE_;
+    }
+    chgrp_socket(path, d->cfg->server.socket_group);
+    srv_set_ready(d->srv, ready, d);
+
+    uv_signal_t *sigs[] = {&d->sighup, &d->sigterm, &d->sigint};
+    int signums[] = {SIGHUP, SIGTERM, SIGINT};
+    for (int i = 0; i < 3; i++) {
+        uv_signal_init(&d->loop, sigs[i]);
+        sigs[i]->data = d;
+        uv_signal_start(sigs[i], on_signal, signums[i]);
+    }
+    uv_timer_init(&d->loop, &d->tick);
+    d->tick.data = d;
+    uv_timer_start(&d->tick, on_tick, TICK_MS, TICK_MS);
+
+    char limits[24], mode[16];
+    snprintf(limits, sizeof(limits), "%zu", d->cfg->n_limits);
+    snprintf(mode, sizeof(mode), "%04o", so.socket_mode ? so.socket_mode : SRV_DEFAULT_MODE);
+    srv_log(SRV_LOG_INFO, "serving", "socket", path, "mode", mode, "http",
+            d->cfg->server.http[0] ? d->cfg->server.http : "off", "config",
+            opt->config_path ? opt->config_path : "<default>", "limits", limits, "version",
+            opt->version, NULL);
+    char hint[512];
+    snprintf(hint, sizeof(hint), "tokentriage decide -s %s --subject key=demo --subject team=demo "
+                                 "--tokens 1000",
+             path);
+    srv_log(SRV_LOG_INFO, "try", "command", hint, NULL);
+    return EX_OK_;
+}
+
+int srv_daemon_run(const srv_daemon_options_t *opt)
+{
+    daemon_t d = {.opt = opt};
+    signal(SIGPIPE, SIG_IGN);
+    uv_loop_init(&d.loop);
+    int rc = start(&d);
+    if (rc == EX_OK_)
+        uv_run(&d.loop, UV_RUN_DEFAULT);
+    else if (d.srv)
+        srv_stop(d.srv);
+    /* let every handle finish closing, then free what they pointed at */
+    uv_run(&d.loop, UV_RUN_DEFAULT);
+    uv_loop_close(&d.loop);
+    srv_free(d.srv);
+    gov_engine_destroy(d.engine);
+    srv_metrics_free(d.metrics);
+    cfg_free(d.cfg);
+    if (rc == EX_OK_)
+        srv_log(SRV_LOG_INFO, "stopped", NULL);
+    return rc;
+}

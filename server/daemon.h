@@ -1,0 +1,19 @@
+/*
+ * The daemon's life: load and arm the config, build the engine, serve, reload on SIGHUP,
+ * leave on SIGTERM/SIGINT. `tokentriage serve` is a thin wrapper around srv_daemon_run.
+ */
+#ifndef TT_SERVER_DAEMON_H
+#define TT_SERVER_DAEMON_H
+
+typedef struct srv_daemon_options {
+    const char *config_path; /* NULL: the embedded default configuration */
+    const char *socket;      /* -s: overrides $TOKENTRIAGE_SOCKET and server.socket; may be NULL */
+    const char *version;
+} srv_daemon_options_t;
+
+/* Runs until SIGTERM or SIGINT. Returns a sysexits code: 0 after a clean exit, 78 for a
+ * configuration that does not load or arm, 69 when the socket or HTTP address cannot be
+ * served (another daemon holds it, permissions), 70 for anything else. */
+int srv_daemon_run(const srv_daemon_options_t *opt);
+
+#endif
