@@ -374,8 +374,8 @@ static int check_subject(const tt_pair_t *subject, size_t n, proto_request_t *re
         size_t ll = strlen(subject[i].level), il = strlen(subject[i].id);
         if (ll > PROTO_MAX_LEVEL_NAME || il > TT_MAX_ID)
             return TT_EARG;
-        req->subject[i] = (proto_pair_t){{subject[i].level, (uint32_t)ll},
-                                         {subject[i].id, (uint32_t)il}};
+        req->subject[i] =
+            (proto_pair_t){{subject[i].level, (uint32_t)ll}, {subject[i].id, (uint32_t)il}};
     }
     req->nsubject = (uint32_t)n;
     return 0;
@@ -456,14 +456,13 @@ int tt_send_members(tt_client_t *c, uint64_t *seq)
         return rc_ ? rc_ : tt_recv((c), (r));                                                      \
     } while (0)
 
-int tt_decide(tt_client_t *c, const tt_pair_t *subject, size_t n, int64_t tokens,
-              tt_response_t *r)
+int tt_decide(tt_client_t *c, const tt_pair_t *subject, size_t n, int64_t tokens, tt_response_t *r)
 {
     BLOCKING(c, r, tt_send_decide(c, subject, n, tokens, NULL));
 }
 
-int tt_settle(tt_client_t *c, const tt_pair_t *subject, size_t n, int64_t reserved,
-              int64_t actual, tt_response_t *r)
+int tt_settle(tt_client_t *c, const tt_pair_t *subject, size_t n, int64_t reserved, int64_t actual,
+              tt_response_t *r)
 {
     BLOCKING(c, r, tt_send_settle(c, subject, n, reserved, actual, NULL));
 }

@@ -10,6 +10,38 @@
 #include "cmd.h"
 #include "proto.h"
 
+int cli_common_option(int ch, cli_common_t *o, const char *usage)
+{
+    switch (ch) {
+    case 's':
+        o->sock = optarg;
+        return CLI_CONTINUE;
+    case 'j':
+        o->json = true;
+        return CLI_CONTINUE;
+    case 'h':
+        printf("%s", usage);
+        return EX_OK_;
+    default:
+        fprintf(stderr, "%s", usage);
+        return EX_USAGE_;
+    }
+}
+
+int cli_answer(tt_client_t *c, int rc, const tt_response_t *r, const cli_common_t *o,
+               const char *cmd, void (*human)(const tt_response_t *r))
+{
+    int code = EX_OK_;
+    if (rc == 0 && o->json)
+        code = cli_print_json(r);
+    else if (rc == 0)
+        human(r);
+    else
+        code = cli_fail(rc, r, cmd);
+    tt_close(c);
+    return code;
+}
+
 int cli_subject_add(cli_subject_t *s, char *arg, const char *cmd)
 {
     char *eq = strchr(arg, '=');
@@ -53,8 +85,9 @@ tt_client_t *cli_connect(const char *sock, const char *cmd)
     tt_client_t *c;
     int rc = tt_connect(&c, path);
     if (rc != 0) {
-        fprintf(stderr, "tokentriage %s: %s at %s (is `tokentriage serve` running? -s or $%s "
-                        "choose another socket)\n",
+        fprintf(stderr,
+                "tokentriage %s: %s at %s (is `tokentriage serve` running? -s or $%s "
+                "choose another socket)\n",
                 cmd, tt_strerror(rc), path, TT_SOCKET_ENV);
         return NULL;
     }
@@ -160,52 +193,38 @@ void cli_print_table(const tt_response_t *r, const char *key)
     }
 }
 
+/* The listing being printed by cli_run_listing's human form. */
+static const char *listing_key;
+static void (*listing_summary)(const tt_response_t *r);
+
+static void print_listing(const tt_response_t *r)
+{
+    if (listing_summary)
+        listing_summary(r);
+    cli_print_table(r, listing_key);
+}
+
 int cli_run_listing(int argc, char **argv, const char *cmd, cli_call_fn call, const char *key,
                     void (*summary)(const tt_response_t *r))
 {
-    static const struct option opts[] = {{"socket", required_argument, NULL, 's'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    const char *sock = NULL;
-    bool json = false;
-    int ch;
+    static const struct option opts[] = {CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
+    char usage[96];
+    snprintf(usage, sizeof(usage), "usage: tokentriage %s [-s SOCKET] [--json]\n", cmd);
+    cli_common_t o = {0};
+    int ch, rc;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "s:h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 's':
-            sock = optarg;
-            break;
-        case 'j':
-            json = true;
-            break;
-        case 'h':
-            printf("usage: tokentriage %s [-s SOCKET] [--json]\n", cmd);
-            return EX_OK_;
-        default:
-            fprintf(stderr, "usage: tokentriage %s [-s SOCKET] [--json]\n", cmd);
-            return EX_USAGE_;
-        }
-    }
+    while ((ch = getopt_long(argc, argv, "s:h", opts, NULL)) != -1)
+        if ((rc = cli_common_option(ch, &o, usage)) != CLI_CONTINUE)
+            return rc;
     if (optind != argc) {
-        fprintf(stderr, "usage: tokentriage %s [-s SOCKET] [--json]\n", cmd);
+        fprintf(stderr, "%s", usage);
         return EX_USAGE_;
     }
-    tt_client_t *c = cli_connect(sock, cmd);
+    tt_client_t *c = cli_connect(o.sock, cmd);
     if (!c)
         return EX_UNAVAILABLE_;
     static tt_response_t r;
-    int rc = call(c, &r);
-    int code = EX_OK_;
-    if (rc == 0 && json) {
-        code = cli_print_json(&r);
-    } else if (rc == 0) {
-        if (summary)
-            summary(&r);
-        cli_print_table(&r, key);
-    } else {
-        code = cli_fail(rc, &r, cmd);
-    }
-    tt_close(c);
-    return code;
+    listing_key = key;
+    listing_summary = summary;
+    return cli_answer(c, call(c, &r), &r, &o, cmd, print_listing);
 }

@@ -11,6 +11,25 @@
 
 #include "tokentriage.h"
 
+#include <getopt.h>
+
+/* The options every client command takes, first in its getopt_long table. */
+#define CLI_COMMON_OPTIONS                                                                         \
+    {"socket", required_argument, NULL, 's'}, {"json", no_argument, NULL, 'j'},                    \
+    {                                                                                              \
+        "help", no_argument, NULL, 'h'                                                             \
+    }
+#define CLI_CONTINUE (-1) /* cli_common_option: handled, parse on */
+
+typedef struct cli_common {
+    const char *sock;
+    bool json;
+} cli_common_t;
+
+/* Handles -s, --json and -h; anything else is a usage error (commands handle their own
+ * options first). Returns CLI_CONTINUE, or the exit code to return now. */
+int cli_common_option(int ch, cli_common_t *o, const char *usage);
+
 /* --subject LEVEL=ID, collected in order; the strings point into argv (split at '='). */
 typedef struct cli_subject {
     tt_pair_t pairs[TT_MAX_LEVELS];
@@ -37,6 +56,11 @@ int cli_print_json(const tt_response_t *r);
 /* Prints the array of maps under `key` of the answer as an aligned table, columns in the
  * first row's key order. */
 void cli_print_table(const tt_response_t *r, const char *key);
+
+/* Prints an answer (JSON with --json, else human(r)) or the error, closes c, and returns the
+ * exit code. */
+int cli_answer(tt_client_t *c, int rc, const tt_response_t *r, const cli_common_t *o,
+               const char *cmd, void (*human)(const tt_response_t *r));
 
 /* The whole of `fleet` and `members`: [-s SOCK] [--json], one blocking call, then the array
  * under `key` as a table (after the `summary` line) or the answer as JSON. */

@@ -1,4 +1,3 @@
-#define _GNU_SOURCE /* asprintf */
 /*
  * tokentriage bench [-s SOCK] [-c CONNECTIONS] [-p DEPTH] [-k KEYS] [-d SECONDS | -n COUNT]
  *                   [--level LEVEL] [--tokens N] [--json]
@@ -9,6 +8,7 @@
  * LEVEL. Prints decisions/s and the round-trip latency percentiles (from sending a request to
  * reading its answer; with DEPTH > 1 that includes the wait behind earlier answers).
  */
+#define _GNU_SOURCE /* asprintf */
 #include <getopt.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -21,7 +21,7 @@
 #include "cmd.h"
 
 #define USAGE                                                                                      \
-    "usage: tokentriage bench [-s SOCKET] [-c CONNECTIONS] [-p DEPTH] [-k KEYS]\n"               \
+    "usage: tokentriage bench [-s SOCKET] [-c CONNECTIONS] [-p DEPTH] [-k KEYS]\n"                 \
     "                         [-d SECONDS | -n COUNT] [--level LEVEL] [--tokens N] [--json]\n"
 
 /* Log-linear latency histogram: 32 sub-buckets per power of two of nanoseconds (3% error). */
@@ -135,24 +135,23 @@ static double percentile(const uint64_t *hist, uint64_t total, double q)
 
 int cmd_bench(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"socket", required_argument, NULL, 's'},   {"connections", required_argument, NULL, 'c'},
-        {"depth", required_argument, NULL, 'p'},    {"keys", required_argument, NULL, 'k'},
-        {"duration", required_argument, NULL, 'd'}, {"count", required_argument, NULL, 'n'},
-        {"level", required_argument, NULL, 'l'},    {"tokens", required_argument, NULL, 't'},
-        {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-    const char *sock = NULL, *level = "key";
+    static const struct option opts[] = {CLI_COMMON_OPTIONS,
+                                         {"connections", required_argument, NULL, 'c'},
+                                         {"depth", required_argument, NULL, 'p'},
+                                         {"keys", required_argument, NULL, 'k'},
+                                         {"duration", required_argument, NULL, 'd'},
+                                         {"count", required_argument, NULL, 'n'},
+                                         {"level", required_argument, NULL, 'l'},
+                                         {"tokens", required_argument, NULL, 't'},
+                                         {NULL, 0, NULL, 0}};
+    cli_common_t o = {0};
+    const char *level = "key";
     long long conns = 1, depth = 1, keys = 1000, seconds = 5, count = 0, tokens = -1;
-    bool json = false;
-    int ch;
+    int ch, rc;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "s:c:p:k:d:n:h", opts, NULL)) != -1) {
         int bad = 0;
         switch (ch) {
-        case 's':
-            sock = optarg;
-            break;
         case 'c':
             bad = cli_parse_count(optarg, "--connections", "bench", 4096, &conns) || conns < 1;
             break;
@@ -174,14 +173,9 @@ int cmd_bench(int argc, char **argv)
         case 't':
             bad = cli_parse_count(optarg, "--tokens", "bench", 1LL << 40, &tokens);
             break;
-        case 'j':
-            json = true;
-            break;
-        case 'h':
-            printf(USAGE);
-            return EX_OK_;
         default:
-            bad = 1;
+            if ((rc = cli_common_option(ch, &o, USAGE)) != CLI_CONTINUE)
+                return rc;
         }
         if (bad) {
             fprintf(stderr, USAGE);
@@ -193,7 +187,7 @@ int cmd_bench(int argc, char **argv)
         return EX_USAGE_;
     }
     char path[256];
-    if (tt_socket_path(path, sizeof(path), sock, NULL, 0) != 0)
+    if (tt_socket_path(path, sizeof(path), o.sock, NULL, 0) != 0)
         return EX_USAGE_;
     key_ids = calloc((size_t)keys, sizeof(char *));
     worker_t *w = calloc((size_t)conns, sizeof(worker_t));
@@ -204,8 +198,12 @@ int cmd_bench(int argc, char **argv)
             return EX_SOFTWARE_;
     int64_t start = mono_ns();
     for (long long i = 0; i < conns; i++) {
-        w[i] = (worker_t){.sock = path, .depth = depth, .keys = keys, .level = level,
-                          .tokens = tokens, .deadline_ns = start + seconds * 1000000000LL,
+        w[i] = (worker_t){.sock = path,
+                          .depth = depth,
+                          .keys = keys,
+                          .level = level,
+                          .tokens = tokens,
+                          .deadline_ns = start + seconds * 1000000000LL,
                           .count = count ? count / conns + (i < count % conns) : 0};
         pthread_create(&w[i].thread, NULL, run, &w[i]);
     }
@@ -231,21 +229,21 @@ int cmd_bench(int argc, char **argv)
     double rate = (double)done / secs;
     double p50 = percentile(hist, done, 0.50) / 1e3, p99 = percentile(hist, done, 0.99) / 1e3,
            p999 = percentile(hist, done, 0.999) / 1e3;
-    if (json)
+    if (o.json)
         printf("{\"connections\":%lld,\"depth\":%lld,\"keys\":%lld,\"decisions\":%llu,"
                "\"seconds\":%.3f,\"decisions_per_s\":%.0f,\"admitted\":%llu,\"denied\":%llu,"
                "\"errors\":%llu,\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f}\n",
                conns, depth, keys, (unsigned long long)done, secs, rate,
-               (unsigned long long)admitted, (unsigned long long)denied,
-               (unsigned long long)errors, p50, p99, p999);
+               (unsigned long long)admitted, (unsigned long long)denied, (unsigned long long)errors,
+               p50, p99, p999);
     else
         printf("connections %lld  depth %lld  keys %lld\n"
                "decisions   %llu in %.2f s = %.0f decisions/s\n"
                "verdicts    %llu admitted, %llu denied, %llu errors\n"
                "latency     p50 %.1f us  p99 %.1f us  p99.9 %.1f us\n",
                conns, depth, keys, (unsigned long long)done, secs, rate,
-               (unsigned long long)admitted, (unsigned long long)denied,
-               (unsigned long long)errors, p50, p99, p999);
+               (unsigned long long)admitted, (unsigned long long)denied, (unsigned long long)errors,
+               p50, p99, p999);
     for (long long i = 0; i < keys; i++)
         free(key_ids[i]);
     free(key_ids);

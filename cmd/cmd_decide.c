@@ -37,59 +37,32 @@ static void print_decision(const tt_response_t *r)
 
 int cmd_decide(int argc, char **argv)
 {
-    static const struct option opts[] = {{"socket", required_argument, NULL, 's'},
+    static const struct option opts[] = {CLI_COMMON_OPTIONS,
                                          {"subject", required_argument, NULL, 'S'},
                                          {"tokens", required_argument, NULL, 't'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
-    const char *sock = NULL;
+    cli_common_t o = {0};
     cli_subject_t subject = {.n = 0};
     long long tokens = -1;
-    bool json = false;
-    int ch;
+    int ch, rc;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "s:h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 's':
-            sock = optarg;
-            break;
-        case 'S':
-            if (cli_subject_add(&subject, optarg, "decide"))
-                return EX_USAGE_;
-            break;
-        case 't':
-            if (cli_parse_count(optarg, "--tokens", "decide", 1LL << 40, &tokens))
-                return EX_USAGE_;
-            break;
-        case 'j':
-            json = true;
-            break;
-        case 'h':
-            printf(USAGE);
-            return EX_OK_;
-        default:
-            fprintf(stderr, USAGE);
+        if (ch == 'S' && cli_subject_add(&subject, optarg, "decide"))
             return EX_USAGE_;
-        }
+        if (ch == 't' && cli_parse_count(optarg, "--tokens", "decide", 1LL << 40, &tokens))
+            return EX_USAGE_;
+        if (ch != 'S' && ch != 't' && (rc = cli_common_option(ch, &o, USAGE)) != CLI_CONTINUE)
+            return rc;
     }
     if (optind != argc || subject.n == 0) {
         fprintf(stderr, "%s%s", subject.n ? "" : "tokentriage decide: --subject is required\n",
                 USAGE);
         return EX_USAGE_;
     }
-    tt_client_t *c = cli_connect(sock, "decide");
+    tt_client_t *c = cli_connect(o.sock, "decide");
     if (!c)
         return EX_UNAVAILABLE_;
     static tt_response_t r;
-    int rc = tt_decide(c, subject.pairs, subject.n, tokens, &r);
-    int code = EX_OK_;
-    if (rc == 0 && json)
-        code = cli_print_json(&r);
-    else if (rc == 0)
-        print_decision(&r);
-    else
-        code = cli_fail(rc, &r, "decide");
-    tt_close(c);
-    return code;
+    return cli_answer(c, tt_decide(c, subject.pairs, subject.n, tokens, &r), &r, &o, "decide",
+                      print_decision);
 }

@@ -24,7 +24,8 @@ static const struct command {
      "                       [--replicas N | --share NUM/DEN] [FILE]"},
     {"serve", cmd_serve, "serve [-c FILE] [-s SOCKET] [--log-format logfmt|json]"},
     {"decide", cmd_decide, "decide [-s SOCKET] --subject LEVEL=ID... [--tokens N] [--json]"},
-    {"settle", cmd_settle, "settle [-s SOCKET] --subject LEVEL=ID... --reserved R --actual A [--json]"},
+    {"settle", cmd_settle,
+     "settle [-s SOCKET] --subject LEVEL=ID... --reserved R --actual A [--json]"},
     {"fleet", cmd_fleet, "fleet [-s SOCKET] [--json]"},
     {"members", cmd_members, "members [-s SOCKET] [--json]"},
     {"bench", cmd_bench, "bench [-s SOCKET] [-c CONNS] [-p DEPTH] [-k KEYS] [-d SECS | -n COUNT]"},
@@ -42,7 +43,8 @@ int main(int argc, char **argv)
 {
     if (argc < 2)
         return usage(stderr);
-    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0)
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
+        strcmp(argv[1], "help") == 0)
         return usage(stdout);
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (strcmp(argv[1], commands[i].name) == 0)

@@ -54,8 +54,9 @@ static cfg_config_t *load(const char *path, const char *what)
 {
     cfg_report_t rep = {0};
     cfg_config_t *cfg = NULL;
-    int rc = path ? cfg_load_file(path, &cfg, &rep)
-                  : cfg_load_string("<default>", cfg_default_yaml, cfg_default_yaml_len, &cfg, &rep);
+    int rc = path
+                 ? cfg_load_file(path, &cfg, &rep)
+                 : cfg_load_string("<default>", cfg_default_yaml, cfg_default_yaml_len, &cfg, &rep);
     if (rc == 0 && (rc = cfg_arm(cfg, &rep)) != 0) {
         cfg_free(cfg);
         cfg = NULL;
@@ -140,9 +141,9 @@ static void engine_metrics(proto_out_t *out, void *ud)
                             "fail_closed).\n# TYPE tokentriage_decisions_total counter\n");
     for (size_t i = 0; i < n; i++)
         for (int o = 0; o < GOV_OUT_COUNT; o++)
-            srv_metrics_printf(out, "tokentriage_decisions_total{limit=\"%s\",verdict=\"%s\"} %llu\n",
-                               lm[i].id, gov_outcome_name((gov_outcome_t)o),
-                               (unsigned long long)lm[i].outcomes[o]);
+            srv_metrics_printf(
+                out, "tokentriage_decisions_total{limit=\"%s\",verdict=\"%s\"} %llu\n", lm[i].id,
+                gov_outcome_name((gov_outcome_t)o), (unsigned long long)lm[i].outcomes[o]);
     srv_metrics_printf(out, "# HELP tokentriage_counters Counters held, by limit.\n"
                             "# TYPE tokentriage_counters gauge\n");
     for (size_t i = 0; i < n; i++)
@@ -157,23 +158,24 @@ static void engine_metrics(proto_out_t *out, void *ud)
                            (unsigned long long)lm[i].store_errors);
     gov_metrics_t g;
     gov_engine_metrics(d->engine, &g);
-    srv_metrics_printf(out,
-                       "# HELP tokentriage_counters_max The cap on counters held.\n"
-                       "# TYPE tokentriage_counters_max gauge\ntokentriage_counters_max %llu\n"
-                       "# HELP tokentriage_counters_reclaimed_total Idle counters forgotten.\n"
-                       "# TYPE tokentriage_counters_reclaimed_total counter\n"
-                       "tokentriage_counters_reclaimed_total %llu\n"
-                       "# HELP tokentriage_counter_cap_hits_total New counters refused at the cap.\n"
-                       "# TYPE tokentriage_counter_cap_hits_total counter\n"
-                       "tokentriage_counter_cap_hits_total %llu\n"
-                       "# HELP tokentriage_counter_table_bytes Memory of the counter table.\n"
-                       "# TYPE tokentriage_counter_table_bytes gauge\n"
-                       "tokentriage_counter_table_bytes %llu\n"
-                       "# HELP tokentriage_leases Concurrency leases held.\n"
-                       "# TYPE tokentriage_leases gauge\ntokentriage_leases %llu\n",
-                       (unsigned long long)g.counters_max, (unsigned long long)g.counters_reclaimed,
-                       (unsigned long long)g.cap_hits, (unsigned long long)g.table_bytes,
-                       (unsigned long long)g.leases);
+    srv_metrics_printf(
+        out,
+        "# HELP tokentriage_counters_max The cap on counters held.\n"
+        "# TYPE tokentriage_counters_max gauge\ntokentriage_counters_max %llu\n"
+        "# HELP tokentriage_counters_reclaimed_total Idle counters forgotten.\n"
+        "# TYPE tokentriage_counters_reclaimed_total counter\n"
+        "tokentriage_counters_reclaimed_total %llu\n"
+        "# HELP tokentriage_counter_cap_hits_total New counters refused at the cap.\n"
+        "# TYPE tokentriage_counter_cap_hits_total counter\n"
+        "tokentriage_counter_cap_hits_total %llu\n"
+        "# HELP tokentriage_counter_table_bytes Memory of the counter table.\n"
+        "# TYPE tokentriage_counter_table_bytes gauge\n"
+        "tokentriage_counter_table_bytes %llu\n"
+        "# HELP tokentriage_leases Concurrency leases held.\n"
+        "# TYPE tokentriage_leases gauge\ntokentriage_leases %llu\n",
+        (unsigned long long)g.counters_max, (unsigned long long)g.counters_reclaimed,
+        (unsigned long long)g.cap_hits, (unsigned long long)g.table_bytes,
+        (unsigned long long)g.leases);
 }
 
 static bool ready(void *ud, const char **why)
@@ -193,8 +195,8 @@ static void chgrp_socket(const char *path, const char *group)
         return;
     struct group *g = getgrnam(group);
     if (!g || chown(path, (uid_t)-1, g->gr_gid) != 0)
-        srv_log(SRV_LOG_WARN, "cannot give the socket to its group", "socket", path, "group",
-                group, NULL);
+        srv_log(SRV_LOG_WARN, "cannot give the socket to its group", "socket", path, "group", group,
+                NULL);
 }
 
 static int start(daemon_t *d)
@@ -262,8 +264,9 @@ static int start(daemon_t *d)
             opt->config_path ? opt->config_path : "<default>", "limits", limits, "version",
             opt->version, NULL);
     char hint[512];
-    snprintf(hint, sizeof(hint), "tokentriage decide -s %s --subject key=demo --subject team=demo "
-                                 "--tokens 1000",
+    snprintf(hint, sizeof(hint),
+             "tokentriage decide -s %s --subject key=demo --subject team=demo "
+             "--tokens 1000",
              path);
     srv_log(SRV_LOG_INFO, "try", "command", hint, NULL);
     return EX_OK_;

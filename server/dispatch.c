@@ -93,8 +93,8 @@ static int finish(srv_t *s, proto_out_t *out, uint64_t seq, proto_op_t op, uint6
 static void on_done(gov_result_t *res, void *ctx)
 {
     srv_slot_t *slot = ctx;
-    if (slot->conn && finish(slot->conn->srv, &slot->bytes, slot->seq, slot->op, slot->start_ns,
-                             res) != 0) {
+    if (slot->conn &&
+        finish(slot->conn->srv, &slot->bytes, slot->seq, slot->op, slot->start_ns, res) != 0) {
         srv_conn_t *c = slot->conn;
         srv__slot_ready(slot); /* written or not, the connection cannot go on */
         srv__fail(c);
@@ -135,8 +135,8 @@ static void engine_call(srv_conn_t *c, const proto_request_t *req, uint64_t star
     int rc = req->op == PROTO_OP_DECIDE
                  ? gov_decide(s->engine, &subj, req->has_tokens ? req->tokens : GOV_NO_TOKENS,
                               wall_now(), &p->result, on_done, &p->slot)
-                 : gov_settle(s->engine, &subj, req->reserved, req->actual, wall_now(),
-                              &p->result, on_done, &p->slot);
+                 : gov_settle(s->engine, &subj, req->reserved, req->actual, wall_now(), &p->result,
+                              on_done, &p->slot);
     if (rc == GOV_PENDING) {
         s->spare = NULL; /* the engine owns it until on_done */
         return;
@@ -181,8 +181,8 @@ static void fleet(srv_conn_t *c, uint64_t seq)
 static void members(srv_conn_t *c, uint64_t seq)
 {
     srv_t *s = c->srv;
-    proto_member_t self = {.id = cstr(s->node), .address = cstr(s->path), .state = cstr("alive"),
-                           .self = true};
+    proto_member_t self = {
+        .id = cstr(s->node), .address = cstr(s->path), .state = cstr("alive"), .self = true};
     proto_out_t *out = srv__answer_buf(c);
     if (!out || proto_enc_members(out, seq, 1, &self, 1))
         srv__fail(c);

@@ -13,18 +13,17 @@
 
 /* Upper bounds of the latency histogram, in nanoseconds (printed in seconds). */
 static const uint64_t bucket_ns[NBUCKETS] = {
-    1000,    2500,    5000,     10000,    25000,    50000,     100000,
+    1000,   2500,   5000,    10000,   25000,    50000,     100000,
     250000, 500000, 1000000, 2500000, 10000000, 100000000, 1000000000,
 };
 
 static const char *const verdict_names[SRV_VERDICT_COUNT_] = {"admit", "deny", "unfittable"};
 /* The codes counted apart; any other (the engine's own) counts as "other", the last. */
-static const char *const error_codes[] = {
-    "bad_frame", "too_large",     "too_deep",             "wrong_type", "unknown_op",
-    "missing_field", "bad_value", "unknown_field", "too_many_connections", "unavailable",
-    "other"};
+static const char *const error_codes[] = {"bad_frame",   "too_large",     "too_deep",
+                                          "wrong_type",  "unknown_op",    "missing_field",
+                                          "bad_value",   "unknown_field", "too_many_connections",
+                                          "unavailable", "other"};
 #define NERRORS (sizeof(error_codes) / sizeof(error_codes[0]))
-
 
 struct srv_metrics {
     uint64_t verdicts[SRV_VERDICT_COUNT_];
@@ -140,16 +139,17 @@ void srv_metrics_render(srv_metrics_t *m, proto_out_t *out)
     P(out, "# HELP tokentriage_request_errors_total Requests answered with an error, by code.\n"
            "# TYPE tokentriage_request_errors_total counter\n");
     for (size_t i = 0; i < NERRORS; i++)
-        P(out, "tokentriage_request_errors_total{code=\"%s\"} %llu\n",
-          error_codes[i],
+        P(out, "tokentriage_request_errors_total{code=\"%s\"} %llu\n", error_codes[i],
           (unsigned long long)m->errors[i]);
-    P(out, "# HELP tokentriage_reloads_total Configuration reloads, by result.\n"
-           "# TYPE tokentriage_reloads_total counter\n"
-           "tokentriage_reloads_total{result=\"ok\"} %llu\n"
-           "tokentriage_reloads_total{result=\"failed\"} %llu\n",
+    P(out,
+      "# HELP tokentriage_reloads_total Configuration reloads, by result.\n"
+      "# TYPE tokentriage_reloads_total counter\n"
+      "tokentriage_reloads_total{result=\"ok\"} %llu\n"
+      "tokentriage_reloads_total{result=\"failed\"} %llu\n",
       (unsigned long long)m->reloads[1], (unsigned long long)m->reloads[0]);
-    P(out, "# HELP tokentriage_connections Open decision socket connections.\n"
-           "# TYPE tokentriage_connections gauge\ntokentriage_connections %lld\n",
+    P(out,
+      "# HELP tokentriage_connections Open decision socket connections.\n"
+      "# TYPE tokentriage_connections gauge\ntokentriage_connections %lld\n",
       (long long)m->connections);
     for (int i = 0; i < m->nsources; i++)
         m->sources[i].fn(out, m->sources[i].ud);

@@ -42,6 +42,7 @@ int srv_metrics_add_source(srv_metrics_t *m, srv_metrics_source_fn fn, void *ud)
 void srv_metrics_render(srv_metrics_t *m, proto_out_t *out);
 
 /* printf into out; for sources. */
-void srv_metrics_printf(proto_out_t *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void srv_metrics_printf(proto_out_t *out, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 #endif

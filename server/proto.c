@@ -747,14 +747,21 @@ static int done(proto_out_t *out, size_t start)
     return 0;
 }
 
+/* Opens an answer: a map of `fields` entries (seq included) and the seq. */
+static msgpack_packer open_answer(proto_out_t *out, uint32_t fields, uint64_t seq)
+{
+    msgpack_packer pk = packer(out);
+    msgpack_pack_map(&pk, fields);
+    KEY(&pk, "seq");
+    msgpack_pack_uint64(&pk, seq);
+    return pk;
+}
+
 int proto_enc_decision(proto_out_t *out, uint64_t seq, const proto_decision_t *d)
 {
     size_t start = out->len;
-    msgpack_packer pk = packer(out);
     bool has_limit = d->limit.len > 0, has_rem = d->remaining >= 0, has_code = d->code.len > 0;
-    msgpack_pack_map(&pk, 7 + has_limit + has_rem + has_code + d->has_lease);
-    KEY(&pk, "seq");
-    msgpack_pack_uint64(&pk, seq);
+    msgpack_packer pk = open_answer(out, 7u + has_limit + has_rem + has_code + d->has_lease, seq);
     KEY(&pk, "admit");
     d->admit ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
     KEY(&pk, "verdict");
@@ -795,10 +802,7 @@ int proto_enc_decision(proto_out_t *out, uint64_t seq, const proto_decision_t *d
 int proto_enc_settled(proto_out_t *out, uint64_t seq, int64_t settled)
 {
     size_t start = out->len;
-    msgpack_packer pk = packer(out);
-    msgpack_pack_map(&pk, 2);
-    KEY(&pk, "seq");
-    msgpack_pack_uint64(&pk, seq);
+    msgpack_packer pk = open_answer(out, 2, seq);
     KEY(&pk, "settled");
     msgpack_pack_int64(&pk, settled);
     return done(out, start);
@@ -807,10 +811,7 @@ int proto_enc_settled(proto_out_t *out, uint64_t seq, int64_t settled)
 int proto_enc_released(proto_out_t *out, uint64_t seq, bool released)
 {
     size_t start = out->len;
-    msgpack_packer pk = packer(out);
-    msgpack_pack_map(&pk, 2);
-    KEY(&pk, "seq");
-    msgpack_pack_uint64(&pk, seq);
+    msgpack_packer pk = open_answer(out, 2, seq);
     KEY(&pk, "released");
     released ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
     return done(out, start);
@@ -819,10 +820,7 @@ int proto_enc_released(proto_out_t *out, uint64_t seq, bool released)
 int proto_enc_pong(proto_out_t *out, uint64_t seq, const char *version)
 {
     size_t start = out->len;
-    msgpack_packer pk = packer(out);
-    msgpack_pack_map(&pk, 3);
-    KEY(&pk, "seq");
-    msgpack_pack_uint64(&pk, seq);
+    msgpack_packer pk = open_answer(out, 3, seq);
     KEY(&pk, "pong");
     msgpack_pack_true(&pk);
     KEY(&pk, "version");
@@ -833,10 +831,7 @@ int proto_enc_pong(proto_out_t *out, uint64_t seq, const char *version)
 int proto_enc_error(proto_out_t *out, uint64_t seq, const char *code, const char *message)
 {
     size_t start = out->len;
-    msgpack_packer pk = packer(out);
-    msgpack_pack_map(&pk, 2);
-    KEY(&pk, "seq");
-    msgpack_pack_uint64(&pk, seq);
+    msgpack_packer pk = open_answer(out, 2, seq);
     KEY(&pk, "error");
     msgpack_pack_map(&pk, 2);
     KEY(&pk, "code");
@@ -850,10 +845,7 @@ int proto_enc_fleet(proto_out_t *out, uint64_t seq, const char *node, int64_t n,
                     const proto_fleet_limit_t *rows, uint32_t nrows)
 {
     size_t start = out->len;
-    msgpack_packer pk = packer(out);
-    msgpack_pack_map(&pk, 4);
-    KEY(&pk, "seq");
-    msgpack_pack_uint64(&pk, seq);
+    msgpack_packer pk = open_answer(out, 4, seq);
     KEY(&pk, "node");
     pack_cstr(&pk, node);
     KEY(&pk, "n");
@@ -895,10 +887,7 @@ int proto_enc_members(proto_out_t *out, uint64_t seq, int64_t live, const proto_
                       uint32_t nrows)
 {
     size_t start = out->len;
-    msgpack_packer pk = packer(out);
-    msgpack_pack_map(&pk, 3);
-    KEY(&pk, "seq");
-    msgpack_pack_uint64(&pk, seq);
+    msgpack_packer pk = open_answer(out, 3, seq);
     KEY(&pk, "live");
     msgpack_pack_int64(&pk, live);
     KEY(&pk, "members");

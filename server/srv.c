@@ -147,8 +147,7 @@ static void maybe_resume(srv_conn_t *c)
     c->paused = false;
     process_input(c);
     flush(c);
-    if (!c->paused && !c->draining && !c->closed)
-        {
+    if (!c->paused && !c->draining && !c->closed) {
         if (uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read) != 0)
             conn_close(c);
     }

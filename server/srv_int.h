@@ -28,7 +28,7 @@ typedef struct srv_slot {
 struct srv_conn {
     uv_pipe_t pipe;
     srv_t *srv;
-    uint64_t id; /* the engine's lease owner tag; never reused */
+    uint64_t id;             /* the engine's lease owner tag; never reused */
     srv_conn_t *prev, *next; /* the server's list of open connections */
     uint8_t *in;             /* bytes read but not yet processed (NULL when none) */
     size_t in_len;

@@ -56,10 +56,10 @@ enum {
 TT_EXPORT const char *tt_strerror(int err);
 
 /*
- * Resolves the socket path, as the daemon does (SPEC §8): `flag` if given, else $TOKENTRIAGE_SOCKET,
- * else `config` (the server.socket of a config file, NULL for clients), else the built-in
- * default. When /run/tokentriage cannot be used (a daemon not running as root), the default
- * falls back to $XDG_RUNTIME_DIR/tokentriage/tokentriage.sock, or /tmp/tokentriage-<uid>/
+ * Resolves the socket path, as the daemon does (SPEC §8): `flag` if given, else
+ * $TOKENTRIAGE_SOCKET, else `config` (the server.socket of a config file, NULL for clients), else
+ * the built-in default. When /run/tokentriage cannot be used (a daemon not running as root), the
+ * default falls back to $XDG_RUNTIME_DIR/tokentriage/tokentriage.sock, or /tmp/tokentriage-<uid>/
  * tokentriage.sock without XDG_RUNTIME_DIR: a daemon picks the first whose directory it can
  * write (for_server != 0), a client the first where a socket exists. Writes a NUL-terminated
  * path to buf; returns 0 or TT_EARG when it does not fit.
@@ -112,8 +112,8 @@ typedef struct tt_response {
     char error_message[256];
     /* TT_KIND_DECISION */
     int admit;
-    char verdict[16]; /* admit | deny | unfittable */
-    char limit[65];   /* the denying limit, or on admit the tightest; "" when none applied */
+    char verdict[16];  /* admit | deny | unfittable */
+    char limit[65];    /* the denying limit, or on admit the tightest; "" when none applied */
     int64_t remaining; /* -1 when no limit applied */
     int64_t retry_after;
     int64_t reset_after;
@@ -143,8 +143,8 @@ TT_EXPORT int tt_response_json(const tt_response_t *r, char **json);
  * "tokens" out. */
 TT_EXPORT int tt_send_decide(tt_client_t *c, const tt_pair_t *subject, size_t n, int64_t tokens,
                              uint64_t *seq);
-TT_EXPORT int tt_send_settle(tt_client_t *c, const tt_pair_t *subject, size_t n,
-                             int64_t reserved, int64_t actual, uint64_t *seq);
+TT_EXPORT int tt_send_settle(tt_client_t *c, const tt_pair_t *subject, size_t n, int64_t reserved,
+                             int64_t actual, uint64_t *seq);
 TT_EXPORT int tt_send_acquire(tt_client_t *c, const tt_pair_t *subject, size_t n, uint64_t *seq);
 TT_EXPORT int tt_send_release(tt_client_t *c, uint64_t lease, uint64_t *seq);
 TT_EXPORT int tt_send_ping(tt_client_t *c, uint64_t *seq);

@@ -1,0 +1,54 @@
+/*
+ * A real `tokentriage serve` for multi-process tests: a private directory with the config and
+ * the socket, the binary started with fork/exec, readiness polled with a deadline (never a
+ * blind sleep), SIGTERM and a bounded wait at the end.
+ */
+#ifndef TT_TESTS_DAEMON_H
+#define TT_TESTS_DAEMON_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "tokentriage.h"
+
+typedef struct tt_daemon {
+    pid_t pid;
+    char dir[256];    /* removed by tt_daemon_stop */
+    char config[300]; /* dir/config.yaml */
+    char socket[300]; /* dir/tt.sock */
+    char log[300];    /* dir/stderr.log: the daemon's logs */
+    int exit_status;  /* when tt_daemon_spawn saw it exit */
+} tt_daemon_t;
+
+/*
+ * Writes `limits_yaml` (the entries under governance.limits, already indented by 4 spaces) and
+ * `server_extra` (more lines under server:, indented by 2, or NULL) into a config, starts the
+ * daemon on it and waits until its socket answers a ping. Returns 0, or -1 (logged to stderr).
+ */
+int tt_daemon_start(tt_daemon_t *d, const char *limits_yaml, const char *server_extra);
+
+/* Starts the binary again on the same directory (after a crash, or to see a second daemon
+ * refused). Waits for readiness when wait is true; returns 0, or -1 when it did not come up
+ * (d->exit_status then holds its exit status, if it exited). */
+int tt_daemon_spawn(tt_daemon_t *d, bool wait);
+
+/* Rewrites the config (same arguments) and sends SIGHUP; the caller polls for the effect. */
+int tt_daemon_rewrite(tt_daemon_t *d, const char *limits_yaml, const char *server_extra);
+
+/* SIGTERM, then waits (bounded) for the exit. Returns the exit status, or -1 when it had to be
+ * killed. Removes the directory. */
+int tt_daemon_stop(tt_daemon_t *d);
+
+/* Connects a client to the daemon; NULL on failure. */
+tt_client_t *tt_daemon_client(const tt_daemon_t *d);
+
+/* True once `needle` appears in the daemon's log within timeout_ms. */
+bool tt_daemon_log_has(const tt_daemon_t *d, const char *needle, int timeout_ms);
+
+/* Resident memory of the daemon in KiB (from /proc), or -1. */
+long tt_daemon_rss_kib(const tt_daemon_t *d);
+
+/* Milliseconds on a monotonic clock, for deadlines. */
+long long tt_now_ms(void);
+
+#endif

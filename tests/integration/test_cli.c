@@ -1,0 +1,95 @@
+/* The client subcommands, run as a user runs them, against a real daemon. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "daemon.h"
+
+#define LIMITS                                                                                     \
+    "    - id: team_rpm\n      attach: { level: team }\n      type: rpm\n      amount: 300\n"      \
+    "      period: 1m\n      burst: 60\n"                                                          \
+    "    - id: team_tpm\n      attach: { level: team }\n      type: tpm\n"                         \
+    "      amount: 100000\n      period: 1m\n      burst: 20000\n"
+
+static tt_daemon_t d;
+static char out[1 << 16];
+
+static void stop(void)
+{
+    tt_daemon_stop(&d);
+}
+
+TestSuite(cli, .fini = stop, .timeout = 60);
+
+/* Runs `tokentriage ARGS` (stdout captured into `out`); returns the exit status. */
+static int run(const char *args)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "%s/cmd/tokentriage %s 2>/dev/null", TT_BINARY_DIR, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int runf(const char *fmt, const char *sock)
+{
+    char args[768];
+    snprintf(args, sizeof(args), fmt, sock);
+    return run(args);
+}
+
+Test(cli, decide_prints_the_verdict_and_the_headers)
+{
+    cr_assert_eq(tt_daemon_start(&d, LIMITS, NULL), 0);
+    cr_assert_eq(runf("decide -s %s --subject team=t --tokens 100", d.socket), 0);
+    cr_assert(strstr(out, "verdict      admit\n"), "%s", out);
+    cr_assert(strstr(out, "X-Ratelimit-Remaining-Requests: 59\n"), "%s", out);
+    cr_assert(strstr(out, "X-Ratelimit-Remaining-Tokens: 19900\n"), "%s", out);
+    cr_assert_eq(runf("decide -s %s --subject team=t --tokens 100 --json", d.socket), 0);
+    cr_assert(strncmp(out, "{\"seq\":1,\"admit\":true,\"verdict\":\"admit\"", 38) == 0, "%s", out);
+}
+
+Test(cli, settle_reports_the_limits_it_corrected)
+{
+    cr_assert_eq(tt_daemon_start(&d, LIMITS, NULL), 0);
+    cr_assert_eq(runf("decide -s %s --subject team=t --tokens 16384", d.socket), 0);
+    cr_assert_eq(runf("settle -s %s --subject team=t --reserved 16384 --actual 900", d.socket), 0);
+    cr_assert_str_eq(out, "settled 1 tpm limit (reserved 16384, actual 900)\n");
+    cr_assert_eq(runf("settle -s %s --subject team=t --reserved 1 --actual 2 --json", d.socket), 0);
+    cr_assert_str_eq(out, "{\"seq\":1,\"settled\":1}\n");
+}
+
+Test(cli, fleet_and_members_print_tables)
+{
+    cr_assert_eq(tt_daemon_start(&d, LIMITS, NULL), 0);
+    cr_assert_eq(runf("fleet -s %s", d.socket), 0);
+    cr_assert(strstr(out, "sees 1 replica\n"), "%s", out);
+    cr_assert(strstr(out, "team_rpm  rpm   local  gcra"), "%s", out);
+    cr_assert_eq(runf("members -s %s", d.socket), 0);
+    cr_assert(strstr(out, "alive"), "%s", out);
+    cr_assert_eq(runf("members -s %s --json", d.socket), 0);
+    cr_assert(strstr(out, "\"live\":1"), "%s", out);
+}
+
+Test(cli, bench_prints_its_figures)
+{
+    cr_assert_eq(tt_daemon_start(&d, LIMITS, NULL), 0);
+    cr_assert_eq(
+        runf("bench -s %s -c 2 -p 16 -k 10 -n 2000 --level team --tokens 1 --json", d.socket), 0);
+    cr_assert(strstr(out, "\"decisions\":2000,"), "%s", out);
+    cr_assert(strstr(out, "\"errors\":0,"), "%s", out);
+}
+
+Test(cli, usage_errors_exit_64_and_no_daemon_exits_69)
+{
+    cr_assert_eq(run("decide"), 64);
+    cr_assert_eq(run("decide --subject team"), 64);
+    cr_assert_eq(run("settle --subject team=t --reserved 5"), 64);
+    cr_assert_eq(run("decide -s /nonexistent/tt.sock --subject team=t"), 69);
+    cr_assert_eq(run("fleet -s /nonexistent/tt.sock"), 69);
+}

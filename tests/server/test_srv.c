@@ -1,0 +1,338 @@
+/*
+ * The socket server against bad and hostile clients, on the real daemon: every bad input gets
+ * a specific error or closes only its own connection; everyone else keeps being served; memory
+ * stays bounded.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <msgpack.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "proto.h"
+
+#define LIMITS                                                                                     \
+    "    - id: team_rpm\n      attach: { level: team }\n      type: rpm\n      amount: 300\n"      \
+    "      period: 1m\n      burst: 60\n"
+
+static tt_daemon_t d;
+
+static void stop(void)
+{
+    tt_daemon_stop(&d);
+}
+
+TestSuite(srv, .fini = stop, .timeout = 120);
+
+static int raw_connect(void)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    cr_assert_lt(strlen(d.socket), sizeof(sa.sun_path));
+    memcpy(sa.sun_path, d.socket, strlen(d.socket) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "%s", strerror(errno));
+    return fd;
+}
+
+static void raw_send(int fd, const void *p, size_t n)
+{
+    cr_assert_eq(send(fd, p, n, MSG_NOSIGNAL), (ssize_t)n);
+}
+
+/* A connection's read side: bytes buffered until whole messages can be framed. */
+static uint8_t rbuf[1 << 20];
+static size_t rlen, rmsg;
+
+/* Reads the next answer (within 5 s) into a reader. Returns false on EOF. */
+static bool raw_answer(int fd, proto_reader_t *out)
+{
+    memmove(rbuf, rbuf + rmsg, rlen - rmsg);
+    rlen -= rmsg;
+    rmsg = 0;
+    long long deadline = tt_now_ms() + 5000;
+    for (;;) {
+        size_t n;
+        bool deep;
+        if (proto_frame(rbuf, rlen, &n, &deep) == 0) {
+            rmsg = n;
+            *out = (proto_reader_t){rbuf, rbuf + n};
+            return true;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        cr_assert_gt(poll(&p, 1, (int)(deadline - tt_now_ms())), 0, "no answer within 5 s");
+        ssize_t got = read(fd, rbuf + rlen, sizeof(rbuf) - rlen);
+        if (got == 0)
+            return false;
+        cr_assert_gt(got, 0);
+        rlen += (size_t)got;
+    }
+}
+
+/* The answer's error code ("" when it is not an error) and its seq. */
+static void error_of(proto_reader_t rd, char code[32], uint64_t *seq)
+{
+    uint32_t n, m;
+    code[0] = 0;
+    cr_assert_eq(proto_read_map(&rd, &n), 0);
+    for (uint32_t i = 0; i < n; i++) {
+        proto_str_t k, v;
+        cr_assert_eq(proto_read_str(&rd, &k), 0);
+        if (proto_str_eq(k, "seq")) {
+            cr_assert_eq(proto_read_uint(&rd, seq), 0);
+        } else if (proto_str_eq(k, "error")) {
+            cr_assert_eq(proto_read_map(&rd, &m), 0);
+            for (uint32_t j = 0; j < m; j++) {
+                cr_assert_eq(proto_read_str(&rd, &k), 0);
+                cr_assert_eq(proto_read_str(&rd, &v), 0);
+                if (proto_str_eq(k, "code"))
+                    snprintf(code, 32, "%.*s", (int)v.len, v.ptr);
+            }
+        } else {
+            cr_assert_eq(proto_skip(&rd), 0);
+        }
+    }
+}
+
+static void expect_error(int fd, const char *code, uint64_t seq)
+{
+    proto_reader_t rd;
+    char got[32];
+    uint64_t got_seq = 0;
+    cr_assert(raw_answer(fd, &rd), "closed instead of answering %s", code);
+    error_of(rd, got, &got_seq);
+    cr_assert_str_eq(got, code);
+    cr_assert_eq(got_seq, seq);
+}
+
+static void expect_closed(int fd)
+{
+    proto_reader_t rd;
+    cr_assert_not(raw_answer(fd, &rd), "the connection stayed open");
+}
+
+/* Another client is served promptly: the daemon is alive and not stuck on anyone. */
+static void others_are_served(void)
+{
+    tt_client_t *c = tt_daemon_client(&d);
+    cr_assert_not_null(c);
+    tt_response_t r;
+    cr_assert_eq(tt_decide(c, (tt_pair_t[]){{"team", "other"}}, 1, -1, &r), 0);
+    cr_assert(r.admit);
+    tt_close(c);
+}
+
+static proto_out_t msg;
+static msgpack_packer pk;
+static int wr(void *data, const char *buf, size_t len)
+{
+    return proto_out_append(data, buf, len);
+}
+static void begin(void)
+{
+    msg.len = 0;
+    msgpack_packer_init(&pk, &msg, wr);
+}
+static void str(const char *s)
+{
+    msgpack_pack_str(&pk, strlen(s));
+    msgpack_pack_str_body(&pk, s, strlen(s));
+}
+
+static void ping(int seq)
+{
+    msgpack_pack_map(&pk, 2), str("op"), str("ping"), str("seq"), msgpack_pack_int(&pk, seq);
+}
+
+Test(srv, garbage_bytes_get_one_error_and_only_that_connection_closes)
+{
+    cr_assert_eq(tt_daemon_start(&d, LIMITS, NULL), 0);
+    int fd = raw_connect();
+    const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    raw_send(fd, junk, sizeof(junk) - 1);
+    expect_error(fd, "bad_frame", 0);
+    expect_closed(fd);
+    close(fd);
+    others_are_served();
+}
+
+Test(srv, a_2_to_the_32_array_header_is_refused_at_once)
+{
+    cr_assert_eq(tt_daemon_start(&d, LIMITS, NULL), 0);
+    int fd = raw_connect();
+    const uint8_t bomb[] = {0x82, 0xa2, 'o', 'p', 0xdd, 0xff, 0xff, 0xff, 0xff};
+    raw_send(fd, bomb, sizeof(bomb));
+    expect_error(fd, "too_large", 0);
+    expect_closed(fd);
+    close(fd);
+    others_are_served();
+}
+
+Test(srv, a_truncated_map_waits_for_its_end_and_dies_quietly_at_eof)
+{
+    cr_assert_eq(tt_daemon_start(&d, LIMITS, NULL), 0);
+    int fd = raw_connect();
+    begin();
+    ping(5);
+    raw_send(fd, msg.data, 4); /* the rest comes in a second write */
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    cr_assert_eq(poll(&p, 1, 50), 0, "answered half a message");
+    raw_send(fd, msg.data + 4, msg.len - 4);
+    proto_reader_t rd;
+    char code[32];
+    uint64_t seq;
+    cr_assert(raw_answer(fd, &rd));
+    error_of(rd, code, &seq);
+    cr_assert_str_eq(code, "");
+    cr_assert_eq(seq, 5);
+    /* half a message, then the client stops sending: nothing answered, the stream ends */
+    raw_send(fd, msg.data, 4);
+    shutdown(fd, SHUT_WR);
+    expect_closed(fd);
+    close(fd);
+    others_are_served();
+}
+
+Test(srv, deep_nesting_is_answered_and_the_stream_goes_on)
+{
+    cr_assert_eq(tt_daemon_start(&d, LIMITS, NULL), 0);
+    int fd = raw_connect();
+    begin();
+    msgpack_pack_map(&pk, 3), str("op"), str("ping"), str("seq"), msgpack_pack_int(&pk, 1);
+    str("x");
+    for (int i = 0; i < 5000; i++)
+        msgpack_pack_array(&pk, 1);
+    msgpack_pack_nil(&pk);
+    ping(2);
+    raw_send(fd, msg.data, msg.len);
+    expect_error(fd, "too_deep", 1);
+    expect_error(fd, "", 2);
+    close(fd);
+}
+
+Test(srv, bad_requests_get_specific_errors_in_order)
+{
+    cr_assert_eq(tt_daemon_start(&d, LIMITS, NULL), 0);
+    int fd = raw_connect();
+    begin();
+    /* wrong type */
+    msgpack_pack_map(&pk, 3), str("op"), str("decide"), str("seq"), msgpack_pack_int(&pk, 1);
+    str("subject"), msgpack_pack_int(&pk, 7);
+    /* unknown op */
+    msgpack_pack_map(&pk, 2), str("op"), str("explode"), str("seq"), msgpack_pack_int(&pk, 2);
+    /* missing field */
+    msgpack_pack_map(&pk, 2), str("op"), str("decide"), str("seq"), msgpack_pack_int(&pk, 3);
+    /* unknown field */
+    msgpack_pack_map(&pk, 3), str("op"), str("ping"), str("seq"), msgpack_pack_int(&pk, 4);
+    str("colour"), str("red");
+    /* out of range */
+    msgpack_pack_map(&pk, 4), str("op"), str("decide"), str("seq"), msgpack_pack_int(&pk, 5);
+    str("subject"), msgpack_pack_map(&pk, 1), str("team"), str("t");
+    str("tokens"), msgpack_pack_int64(&pk, -5);
+    /* not a request map but a valid msgpack map with bin keys */
+    msgpack_pack_map(&pk, 1), msgpack_pack_bin(&pk, 2), msgpack_pack_bin_body(&pk, "op", 2);
+    str("ping");
+    ping(7);
+    raw_send(fd, msg.data, msg.len);
+    expect_error(fd, "wrong_type", 1);
+    expect_error(fd, "unknown_op", 2);
+    expect_error(fd, "missing_field", 3);
+    expect_error(fd, "unknown_field", 4);
+    expect_error(fd, "bad_value", 5);
+    expect_error(fd, "wrong_type", 0);
+    expect_error(fd, "", 7);
+    close(fd);
+    others_are_served();
+}
+
+Test(srv, connections_past_the_cap_are_told_and_closed)
+{
+    cr_assert_eq(tt_daemon_start(&d, LIMITS, "  max_connections: 2\n"), 0);
+    int a = raw_connect(), b = raw_connect();
+    int extra = raw_connect();
+    expect_error(extra, "too_many_connections", 0);
+    expect_closed(extra);
+    close(extra);
+    close(a);
+    /* a slot frees once the server has seen a's close */
+    bool served = false;
+    for (long long deadline = tt_now_ms() + 5000; !served && tt_now_ms() < deadline;) {
+        tt_client_t *c = tt_daemon_client(&d);
+        tt_response_t r;
+        served = c && tt_ping(c, &r) == 0;
+        tt_close(c);
+    }
+    cr_assert(served);
+    close(b);
+}
+
+Test(srv, ten_thousand_idle_connections_cost_little_and_block_no_one)
+{
+    enum { WANT = 10000 };
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl); /* the daemon inherits it */
+    /* both sides hold one fd per connection; leave room for everything else */
+    int n = rl.rlim_cur >= WANT + 200 ? WANT : (int)rl.rlim_cur - 200;
+    if (n < WANT)
+        cr_log_warn("RLIMIT_NOFILE %llu: testing %d idle connections instead of %d",
+                    (unsigned long long)rl.rlim_cur, n, WANT);
+    cr_assert_eq(tt_daemon_start(&d, LIMITS, "  max_connections: 20000\n"), 0);
+    long before = tt_daemon_rss_kib(&d);
+    int *fds = calloc((size_t)n, sizeof(int));
+    for (int i = 0; i < n; i++)
+        fds[i] = raw_connect();
+    others_are_served(); /* the daemon has accepted everything queued before this one */
+    long after = tt_daemon_rss_kib(&d);
+    cr_log_info("%d idle connections: RSS %ld -> %ld KiB (%.0f bytes each)", n, before, after,
+                (double)(after - before) * 1024 / n);
+    cr_assert_lt(after - before, n * 4, "more than 4 KiB per idle connection");
+    for (int i = 0; i < n; i++)
+        close(fds[i]);
+    free(fds);
+    others_are_served();
+}
+
+Test(srv, a_client_that_never_reads_is_back_pressured_not_buffered)
+{
+    cr_assert_eq(tt_daemon_start(&d, LIMITS, NULL), 0);
+    long before = tt_daemon_rss_kib(&d);
+    int fd = raw_connect();
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    begin();
+    for (int i = 0; i < 1000; i++) {
+        msgpack_pack_map(&pk, 3), str("op"), str("decide"), str("seq"), msgpack_pack_int(&pk, i);
+        str("subject"), msgpack_pack_map(&pk, 1), str("team"), str("slow-reader");
+    }
+    /* send until the socket stays full: the daemon has stopped reading us */
+    size_t sent = 0, off = 0;
+    long long quiet_since = tt_now_ms();
+    while (tt_now_ms() - quiet_since < 300 && sent < (size_t)512 << 20) {
+        ssize_t w = send(fd, msg.data + off, msg.len - off, MSG_NOSIGNAL);
+        if (w > 0) {
+            sent += (size_t)w;
+            off = (off + (size_t)w) % msg.len;
+            quiet_since = tt_now_ms();
+        } else {
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            poll(&p, 1, 10);
+        }
+    }
+    cr_assert_lt(sent, (size_t)512 << 20, "the daemon read 512 MiB nobody collected");
+    long after = tt_daemon_rss_kib(&d);
+    cr_log_info("slow reader: sent %zu bytes before the daemon stopped reading; RSS %ld -> %ld KiB",
+                sent, before, after);
+    cr_assert_lt(after - before, 32 * 1024, "memory grew by more than 32 MiB");
+    others_are_served();
+    close(fd);
+    others_are_served();
+}
