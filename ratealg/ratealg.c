@@ -177,19 +177,24 @@ static window_t window_load(const ra_limiter_t *l, int64_t state, int64_t now)
     return w;
 }
 
-/* The headroom before the current count: floor((amount*w - prev*(w - elapsed)) / w) for the
- * sliding window, amount for the fixed one. */
+/*
+ * The headroom before the current count: floor((amount*w - prev*(w - elapsed)) / w) for the
+ * sliding window, amount for the fixed one. Since amount - prev is an integer, that floor is
+ * amount - prev + floor(prev * elapsed / w), and prev * elapsed < 2^16 * w fits an unsigned
+ * 64-bit product for every window shorter than 2^48 ns (about 78 hours); longer windows take
+ * the 128-bit product. Either way the result is exact.
+ */
 static int64_t window_room(const ra_limiter_t *l, const window_t *w)
 {
     if (l->algorithm == RA_FIXED_WINDOW)
         return l->amount;
-    __int128 scaled =
-        (__int128)l->amount * l->period_ns - (__int128)w->prev * (l->period_ns - w->elapsed);
-    /* scaled > -(2^16 * w), so floor division stays in range */
-    __int128 q = scaled / l->period_ns;
-    if (scaled % l->period_ns != 0 && scaled < 0)
-        q--;
-    return (int64_t)q;
+    uint64_t carried; /* floor(prev * elapsed / w) <= prev */
+    if (l->period_ns < (INT64_C(1) << 48))
+        carried = (uint64_t)w->prev * (uint64_t)w->elapsed / (uint64_t)l->period_ns;
+    else
+        carried =
+            (uint64_t)((unsigned __int128)w->prev * (uint64_t)w->elapsed / (uint64_t)l->period_ns);
+    return l->amount - w->prev + (int64_t)carried;
 }
 
 static ra_result_t window_step(const ra_limiter_t *l, int64_t state, int64_t now, int64_t cost)
