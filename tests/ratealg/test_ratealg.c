@@ -1,6 +1,8 @@
 /* Hand-written checks of ratealg; the table-driven vectors live in tests/vectors/. */
 #include <criterion/criterion.h>
 
+#include <string.h>
+
 #include "ratealg.h"
 
 #define S RA_NS_PER_S
@@ -39,4 +41,92 @@ Test(sliding_window, seed_vector_weighted_previous_turns_cost_three_away)
     cr_assert_not(r.admit);
     ra_limiter_init(&l, RA_FIXED_WINDOW, 10, 8 * S, 10);
     cr_assert(ra_step(&l, state, 14 * S, 3).admit);
+}
+
+Test(limiter, arming_rejects_what_would_not_limit)
+{
+    ra_limiter_t l;
+    int64_t top = INT64_MAX / S; /* the largest burst whose tau fits at T = 1 s */
+    cr_expect_eq(ra_limiter_init(&l, RA_GCRA, 1, S, top), 0);
+    cr_expect_eq(l.tolerance_ns, top * S);
+    cr_expect_eq(ra_limiter_init(&l, RA_GCRA, 1, S, top + 1), RA_ETAU);
+    cr_expect_eq(ra_limiter_init(&l, RA_GCRA, 2 * S, S, 1), RA_EEMISSION);
+    cr_expect_eq(ra_limiter_init(&l, RA_GCRA, 0, S, 1), RA_EAMOUNT);
+    cr_expect_eq(ra_limiter_init(&l, RA_GCRA, 1, 0, 1), RA_EPERIOD);
+    cr_expect_eq(ra_limiter_init(&l, RA_TOKEN_BUCKET, 1, S, 0), RA_EBURST);
+    cr_expect_eq(ra_limiter_init(&l, RA_SLIDING_WINDOW, 65535, S, 0), 0, "burst is not read");
+    cr_expect_eq(ra_limiter_init(&l, RA_FIXED_WINDOW, 65536, S, 1), RA_ECEILING);
+    cr_expect_eq(ra_limiter_init(&l, (ra_algorithm_t)9, 1, S, 1), RA_EALGORITHM);
+    cr_expect_eq(l.period_ns, 0, "a failed init leaves a zeroed limiter");
+}
+
+Test(limiter, an_unarmed_limiter_denies_instead_of_dividing_by_zero)
+{
+    ra_limiter_t l = {0};
+    ra_result_t r = ra_step(&l, 42, 1000 * S, 1);
+    cr_expect_not(r.admit);
+    cr_expect_eq(r.next_state, 42);
+}
+
+Test(effective, only_gcra_with_a_proper_share_has_one)
+{
+    ra_limiter_t plain, tb, out;
+    ra_limiter_init(&plain, RA_GCRA, 300, 60 * S, 60);
+    ra_limiter_init(&tb, RA_TOKEN_BUCKET, 300, 60 * S, 60);
+    cr_expect_eq(ra_limiter_effective(&tb, 1, 3, 1, &out), RA_ENOEFFECTIVE);
+    cr_expect_eq(ra_limiter_effective(&plain, 0, 3, 1, &out), RA_ESHARE);
+    cr_expect_eq(ra_limiter_effective(&plain, 4, 3, 1, &out), RA_ESHARE);
+    cr_expect_eq(ra_limiter_effective(&plain, 1, 3, 0, &out), RA_ESHARE);
+    cr_expect_eq(ra_limiter_effective(&plain, 1, INT64_MAX, 1, &out), RA_ETAU, "T_s overflows");
+    cr_expect_eq(ra_limiter_effective(&plain, 5, 5, 1, &out), 0);
+    cr_expect_eq(memcmp(&out, &plain, sizeof(out)), 0, "s = 1 is the plain limiter, byte for byte");
+}
+
+Test(gcra, observing_remaining_commits_nothing)
+{
+    ra_limiter_t l;
+    ra_limiter_init(&l, RA_GCRA, 300, 60 * S, 300);
+    ra_result_t r = ra_step(&l, 0, 1000 * S, 1);
+    cr_expect_eq(ra_observe_remaining(&l, r.next_state, 1000 * S), 299,
+                 "the seed: burst 300 reads 299 of 300 after one request");
+    cr_expect_eq(ra_observe_remaining(&l, 1000 * S + 60 * S, 1000 * S), 0, "probe denied");
+}
+
+Test(gcra, settling_refunds_down_to_now_and_always_charges_an_overrun)
+{
+    ra_limiter_t l;
+    ra_limiter_init(&l, RA_GCRA, 100000, 60 * S, 20000); /* T = 600 us */
+    int64_t now = 1000 * S, tat = now + 6 * S;
+    cr_expect_eq(ra_settle(&l, tat, now, 10000, 4000), tat - INT64_C(6000) * 600000, "refund 6000 T");
+    cr_expect_eq(ra_settle(&l, tat, now, 20000, 0), now, "never below now");
+    cr_expect_eq(ra_settle(&l, now - S, now, 10, 0), now - S, "a full bucket stays full");
+    cr_expect_eq(ra_settle(&l, now - S, now, 0, 10), now + INT64_C(10) * 600000, "charged from now");
+    cr_expect_eq(ra_settle(&l, tat, now, 0, INT64_MAX), INT64_MAX, "saturates");
+    ra_limiter_t w;
+    ra_limiter_init(&w, RA_FIXED_WINDOW, 10, S, 10);
+    cr_expect_eq(ra_settle(&w, 77, now, 0, 5), 77, "windows do not settle");
+}
+
+Test(state, idle_means_a_fresh_key_would_decide_the_same)
+{
+    ra_limiter_t g, f;
+    ra_limiter_init(&g, RA_GCRA, 300, 60 * S, 60);
+    ra_limiter_init(&f, RA_FIXED_WINDOW, 10, 8 * S, 10);
+    cr_expect(ra_state_is_idle(&g, 5 * S, 6 * S));
+    cr_expect_not(ra_state_is_idle(&g, 7 * S, 6 * S));
+    cr_expect_not(ra_state_is_idle(&g, -7 * S, -6 * S), "before the epoch, 0 is not drained");
+    int64_t one = ra_step(&f, 0, 1700000000 * S, 1).next_state;
+    cr_expect_not(ra_state_is_idle(&f, one, 1700000008 * S), "rolled into prev");
+    cr_expect(ra_state_is_idle(&f, one, 1700000016 * S), "two windows on");
+}
+
+Test(names, every_algorithm_round_trips_through_its_name)
+{
+    for (int a = RA_GCRA; a <= RA_TOKEN_BUCKET; a++) {
+        ra_algorithm_t back;
+        cr_expect_eq(ra_algorithm_parse(ra_algorithm_name((ra_algorithm_t)a), &back), 0);
+        cr_expect_eq(back, a);
+    }
+    ra_algorithm_t x;
+    cr_expect_eq(ra_algorithm_parse("leaky_bucket", &x), RA_EALGORITHM);
 }
