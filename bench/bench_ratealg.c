@@ -5,7 +5,8 @@
  * next step's state), with arrivals spaced by a fixed table of pseudo-random gaps around the
  * emission interval so that admissions and denials mix and the branch predictor cannot learn
  * a pattern. The call goes through the static library as the daemon's does (no inlining
- * across it). Seven runs per case; the median is reported with the fastest and slowest.
+ * across it). Seven runs per case, interleaved; the median is reported with the fastest and
+ * slowest.
  *
  * Usage: bench_ratealg [steps per run]. Not part of ctest: run it on a quiet machine.
  */
@@ -63,16 +64,32 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void bench(const char *name, const ra_limiter_t *l, int64_t cost, long steps)
-{
-    int64_t mean = l->emission_ns ? l->emission_ns * cost : l->period_ns / l->amount * cost;
-    fill_gaps(mean);
+typedef struct bench_case {
+    const char *name;
+    ra_limiter_t limiter;
+    int64_t cost;
     double ns[RUNS];
-    run_once(l, cost, steps / 10); /* warm up */
-    for (int i = 0; i < RUNS; i++)
-        ns[i] = run_once(l, cost, steps);
-    qsort(ns, RUNS, sizeof(ns[0]), cmp_double);
-    printf("%-34s %8.2f %8.2f %8.2f\n", name, ns[RUNS / 2], ns[0], ns[RUNS - 1]);
+} bench_case_t;
+
+/* Runs are interleaved across cases (run 1 of every case, then run 2, ...), so that a burst
+ * of noise from a shared machine spreads over all cases instead of sinking one. */
+static void bench(bench_case_t *cases, int n, long steps)
+{
+    for (int run = -1; run < RUNS; run++) { /* run -1 warms up */
+        for (int c = 0; c < n; c++) {
+            const ra_limiter_t *l = &cases[c].limiter;
+            int64_t t = l->emission_ns ? l->emission_ns : l->period_ns / l->amount;
+            fill_gaps(t * cases[c].cost);
+            double ns = run_once(l, cases[c].cost, run < 0 ? steps / 10 : steps);
+            if (run >= 0)
+                cases[c].ns[run] = ns;
+        }
+    }
+    for (int c = 0; c < n; c++) {
+        qsort(cases[c].ns, RUNS, sizeof(double), cmp_double);
+        printf("%-34s %8.2f %8.2f %8.2f\n", cases[c].name, cases[c].ns[RUNS / 2], cases[c].ns[0],
+               cases[c].ns[RUNS - 1]);
+    }
 }
 
 int main(int argc, char **argv)
@@ -97,13 +114,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_ratealg: the tpm limiter did not arm\n");
         return 70;
     }
+    bench_case_t cases[] = {
+        {"gcra 300/1m burst 60", gcra, 1, {0}},
+        {"token_bucket 300/1m burst 60", tb, 1, {0}},
+        {"fixed_window 300/1m", fixed, 1, {0}},
+        {"sliding_window 300/1m", sliding, 1, {0}},
+        {"gcra effective, share 1/3", share3, 1, {0}},
+        {"gcra effective tpm 1/3, cost 1000", tpm3, 1000, {0}},
+    };
     printf("ns per ra_step, %ld steps per run, %d runs\n", steps, RUNS);
     printf("%-34s %8s %8s %8s\n", "case", "median", "min", "max");
-    bench("gcra 300/1m burst 60", &gcra, 1, steps);
-    bench("token_bucket 300/1m burst 60", &tb, 1, steps);
-    bench("fixed_window 300/1m", &fixed, 1, steps);
-    bench("sliding_window 300/1m", &sliding, 1, steps);
-    bench("gcra effective, share 1/3", &share3, 1, steps);
-    bench("gcra effective tpm 1/3, cost 1000", &tpm3, 1000, steps);
+    bench(cases, (int)(sizeof(cases) / sizeof(cases[0])), steps);
     return 0;
 }
