@@ -97,10 +97,12 @@ Test(gcra, settling_refunds_down_to_now_and_always_charges_an_overrun)
     ra_limiter_t l;
     ra_limiter_init(&l, RA_GCRA, 100000, 60 * S, 20000); /* T = 600 us */
     int64_t now = 1000 * S, tat = now + 6 * S;
-    cr_expect_eq(ra_settle(&l, tat, now, 10000, 4000), tat - INT64_C(6000) * 600000, "refund 6000 T");
+    cr_expect_eq(ra_settle(&l, tat, now, 10000, 4000), tat - INT64_C(6000) * 600000,
+                 "refund 6000 T");
     cr_expect_eq(ra_settle(&l, tat, now, 20000, 0), now, "never below now");
     cr_expect_eq(ra_settle(&l, now - S, now, 10, 0), now - S, "a full bucket stays full");
-    cr_expect_eq(ra_settle(&l, now - S, now, 0, 10), now + INT64_C(10) * 600000, "charged from now");
+    cr_expect_eq(ra_settle(&l, now - S, now, 0, 10), now + INT64_C(10) * 600000,
+                 "charged from now");
     cr_expect_eq(ra_settle(&l, tat, now, 0, INT64_MAX), INT64_MAX, "saturates");
     ra_limiter_t w;
     ra_limiter_init(&w, RA_FIXED_WINDOW, 10, S, 10);
