@@ -635,3 +635,31 @@ Test(disclosure, numbers_of_every_width_are_written_whole)
     cr_assert_str_eq(hdr(&r, "RateLimit"), "\"w\";r=1234567890122;t=1");
     gov_engine_destroy(e);
 }
+
+Test(reload, a_tick_frees_a_bounded_slice_never_the_whole_table)
+{
+    cfg_limit_t l = rpm("key_rpm", "key", 1000, 60 * S, 1000);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    for (int i = 0; i < 40000; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "k-%d", i);
+        decide(e, subj(&s, "key", id, NULL), GOV_NO_TOKENS, T0);
+    }
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    uint64_t held = m.counters;
+    cr_assert_geq(held, 39000, "per-operation reclamation found nothing idle yet");
+    /* an hour later every counter is idle; one tick examines at most 16384 slots */
+    gov_engine_tick(e, T0 + 3600 * S);
+    gov_engine_metrics(e, &m);
+    cr_assert_gt(m.counters, 0, "one tick is not a sweep");
+    cr_assert_leq(held - m.counters, 16384);
+    for (int i = 0; i < 16 && m.counters; i++) {
+        gov_engine_tick(e, T0 + 3600 * S);
+        gov_engine_metrics(e, &m);
+    }
+    cr_assert_eq(m.counters, 0, "ticks get through the table in a bounded number of slices");
+    cr_assert_geq(m.counters_reclaimed, held);
+    gov_engine_destroy(e);
+}

@@ -186,3 +186,18 @@ Test(lease, many_owners_grow_the_owner_map)
     cr_assert_eq(m.leases, 0);
     gov_engine_destroy(e);
 }
+
+Test(lease, leases_of_a_kept_limit_still_release_their_gauge)
+{
+    cfg_limit_t l = conc("key_conc", "key", 1);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "key", "k", NULL);
+    gov_result_t a = acquire(e, &s, 1);
+    char err[256];
+    cr_assert_eq(gov_engine_reload(e, &l, 1, true, NULL, NULL, err, sizeof(err)), 0);
+    cr_assert_not(acquire(e, &s, 1).admit, "the kept gauge still holds the lease");
+    cr_assert_eq(gov_release(e, a.lease), 0);
+    cr_assert(acquire(e, &s, 1).admit);
+    gov_engine_destroy(e);
+}

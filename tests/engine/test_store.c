@@ -407,3 +407,29 @@ Test(fleet, local_limits_disclose_n_times_amount)
     cr_assert_eq(gov_fleet(e, T0, fl, 1), 3, "the count even when cut");
     gov_engine_destroy(e);
 }
+
+Test(redis, settle_while_unavailable_corrects_the_fallback_counter_when_open)
+{
+    cfg_limit_t l = tpm("shared_tpm", "team", 100000, 60 * S, 20000);
+    l.store = CFG_STORE_REDIS;
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    fake_redis_t f = {0};
+    gov_engine_set_redis(e, &fake_ops, &f);
+    gov_subject_t s;
+    gov_result_t r;
+    done_log_t d = {0};
+    subj(&s, "team", "t", NULL);
+    gov_decide(e, &s, 20000, T0, &r, on_done, &d);
+    fake_unavailable(&f, 0, T0);
+    cr_assert(r.admit, "the fallback admitted 20000");
+    gov_decide(e, &s, 1, T0, &r, on_done, &d);
+    fake_unavailable(&f, 1, T0);
+    cr_assert_not(r.admit, "and is now empty");
+    cr_assert_eq(gov_settle(e, &s, 20000, 5000, T0, &r, on_done, &d), GOV_PENDING);
+    fake_unavailable(&f, 2, T0);
+    cr_assert_eq(r.settled, 1);
+    gov_decide(e, &s, 15000, T0, &r, on_done, &d);
+    fake_unavailable(&f, 3, T0);
+    cr_assert(r.admit, "the refund reached the fallback counter");
+    gov_engine_destroy(e);
+}
