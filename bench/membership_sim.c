@@ -1,0 +1,189 @@
+/*
+ * membership_sim: the simulator's figures for docs/membership.md.
+ *
+ *   membership_sim kill  [nodes] [runs]        time to first suspicion and to agreement
+ *   membership_sim loss  [nodes] [loss] [secs] false deaths and suspicions under loss
+ *   membership_sim bytes [nodes] [secs]        steady-state bytes/s per node
+ *   membership_sim join  [nodes]               time until every view is complete
+ *
+ * Everything runs on the virtual clock; the wall time printed is the CPU cost.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sim.h"
+
+typedef struct stats {
+    int victim;
+    int64_t t_kill, first_suspect;
+    int downs, false_deaths;
+} stats_t;
+
+static void on_event(void *ud, sim_t *s, int node, const swim_event_t *ev)
+{
+    stats_t *st = ud;
+    if (ev->type != SWIM_EV_DOWN)
+        return;
+    st->downs++;
+    int target = atoi(ev->id + 1);
+    if (target != st->victim && sim_up(s, target))
+        st->false_deaths++;
+}
+
+static sim_t *make(stats_t *st, uint64_t seed, int n, double loss, bool sealed)
+{
+    memset(st, 0, sizeof *st);
+    st->victim = -1;
+    sim_opts_t o;
+    sim_opts_default(&o);
+    o.seed = seed;
+    o.loss = loss;
+    o.sealed = sealed;
+    o.on_event = on_event;
+    o.ud = st;
+    sim_t *s = sim_new(&o);
+    sim_add_many(s, n);
+    if (!sim_run_while_not(s, sim_now(s) + 600 * SIM_S, sim_converged, NULL)) {
+        fprintf(stderr, "cluster of %d did not converge\n", n);
+        exit(1);
+    }
+    return s;
+}
+
+static int cmp64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static double pct(int64_t *v, int n, double p)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp64);
+    int k = (int)(p * (n - 1) + 0.5);
+    return (double)v[k] / 1e9;
+}
+
+static bool anyone_suspects(sim_t *s, void *arg)
+{
+    int victim = *(int *)arg;
+    for (int i = 0; i < sim_size(s); i++)
+        if (i != victim && sim_state(s, i, victim) >= SWIM_SUSPECT)
+            return true;
+    return false;
+}
+
+static bool everyone_agrees(sim_t *s, void *arg)
+{
+    int victim = *(int *)arg;
+    for (int i = 0; i < sim_size(s); i++)
+        if (i != victim && sim_state(s, i, victim) != SWIM_DEAD)
+            return false;
+    return true;
+}
+
+static void kill_bench(int n, int runs)
+{
+    int64_t *susp = calloc((size_t)runs, sizeof *susp),
+            *agree = calloc((size_t)runs, sizeof *agree);
+    int false_deaths = 0;
+    for (int r = 0; r < runs; r++) {
+        stats_t st;
+        sim_t *s = make(&st, 1000 + (uint64_t)r, n, 0, true);
+        sim_run_until(s, sim_now(s) + (int64_t)(r % 10) * 100 * SIM_MS);
+        st.victim = 1 + r % (n - 1);
+        int64_t t0 = sim_now(s);
+        sim_kill(s, st.victim);
+        /* the simulator checks predicates every 100 ms: figures are to 0.1 s */
+        sim_run_while_not(s, t0 + 120 * SIM_S, anyone_suspects, &st.victim);
+        susp[r] = sim_now(s) - t0;
+        sim_run_while_not(s, t0 + 120 * SIM_S, everyone_agrees, &st.victim);
+        agree[r] = sim_now(s) - t0;
+        false_deaths += st.false_deaths;
+        sim_free(s);
+    }
+    printf("kill N=%d runs=%d: first suspicion p50 %.1f s p99 %.1f s; agreement p50 %.1f s "
+           "p99 %.1f s; false deaths %d\n",
+           n, runs, pct(susp, runs, 0.5), pct(susp, runs, 0.99), pct(agree, runs, 0.5),
+           pct(agree, runs, 0.99), false_deaths);
+    free(susp);
+    free(agree);
+}
+
+static void loss_bench(int n, double loss, int secs)
+{
+    stats_t st;
+    sim_t *s = make(&st, 7, n, 0, false);
+    sim_set_loss(s, loss);
+    uint64_t susp0 = 0, ref0 = 0;
+    for (int i = 0; i < n; i++) {
+        susp0 += swim_counters(sim_core(s, i))->suspicions;
+        ref0 += swim_counters(sim_core(s, i))->refutes;
+    }
+    sim_run_until(s, sim_now(s) + (int64_t)secs * SIM_S);
+    uint64_t susp = 0, ref = 0;
+    int health = 0;
+    for (int i = 0; i < n; i++) {
+        susp += swim_counters(sim_core(s, i))->suspicions;
+        ref += swim_counters(sim_core(s, i))->refutes;
+        health += swim_health(sim_core(s, i));
+    }
+    printf("loss N=%d loss=%.0f%% %d s: false deaths %d, suspicions %llu, refutes %llu, "
+           "mean health score %.2f\n",
+           n, loss * 100, secs, st.false_deaths, (unsigned long long)(susp - susp0),
+           (unsigned long long)(ref - ref0), (double)health / n);
+    sim_free(s);
+}
+
+static void bytes_bench(int n, int secs)
+{
+    stats_t st;
+    sim_t *s = make(&st, 9, n, 0, true);
+    sim_run_until(s, sim_now(s) + 60 * SIM_S); /* past the join's burst */
+    uint64_t b0 = 0, b1 = 0;
+    for (int i = 0; i < n; i++)
+        b0 += sim_tx_bytes(s, i);
+    sim_run_until(s, sim_now(s) + (int64_t)secs * SIM_S);
+    for (int i = 0; i < n; i++)
+        b1 += sim_tx_bytes(s, i);
+    printf("bytes N=%d sealed, %d s steady state: %.0f bytes/s sent per node (UDP + push-pull)\n",
+           n, secs, (double)(b1 - b0) / n / secs);
+    sim_free(s);
+}
+
+static void join_bench(int n)
+{
+    stats_t st;
+    memset(&st, 0, sizeof st);
+    sim_opts_t o;
+    sim_opts_default(&o);
+    sim_t *s = sim_new(&o);
+    int64_t t0 = sim_now(s);
+    sim_add_many(s, n);
+    bool ok = sim_run_while_not(s, t0 + 900 * SIM_S, sim_converged, NULL);
+    printf("join N=%d (all through one seed at once): %s after %.1f s\n", n,
+           ok ? "converged" : "NOT converged", (double)(sim_now(s) - t0) / 1e9);
+    sim_free(s);
+}
+
+int main(int argc, char **argv)
+{
+    const char *what = argc > 1 ? argv[1] : "kill";
+    clock_t c0 = clock();
+    if (strcmp(what, "kill") == 0)
+        kill_bench(argc > 2 ? atoi(argv[2]) : 64, argc > 3 ? atoi(argv[3]) : 100);
+    else if (strcmp(what, "loss") == 0)
+        loss_bench(argc > 2 ? atoi(argv[2]) : 64, argc > 3 ? atof(argv[3]) : 0.2,
+                   argc > 4 ? atoi(argv[4]) : 3600);
+    else if (strcmp(what, "bytes") == 0)
+        bytes_bench(argc > 2 ? atoi(argv[2]) : 64, argc > 3 ? atoi(argv[3]) : 300);
+    else if (strcmp(what, "join") == 0)
+        join_bench(argc > 2 ? atoi(argv[2]) : 1000);
+    else {
+        fprintf(stderr, "usage: membership_sim kill|loss|bytes|join [args]\n");
+        return 64;
+    }
+    fprintf(stderr, "cpu %.2f s\n", (double)(clock() - c0) / CLOCKS_PER_SEC);
+    return 0;
+}

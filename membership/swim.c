@@ -1,0 +1,1552 @@
+/*
+ * SWIM with Lifeguard: the membership protocol core.
+ *
+ * SWIM (Das, Gupta, Motivala 2002) splits membership into failure detection and
+ * dissemination. Failure detection: once per probe interval this node pings one member,
+ * chosen round-robin over a list reshuffled every round, so every member is probed within
+ * two rounds and the load is one ping per node per interval whatever the cluster size. With
+ * no ack within the probe timeout it asks k = 3 other members to ping the target for it
+ * (PING_REQ); with no ack, direct or relayed, by the end of the interval the target becomes
+ * SUSPECT, not dead: a suspect has a suspicion timeout to refute. Dissemination: every change
+ * of a member's state is queued as a broadcast and piggybacked, newest first, on every
+ * datagram this node sends (pings, acks, gossip to 3 random members every 200 ms), each one
+ * retransmitted 4 x ceil(log10(N + 1)) times, which carries it to every member with high
+ * probability (infection-style). Incarnation numbers order the claims about one member: a
+ * member that hears it is suspected or declared dead bumps its own incarnation and gossips
+ * itself alive again (refutation), which overrides every older claim.
+ *
+ * Lifeguard (Dadgar et al. 2018, as in hashicorp/memberlist) makes the detector robust to a
+ * slow *prober*, which plain SWIM takes for a dead target:
+ *  - local health: a score 0..7 raised when our probes fail without the relays' NACKs we
+ *    expected (the relays answer NACK when they, too, got no ack, which shows they are
+ *    reachable and the target is not), and when we must refute a suspicion of ourselves; it
+ *    falls on each successful probe. The probe interval and timeout are scaled by score + 1,
+ *    so a starved node probes less and waits longer instead of accusing healthy peers.
+ *  - dogpile suspicion: the timeout starts at 6 x the minimum, 4 x max(1, log10 N) x
+ *    interval, and falls towards the minimum (logarithmically) as independent members confirm
+ *    the suspicion; with too few members to confirm it is the minimum.
+ *  - buddy system: a ping to a member we suspect carries that suspicion first, so the
+ *    suspect learns of it at once and can refute.
+ *
+ * Where this departs from the paper or memberlist:
+ *  - A member is a node id plus a generation (the process start, from the shell). Any
+ *    record with a higher generation supersedes the old one at once, whatever its
+ *    incarnation: a restarted pod with the same name and a new address replaces its ghost
+ *    without waiting for the ghost to be detected dead, and is counted once.
+ *  - Graceful leave is its own state (LEFT), sent directly to every live member once and
+ *    then gossiped, so peers drop a leaver within a gossip interval or two.
+ *  - Anti-entropy is memberlist's push-pull: the whole table is exchanged with one member
+ *    (or a seed) at join and every 30 s (scaled up above 32 members). The core builds and
+ *    merges the message; the shell carries it over TCP. A peer's DEAD becomes our SUSPECT
+ *    (it must still time out here), as in memberlist.
+ *  - No TCP fallback ping; the simulator shows the indirect probes suffice at 20% loss.
+ *  - Dead and left members stay in the table for `reclaim_ns` (60 s): long enough that a
+ *    replayed old datagram (the replay window is 30 s) cannot resurrect them, and that a
+ *    healed partition can still gossip to them (and push-pull alternates with the seeds).
+ *
+ * Security: every datagram is sealed (swim_proto.c); inside the seal, the sender's id,
+ * generation, send time and a per-sender sequence number. A receiver drops datagrams sent
+ * more than replay_window_ns away from its own clock, and, per known sender, keeps the
+ * highest sequence seen with a 64-wide bitmap below it (as IPsec and WireGuard do): a
+ * sequence already seen, or older than the bitmap, is a replay. A sender we do not know yet
+ * has no window: its replays are bounded by the time window and are harmless (the same
+ * updates again).
+ *
+ * Costs: the member table is a dense array (self first) with an open-addressing index by id
+ * hash; the broadcast queue is intrusive, bucketed by transmit count, newest first in a
+ * bucket, so choosing the updates for a datagram costs what it sends. Nothing allocates
+ * except the table, the index, and the outbox/event queues when they must grow.
+ */
+#include "swim.h"
+#include "swim_proto.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BC_BUCKETS 33
+#define SUSP_CONFIRM_MAX 8
+#define RELAY_MAX 16
+#define REPLAY_BITS 64
+#define RECLAIM_EVERY_NS INT64_C(1000000000)
+#define MS INT64_C(1000000)
+
+typedef struct member {
+    swim_state_t state;
+    bool leaving; /* self only */
+    uint8_t id_len;
+    char id[SWIM_ID_MAX + 1];
+    uint64_t hash;
+    uint64_t gen;
+    uint32_t inc;
+    swim_addr_t addr;
+    int64_t last_heard, state_since;
+    uint32_t meta_version;
+    uint8_t meta_len;
+    uint8_t meta[SWIM_META_MAX];
+    /* replay window over this member's datagram sequence numbers */
+    bool rx_any;
+    uint64_t rx_max, rx_bits;
+    /* dissemination queue links; bc_tx -1 = not queued */
+    int32_t bc_prev, bc_next;
+    int bc_tx;
+    uint64_t bc_from; /* the accuser's id hash sent with this member's suspect/dead record */
+    /* Lifeguard suspicion */
+    int64_t susp_start, susp_min, susp_max, susp_deadline;
+    int susp_k, susp_n, susp_nconf;
+    uint64_t susp_conf[SUSP_CONFIRM_MAX];
+} member_t;
+
+typedef struct relay {
+    bool used, nacked;
+    uint32_t my_seq, their_seq;
+    swim_addr_t requester;
+    int64_t nack_at, expire;
+} relay_t;
+
+struct swim_core {
+    swim_config_t cfg;
+    char label[SWIM_LABEL_MAX + 1];
+    size_t label_len;
+    uint8_t keys[SWIM_KEYRING_MAX][SWIM_KEY_BYTES];
+    uint64_t rng;
+    uint64_t tx_seq;
+    uint32_t probe_seq;
+    int awareness;
+    bool joined;
+
+    member_t *m; /* m[0] is self */
+    size_t n, cap;
+    int32_t *index; /* open addressing by id hash: member index or -1 */
+    size_t index_cap;
+    int32_t *scratch; /* cap entries: random picks, compaction maps */
+    int32_t *order;   /* probe round: member indexes */
+    size_t order_len, order_pos;
+    int32_t *suspects; /* members with a running suspicion timer */
+    size_t n_suspects;
+
+    int32_t bc_head[BC_BUCKETS], bc_tail[BC_BUCKETS];
+
+    struct {
+        bool active, acked, indirect_sent;
+        int32_t target;
+        uint64_t target_gen;
+        uint32_t seq;
+        int64_t t_indirect, t_end;
+        int expected_nacks, nacks;
+    } probe;
+    relay_t relays[RELAY_MAX];
+    int64_t next_probe, next_gossip, next_pushpull, next_reclaim;
+    unsigned pushpull_round;
+
+    swim_outbox_t out;
+    size_t out_cap;
+    uint8_t *arena;
+    size_t arena_len, arena_cap;
+    swim_event_t *ev;
+    size_t n_ev, ev_cap;
+    int live; /* alive + suspect members, self included, kept by set_state */
+    int last_live;
+    swim_counters_t ctr;
+
+    uint8_t body[SWIM_DATAGRAM_MAX];
+    uint8_t rxbuf[SWIM_DATAGRAM_MAX];
+};
+
+const char *swim_strerror(int code)
+{
+    switch (code) {
+    case 0:
+        return "ok";
+    case SWIM_EINVAL:
+        return "invalid argument";
+    case SWIM_ENOMEM:
+        return "out of memory";
+    case SWIM_EOVERSIZE:
+        return "oversized datagram";
+    case SWIM_ETRUNCATED:
+        return "truncated datagram";
+    case SWIM_EVERSION:
+        return "unknown wire version";
+    case SWIM_EMODE:
+        return "plaintext/sealed mismatch";
+    case SWIM_EAUTH:
+        return "authentication failed";
+    case SWIM_EMALFORMED:
+        return "malformed body";
+    case SWIM_ESTALE:
+        return "outside the replay window";
+    case SWIM_EREPLAY:
+        return "replayed datagram";
+    case SWIM_ESELF:
+        return "our own datagram";
+    case SWIM_EKEYRING:
+        return "bad keyring";
+    case SWIM_ESPACE:
+        return "buffer too small";
+    default:
+        return "unknown error";
+    }
+}
+
+const char *swim_state_name(swim_state_t s)
+{
+    static const char *names[] = {"alive", "suspect", "dead", "left"};
+    return (unsigned)s < 4 ? names[s] : "?";
+}
+
+bool swim_addr_eq(const swim_addr_t *a, const swim_addr_t *b)
+{
+    return a->family == b->family && a->port == b->port &&
+           memcmp(a->ip, b->ip, a->family == 6 ? 16 : 4) == 0;
+}
+
+void swim_config_default(swim_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->probe_interval_ns = 1000 * MS;
+    cfg->probe_timeout_ns = 500 * MS;
+    cfg->gossip_interval_ns = 200 * MS;
+    cfg->pushpull_interval_ns = 30000 * MS;
+    cfg->gossip_to_dead_ns = 30000 * MS;
+    cfg->reclaim_ns = 60000 * MS;
+    cfg->replay_window_ns = 30000 * MS;
+    cfg->indirect_checks = 3;
+    cfg->gossip_nodes = 3;
+    cfg->retransmit_mult = 4;
+    cfg->suspicion_mult = 4;
+    cfg->suspicion_max_mult = 6;
+    cfg->awareness_max = 8;
+    cfg->label = "";
+}
+
+/* ---- small helpers ---- */
+
+static uint64_t rnd(swim_core_t *c)
+{
+    /* splitmix64: deterministic for a seed, which the simulator relies on */
+    uint64_t z = (c->rng += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+static int64_t rnd_below(swim_core_t *c, int64_t n)
+{
+    return n > 0 ? (int64_t)(rnd(c) % (uint64_t)n) : 0;
+}
+
+static bool is_live(swim_state_t s)
+{
+    return s == SWIM_ALIVE || s == SWIM_SUSPECT;
+}
+
+static int64_t scaled(const swim_core_t *c, int64_t d)
+{
+    return d * (c->awareness + 1);
+}
+
+static void health(swim_core_t *c, int delta)
+{
+    c->awareness += delta;
+    if (c->awareness < 0)
+        c->awareness = 0;
+    if (c->awareness > c->cfg.awareness_max - 1)
+        c->awareness = c->cfg.awareness_max - 1;
+}
+
+static int live_count(const swim_core_t *c)
+{
+    return c->live;
+}
+
+/* ---- event and outbox queues (grow on demand) ---- */
+
+static bool grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return true;
+    size_t nc = *cap ? *cap : 16;
+    while (nc < need)
+        nc *= 2;
+    void *q = realloc(*p, nc * elem);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = nc;
+    return true;
+}
+
+static void emit(swim_core_t *c, swim_event_type_t type, const member_t *m)
+{
+    if (!grow((void **)&c->ev, &c->ev_cap, c->n_ev + 1, sizeof *c->ev))
+        return;
+    swim_event_t *e = &c->ev[c->n_ev++];
+    memset(e, 0, offsetof(swim_event_t, id));
+    e->type = type;
+    e->live_count = c->last_live;
+    if (m) {
+        e->generation = m->gen;
+        e->id_len = m->id_len;
+        memcpy(e->id, m->id, m->id_len + 1u);
+    } else {
+        e->id[0] = 0;
+    }
+}
+
+static void note_live(swim_core_t *c)
+{
+    int live = live_count(c);
+    if (live != c->last_live) {
+        c->last_live = live;
+        emit(c, SWIM_EV_LIVE_COUNT, NULL);
+    }
+}
+
+/* Seals (or frames) the body in c->body into the outbox, to `to`. */
+static void push_frame(swim_core_t *c, const swim_addr_t *to, size_t blen)
+{
+    size_t flen = blen + (c->cfg.nkeys ? SWIM_SEAL_OVERHEAD : SWIM_FRAME_HEAD);
+    if (flen > SWIM_DATAGRAM_MAX ||
+        !grow((void **)&c->arena, &c->arena_cap, c->arena_len + flen, 1) ||
+        !grow((void **)&c->out.dgram, &c->out_cap, c->out.n + 1, sizeof *c->out.dgram)) {
+        c->ctr.tx_overflow++;
+        return;
+    }
+    uint8_t *dst = c->arena + c->arena_len;
+    if (c->cfg.nkeys) {
+        uint8_t nonce[SWIM_NONCE_BYTES];
+        for (int i = 0; i < 3; i++) {
+            uint64_t r = rnd(c);
+            memcpy(nonce + 8 * i, &r, 8);
+        }
+        swim_seal(c->keys[0], c->label, c->label_len, nonce, c->body, blen, dst);
+    } else {
+        dst[0] = SWIM_WIRE_VERSION;
+        dst[1] = SWIM_MODE_PLAIN;
+        memcpy(dst + SWIM_FRAME_HEAD, c->body, blen);
+    }
+    swim_datagram_t *d = &c->out.dgram[c->out.n++];
+    d->to = *to;
+    d->off = (uint32_t)c->arena_len;
+    d->len = (uint32_t)flen;
+    c->arena_len += flen;
+    c->out.arena = c->arena;
+    c->ctr.tx_packets++;
+    c->ctr.tx_bytes += flen;
+}
+
+/* ---- the member table and its index ---- */
+
+static size_t index_slot(const swim_core_t *c, uint64_t h)
+{
+    h ^= h >> 33; /* murmur3's finalizer: FNV's low bits cluster on similar ids */
+    h *= UINT64_C(0xff51afd7ed558ccd);
+    h ^= h >> 33;
+    return (size_t)h & (c->index_cap - 1);
+}
+
+static int32_t find(const swim_core_t *c, const char *id, size_t len)
+{
+    uint64_t h = swim_id_hash(id, len);
+    for (size_t s = index_slot(c, h);; s = (s + 1) & (c->index_cap - 1)) {
+        int32_t i = c->index[s];
+        if (i < 0)
+            return -1;
+        const member_t *m = &c->m[i];
+        if (m->hash == h && m->id_len == len && memcmp(m->id, id, len) == 0)
+            return i;
+    }
+}
+
+static void index_put(swim_core_t *c, int32_t i)
+{
+    size_t s = index_slot(c, c->m[i].hash);
+    while (c->index[s] >= 0)
+        s = (s + 1) & (c->index_cap - 1);
+    c->index[s] = i;
+}
+
+static void index_rebuild(swim_core_t *c)
+{
+    for (size_t s = 0; s < c->index_cap; s++)
+        c->index[s] = -1;
+    for (size_t i = 0; i < c->n; i++)
+        index_put(c, (int32_t)i);
+}
+
+/* Room for one more member: grows the table, its index and the per-member arrays. */
+static int reserve(swim_core_t *c)
+{
+    if (c->n < c->cap)
+        return 0;
+    size_t nc = c->cap ? c->cap * 2 : 16;
+    member_t *m = realloc(c->m, nc * sizeof *m);
+    if (!m)
+        return SWIM_ENOMEM;
+    c->m = m;
+    int32_t *arrays[3] = {c->scratch, c->order, c->suspects};
+    for (int k = 0; k < 3; k++) {
+        int32_t *a = realloc(arrays[k], nc * sizeof *a);
+        if (!a)
+            return SWIM_ENOMEM;
+        arrays[k] = a;
+    }
+    c->scratch = arrays[0];
+    c->order = arrays[1];
+    c->suspects = arrays[2];
+    int32_t *idx = malloc(4 * nc * sizeof *idx);
+    if (!idx)
+        return SWIM_ENOMEM;
+    free(c->index);
+    c->index = idx;
+    c->index_cap = 4 * nc;
+    c->cap = nc;
+    index_rebuild(c);
+    return 0;
+}
+
+static int32_t add_member(swim_core_t *c, int64_t now, const char *id, size_t len)
+{
+    if (reserve(c))
+        return -1;
+    int32_t i = (int32_t)c->n++;
+    member_t *m = &c->m[i];
+    memset(m, 0, sizeof *m);
+    memcpy(m->id, id, len);
+    m->id[len] = 0;
+    m->id_len = (uint8_t)len;
+    m->hash = swim_id_hash(id, len);
+    m->bc_tx = -1;
+    m->bc_prev = m->bc_next = -1;
+    m->state_since = m->last_heard = now;
+    m->state = SWIM_ALIVE;
+    c->live++;
+    index_put(c, i);
+    return i;
+}
+
+/* ---- the broadcast queue ---- */
+
+static int retransmit_limit(const swim_core_t *c)
+{
+    int n = c->last_live, digits = 1; /* ceil(log10(n + 1)) = decimal digits of n */
+    while (n >= 10) {
+        n /= 10;
+        digits++;
+    }
+    int lim = c->cfg.retransmit_mult * digits;
+    return lim < BC_BUCKETS - 1 ? lim : BC_BUCKETS - 1;
+}
+
+static void bc_unlink(swim_core_t *c, int32_t i)
+{
+    member_t *m = &c->m[i];
+    if (m->bc_tx < 0)
+        return;
+    int b = m->bc_tx;
+    if (m->bc_prev >= 0)
+        c->m[m->bc_prev].bc_next = m->bc_next;
+    else
+        c->bc_head[b] = m->bc_next;
+    if (m->bc_next >= 0)
+        c->m[m->bc_next].bc_prev = m->bc_prev;
+    else
+        c->bc_tail[b] = m->bc_prev;
+    m->bc_tx = -1;
+    m->bc_prev = m->bc_next = -1;
+}
+
+static void bc_insert(swim_core_t *c, int32_t i, int b, bool at_head)
+{
+    member_t *m = &c->m[i];
+    m->bc_tx = b;
+    if (at_head) {
+        m->bc_prev = -1;
+        m->bc_next = c->bc_head[b];
+        if (c->bc_head[b] >= 0)
+            c->m[c->bc_head[b]].bc_prev = i;
+        else
+            c->bc_tail[b] = i;
+        c->bc_head[b] = i;
+    } else {
+        m->bc_next = -1;
+        m->bc_prev = c->bc_tail[b];
+        if (c->bc_tail[b] >= 0)
+            c->m[c->bc_tail[b]].bc_next = i;
+        else
+            c->bc_head[b] = i;
+        c->bc_tail[b] = i;
+    }
+}
+
+/* Queues member i's current record for dissemination, newest first; `from` is the accuser. */
+static void broadcast(swim_core_t *c, int32_t i, uint64_t from)
+{
+    bc_unlink(c, i);
+    c->m[i].bc_from = from;
+    bc_insert(c, i, 0, true);
+}
+
+static void member_update(const member_t *m, swim_update_t *u)
+{
+    u->state = m->state;
+    u->id = m->id;
+    u->id_len = m->id_len;
+    u->generation = m->gen;
+    u->incarnation = m->inc;
+    u->addr = m->addr;
+    u->meta_version = m->meta_version;
+    u->meta_len = m->meta_len;
+    u->meta = m->meta;
+    u->from = m->bc_from;
+}
+
+/* Appends member i's record if it fits; false (and w unchanged) if not. */
+static bool put_update(swim_wbuf_t *w, const member_t *m)
+{
+    swim_update_t u;
+    size_t save = w->len;
+    member_update(m, &u);
+    swim_enc_update(w, &u);
+    if (w->overflow) {
+        w->overflow = false;
+        w->len = save;
+        return false;
+    }
+    return true;
+}
+
+/* Fills the rest of a datagram with queued broadcasts, fewest transmits and newest first. */
+static uint32_t fill_updates(swim_core_t *c, swim_wbuf_t *w, int32_t skip)
+{
+    int limit = retransmit_limit(c);
+    int32_t sent[SWIM_DATAGRAM_MAX / 16];
+    uint32_t n = 0;
+    bool full = false;
+    for (int b = 0; b < BC_BUCKETS && !full; b++) {
+        for (int32_t i = c->bc_head[b]; i >= 0 && !full;) {
+            int32_t next = c->m[i].bc_next;
+            if (b >= limit) {
+                bc_unlink(c, i); /* the limit fell as the cluster shrank */
+            } else if (i != skip) {
+                if (put_update(w, &c->m[i]) && n < sizeof sent / sizeof sent[0])
+                    sent[n++] = i;
+                else
+                    full = true;
+            }
+            i = next;
+        }
+    }
+    /* moved after the walk, so one datagram never carries the same update twice */
+    for (uint32_t k = 0; k < n; k++) {
+        int b = c->m[sent[k]].bc_tx + 1;
+        bc_unlink(c, sent[k]);
+        if (b < limit)
+            bc_insert(c, sent[k], b, false);
+    }
+    return n;
+}
+
+static bool bc_pending(const swim_core_t *c)
+{
+    for (int b = 0; b < BC_BUCKETS; b++)
+        if (c->bc_head[b] >= 0)
+            return true;
+    return false;
+}
+
+/*
+ * Builds and queues one datagram. `target*` are the PING / PING_REQ fields; `first` is a
+ * member whose record goes before the queued ones (the suspicion told to a suspect, or our
+ * own record to a prober that still knows an older generation of us), -1 for none.
+ */
+static void send_msg(swim_core_t *c, int64_t now, const swim_addr_t *to, swim_kind_t kind,
+                     uint32_t probe_seq, const char *target, size_t target_len, uint64_t target_gen,
+                     const swim_addr_t *target_addr, int32_t first)
+{
+    size_t cap = SWIM_DATAGRAM_MAX - (c->cfg.nkeys ? SWIM_SEAL_OVERHEAD : SWIM_FRAME_HEAD);
+    swim_wbuf_t w = {c->body, 0, cap, false};
+    const member_t *self = &c->m[0];
+    swim_enc_head(&w, self->id, self->id_len, self->gen, now, ++c->tx_seq, kind);
+    swim_enc_probe(&w, kind, probe_seq, target, target_len, target_gen, target_addr);
+    size_t at = swim_enc_array_open(&w);
+    uint32_t n = 0;
+    if (first >= 0 && put_update(&w, &c->m[first]))
+        n++;
+    n += fill_updates(c, &w, first);
+    swim_enc_array_close(&w, at, n);
+    if (w.overflow) { /* cannot happen: the head is far below the cap */
+        c->ctr.tx_overflow++;
+        return;
+    }
+    push_frame(c, to, w.len);
+}
+
+static void send_simple(swim_core_t *c, int64_t now, const swim_addr_t *to, swim_kind_t kind,
+                        uint32_t probe_seq, int32_t first)
+{
+    send_msg(c, now, to, kind, probe_seq, NULL, 0, 0, NULL, first);
+}
+
+/* ---- random choices ---- */
+
+typedef bool (*pick_fn)(const swim_core_t *c, const member_t *m, int64_t now);
+
+/* Up to k distinct random members (never self, never `not`) accepted by ok; into c->scratch. */
+static size_t pick(swim_core_t *c, int64_t now, size_t k, int32_t not, pick_fn ok)
+{
+    size_t n = 0;
+    if (c->n > 64) {
+        /* big table: random slots, so a gossip round does not cost O(N) */
+        for (size_t tries = 0; tries < 8 * k && n < k; tries++) {
+            int32_t i = 1 + (int32_t)rnd_below(c, (int64_t)c->n - 1);
+            bool dup = i == not || !ok(c, &c->m[i], now);
+            for (size_t j = 0; j < n && !dup; j++)
+                dup = c->scratch[j] == i;
+            if (!dup)
+                c->scratch[n++] = i;
+        }
+        if (n == k)
+            return k;
+        n = 0; /* too few eligible among random slots: count them all */
+    }
+    for (size_t i = 1; i < c->n; i++)
+        if ((int32_t)i != not &&ok(c, &c->m[i], now))
+            c->scratch[n++] = (int32_t)i;
+    if (k > n)
+        k = n;
+    for (size_t i = 0; i < k; i++) {
+        size_t j = i + (size_t)rnd_below(c, (int64_t)(n - i));
+        int32_t t = c->scratch[i];
+        c->scratch[i] = c->scratch[j];
+        c->scratch[j] = t;
+    }
+    return k;
+}
+
+static bool ok_alive(const swim_core_t *c, const member_t *m, int64_t now)
+{
+    return m->state == SWIM_ALIVE;
+}
+
+static bool ok_live(const swim_core_t *c, const member_t *m, int64_t now)
+{
+    return is_live(m->state);
+}
+
+static bool ok_dead(const swim_core_t *c, const member_t *m, int64_t now)
+{
+    return m->state == SWIM_DEAD;
+}
+
+static bool ok_gossip(const swim_core_t *c, const member_t *m, int64_t now)
+{
+    return is_live(m->state) ||
+           (m->state == SWIM_DEAD && now - m->state_since < c->cfg.gossip_to_dead_ns);
+}
+
+/* ---- suspicion (Lifeguard) ---- */
+
+static void susp_cancel(swim_core_t *c, int32_t i)
+{
+    for (size_t k = 0; k < c->n_suspects; k++)
+        if (c->suspects[k] == i) {
+            c->suspects[k] = c->suspects[--c->n_suspects];
+            return;
+        }
+}
+
+static int64_t susp_timeout(const member_t *m)
+{
+    if (m->susp_k < 1)
+        return m->susp_min;
+    double frac = log((double)m->susp_n + 1.0) / log((double)m->susp_k + 1.0);
+    double raw = (double)m->susp_max - frac * (double)(m->susp_max - m->susp_min);
+    int64_t t = (int64_t)floor(raw / (double)MS) * MS;
+    return t < m->susp_min ? m->susp_min : t;
+}
+
+static void susp_start(swim_core_t *c, int64_t now, int32_t i, uint64_t from)
+{
+    member_t *m = &c->m[i];
+    int n = c->last_live;
+    int k = c->cfg.suspicion_mult - 2;
+    if (n - 2 < k)
+        k = 0;
+    if (k > SUSP_CONFIRM_MAX - 1)
+        k = SUSP_CONFIRM_MAX - 1;
+    double scale = n > 10 ? log10((double)n) : 1.0;
+    m->susp_min =
+        (int64_t)((double)c->cfg.suspicion_mult * scale * (double)c->cfg.probe_interval_ns);
+    m->susp_max = c->cfg.suspicion_max_mult * m->susp_min;
+    m->susp_k = k;
+    m->susp_n = 0;
+    m->susp_nconf = 1;
+    m->susp_conf[0] = from;
+    m->susp_start = now;
+    m->susp_deadline = now + susp_timeout(m);
+    susp_cancel(c, i);
+    c->suspects[c->n_suspects++] = i;
+}
+
+/* An independent confirmation: true if it was new (then it is worth re-gossiping). */
+static bool susp_confirm(member_t *m, uint64_t from)
+{
+    if (m->susp_n >= m->susp_k)
+        return false;
+    for (int k = 0; k < m->susp_nconf; k++)
+        if (m->susp_conf[k] == from)
+            return false;
+    m->susp_conf[m->susp_nconf++] = from;
+    m->susp_n++;
+    m->susp_deadline = m->susp_start + susp_timeout(m);
+    return true;
+}
+
+/* ---- state changes ---- */
+
+static void set_state(swim_core_t *c, int64_t now, int32_t i, swim_state_t s)
+{
+    member_t *m = &c->m[i];
+    if (m->state != SWIM_SUSPECT || s != SWIM_SUSPECT)
+        susp_cancel(c, i);
+    if (m->state != s)
+        m->state_since = now;
+    c->live += (int)is_live(s) - (int)is_live(m->state);
+    m->state = s;
+}
+
+static void refute(swim_core_t *c, uint32_t inc, bool penalize)
+{
+    member_t *self = &c->m[0];
+    self->inc = (inc > self->inc ? inc : self->inc) + 1;
+    c->ctr.refutes++;
+    if (penalize)
+        health(c, 1);
+    broadcast(c, 0, 0);
+}
+
+static void copy_alive(member_t *m, const swim_update_t *u)
+{
+    m->addr = u->addr;
+    m->meta_version = u->meta_version;
+    m->meta_len = (uint8_t)u->meta_len;
+    memcpy(m->meta, u->meta, u->meta_len);
+}
+
+static void declare(swim_core_t *c, int64_t now, int32_t i, swim_state_t s, uint64_t from)
+{
+    bool was_live = is_live(c->m[i].state);
+    set_state(c, now, i, s);
+    broadcast(c, i, from);
+    if (was_live || s == SWIM_LEFT)
+        emit(c, s == SWIM_LEFT ? SWIM_EV_LEFT : SWIM_EV_DOWN, &c->m[i]);
+}
+
+/* Applies one claim about a member. Returns nothing: stale claims are simply ignored. */
+static void apply(swim_core_t *c, int64_t now, const swim_update_t *u)
+{
+    member_t *self = &c->m[0];
+    if (u->id_len == self->id_len && memcmp(u->id, self->id, u->id_len) == 0) {
+        if (u->generation != self->gen || self->leaving)
+            return; /* a ghost of an older us, or a newer impostor: ours is the record */
+        if (u->state == SWIM_ALIVE ? u->incarnation > self->inc : u->incarnation >= self->inc)
+            refute(c, u->incarnation, u->state == SWIM_SUSPECT);
+        else if (u->state != SWIM_ALIVE)
+            broadcast(c, 0, 0); /* refuted already, but the claimant missed it: say it again */
+        return;
+    }
+    int32_t i = find(c, u->id, u->id_len);
+    if (i < 0) {
+        if (!is_live(u->state))
+            return; /* news of the death of a stranger */
+        i = add_member(c, now, u->id, u->id_len);
+        if (i < 0)
+            return;
+        member_t *m = &c->m[i];
+        m->gen = u->generation;
+        m->inc = u->incarnation;
+        copy_alive(m, u);
+        m->state = SWIM_ALIVE;
+        if (u->state == SWIM_SUSPECT) {
+            m->state = SWIM_SUSPECT;
+            susp_start(c, now, i, u->from);
+        }
+        broadcast(c, i, u->from);
+        emit(c, SWIM_EV_UP, m);
+        return;
+    }
+    member_t *m = &c->m[i];
+    if (u->generation < m->gen)
+        return;
+    if (u->generation > m->gen) {
+        /* a restart: the new generation replaces the old record at once */
+        bool was_live = is_live(m->state);
+        m->gen = u->generation;
+        m->inc = u->incarnation;
+        m->rx_any = false;
+        copy_alive(m, u);
+        set_state(c, now, i, u->state);
+        m->state_since = now;
+        if (u->state == SWIM_SUSPECT)
+            susp_start(c, now, i, u->from);
+        broadcast(c, i, u->from);
+        if (is_live(u->state))
+            emit(c, SWIM_EV_UP, m);
+        else if (was_live || u->state == SWIM_LEFT)
+            emit(c, u->state == SWIM_LEFT ? SWIM_EV_LEFT : SWIM_EV_DOWN, m);
+        return;
+    }
+    switch (u->state) {
+    case SWIM_ALIVE: {
+        if (u->incarnation <= m->inc)
+            return;
+        swim_state_t was = m->state;
+        bool changed = !swim_addr_eq(&m->addr, &u->addr) || m->meta_version != u->meta_version;
+        m->inc = u->incarnation;
+        copy_alive(m, u);
+        set_state(c, now, i, SWIM_ALIVE);
+        broadcast(c, i, 0);
+        if (!is_live(was))
+            emit(c, SWIM_EV_UP, m);
+        else if (changed)
+            emit(c, SWIM_EV_UPDATE, m);
+        return;
+    }
+    case SWIM_SUSPECT:
+        if (u->incarnation < m->inc)
+            return;
+        if (m->state == SWIM_ALIVE) {
+            m->inc = u->incarnation;
+            set_state(c, now, i, SWIM_SUSPECT);
+            susp_start(c, now, i, u->from);
+            c->ctr.suspicions++;
+            broadcast(c, i, u->from);
+        } else if (m->state == SWIM_SUSPECT) {
+            m->inc = u->incarnation;
+            if (susp_confirm(m, u->from))
+                broadcast(c, i, u->from);
+        }
+        return;
+    case SWIM_DEAD:
+    case SWIM_LEFT:
+        if (u->incarnation < m->inc || m->state == SWIM_LEFT ||
+            (m->state == SWIM_DEAD && u->state == SWIM_DEAD))
+            return;
+        m->inc = u->incarnation;
+        declare(c, now, i, u->state, u->from);
+        return;
+    }
+}
+
+/* ---- failure detection ---- */
+
+static bool probe_candidate(const member_t *m)
+{
+    return is_live(m->state);
+}
+
+static int32_t next_target(swim_core_t *c)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        while (c->order_pos < c->order_len) {
+            int32_t i = c->order[c->order_pos++];
+            if (i > 0 && (size_t)i < c->n && probe_candidate(&c->m[i]))
+                return i;
+        }
+        /* a new round: every live member once, in a fresh random order */
+        c->order_len = c->order_pos = 0;
+        for (size_t i = 1; i < c->n; i++)
+            if (probe_candidate(&c->m[i]))
+                c->order[c->order_len++] = (int32_t)i;
+        for (size_t i = c->order_len; i > 1; i--) {
+            size_t j = (size_t)rnd_below(c, (int64_t)i);
+            int32_t t = c->order[i - 1];
+            c->order[i - 1] = c->order[j];
+            c->order[j] = t;
+        }
+    }
+    return -1;
+}
+
+/*
+ * Lifeguard's buddy system, made persistent: every member we suspect (besides the probe
+ * target) gets a ping carrying our suspicion each probe interval. Dissemination reaches all
+ * but a few members; one that missed the refutation would otherwise hold its suspicion to
+ * the end. The suspect answers with its refutation on the ack. The ack is not awaited:
+ * failure accounting stays with the regular probe.
+ */
+static void buddy_pings(swim_core_t *c, int64_t now, int32_t target)
+{
+    for (size_t k = 0; k < c->n_suspects && k < 8; k++) {
+        int32_t i = c->suspects[k];
+        const member_t *m = &c->m[i];
+        if (i != target)
+            send_msg(c, now, &m->addr, SWIM_PING, 0, m->id, m->id_len, m->gen, NULL, i);
+    }
+}
+
+static void probe_start(swim_core_t *c, int64_t now)
+{
+    int32_t t = next_target(c);
+    buddy_pings(c, now, t);
+    if (t < 0) {
+        c->next_probe = now + c->cfg.probe_interval_ns;
+        return;
+    }
+    member_t *m = &c->m[t];
+    c->probe.active = true;
+    c->probe.acked = c->probe.indirect_sent = false;
+    c->probe.target = t;
+    c->probe.target_gen = m->gen;
+    c->probe.seq = ++c->probe_seq;
+    c->probe.t_indirect = now + scaled(c, c->cfg.probe_timeout_ns);
+    c->probe.t_end = now + scaled(c, c->cfg.probe_interval_ns);
+    c->probe.expected_nacks = c->probe.nacks = 0;
+    c->next_probe = c->probe.t_end;
+    send_msg(c, now, &m->addr, SWIM_PING, c->probe.seq, m->id, m->id_len, m->gen, NULL,
+             m->state == SWIM_SUSPECT ? t : -1);
+}
+
+static void probe_indirect(swim_core_t *c, int64_t now)
+{
+    c->probe.indirect_sent = true;
+    const member_t *m = &c->m[c->probe.target];
+    size_t k = pick(c, now, (size_t)c->cfg.indirect_checks, c->probe.target, ok_alive);
+    for (size_t j = 0; j < k; j++)
+        send_msg(c, now, &c->m[c->scratch[j]].addr, SWIM_PING_REQ, c->probe.seq, m->id, m->id_len,
+                 m->gen, &m->addr, -1);
+    c->probe.expected_nacks = (int)k;
+}
+
+static void probe_finish(swim_core_t *c, int64_t now)
+{
+    c->probe.active = false;
+    if (c->probe.acked)
+        return;
+    /* Lifeguard: missing nacks say the fault may be ours */
+    int delta = c->probe.expected_nacks > 0 ? c->probe.expected_nacks - c->probe.nacks : 1;
+    health(c, delta);
+    member_t *m = &c->m[c->probe.target];
+    if (m->gen != c->probe.target_gen)
+        return; /* it restarted meanwhile: the new generation is not the one we probed */
+    swim_update_t u;
+    member_update(m, &u);
+    u.state = SWIM_SUSPECT;
+    u.from = c->m[0].hash;
+    apply(c, now, &u);
+}
+
+static void on_ack(swim_core_t *c, int64_t now, uint32_t seq, bool nack)
+{
+    if (c->probe.active && seq == c->probe.seq) {
+        if (nack) {
+            c->probe.nacks++;
+        } else if (!c->probe.acked) {
+            c->probe.acked = true;
+            c->probe.active = false;
+            c->m[c->probe.target].last_heard = now;
+            health(c, -1);
+        }
+        return;
+    }
+    if (nack)
+        return;
+    for (int k = 0; k < RELAY_MAX; k++) {
+        relay_t *r = &c->relays[k];
+        if (r->used && r->my_seq == seq) {
+            send_simple(c, now, &r->requester, SWIM_ACK, r->their_seq, -1);
+            r->used = false;
+            return;
+        }
+    }
+}
+
+static void on_ping_req(swim_core_t *c, int64_t now, const swim_msg_t *msg, const swim_addr_t *from)
+{
+    for (int k = 0; k < RELAY_MAX; k++) {
+        relay_t *r = &c->relays[k];
+        if (r->used)
+            continue;
+        r->used = true;
+        r->nacked = false;
+        r->my_seq = ++c->probe_seq;
+        r->their_seq = msg->probe_seq;
+        r->requester = *from;
+        r->nack_at = now + c->cfg.probe_timeout_ns * 4 / 5;
+        r->expire = now + c->cfg.probe_timeout_ns;
+        send_msg(c, now, &msg->target_addr, SWIM_PING, r->my_seq, msg->target, msg->target_len,
+                 msg->target_gen, NULL, -1);
+        return;
+    }
+    /* every relay slot busy: say nothing, the requester counts it as a missed nack */
+}
+
+static void relays_tick(swim_core_t *c, int64_t now)
+{
+    for (int k = 0; k < RELAY_MAX; k++) {
+        relay_t *r = &c->relays[k];
+        if (!r->used)
+            continue;
+        if (!r->nacked && now >= r->nack_at) {
+            r->nacked = true;
+            send_simple(c, now, &r->requester, SWIM_NACK, r->their_seq, -1);
+        }
+        if (now >= r->expire)
+            r->used = false;
+    }
+}
+
+/* ---- reclaiming dead and left members ---- */
+
+static void reclaim(swim_core_t *c, int64_t now)
+{
+    size_t keep = 1;
+    bool any = false;
+    for (size_t i = 1; i < c->n; i++)
+        if (!is_live(c->m[i].state) && now - c->m[i].state_since >= c->cfg.reclaim_ns)
+            any = true;
+    if (!any)
+        return;
+    int32_t *map = c->scratch;
+    map[0] = 0;
+    for (size_t i = 1; i < c->n; i++) {
+        member_t *m = &c->m[i];
+        if (!is_live(m->state) && now - m->state_since >= c->cfg.reclaim_ns) {
+            bc_unlink(c, (int32_t)i);
+            map[i] = -1;
+        } else {
+            map[i] = (int32_t)keep++;
+        }
+    }
+    for (size_t i = 1; i < c->n; i++)
+        if (map[i] >= 0 && (size_t)map[i] != i)
+            c->m[map[i]] = c->m[i];
+    size_t old_n = c->n;
+    c->n = keep;
+    for (size_t i = 0; i < c->n; i++) {
+        member_t *m = &c->m[i];
+        if (m->bc_prev >= 0)
+            m->bc_prev = map[m->bc_prev];
+        if (m->bc_next >= 0)
+            m->bc_next = map[m->bc_next];
+    }
+    for (int b = 0; b < BC_BUCKETS; b++) {
+        if (c->bc_head[b] >= 0)
+            c->bc_head[b] = map[c->bc_head[b]];
+        if (c->bc_tail[b] >= 0)
+            c->bc_tail[b] = map[c->bc_tail[b]];
+    }
+    for (size_t k = 0; k < c->n_suspects; k++)
+        c->suspects[k] = map[c->suspects[k]];
+    if (c->probe.active) {
+        if ((size_t)c->probe.target < old_n && map[c->probe.target] >= 0)
+            c->probe.target = map[c->probe.target];
+        else
+            c->probe.active = false;
+    }
+    c->order_len = c->order_pos = 0;
+    index_rebuild(c);
+}
+
+/* ---- the public surface ---- */
+
+int swim_new(swim_core_t **out, const swim_config_t *cfg, int64_t now, swim_err_t *err)
+{
+    *out = NULL;
+    size_t id_len = cfg->id ? strlen(cfg->id) : 0;
+    size_t label_len = cfg->label ? strlen(cfg->label) : 0;
+    const char *bad = NULL;
+    if (id_len < 1 || id_len > SWIM_ID_MAX)
+        bad = "id: must be 1..128 bytes";
+    else if (label_len > SWIM_LABEL_MAX)
+        bad = "label: at most 64 bytes";
+    else if (cfg->nkeys > SWIM_KEYRING_MAX || (cfg->nkeys && !cfg->keys))
+        bad = "keys: at most 16";
+    else if (cfg->probe_interval_ns <= 0 || cfg->probe_timeout_ns <= 0 ||
+             cfg->probe_timeout_ns > cfg->probe_interval_ns || cfg->gossip_interval_ns <= 0 ||
+             cfg->pushpull_interval_ns <= 0)
+        bad = "intervals: must be positive, probe timeout within the probe interval";
+    else if (cfg->indirect_checks < 0 || cfg->gossip_nodes < 0 || cfg->retransmit_mult < 1 ||
+             cfg->suspicion_mult < 1 || cfg->suspicion_max_mult < 1 || cfg->awareness_max < 1)
+        bad = "multipliers: out of range";
+    else if (cfg->addr.family != 4 && cfg->addr.family != 6)
+        bad = "addr: family must be 4 or 6";
+    if (bad) {
+        snprintf(err->msg, sizeof err->msg, "%s", bad);
+        return SWIM_EINVAL;
+    }
+    swim_core_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return SWIM_ENOMEM;
+    c->cfg = *cfg;
+    memcpy(c->label, cfg->label ? cfg->label : "", label_len);
+    c->label_len = label_len;
+    c->cfg.label = c->label;
+    for (size_t k = 0; k < cfg->nkeys; k++)
+        memcpy(c->keys[k], cfg->keys[k], SWIM_KEY_BYTES);
+    c->cfg.keys = (const uint8_t(*)[SWIM_KEY_BYTES])c->keys;
+    c->rng = cfg->seed;
+    for (int b = 0; b < BC_BUCKETS; b++)
+        c->bc_head[b] = c->bc_tail[b] = -1;
+    if (reserve(c) || add_member(c, now, cfg->id, id_len) != 0) {
+        swim_free(c);
+        return SWIM_ENOMEM;
+    }
+    c->cfg.id = c->m[0].id;
+    c->m[0].gen = cfg->generation;
+    c->m[0].addr = cfg->addr;
+    c->last_live = 1;
+    broadcast(c, 0, 0);
+    /* staggered, so a fleet started together does not probe in lockstep */
+    c->next_probe = now + rnd_below(c, cfg->probe_interval_ns);
+    c->next_gossip = now + rnd_below(c, cfg->gossip_interval_ns);
+    c->next_pushpull = now + cfg->pushpull_interval_ns + rnd_below(c, cfg->pushpull_interval_ns);
+    c->next_reclaim = now + RECLAIM_EVERY_NS;
+    *out = c;
+    return 0;
+}
+
+void swim_free(swim_core_t *c)
+{
+    if (!c)
+        return;
+    free(c->m);
+    free(c->index);
+    free(c->scratch);
+    free(c->order);
+    free(c->suspects);
+    free(c->out.dgram);
+    free(c->arena);
+    free(c->ev);
+    free(c);
+}
+
+static int64_t pushpull_interval(const swim_core_t *c)
+{
+    /* memberlist's pushPullScale: slower above 32 members, the message grows with N */
+    int n = c->last_live;
+    if (n <= 32)
+        return c->cfg.pushpull_interval_ns;
+    int mult = (int)ceil(log2((double)n) - log2(32.0)) + 1;
+    return c->cfg.pushpull_interval_ns * mult;
+}
+
+static void want_pushpull(swim_core_t *c, int64_t now)
+{
+    c->next_pushpull = now + pushpull_interval(c);
+    unsigned round = c->pushpull_round++;
+    size_t k = 0;
+    /* odd rounds go to a seed (heals partitions older than the reclaim time); even rounds to
+     * a live member, or to a dead one half of the time (heals younger ones) */
+    if (!(round & 1)) {
+        if (round & 2)
+            k = pick(c, now, 1, -1, ok_dead);
+        if (k == 0)
+            k = pick(c, now, 1, -1, ok_live);
+    }
+    c->out.pp_wanted = true;
+    c->out.pp_seed = k == 0;
+    if (k)
+        c->out.pp_to = c->m[c->scratch[0]].addr;
+}
+
+static void gossip_tick(swim_core_t *c, int64_t now)
+{
+    c->next_gossip = now + c->cfg.gossip_interval_ns;
+    if (!bc_pending(c))
+        return;
+    size_t k = pick(c, now, (size_t)c->cfg.gossip_nodes, -1, ok_gossip);
+    int32_t targets[64];
+    if (k > 64)
+        k = 64;
+    memcpy(targets, c->scratch, k * sizeof *targets);
+    for (size_t j = 0; j < k && bc_pending(c); j++)
+        send_simple(c, now, &c->m[targets[j]].addr, SWIM_GOSSIP, 0, -1);
+}
+
+int swim_tick(swim_core_t *c, int64_t now)
+{
+    if (c->m[0].leaving) { /* a leaver only keeps gossiping its departure */
+        if (now >= c->next_gossip)
+            gossip_tick(c, now);
+        return 0;
+    }
+    if (c->probe.active && !c->probe.acked && !c->probe.indirect_sent && now >= c->probe.t_indirect)
+        probe_indirect(c, now);
+    if (c->probe.active && now >= c->probe.t_end)
+        probe_finish(c, now);
+    if (!c->probe.active && now >= c->next_probe)
+        probe_start(c, now);
+    relays_tick(c, now);
+    for (size_t k = 0; k < c->n_suspects;) {
+        int32_t i = c->suspects[k];
+        if (now >= c->m[i].susp_deadline)
+            declare(c, now, i, SWIM_DEAD, c->m[0].hash); /* removes it from suspects */
+        else
+            k++;
+    }
+    if (now >= c->next_gossip)
+        gossip_tick(c, now);
+    if (now >= c->next_pushpull)
+        want_pushpull(c, now);
+    if (now >= c->next_reclaim) {
+        c->next_reclaim = now + RECLAIM_EVERY_NS;
+        reclaim(c, now);
+    }
+    note_live(c);
+    return 0;
+}
+
+int64_t swim_next_deadline(const swim_core_t *c)
+{
+    int64_t t = c->next_gossip;
+#define MIN(x) (t = (x) < t ? (x) : t)
+    if (c->m[0].leaving)
+        return t;
+    MIN(c->next_pushpull);
+    MIN(c->next_reclaim);
+    if (c->probe.active) {
+        if (!c->probe.acked && !c->probe.indirect_sent)
+            MIN(c->probe.t_indirect);
+        MIN(c->probe.t_end);
+    } else {
+        MIN(c->next_probe);
+    }
+    for (int k = 0; k < RELAY_MAX; k++)
+        if (c->relays[k].used)
+            MIN(c->relays[k].nacked ? c->relays[k].expire : c->relays[k].nack_at);
+    for (size_t k = 0; k < c->n_suspects; k++)
+        MIN(c->m[c->suspects[k]].susp_deadline);
+#undef MIN
+    return t;
+}
+
+/* The replay check for a sender we know (same generation); true = fresh. */
+static bool replay_ok(member_t *m, uint64_t seq)
+{
+    if (!m->rx_any) {
+        m->rx_any = true;
+        m->rx_max = seq;
+        m->rx_bits = 1;
+        return true;
+    }
+    if (seq > m->rx_max) {
+        uint64_t shift = seq - m->rx_max;
+        m->rx_bits = shift >= REPLAY_BITS ? 1 : (m->rx_bits << shift) | 1;
+        m->rx_max = seq;
+        return true;
+    }
+    uint64_t back = m->rx_max - seq;
+    if (back >= REPLAY_BITS || (m->rx_bits >> back) & 1)
+        return false;
+    m->rx_bits |= UINT64_C(1) << back;
+    return true;
+}
+
+static int drop(swim_core_t *c, int rc)
+{
+    uint64_t *ctr[] = {
+        [-SWIM_EOVERSIZE] = &c->ctr.drop_oversize, [-SWIM_ETRUNCATED] = &c->ctr.drop_truncated,
+        [-SWIM_EVERSION] = &c->ctr.drop_version,   [-SWIM_EMODE] = &c->ctr.drop_mode,
+        [-SWIM_EAUTH] = &c->ctr.drop_auth,         [-SWIM_EMALFORMED] = &c->ctr.drop_malformed,
+        [-SWIM_ESTALE] = &c->ctr.drop_stale,       [-SWIM_EREPLAY] = &c->ctr.drop_replay,
+        [-SWIM_ESELF] = &c->ctr.drop_self,
+    };
+    if (-rc > 0 && (size_t)-rc < sizeof ctr / sizeof ctr[0] && ctr[-rc])
+        (*ctr[-rc])++;
+    return rc;
+}
+
+/* Opens, decodes and authenticates the sender of a frame (datagram or push-pull). */
+static int admit(swim_core_t *c, int64_t now, const uint8_t *bytes, size_t len, uint8_t *scratch,
+                 swim_msg_t *msg, int32_t *sender, swim_err_t *err)
+{
+    const uint8_t *body;
+    size_t blen;
+    int rc = swim_open((const uint8_t(*)[SWIM_KEY_BYTES])c->keys, c->cfg.nkeys, c->label,
+                       c->label_len, bytes, len, scratch, &body, &blen, err);
+    if (rc)
+        return drop(c, rc);
+    if ((rc = swim_msg_decode(msg, body, blen, err)))
+        return drop(c, rc);
+    const member_t *self = &c->m[0];
+    if (msg->sender_len == self->id_len && memcmp(msg->sender, self->id, self->id_len) == 0 &&
+        msg->sender_gen == self->gen) {
+        snprintf(err->msg, sizeof err->msg, "sender_id: our own id and generation");
+        return drop(c, SWIM_ESELF);
+    }
+    int64_t skew = now > msg->sent_ns ? now - msg->sent_ns : msg->sent_ns - now;
+    if (msg->sent_ns == INT64_MIN || skew > c->cfg.replay_window_ns) {
+        snprintf(err->msg, sizeof err->msg, "sent_ns: %lld ns away from our clock",
+                 (long long)skew);
+        return drop(c, SWIM_ESTALE);
+    }
+    *sender = find(c, msg->sender, msg->sender_len);
+    if (*sender >= 0 && c->m[*sender].gen == msg->sender_gen) {
+        if (!replay_ok(&c->m[*sender], msg->seq)) {
+            snprintf(err->msg, sizeof err->msg, "seq: %llu already seen from %s",
+                     (unsigned long long)msg->seq, c->m[*sender].id);
+            return drop(c, SWIM_EREPLAY);
+        }
+        c->m[*sender].last_heard = now;
+    }
+    return 0;
+}
+
+static void apply_all(swim_core_t *c, int64_t now, const swim_msg_t *msg, bool pushpull)
+{
+    const uint8_t *pos = msg->updates;
+    uint64_t sender_hash = swim_id_hash(msg->sender, msg->sender_len);
+    for (uint32_t k = 0; k < msg->n_updates; k++) {
+        swim_update_t u;
+        swim_err_t ignored;
+        if (swim_update_next(&pos, msg->end, &u, &ignored))
+            return; /* validated already: unreachable */
+        if (pushpull && u.state == SWIM_DEAD) {
+            u.state = SWIM_SUSPECT; /* their dead is our suspect: it must time out here */
+            u.from = sender_hash;
+        }
+        apply(c, now, &u);
+    }
+}
+
+int swim_receive(swim_core_t *c, int64_t now, const swim_addr_t *from, const uint8_t *bytes,
+                 size_t len, swim_err_t *err)
+{
+    swim_err_t scratch_err;
+    if (!err)
+        err = &scratch_err;
+    if (len > SWIM_DATAGRAM_MAX) {
+        snprintf(err->msg, sizeof err->msg, "datagram: %zu bytes, at most %d", len,
+                 SWIM_DATAGRAM_MAX);
+        return drop(c, SWIM_EOVERSIZE);
+    }
+    swim_msg_t msg;
+    int32_t sender;
+    int rc = admit(c, now, bytes, len, c->rxbuf, &msg, &sender, err);
+    if (rc)
+        return rc;
+    if (msg.kind == SWIM_PUSHPULL) {
+        snprintf(err->msg, sizeof err->msg, "kind: push-pull arrives over TCP, not UDP");
+        return drop(c, SWIM_EMALFORMED);
+    }
+    c->ctr.rx_packets++;
+    c->ctr.rx_bytes += len;
+    c->joined = true;
+    const member_t *self = &c->m[0];
+    if (self->leaving) { /* a prober that missed our leave learns it from the ack */
+        if (msg.kind == SWIM_PING)
+            send_simple(c, now, from, SWIM_ACK, msg.probe_seq, 0);
+        return 0;
+    }
+    apply_all(c, now, &msg, false); /* first, so an ack carries our refutation */
+    switch (msg.kind) {
+    case SWIM_PING:
+        if (msg.target_len == self->id_len && memcmp(msg.target, self->id, self->id_len) == 0)
+            send_simple(c, now, from, SWIM_ACK, msg.probe_seq,
+                        msg.target_gen == self->gen ? -1 : 0);
+        break;
+    case SWIM_ACK:
+    case SWIM_NACK:
+        on_ack(c, now, msg.probe_seq, msg.kind == SWIM_NACK);
+        break;
+    case SWIM_PING_REQ:
+        on_ping_req(c, now, &msg, from);
+        break;
+    default:
+        break;
+    }
+    note_live(c);
+    return 0;
+}
+
+size_t swim_pushpull_bound(const swim_core_t *c)
+{
+    return SWIM_SEAL_OVERHEAD + 64 + SWIM_ID_MAX + c->n * SWIM_UPDATE_MAX;
+}
+
+int swim_pushpull_encode(swim_core_t *c, int64_t now, bool join, uint8_t *out, size_t cap,
+                         size_t *len)
+{
+    if (cap < swim_pushpull_bound(c))
+        return SWIM_ESPACE;
+    /* the body goes after the frame header so sealing can read it from a second copy */
+    size_t head = c->cfg.nkeys ? SWIM_FRAME_HEAD + SWIM_NONCE_BYTES : SWIM_FRAME_HEAD;
+    swim_wbuf_t w = {out + head, 0, cap - head - SWIM_TAG_BYTES, false};
+    const member_t *self = &c->m[0];
+    swim_enc_head(&w, self->id, self->id_len, self->gen, now, ++c->tx_seq, SWIM_PUSHPULL);
+    swim_enc_pushpull(&w, join);
+    size_t at = swim_enc_array_open(&w);
+    for (size_t i = 0; i < c->n; i++) {
+        swim_update_t u;
+        member_update(&c->m[i], &u);
+        swim_enc_update(&w, &u);
+    }
+    swim_enc_array_close(&w, at, (uint32_t)c->n);
+    if (w.overflow)
+        return SWIM_ESPACE;
+    if (c->cfg.nkeys) {
+        uint8_t nonce[SWIM_NONCE_BYTES];
+        for (int i = 0; i < 3; i++) {
+            uint64_t r = rnd(c);
+            memcpy(nonce + 8 * i, &r, 8);
+        }
+        /* libsodium encrypts in place when message and ciphertext start together */
+        *len = swim_seal(c->keys[0], c->label, c->label_len, nonce, out + head, w.len, out);
+    } else {
+        out[0] = SWIM_WIRE_VERSION;
+        out[1] = SWIM_MODE_PLAIN;
+        *len = head + w.len;
+    }
+    c->ctr.pushpull_out++;
+    return 0;
+}
+
+int swim_pushpull_receive(swim_core_t *c, int64_t now, const uint8_t *bytes, size_t len,
+                          swim_err_t *err)
+{
+    swim_err_t scratch_err;
+    if (!err)
+        err = &scratch_err;
+    if (len > SWIM_PUSHPULL_MAX) {
+        snprintf(err->msg, sizeof err->msg, "push-pull: %zu bytes, at most %u", len,
+                 SWIM_PUSHPULL_MAX);
+        return drop(c, SWIM_EOVERSIZE);
+    }
+    uint8_t *scratch = malloc(len ? len : 1);
+    if (!scratch)
+        return SWIM_ENOMEM;
+    swim_msg_t msg;
+    int32_t sender;
+    int rc = admit(c, now, bytes, len, scratch, &msg, &sender, err);
+    if (!rc && msg.kind != SWIM_PUSHPULL) {
+        snprintf(err->msg, sizeof err->msg, "kind: %d where push-pull was expected", msg.kind);
+        rc = drop(c, SWIM_EMALFORMED);
+    }
+    if (!rc) {
+        c->ctr.pushpull_in++;
+        c->joined = true;
+        if (!c->m[0].leaving)
+            apply_all(c, now, &msg, true);
+        note_live(c);
+    }
+    free(scratch);
+    return rc;
+}
+
+bool swim_joined(const swim_core_t *c)
+{
+    return c->joined;
+}
+
+int swim_set_meta(swim_core_t *c, int64_t now, const uint8_t *meta, size_t len)
+{
+    if (len > SWIM_META_MAX || (len && !meta))
+        return SWIM_EINVAL;
+    member_t *self = &c->m[0];
+    memcpy(self->meta, meta, len);
+    self->meta_len = (uint8_t)len;
+    self->meta_version++;
+    self->inc++;
+    broadcast(c, 0, 0);
+    return 0;
+}
+
+int swim_leave(swim_core_t *c, int64_t now)
+{
+    member_t *self = &c->m[0];
+    if (self->leaving)
+        return 0;
+    self->inc++;
+    set_state(c, now, 0, SWIM_LEFT);
+    broadcast(c, 0, self->hash);
+    /* tell every live member at once; gossip carries it to any this misses */
+    for (size_t i = 1; i < c->n; i++)
+        if (is_live(c->m[i].state))
+            send_simple(c, now, &c->m[i].addr, SWIM_GOSSIP, 0, 0);
+    self->leaving = true;
+    c->probe.active = false;
+    note_live(c);
+    return 0;
+}
+
+size_t swim_member_count(const swim_core_t *c)
+{
+    return c->n;
+}
+
+static void view(const swim_core_t *c, size_t i, swim_member_view_t *v)
+{
+    const member_t *m = &c->m[i];
+    v->id = m->id;
+    v->id_len = m->id_len;
+    v->generation = m->gen;
+    v->incarnation = m->inc;
+    v->state = m->state;
+    v->addr = m->addr;
+    v->last_heard_ns = m->last_heard;
+    v->state_since_ns = m->state_since;
+    v->meta_version = m->meta_version;
+    v->meta_len = m->meta_len;
+    v->meta = m->meta;
+    v->self = i == 0;
+}
+
+int swim_member_get(const swim_core_t *c, size_t i, swim_member_view_t *v)
+{
+    if (i >= c->n)
+        return SWIM_EINVAL;
+    view(c, i, v);
+    return 0;
+}
+
+int swim_member_find(const swim_core_t *c, const char *id, swim_member_view_t *v)
+{
+    int32_t i = find(c, id, strlen(id));
+    if (i < 0)
+        return SWIM_EINVAL;
+    view(c, (size_t)i, v);
+    return 0;
+}
+
+int swim_live_count(const swim_core_t *c)
+{
+    return live_count(c);
+}
+
+int swim_health(const swim_core_t *c)
+{
+    return c->awareness;
+}
+
+const swim_outbox_t *swim_outbox(const swim_core_t *c)
+{
+    return &c->out;
+}
+
+void swim_outbox_clear(swim_core_t *c)
+{
+    c->out.n = 0;
+    c->arena_len = 0;
+    c->out.pp_wanted = false;
+}
+
+const swim_event_t *swim_events(const swim_core_t *c, size_t *n)
+{
+    *n = c->n_ev;
+    return c->ev;
+}
+
+void swim_events_clear(swim_core_t *c)
+{
+    c->n_ev = 0;
+}
+
+const swim_counters_t *swim_counters(const swim_core_t *c)
+{
+    return &c->ctr;
+}

@@ -1,0 +1,213 @@
+/*
+ * swim: the membership protocol core (SWIM with Lifeguard), pure.
+ *
+ * No sockets, no clock, no threads: the caller passes `now` (int64 ns since the epoch) to
+ * every call, feeds received datagrams to swim_receive, calls swim_tick when
+ * swim_next_deadline comes, and after each call drains two caller-visible queues: the outbox
+ * (datagrams to send, already sealed, each <= SWIM_DATAGRAM_MAX) and the events (member up,
+ * down, left, updated, live count changed). The libuv shell (mb.h) does that with real
+ * sockets; the simulator in tests/membership does it with a virtual network and clock.
+ *
+ * Memory: the core allocates its member table (and the outbox/event queues sized with it)
+ * when a new member is first heard of; nothing else allocates. See swim.c for the design.
+ */
+#ifndef TT_SWIM_H
+#define TT_SWIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SWIM_ID_MAX 128
+#define SWIM_META_MAX 64
+#define SWIM_LABEL_MAX 64
+#define SWIM_DATAGRAM_MAX 1400
+#define SWIM_KEY_BYTES 32
+#define SWIM_KEYRING_MAX 16
+/* A push-pull message carries the whole table; this bounds what a receiver accepts. */
+#define SWIM_PUSHPULL_MAX (8u << 20)
+
+/* Errors, negative as everywhere in tokentriage. The receive drops map onto counters. */
+enum {
+    SWIM_EINVAL = -1,     /* a bad argument or configuration */
+    SWIM_ENOMEM = -2,     /* the member table could not grow */
+    SWIM_EOVERSIZE = -3,  /* a datagram above SWIM_DATAGRAM_MAX */
+    SWIM_ETRUNCATED = -4, /* shorter than its frame */
+    SWIM_EVERSION = -5,   /* an unknown wire version */
+    SWIM_EMODE = -6,      /* plaintext while keyed, or sealed while not */
+    SWIM_EAUTH = -7,      /* opens under no key of the ring: forged, wrong key, wrong label */
+    SWIM_EMALFORMED = -8, /* the body does not decode; the error names the field */
+    SWIM_ESTALE = -9,     /* sent outside the replay window */
+    SWIM_EREPLAY = -10,   /* a sequence number already seen from that sender */
+    SWIM_ESELF = -11,     /* our own datagram came back (or an impostor of our id) */
+    SWIM_EKEYRING = -12,  /* a keyring file that does not parse */
+    SWIM_ESPACE = -13,    /* the caller's buffer is too small */
+};
+
+/* Error details, naming the field or line that was wrong. */
+typedef struct swim_err {
+    char msg[192];
+} swim_err_t;
+
+/* Returns a short name for a SWIM_E* code. */
+const char *swim_strerror(int code);
+
+/* A transport address, opaque to the core except for equality. family is 4 or 6. */
+typedef struct swim_addr {
+    uint8_t family;
+    uint8_t pad_;
+    uint16_t port; /* host order */
+    uint8_t ip[16];
+} swim_addr_t;
+
+bool swim_addr_eq(const swim_addr_t *a, const swim_addr_t *b);
+
+typedef enum swim_state {
+    SWIM_ALIVE = 0,
+    SWIM_SUSPECT = 1,
+    SWIM_DEAD = 2,
+    SWIM_LEFT = 3,
+} swim_state_t;
+
+const char *swim_state_name(swim_state_t s);
+
+/* Tunables; swim_config_default fills memberlist's LAN profile (SPEC §7). */
+typedef struct swim_config {
+    const char *id;               /* node id, 1..SWIM_ID_MAX bytes, unique in the cluster */
+    uint64_t generation;          /* differs per process start (the shell uses the start time) */
+    swim_addr_t addr;             /* advertised address */
+    int64_t probe_interval_ns;    /* 1 s */
+    int64_t probe_timeout_ns;     /* 500 ms */
+    int64_t gossip_interval_ns;   /* 200 ms */
+    int64_t pushpull_interval_ns; /* 30 s, scaled up above 32 members like memberlist */
+    int64_t gossip_to_dead_ns;    /* 30 s: dead members still get gossip, to refute */
+    int64_t reclaim_ns;           /* 60 s: dead/left members leave the table */
+    int64_t replay_window_ns;     /* 30 s: accepted skew between sender and receiver */
+    int indirect_checks;          /* k = 3 */
+    int gossip_nodes;             /* 3 */
+    int retransmit_mult;          /* 4 */
+    int suspicion_mult;           /* 4 */
+    int suspicion_max_mult;       /* 6 */
+    int awareness_max;            /* 8 */
+    /* Keyring: keys[0] seals, every key opens. nkeys 0 = plaintext. */
+    const uint8_t (*keys)[SWIM_KEY_BYTES];
+    size_t nkeys;
+    const char *label; /* cluster label, associated data; may be "" */
+    uint64_t seed;     /* PRNG seed: the shell takes it from libsodium */
+} swim_config_t;
+
+void swim_config_default(swim_config_t *cfg);
+
+typedef struct swim_core swim_core_t;
+
+/* A member as the core sees it. Pointers are valid until the next call into the core. */
+typedef struct swim_member_view {
+    const char *id;
+    size_t id_len;
+    uint64_t generation;
+    uint32_t incarnation;
+    swim_state_t state;
+    swim_addr_t addr;
+    int64_t last_heard_ns;  /* last datagram from it (self: now) */
+    int64_t state_since_ns; /* when its state last changed */
+    uint32_t meta_version;
+    size_t meta_len;
+    const uint8_t *meta;
+    bool self;
+} swim_member_view_t;
+
+typedef enum swim_event_type {
+    SWIM_EV_UP = 1,     /* a member became alive (joined, came back, or a new generation) */
+    SWIM_EV_DOWN,       /* declared dead */
+    SWIM_EV_LEFT,       /* left gracefully */
+    SWIM_EV_UPDATE,     /* alive member changed metadata or address */
+    SWIM_EV_LIVE_COUNT, /* alive + suspect (self included) changed */
+} swim_event_type_t;
+
+typedef struct swim_event {
+    swim_event_type_t type;
+    int live_count;
+    uint64_t generation;
+    size_t id_len;
+    char id[SWIM_ID_MAX + 1];
+} swim_event_t;
+
+/* One datagram to send: bytes live in the outbox arena until swim_outbox_clear. */
+typedef struct swim_datagram {
+    swim_addr_t to;
+    uint32_t off;
+    uint32_t len;
+} swim_datagram_t;
+
+typedef struct swim_outbox {
+    swim_datagram_t *dgram;
+    size_t n;
+    const uint8_t *arena;
+    /* The core wants a push-pull exchange: with a member at pp_to, or with a seed. */
+    bool pp_wanted;
+    bool pp_seed;
+    swim_addr_t pp_to;
+} swim_outbox_t;
+
+/* Datagram accounting; the server exports these to /metrics. */
+typedef struct swim_counters {
+    uint64_t rx_packets, rx_bytes, tx_packets, tx_bytes;
+    uint64_t drop_oversize, drop_truncated, drop_version, drop_mode, drop_auth;
+    uint64_t drop_malformed, drop_stale, drop_replay, drop_self;
+    uint64_t tx_overflow; /* datagrams not queued: outbox full */
+    uint64_t pushpull_in, pushpull_out;
+    uint64_t refutes, suspicions;
+} swim_counters_t;
+
+/* Builds a core; *out is owned by the caller and freed with swim_free. */
+int swim_new(swim_core_t **out, const swim_config_t *cfg, int64_t now, swim_err_t *err);
+void swim_free(swim_core_t *core);
+
+/* Runs every timer due at `now`. */
+int swim_tick(swim_core_t *core, int64_t now);
+/* When swim_tick next has something to do. */
+int64_t swim_next_deadline(const swim_core_t *core);
+/* A datagram from `from`. Returns 0 or the (negative) reason it was dropped and counted. */
+int swim_receive(swim_core_t *core, int64_t now, const swim_addr_t *from, const uint8_t *bytes,
+                 size_t len, swim_err_t *err);
+
+/* The push-pull message (sealed like a datagram, not size-limited). out must hold
+ * swim_pushpull_bound(core) bytes; *len receives the length. */
+size_t swim_pushpull_bound(const swim_core_t *core);
+int swim_pushpull_encode(swim_core_t *core, int64_t now, bool join, uint8_t *out, size_t cap,
+                         size_t *len);
+/* Merges a peer's push-pull message (0 or a negative drop reason, counted). */
+int swim_pushpull_receive(swim_core_t *core, int64_t now, const uint8_t *bytes, size_t len,
+                          swim_err_t *err);
+/* True once one push-pull exchange completed (or a peer reached us). */
+bool swim_joined(const swim_core_t *core);
+
+/* Sets this node's metadata (<= SWIM_META_MAX bytes); bumps its version and gossips it. */
+int swim_set_meta(swim_core_t *core, int64_t now, const uint8_t *meta, size_t len);
+/* Graceful leave: marks self left and tells every live member at once. */
+int swim_leave(swim_core_t *core, int64_t now);
+
+size_t swim_member_count(const swim_core_t *core);
+/* i in [0, swim_member_count): 0 or SWIM_EINVAL. Member 0 is self. */
+int swim_member_get(const swim_core_t *core, size_t i, swim_member_view_t *v);
+int swim_member_find(const swim_core_t *core, const char *id, swim_member_view_t *v);
+/* Alive + suspect, self included (the share store's N). */
+int swim_live_count(const swim_core_t *core);
+/* The Lifeguard local-health score, 0 (healthy) .. awareness_max - 1. */
+int swim_health(const swim_core_t *core);
+
+const swim_outbox_t *swim_outbox(const swim_core_t *core);
+void swim_outbox_clear(swim_core_t *core);
+const swim_event_t *swim_events(const swim_core_t *core, size_t *n);
+void swim_events_clear(swim_core_t *core);
+const swim_counters_t *swim_counters(const swim_core_t *core);
+
+/*
+ * Keyring text: one key per line, base64 (standard alphabet, padded) of 32 bytes; blank lines
+ * and lines starting with '#' are skipped; the first key seals (primary), every key opens.
+ * Fills keys (room for max) and *n; errors name the line.
+ */
+int swim_keyring_parse(const char *text, size_t len, uint8_t (*keys)[SWIM_KEY_BYTES], size_t max,
+                       size_t *n, swim_err_t *err);
+
+#endif

@@ -1,0 +1,520 @@
+/* The gossip wire codec and seal; the layout is drawn in swim_proto.h. */
+#include "swim_proto.h"
+
+#include <msgpack.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- encoding: msgpack-c's packer writing into a bounded buffer ---- */
+
+static int wbuf_write(void *data, const char *buf, size_t len)
+{
+    swim_wbuf_t *w = data;
+    if (w->overflow || len > w->cap - w->len) {
+        w->overflow = true;
+        return -1;
+    }
+    memcpy(w->p + w->len, buf, len);
+    w->len += len;
+    return 0;
+}
+
+static void packer(msgpack_packer *pk, swim_wbuf_t *w)
+{
+    msgpack_packer_init(pk, w, wbuf_write);
+}
+
+static void pack_str(msgpack_packer *pk, const char *s, size_t len)
+{
+    msgpack_pack_str(pk, len);
+    msgpack_pack_str_body(pk, s, len);
+}
+
+static void pack_bin(msgpack_packer *pk, const void *b, size_t len)
+{
+    msgpack_pack_bin(pk, len);
+    msgpack_pack_bin_body(pk, b, len);
+}
+
+static void pack_addr(msgpack_packer *pk, const swim_addr_t *a)
+{
+    uint8_t b[19];
+    size_t iplen = a->family == 6 ? 16 : 4;
+    b[0] = a->family == 6 ? 6 : 4;
+    b[1] = (uint8_t)(a->port >> 8);
+    b[2] = (uint8_t)a->port;
+    memcpy(b + 3, a->ip, iplen);
+    pack_bin(pk, b, 3 + iplen);
+}
+
+void swim_enc_head(swim_wbuf_t *w, const char *sender, size_t sender_len, uint64_t gen,
+                   int64_t sent_ns, uint64_t seq, swim_kind_t kind)
+{
+    msgpack_packer pk;
+    packer(&pk, w);
+    msgpack_pack_array(&pk, 7);
+    pack_str(&pk, sender, sender_len);
+    msgpack_pack_uint64(&pk, gen);
+    msgpack_pack_int64(&pk, sent_ns);
+    msgpack_pack_uint64(&pk, seq);
+    msgpack_pack_uint8(&pk, (uint8_t)kind);
+}
+
+void swim_enc_probe(swim_wbuf_t *w, swim_kind_t kind, uint32_t probe_seq, const char *target,
+                    size_t target_len, uint64_t target_gen, const swim_addr_t *target_addr)
+{
+    msgpack_packer pk;
+    packer(&pk, w);
+    switch (kind) {
+    case SWIM_PING:
+    case SWIM_PING_REQ:
+        msgpack_pack_array(&pk, kind == SWIM_PING ? 3 : 4);
+        msgpack_pack_uint32(&pk, probe_seq);
+        pack_str(&pk, target, target_len);
+        msgpack_pack_uint64(&pk, target_gen);
+        if (kind == SWIM_PING_REQ)
+            pack_addr(&pk, target_addr);
+        break;
+    case SWIM_ACK:
+    case SWIM_NACK:
+        msgpack_pack_array(&pk, 1);
+        msgpack_pack_uint32(&pk, probe_seq);
+        break;
+    default:
+        msgpack_pack_array(&pk, 0);
+    }
+}
+
+void swim_enc_pushpull(swim_wbuf_t *w, bool join)
+{
+    msgpack_packer pk;
+    packer(&pk, w);
+    msgpack_pack_array(&pk, 1);
+    if (join)
+        msgpack_pack_true(&pk);
+    else
+        msgpack_pack_false(&pk);
+}
+
+size_t swim_enc_array_open(swim_wbuf_t *w)
+{
+    size_t at = w->len;
+    static const char hdr[5] = {(char)0xdd, 0, 0, 0, 0};
+    wbuf_write(w, hdr, sizeof hdr);
+    return at;
+}
+
+void swim_enc_array_close(swim_wbuf_t *w, size_t at, uint32_t count)
+{
+    if (w->overflow)
+        return;
+    w->p[at + 1] = (uint8_t)(count >> 24);
+    w->p[at + 2] = (uint8_t)(count >> 16);
+    w->p[at + 3] = (uint8_t)(count >> 8);
+    w->p[at + 4] = (uint8_t)count;
+}
+
+void swim_enc_update(swim_wbuf_t *w, const swim_update_t *u)
+{
+    msgpack_packer pk;
+    packer(&pk, w);
+    msgpack_pack_array(&pk, 8);
+    msgpack_pack_uint8(&pk, (uint8_t)u->state);
+    pack_str(&pk, u->id, u->id_len);
+    msgpack_pack_uint64(&pk, u->generation);
+    msgpack_pack_uint32(&pk, u->incarnation);
+    pack_addr(&pk, &u->addr);
+    msgpack_pack_uint32(&pk, u->meta_version);
+    pack_bin(&pk, u->meta, u->meta_len);
+    msgpack_pack_uint64(&pk, u->from);
+}
+
+/* ---- decoding: a bounded reader that names the field ---- */
+
+typedef struct rd {
+    const uint8_t *pos, *end;
+    swim_err_t *err;
+    int64_t update; /* the update being read, for the error's path; -1 outside them */
+} rd_t;
+
+static int fail(rd_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(rd_t *r, const char *fmt, ...)
+{
+    if (r->err) {
+        int n = r->update < 0 ? 0
+                              : snprintf(r->err->msg, sizeof r->err->msg, "updates[%lld].",
+                                         (long long)r->update);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->err->msg + n, sizeof r->err->msg - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return SWIM_EMALFORMED;
+}
+
+/* Reads n big-endian bytes. */
+static int take_be(rd_t *r, size_t n, uint64_t *v, const char *field)
+{
+    if ((size_t)(r->end - r->pos) < n)
+        return fail(r, "%s: truncated", field);
+    uint64_t x = 0;
+    for (size_t i = 0; i < n; i++)
+        x = (x << 8) | r->pos[i];
+    r->pos += n;
+    *v = x;
+    return 0;
+}
+
+static int rd_array(rd_t *r, uint32_t *n, const char *field)
+{
+    if (r->pos >= r->end)
+        return fail(r, "%s: truncated", field);
+    uint8_t b = *r->pos++;
+    uint64_t v = 0;
+    if ((b & 0xf0) == 0x90) {
+        *n = b & 0x0f;
+        return 0;
+    }
+    if (b == 0xdc || b == 0xdd) {
+        if (take_be(r, b == 0xdc ? 2 : 4, &v, field))
+            return SWIM_EMALFORMED;
+        *n = (uint32_t)v;
+        return 0;
+    }
+    return fail(r, "%s: expected an array", field);
+}
+
+static int rd_uint(rd_t *r, uint64_t max, uint64_t *out, const char *field)
+{
+    if (r->pos >= r->end)
+        return fail(r, "%s: truncated", field);
+    uint8_t b = *r->pos++;
+    uint64_t v = 0;
+    if (b <= 0x7f)
+        v = b;
+    else if (b >= 0xcc && b <= 0xcf) {
+        if (take_be(r, (size_t)1 << (b - 0xcc), &v, field))
+            return SWIM_EMALFORMED;
+    } else
+        return fail(r, "%s: expected an unsigned integer", field);
+    if (v > max)
+        return fail(r, "%s: %llu is above %llu", field, (unsigned long long)v,
+                    (unsigned long long)max);
+    *out = v;
+    return 0;
+}
+
+static int rd_int(rd_t *r, int64_t *out, const char *field)
+{
+    if (r->pos >= r->end)
+        return fail(r, "%s: truncated", field);
+    uint8_t b = *r->pos;
+    uint64_t v = 0;
+    if (b >= 0xe0) {
+        r->pos++;
+        *out = (int8_t)b;
+        return 0;
+    }
+    if (b >= 0xd0 && b <= 0xd3) {
+        r->pos++;
+        size_t n = (size_t)1 << (b - 0xd0);
+        if (take_be(r, n, &v, field))
+            return SWIM_EMALFORMED;
+        /* sign-extend from n bytes */
+        unsigned shift = (unsigned)(64 - 8 * n);
+        *out = shift ? (int64_t)(v << shift) >> shift : (int64_t)v;
+        return 0;
+    }
+    if (rd_uint(r, INT64_MAX, &v, field))
+        return SWIM_EMALFORMED;
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* str (is_str) or bin, 0..max bytes, returned in place. */
+static int rd_bytes(rd_t *r, bool is_str, size_t min, size_t max, const uint8_t **p, size_t *len,
+                    const char *field)
+{
+    if (r->pos >= r->end)
+        return fail(r, "%s: truncated", field);
+    uint8_t b = *r->pos++;
+    uint64_t n = 0;
+    if (is_str && (b & 0xe0) == 0xa0)
+        n = b & 0x1f;
+    else if (is_str && b >= 0xd9 && b <= 0xdb) {
+        if (take_be(r, (size_t)1 << (b - 0xd9), &n, field))
+            return SWIM_EMALFORMED;
+    } else if (!is_str && b >= 0xc4 && b <= 0xc6) {
+        if (take_be(r, (size_t)1 << (b - 0xc4), &n, field))
+            return SWIM_EMALFORMED;
+    } else
+        return fail(r, "%s: expected %s", field, is_str ? "a string" : "binary");
+    if (n > (uint64_t)(r->end - r->pos))
+        return fail(r, "%s: truncated", field);
+    if (n < min || n > max)
+        return fail(r, "%s: %llu bytes, expected %zu..%zu", field, (unsigned long long)n, min, max);
+    *p = r->pos;
+    *len = (size_t)n;
+    r->pos += n;
+    return 0;
+}
+
+static int rd_id(rd_t *r, const char **id, size_t *len, const char *field)
+{
+    const uint8_t *p;
+    if (rd_bytes(r, true, 1, SWIM_ID_MAX, &p, len, field))
+        return SWIM_EMALFORMED;
+    if (memchr(p, 0, *len))
+        return fail(r, "%s: contains a NUL byte", field);
+    *id = (const char *)p;
+    return 0;
+}
+
+static int rd_addr(rd_t *r, swim_addr_t *a, const char *field)
+{
+    const uint8_t *p;
+    size_t n;
+    if (rd_bytes(r, false, 7, 19, &p, &n, field))
+        return SWIM_EMALFORMED;
+    if (!((p[0] == 4 && n == 7) || (p[0] == 6 && n == 19)))
+        return fail(r, "%s: family %u with %zu bytes", field, p[0], n);
+    memset(a, 0, sizeof *a);
+    a->family = p[0];
+    a->port = (uint16_t)(p[1] << 8 | p[2]);
+    memcpy(a->ip, p + 3, n - 3);
+    return 0;
+}
+
+/* An array of exactly `want` elements. */
+static int rd_tuple(rd_t *r, uint32_t want, const char *field)
+{
+    uint32_t n;
+    if (rd_array(r, &n, field))
+        return SWIM_EMALFORMED;
+    if (n != want)
+        return fail(r, "%s: %u elements, expected %u", field, n, want);
+    return 0;
+}
+
+static int rd_update(rd_t *r, swim_update_t *u)
+{
+    uint64_t v = 0;
+    size_t tmp;
+    if (rd_tuple(r, 8, "update"))
+        return SWIM_EMALFORMED;
+    if (rd_uint(r, SWIM_LEFT, &v, "state"))
+        return SWIM_EMALFORMED;
+    u->state = (swim_state_t)v;
+    if (rd_id(r, &u->id, &u->id_len, "id") || rd_uint(r, UINT64_MAX, &u->generation, "gen"))
+        return SWIM_EMALFORMED;
+    if (rd_uint(r, UINT32_MAX, &v, "incarnation"))
+        return SWIM_EMALFORMED;
+    u->incarnation = (uint32_t)v;
+    if (rd_addr(r, &u->addr, "addr") || rd_uint(r, UINT32_MAX, &v, "meta_version"))
+        return SWIM_EMALFORMED;
+    u->meta_version = (uint32_t)v;
+    if (rd_bytes(r, false, 0, SWIM_META_MAX, &u->meta, &tmp, "meta"))
+        return SWIM_EMALFORMED;
+    u->meta_len = tmp;
+    if (rd_uint(r, UINT64_MAX, &u->from, "from"))
+        return SWIM_EMALFORMED;
+    return 0;
+}
+
+int swim_update_next(const uint8_t **pos, const uint8_t *end, swim_update_t *u, swim_err_t *err)
+{
+    rd_t r = {*pos, end, err, 0};
+    int rc = rd_update(&r, u);
+    *pos = r.pos;
+    return rc;
+}
+
+static int rd_msg(rd_t *r, swim_msg_t *m)
+{
+    uint64_t v = 0;
+    uint32_t n;
+    if (rd_tuple(r, 7, "body") || rd_id(r, &m->sender, &m->sender_len, "sender_id") ||
+        rd_uint(r, UINT64_MAX, &m->sender_gen, "sender_gen") || rd_int(r, &m->sent_ns, "sent_ns") ||
+        rd_uint(r, UINT64_MAX, &m->seq, "seq") || rd_uint(r, SWIM_PUSHPULL, &v, "kind"))
+        return SWIM_EMALFORMED;
+    if (v == 0)
+        return fail(r, "kind: 0 is not a message kind");
+    m->kind = (swim_kind_t)v;
+    switch (m->kind) {
+    case SWIM_PING:
+    case SWIM_PING_REQ:
+        if (rd_tuple(r, m->kind == SWIM_PING ? 3 : 4, "msg") ||
+            rd_uint(r, UINT32_MAX, &v, "msg.probe_seq") ||
+            rd_id(r, &m->target, &m->target_len, "msg.target_id") ||
+            rd_uint(r, UINT64_MAX, &m->target_gen, "msg.target_gen"))
+            return SWIM_EMALFORMED;
+        m->probe_seq = (uint32_t)v;
+        if (m->kind == SWIM_PING_REQ && rd_addr(r, &m->target_addr, "msg.target_addr"))
+            return SWIM_EMALFORMED;
+        break;
+    case SWIM_ACK:
+    case SWIM_NACK:
+        if (rd_tuple(r, 1, "msg") || rd_uint(r, UINT32_MAX, &v, "msg.probe_seq"))
+            return SWIM_EMALFORMED;
+        m->probe_seq = (uint32_t)v;
+        break;
+    case SWIM_GOSSIP:
+        if (rd_tuple(r, 0, "msg"))
+            return SWIM_EMALFORMED;
+        break;
+    case SWIM_PUSHPULL:
+        if (rd_tuple(r, 1, "msg"))
+            return SWIM_EMALFORMED;
+        if (r->pos >= r->end || (*r->pos != 0xc2 && *r->pos != 0xc3))
+            return fail(r, "msg.join: expected a boolean");
+        m->join = *r->pos++ == 0xc3;
+        break;
+    }
+    if (rd_array(r, &n, "updates"))
+        return SWIM_EMALFORMED;
+    /* every update takes at least 10 bytes: a cheap bound before walking them */
+    if (n > (size_t)(r->end - r->pos) / 10)
+        return fail(r, "updates: %u elements cannot fit in %zu bytes", n,
+                    (size_t)(r->end - r->pos));
+    m->n_updates = n;
+    m->updates = r->pos;
+    for (uint32_t i = 0; i < n; i++) {
+        swim_update_t u;
+        r->update = i;
+        if (rd_update(r, &u))
+            return SWIM_EMALFORMED;
+    }
+    r->update = -1;
+    if (r->pos != r->end)
+        return fail(r, "body: %zu trailing bytes", (size_t)(r->end - r->pos));
+    m->end = r->end;
+    return 0;
+}
+
+int swim_msg_decode(swim_msg_t *m, const uint8_t *body, size_t len, swim_err_t *err)
+{
+    rd_t r = {body, body + len, err, -1};
+    memset(m, 0, sizeof *m);
+    return rd_msg(&r, m);
+}
+
+/* ---- the seal ---- */
+
+static void make_ad(uint8_t *ad, uint8_t mode, const char *label, size_t label_len)
+{
+    ad[0] = SWIM_WIRE_VERSION;
+    ad[1] = mode;
+    memcpy(ad + 2, label, label_len);
+}
+
+size_t swim_seal(const uint8_t key[SWIM_KEY_BYTES], const char *label, size_t label_len,
+                 const uint8_t nonce[SWIM_NONCE_BYTES], const uint8_t *body, size_t blen,
+                 uint8_t *out)
+{
+    uint8_t ad[2 + SWIM_LABEL_MAX];
+    make_ad(ad, SWIM_MODE_SEALED, label, label_len);
+    out[0] = SWIM_WIRE_VERSION;
+    out[1] = SWIM_MODE_SEALED;
+    memcpy(out + SWIM_FRAME_HEAD, nonce, SWIM_NONCE_BYTES);
+    unsigned long long clen = 0;
+    crypto_aead_xchacha20poly1305_ietf_encrypt(out + SWIM_FRAME_HEAD + SWIM_NONCE_BYTES, &clen,
+                                               body, blen, ad, 2 + label_len, NULL, nonce, key);
+    return SWIM_FRAME_HEAD + SWIM_NONCE_BYTES + (size_t)clen;
+}
+
+int swim_open(const uint8_t (*keys)[SWIM_KEY_BYTES], size_t nkeys, const char *label,
+              size_t label_len, const uint8_t *in, size_t len, uint8_t *scratch,
+              const uint8_t **body, size_t *blen, swim_err_t *err)
+{
+    if (len < SWIM_FRAME_HEAD) {
+        snprintf(err->msg, sizeof err->msg, "frame: %zu bytes, shorter than its header", len);
+        return SWIM_ETRUNCATED;
+    }
+    if (in[0] != SWIM_WIRE_VERSION) {
+        snprintf(err->msg, sizeof err->msg, "version: %u, expected %u", in[0], SWIM_WIRE_VERSION);
+        return SWIM_EVERSION;
+    }
+    uint8_t want = nkeys ? SWIM_MODE_SEALED : SWIM_MODE_PLAIN;
+    if (in[1] != want) {
+        snprintf(err->msg, sizeof err->msg, "mode: %u, expected %u (%s)", in[1], want,
+                 nkeys ? "sealed: a keyring is configured" : "plaintext: no keyring");
+        return SWIM_EMODE;
+    }
+    if (!nkeys) {
+        *body = in + SWIM_FRAME_HEAD;
+        *blen = len - SWIM_FRAME_HEAD;
+        return 0;
+    }
+    if (len < SWIM_SEAL_OVERHEAD) {
+        snprintf(err->msg, sizeof err->msg, "frame: %zu bytes, shorter than nonce and tag", len);
+        return SWIM_ETRUNCATED;
+    }
+    uint8_t ad[2 + SWIM_LABEL_MAX];
+    make_ad(ad, SWIM_MODE_SEALED, label, label_len);
+    const uint8_t *nonce = in + SWIM_FRAME_HEAD;
+    const uint8_t *c = nonce + SWIM_NONCE_BYTES;
+    size_t clen = len - SWIM_FRAME_HEAD - SWIM_NONCE_BYTES;
+    for (size_t k = 0; k < nkeys; k++) {
+        unsigned long long mlen;
+        if (crypto_aead_xchacha20poly1305_ietf_decrypt(scratch, &mlen, NULL, c, clen, ad,
+                                                       2 + label_len, nonce, keys[k]) == 0) {
+            *body = scratch;
+            *blen = (size_t)mlen;
+            return 0;
+        }
+    }
+    snprintf(err->msg, sizeof err->msg,
+             "seal: opens under none of %zu keys (forged, another key or another label)", nkeys);
+    return SWIM_EAUTH;
+}
+
+uint64_t swim_id_hash(const char *id, size_t len)
+{
+    uint64_t h = UINT64_C(14695981039346656037);
+    for (size_t i = 0; i < len; i++) {
+        h ^= (uint8_t)id[i];
+        h *= UINT64_C(1099511628211);
+    }
+    return h;
+}
+
+int swim_keyring_parse(const char *text, size_t len, uint8_t (*keys)[SWIM_KEY_BYTES], size_t max,
+                       size_t *n, swim_err_t *err)
+{
+    *n = 0;
+    size_t line = 0;
+    const char *p = text, *end = text + len;
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (!eol)
+            eol = end;
+        line++;
+        const char *a = p, *b = eol;
+        p = eol + (eol < end);
+        while (a < b && (*a == ' ' || *a == '\t'))
+            a++;
+        while (b > a && (b[-1] == ' ' || b[-1] == '\t' || b[-1] == '\r'))
+            b--;
+        if (a == b || *a == '#')
+            continue;
+        if (*n == max) {
+            snprintf(err->msg, sizeof err->msg, "line %zu: more than %zu keys", line, max);
+            return SWIM_EKEYRING;
+        }
+        size_t bin_len = 0;
+        const char *stop = NULL;
+        if (sodium_base642bin(keys[*n], SWIM_KEY_BYTES, a, (size_t)(b - a), NULL, &bin_len, &stop,
+                              sodium_base64_VARIANT_ORIGINAL) != 0 ||
+            stop != b || bin_len != SWIM_KEY_BYTES) {
+            snprintf(err->msg, sizeof err->msg,
+                     "line %zu: not the base64 of a %d-byte key (try: head -c32 /dev/urandom | "
+                     "base64)",
+                     line, SWIM_KEY_BYTES);
+            return SWIM_EKEYRING;
+        }
+        (*n)++;
+    }
+    return 0;
+}

@@ -1,0 +1,159 @@
+/*
+ * swim_proto: the gossip wire format, its codec and its seal.
+ *
+ * Every datagram is at most SWIM_DATAGRAM_MAX (1400) bytes, so it fits an Ethernet MTU with
+ * IPv6 and UDP headers to spare; the encoder never produces more and the receiver drops more
+ * before reading a byte of it. The outer frame is fixed binary, the body is MessagePack:
+ *
+ *   sealed (a keyring is configured):
+ *   +---------+---------+------------------------+-------------------------------+
+ *   | version | mode=1  | nonce: 24 bytes        | XChaCha20-Poly1305-IETF       |
+ *   | 1 byte  | 1 byte  | (random, per datagram) | ciphertext of BODY + 16 tag   |
+ *   +---------+---------+------------------------+-------------------------------+
+ *   associated data = version || mode || cluster label (the label is never sent)
+ *
+ *   plaintext (no keyring; a loud warning at start):
+ *   +---------+---------+----------------------------------------------------------+
+ *   | version | mode=0  | BODY                                                     |
+ *   +---------+---------+----------------------------------------------------------+
+ *
+ *   BODY = MessagePack array(7):
+ *   +-----------------------------------------------------------------------------+
+ *   | [ sender_id:   str (1..128 bytes)       who sent it (the node id)           |
+ *   |   sender_gen:  uint                     its generation (a restart bumps it) |
+ *   |   sent_ns:     int                      its clock when sealing (replay)     |
+ *   |   seq:         uint                     per-sender datagram counter (replay)|
+ *   |   kind:        uint                     PING ACK NACK PING_REQ GOSSIP PUSHPULL
+ *   |   msg:         array                    the kind's own fields, below        |
+ *   |   updates:     array of UPDATE          piggybacked dissemination           |
+ *   | ]                                                                           |
+ *   +-----------------------------------------------------------------------------+
+ *   msg per kind:
+ *     PING      [probe_seq: uint, target_id: str, target_gen: uint]
+ *     ACK       [probe_seq: uint]
+ *     NACK      [probe_seq: uint]
+ *     PING_REQ  [probe_seq: uint, target_id: str, target_gen: uint, target_addr: bin]
+ *     GOSSIP    []
+ *     PUSHPULL  [join: bool]            (TCP only: the whole member table as updates)
+ *
+ *   UPDATE = array(8): one member's state as the sender knows it
+ *   +-----------------------------------------------------------------------------+
+ *   | [ state: uint (ALIVE SUSPECT DEAD LEFT), id: str, gen: uint, incarnation:    |
+ *   |   uint, addr: bin, meta_version: uint, meta: bin (<= 64), from: uint ]       |
+ *   +-----------------------------------------------------------------------------+
+ *   addr = bin(7): family 4, port (2 bytes, big endian), IPv4 (4)
+ *        | bin(19): family 6, port (2), IPv6 (16)
+ *   from = a 64-bit hash of the accuser's id (suspect/dead): it only has to tell
+ *          independent confirmations apart, so the full id is not sent.
+ *
+ * Decoders read through (pos, end), never past end, and fail naming the field that was wrong
+ * ("updates[3].meta: 80 bytes, at most 64"). A datagram is decoded completely (every update
+ * validated) before any of it is applied, so a bad one changes nothing.
+ */
+#ifndef TT_SWIM_PROTO_H
+#define TT_SWIM_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "swim.h"
+
+#define SWIM_WIRE_VERSION 1
+#define SWIM_MODE_PLAIN 0
+#define SWIM_MODE_SEALED 1
+#define SWIM_NONCE_BYTES 24
+#define SWIM_TAG_BYTES 16
+#define SWIM_FRAME_HEAD 2 /* version, mode */
+#define SWIM_SEAL_OVERHEAD (SWIM_FRAME_HEAD + SWIM_NONCE_BYTES + SWIM_TAG_BYTES)
+/* An encoded update is at most this long: the builder reserves it before encoding one. */
+#define SWIM_UPDATE_MAX (1 + 2 + SWIM_ID_MAX + 9 + 5 + 2 + 19 + 5 + 2 + SWIM_META_MAX + 9)
+
+typedef enum swim_kind {
+    SWIM_PING = 1,
+    SWIM_ACK = 2,
+    SWIM_NACK = 3,
+    SWIM_PING_REQ = 4,
+    SWIM_GOSSIP = 5,
+    SWIM_PUSHPULL = 6,
+} swim_kind_t;
+
+/* A decoded update. Pointers point into the decoded buffer: valid while it is. */
+typedef struct swim_update {
+    swim_state_t state;
+    const char *id;
+    size_t id_len;
+    uint64_t generation;
+    uint32_t incarnation;
+    swim_addr_t addr;
+    uint32_t meta_version;
+    size_t meta_len;
+    const uint8_t *meta;
+    uint64_t from;
+} swim_update_t;
+
+/* A decoded body. The updates are validated, then walked with swim_update_next. */
+typedef struct swim_msg {
+    const char *sender;
+    size_t sender_len;
+    uint64_t sender_gen;
+    int64_t sent_ns;
+    uint64_t seq;
+    swim_kind_t kind;
+    uint32_t probe_seq;
+    const char *target;
+    size_t target_len;
+    uint64_t target_gen;
+    swim_addr_t target_addr;
+    bool join;
+    uint32_t n_updates;
+    const uint8_t *updates; /* the first update; swim_update_next walks from here */
+    const uint8_t *end;
+} swim_msg_t;
+
+/* A bounded output buffer for the encoder: overflow is sticky, checked once at the end. */
+typedef struct swim_wbuf {
+    uint8_t *p;
+    size_t len;
+    size_t cap;
+    bool overflow;
+} swim_wbuf_t;
+
+/* Body header: the 5 scalar fields; the caller then writes msg and updates. */
+void swim_enc_head(swim_wbuf_t *w, const char *sender, size_t sender_len, uint64_t gen,
+                   int64_t sent_ns, uint64_t seq, swim_kind_t kind);
+/* The msg array of each kind. */
+void swim_enc_probe(swim_wbuf_t *w, swim_kind_t kind, uint32_t probe_seq, const char *target,
+                    size_t target_len, uint64_t target_gen, const swim_addr_t *target_addr);
+void swim_enc_pushpull(swim_wbuf_t *w, bool join);
+/* An array32 header whose count is patched later: returns its offset. */
+size_t swim_enc_array_open(swim_wbuf_t *w);
+void swim_enc_array_close(swim_wbuf_t *w, size_t at, uint32_t count);
+void swim_enc_update(swim_wbuf_t *w, const swim_update_t *u);
+
+/* Decodes and validates a whole body (every update too). 0 or SWIM_EMALFORMED with err. */
+int swim_msg_decode(swim_msg_t *m, const uint8_t *body, size_t len, swim_err_t *err);
+/* Decodes the update at *pos (already validated by swim_msg_decode) and advances *pos. */
+int swim_update_next(const uint8_t **pos, const uint8_t *end, swim_update_t *u, swim_err_t *err);
+
+/*
+ * Seal: writes version, mode, nonce and the AEAD ciphertext of body into out (room for
+ * blen + SWIM_SEAL_OVERHEAD). Returns the length written.
+ */
+size_t swim_seal(const uint8_t key[SWIM_KEY_BYTES], const char *label, size_t label_len,
+                 const uint8_t nonce[SWIM_NONCE_BYTES], const uint8_t *body, size_t blen,
+                 uint8_t *out);
+/*
+ * Opens a frame: with nkeys > 0 it must be sealed and open under one of the keys (each
+ * tried, primary first); with none it must be plaintext. On success *body and *blen are the
+ * body (in scratch, which has room for len bytes, or inside `in` for plaintext).
+ * Errors: SWIM_ETRUNCATED, SWIM_EVERSION, SWIM_EMODE, SWIM_EAUTH.
+ */
+int swim_open(const uint8_t (*keys)[SWIM_KEY_BYTES], size_t nkeys, const char *label,
+              size_t label_len, const uint8_t *in, size_t len, uint8_t *scratch,
+              const uint8_t **body, size_t *blen, swim_err_t *err);
+
+/* 64-bit FNV-1a of an id: the `from` field and the member index key. */
+uint64_t swim_id_hash(const char *id, size_t len);
+
+#endif

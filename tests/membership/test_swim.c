@@ -1,0 +1,274 @@
+/* The SWIM core, driven as whole clusters through the deterministic simulator (sim.h). */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "sim.h"
+#include "swim.h"
+
+/* Counts DOWN events about nodes that were up at the time (false deaths) and the first time
+ * every survivor agreed on a target's death. */
+typedef struct watch {
+    int false_deaths;
+    int downs;
+    int lefts;
+    int max_live;
+    int victim; /* a node killed on purpose: its death is not false */
+} watch_t;
+
+static void on_event(void *ud, sim_t *s, int node, const swim_event_t *ev)
+{
+    watch_t *w = ud;
+    if (ev->type == SWIM_EV_LIVE_COUNT && ev->live_count > w->max_live)
+        w->max_live = ev->live_count;
+    if (ev->type == SWIM_EV_LEFT)
+        w->lefts++;
+    if (ev->type != SWIM_EV_DOWN)
+        return;
+    w->downs++;
+    int target = atoi(ev->id + 1);
+    if (target != w->victim && sim_up(s, target))
+        w->false_deaths++;
+}
+
+static sim_t *cluster(watch_t *w, uint64_t seed, int n, double loss)
+{
+    memset(w, 0, sizeof *w);
+    w->victim = -1;
+    sim_opts_t o;
+    sim_opts_default(&o);
+    o.seed = seed;
+    o.loss = loss;
+    o.on_event = on_event;
+    o.ud = w;
+    sim_t *s = sim_new(&o);
+    sim_add_many(s, n);
+    return s;
+}
+
+static bool all_see(sim_t *s, int target, int state)
+{
+    for (int i = 0; i < sim_size(s); i++)
+        if (i != target && sim_up(s, i) && sim_state(s, i, target) != state)
+            return false;
+    return true;
+}
+
+static bool all_dead(sim_t *s, void *arg)
+{
+    return all_see(s, *(int *)arg, SWIM_DEAD);
+}
+
+static bool all_left(sim_t *s, void *arg)
+{
+    return all_see(s, *(int *)arg, SWIM_LEFT);
+}
+
+Test(swim, a_single_node_counts_itself_and_stays_quiet)
+{
+    watch_t w;
+    sim_t *s = cluster(&w, 1, 1, 0);
+    sim_run_until(s, sim_now(s) + 60 * SIM_S);
+    cr_assert_eq(swim_live_count(sim_core(s, 0)), 1);
+    cr_assert_eq(swim_member_count(sim_core(s, 0)), 1);
+    cr_assert_eq(sim_datagrams(s), 0);
+    sim_free(s);
+}
+
+Test(swim, two_and_three_nodes_converge_within_seconds)
+{
+    for (int n = 2; n <= 3; n++) {
+        watch_t w;
+        sim_t *s = cluster(&w, 7, n, 0);
+        cr_assert(sim_run_while_not(s, sim_now(s) + 5 * SIM_S, sim_converged, NULL),
+                  "%d nodes did not converge", n);
+        sim_run_until(s, sim_now(s) + 120 * SIM_S);
+        cr_assert(sim_converged(s, NULL));
+        cr_assert_eq(w.downs, 0);
+        sim_free(s);
+    }
+}
+
+Test(swim, a_killed_member_of_64_is_marked_dead_by_every_survivor)
+{
+    watch_t w;
+    sim_t *s = cluster(&w, 3, 64, 0);
+    cr_assert(sim_run_while_not(s, sim_now(s) + 30 * SIM_S, sim_converged, NULL));
+    sim_run_until(s, sim_now(s) + 10 * SIM_S);
+    int victim = 17;
+    w.victim = victim;
+    sim_kill(s, victim);
+    cr_assert(sim_run_while_not(s, sim_now(s) + 30 * SIM_S, all_dead, &victim));
+    cr_assert_eq(w.false_deaths, 0);
+    cr_assert_eq(swim_live_count(sim_core(s, 0)), 63);
+    sim_free(s);
+}
+
+Test(swim, a_graceful_leave_is_seen_everywhere_within_two_seconds)
+{
+    watch_t w;
+    sim_t *s = cluster(&w, 5, 64, 0);
+    cr_assert(sim_run_while_not(s, sim_now(s) + 30 * SIM_S, sim_converged, NULL));
+    int leaver = 9;
+    sim_leave(s, leaver);
+    cr_assert(sim_run_while_not(s, sim_now(s) + 2 * SIM_S, all_left, &leaver));
+    cr_assert_eq(w.downs, 0);
+    sim_free(s);
+}
+
+Test(swim, twenty_percent_loss_for_an_hour_kills_no_one)
+{
+    watch_t w;
+    sim_t *s = cluster(&w, 11, 64, 0);
+    cr_assert(sim_run_while_not(s, sim_now(s) + 30 * SIM_S, sim_converged, NULL));
+    sim_set_loss(s, 0.20);
+    sim_run_until(s, sim_now(s) + 3600 * SIM_S);
+    cr_assert_eq(w.downs, 0, "%d members declared dead at 20%% loss", w.downs);
+    sim_free(s);
+}
+
+Test(swim, a_node_paused_five_seconds_every_minute_kills_no_healthy_node)
+{
+    watch_t w;
+    sim_t *s = cluster(&w, 13, 32, 0);
+    cr_assert(sim_run_while_not(s, sim_now(s) + 30 * SIM_S, sim_converged, NULL));
+    for (int minute = 0; minute < 10; minute++) {
+        sim_pause(s, 4, 5 * SIM_S);
+        sim_run_until(s, sim_now(s) + 60 * SIM_S);
+    }
+    cr_assert_eq(w.downs, 0, "%d deaths", w.downs);
+    cr_assert(sim_converged(s, NULL));
+    sim_free(s);
+}
+
+Test(swim, a_restarted_node_with_a_new_address_is_counted_once)
+{
+    watch_t w;
+    sim_t *s = cluster(&w, 17, 16, 0);
+    cr_assert(sim_run_while_not(s, sim_now(s) + 30 * SIM_S, sim_converged, NULL));
+    w.max_live = 0;
+    sim_kill(s, 6);
+    sim_restart(s, 6, 0);
+    /* the new generation supersedes the old at once: no death to wait for */
+    cr_assert(sim_run_while_not(s, sim_now(s) + 5 * SIM_S, sim_converged, NULL));
+    cr_assert_leq(w.max_live, 16);
+    cr_assert_eq(w.downs, 0);
+    for (int i = 0; i < 16; i++)
+        cr_assert_eq(swim_live_count(sim_core(s, i)), 16);
+    sim_free(s);
+}
+
+static bool sides_split(sim_t *s, void *arg)
+{
+    int half = *(int *)arg;
+    for (int i = 0; i < sim_size(s); i++)
+        if (swim_live_count(sim_core(s, i)) != half)
+            return false;
+    return true;
+}
+
+Test(swim, a_partition_splits_the_view_and_heals)
+{
+    for (int held = 0; held < 2; held++) {
+        watch_t w;
+        sim_t *s = cluster(&w, 19 + held, 32, 0);
+        cr_assert(sim_run_while_not(s, sim_now(s) + 30 * SIM_S, sim_converged, NULL));
+        for (int i = 16; i < 32; i++)
+            sim_group(s, i, 1);
+        int half = 16;
+        cr_assert(sim_run_while_not(s, sim_now(s) + 60 * SIM_S, sides_split, &half));
+        /* heal a short partition (dead members still gossiped to) and one older than the
+         * reclaim time (only the seeds bring the halves back together) */
+        sim_run_until(s, sim_now(s) + (held ? 120 : 5) * SIM_S);
+        for (int i = 16; i < 32; i++)
+            sim_group(s, i, 0);
+        cr_assert(sim_run_while_not(s, sim_now(s) + 180 * SIM_S, sim_converged, NULL),
+                  "partition %d did not heal", held);
+        sim_free(s);
+    }
+}
+
+Test(swim, a_one_way_cut_is_bridged_by_indirect_probes)
+{
+    watch_t w;
+    sim_t *s = cluster(&w, 23, 16, 0);
+    cr_assert(sim_run_while_not(s, sim_now(s) + 30 * SIM_S, sim_converged, NULL));
+    sim_cut(s, 2, 3, true); /* 2 cannot reach 3; everyone else can */
+    sim_run_until(s, sim_now(s) + 300 * SIM_S);
+    cr_assert_eq(w.downs, 0);
+    cr_assert(sim_converged(s, NULL));
+    sim_free(s);
+}
+
+Test(swim, duplication_and_reordering_change_nothing)
+{
+    watch_t w;
+    memset(&w, 0, sizeof w);
+    w.victim = -1;
+    sim_opts_t o;
+    sim_opts_default(&o);
+    o.seed = 29;
+    o.dup = 0.2;
+    o.delay_min = 0;
+    o.delay_max = 200 * SIM_MS;
+    o.on_event = on_event;
+    o.ud = &w;
+    sim_t *s = sim_new(&o);
+    sim_add_many(s, 16);
+    cr_assert(sim_run_while_not(s, sim_now(s) + 30 * SIM_S, sim_converged, NULL));
+    sim_run_until(s, sim_now(s) + 300 * SIM_S);
+    cr_assert_eq(w.downs, 0);
+    cr_assert_gt(swim_counters(sim_core(s, 0))->drop_replay, 0, "duplicates are dropped");
+    sim_free(s);
+}
+
+Test(swim, a_sealed_cluster_converges_and_detects_a_death)
+{
+    watch_t w;
+    memset(&w, 0, sizeof w);
+    sim_opts_t o;
+    sim_opts_default(&o);
+    o.seed = 31;
+    o.sealed = true;
+    o.on_event = on_event;
+    o.ud = &w;
+    sim_t *s = sim_new(&o);
+    sim_add_many(s, 16);
+    cr_assert(sim_run_while_not(s, sim_now(s) + 30 * SIM_S, sim_converged, NULL));
+    w.victim = 3;
+    sim_kill(s, 3);
+    int v = 3;
+    cr_assert(sim_run_while_not(s, sim_now(s) + 30 * SIM_S, all_dead, &v));
+    cr_assert_eq(w.false_deaths, 0);
+    cr_assert_eq(swim_counters(sim_core(s, 0))->drop_auth, 0);
+    sim_free(s);
+}
+
+static uint64_t run_trace(uint64_t seed)
+{
+    watch_t w;
+    sim_t *s = cluster(&w, seed, 12, 0.1);
+    sim_run_until(s, sim_now(s) + 20 * SIM_S);
+    sim_kill(s, 5);
+    sim_pause(s, 7, 3 * SIM_S);
+    sim_run_until(s, sim_now(s) + 40 * SIM_S);
+    uint64_t t = sim_trace(s);
+    sim_free(s);
+    return t;
+}
+
+Test(swim, the_same_seed_gives_the_same_trace)
+{
+    cr_assert_eq(run_trace(41), run_trace(41));
+    cr_assert_neq(run_trace(41), run_trace(42));
+}
+
+/* 1000 nodes take about 7 s of CPU and 600 MB: that run is `membership_sim join 1000`
+ * (docs/membership.md); the suite keeps a quarter of it. */
+Test(swim, two_hundred_and_fifty_nodes_joining_at_once_converge)
+{
+    watch_t w;
+    sim_t *s = cluster(&w, 43, 250, 0);
+    cr_assert(sim_run_while_not(s, sim_now(s) + 60 * SIM_S, sim_converged, NULL));
+    cr_assert_eq(w.downs, 0);
+    sim_free(s);
+}
