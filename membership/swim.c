@@ -1297,6 +1297,16 @@ static int admit(swim_core_t *c, int64_t now, const uint8_t *bytes, size_t len, 
     return 0;
 }
 
+/* A sender first heard of in its own datagram gets its replay window now. */
+static void note_new_sender(swim_core_t *c, const swim_msg_t *msg, int32_t sender)
+{
+    if (sender >= 0)
+        return;
+    sender = find(c, msg->sender, msg->sender_len);
+    if (sender > 0 && c->m[sender].gen == msg->sender_gen)
+        replay_ok(&c->m[sender], msg->seq);
+}
+
 static void apply_all(swim_core_t *c, int64_t now, const swim_msg_t *msg, bool pushpull)
 {
     const uint8_t *pos = msg->updates;
@@ -1344,6 +1354,7 @@ int swim_receive(swim_core_t *c, int64_t now, const swim_addr_t *from, const uin
         return 0;
     }
     apply_all(c, now, &msg, false); /* first, so an ack carries our refutation */
+    note_new_sender(c, &msg, sender);
     switch (msg.kind) {
     case SWIM_PING:
         if (msg.target_len == self->id_len && memcmp(msg.target, self->id, self->id_len) == 0)
@@ -1432,6 +1443,7 @@ int swim_pushpull_receive(swim_core_t *c, int64_t now, const uint8_t *bytes, siz
         c->joined = true;
         if (!c->m[0].leaving)
             apply_all(c, now, &msg, true);
+        note_new_sender(c, &msg, sender);
         note_live(c);
     }
     free(scratch);

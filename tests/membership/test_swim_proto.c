@@ -1,0 +1,351 @@
+/* The gossip wire: codec, seal, keyring, and bad input of every kind against a live core. */
+#include <criterion/criterion.h>
+#include <sodium.h>
+#include <string.h>
+
+#include "swim.h"
+#include "swim_proto.h"
+
+#define NOW (INT64_C(1700000000) * 1000000000)
+
+static uint8_t key1[SWIM_KEY_BYTES], key2[SWIM_KEY_BYTES];
+
+static void keys_init(void)
+{
+    memset(key1, 0x11, sizeof key1);
+    memset(key2, 0x22, sizeof key2);
+}
+
+static swim_addr_t addr(int last)
+{
+    swim_addr_t a = {.family = 4, .port = 7946};
+    a.ip[0] = 10;
+    a.ip[3] = (uint8_t)last;
+    return a;
+}
+
+/* A receiving core "rx" that knows one peer "peer" (so replays are tracked per sender). */
+static swim_core_t *receiver(const uint8_t (*keys)[SWIM_KEY_BYTES], size_t nkeys, const char *label)
+{
+    swim_config_t cfg;
+    swim_config_default(&cfg);
+    cfg.id = "rx";
+    cfg.generation = 1;
+    cfg.addr = addr(1);
+    cfg.keys = keys;
+    cfg.nkeys = nkeys;
+    cfg.label = label;
+    swim_core_t *c;
+    swim_err_t err;
+    cr_assert_eq(swim_new(&c, &cfg, NOW, &err), 0, "%s", err.msg);
+    return c;
+}
+
+typedef struct craft {
+    swim_kind_t kind;
+    int64_t sent_ns;
+    uint64_t seq;
+    const char *sender;
+    uint8_t meta_len;
+    int n_updates;
+} craft_t;
+
+/* Encodes a body of the given kind carrying n alive updates "m0".. (and the sender's). */
+static size_t body(const craft_t *k, uint8_t *out, size_t cap)
+{
+    swim_wbuf_t w = {out, 0, cap, false};
+    const char *sender = k->sender ? k->sender : "peer";
+    swim_enc_head(&w, sender, strlen(sender), 7, k->sent_ns ? k->sent_ns : NOW, k->seq ? k->seq : 1,
+                  k->kind);
+    swim_addr_t ta = addr(1);
+    if (k->kind == SWIM_PUSHPULL)
+        swim_enc_pushpull(&w, true);
+    else
+        swim_enc_probe(&w, k->kind, 9, "rx", 2, 1, &ta);
+    size_t at = swim_enc_array_open(&w);
+    uint8_t meta[80] = {0};
+    for (int i = 0; i < k->n_updates; i++) {
+        char id[16];
+        if (i == 0) /* the sender's own record, then strangers */
+            snprintf(id, sizeof id, "%s", sender);
+        else
+            snprintf(id, sizeof id, "m%d", i);
+        swim_update_t u = {.state = SWIM_ALIVE,
+                           .id = id,
+                           .id_len = strlen(id),
+                           .generation = 7,
+                           .incarnation = 3,
+                           .addr = addr(2 + i),
+                           .meta_version = 1,
+                           .meta_len = k->meta_len,
+                           .meta = meta};
+        swim_enc_update(&w, &u);
+    }
+    swim_enc_array_close(&w, at, (uint32_t)k->n_updates);
+    cr_assert_not(w.overflow);
+    return w.len;
+}
+
+static size_t sealed(const craft_t *k, const uint8_t *key, const char *label, uint8_t *out)
+{
+    uint8_t b[SWIM_DATAGRAM_MAX * 2], nonce[SWIM_NONCE_BYTES];
+    size_t blen = body(k, b, sizeof b);
+    randombytes_buf(nonce, sizeof nonce);
+    return swim_seal(key, label, strlen(label), nonce, b, blen, out);
+}
+
+static size_t plain(const craft_t *k, uint8_t *out)
+{
+    out[0] = SWIM_WIRE_VERSION;
+    out[1] = SWIM_MODE_PLAIN;
+    return 2 + body(k, out + 2, SWIM_DATAGRAM_MAX * 2);
+}
+
+/* Everything a datagram could change in the receiver's view, as one comparable string. */
+static void snapshot(swim_core_t *c, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < swim_member_count(c); i++) {
+        swim_member_view_t v;
+        swim_member_get(c, i, &v);
+        n += (size_t)snprintf(out + n, cap - n, "%s/%llu/%u/%d/%u;", v.id,
+                              (unsigned long long)v.generation, v.incarnation, v.state,
+                              v.meta_version);
+    }
+    n += (size_t)snprintf(out + n, cap - n, "out=%zu", swim_outbox(c)->n);
+}
+
+static const swim_kind_t kinds[] = {SWIM_PING, SWIM_ACK, SWIM_NACK, SWIM_PING_REQ, SWIM_GOSSIP};
+
+TestSuite(swim_proto, .init = keys_init);
+
+Test(swim_proto, a_sealed_datagram_of_every_kind_is_accepted_once)
+{
+    const uint8_t ring[1][SWIM_KEY_BYTES];
+    memcpy((void *)ring[0], key1, SWIM_KEY_BYTES);
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        swim_core_t *c = receiver(ring, 1, "prod");
+        uint8_t d[SWIM_DATAGRAM_MAX * 2];
+        craft_t cr = {.kind = kinds[k], .n_updates = 3};
+        size_t len = sealed(&cr, key1, "prod", d);
+        swim_addr_t from = addr(2);
+        swim_err_t err;
+        cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), 0, "%s", err.msg);
+        cr_assert_eq(swim_member_count(c), 4);
+        cr_assert_eq(swim_live_count(c), 4);
+        /* the very same bytes again: a replay */
+        cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), SWIM_EREPLAY);
+        cr_assert_eq(swim_counters(c)->drop_replay, 1);
+        swim_free(c);
+    }
+}
+
+Test(swim_proto, forged_truncated_oversized_wrong_key_and_wrong_label_datagrams_change_nothing)
+{
+    const uint8_t ring[1][SWIM_KEY_BYTES];
+    memcpy((void *)ring[0], key1, SWIM_KEY_BYTES);
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        swim_core_t *c = receiver(ring, 1, "prod");
+        char before[2048], after[2048];
+        snapshot(c, before, sizeof before);
+        craft_t cr = {.kind = kinds[k], .n_updates = 2};
+        uint8_t d[SWIM_DATAGRAM_MAX * 2], bad[SWIM_DATAGRAM_MAX * 2];
+        size_t len = sealed(&cr, key1, "prod", d);
+        swim_addr_t from = addr(2);
+        swim_err_t err;
+        /* every truncation */
+        for (size_t l = 0; l < len; l++)
+            cr_assert_lt(swim_receive(c, NOW, &from, d, l, &err), 0, "kept %zu of %zu", l, len);
+        /* every single flipped bit position (one per byte) */
+        for (size_t i = 0; i < len; i++) {
+            memcpy(bad, d, len);
+            bad[i] ^= 0x40;
+            cr_assert_lt(swim_receive(c, NOW, &from, bad, len, &err), 0, "byte %zu", i);
+        }
+        /* another key, another label */
+        size_t l2 = sealed(&cr, key2, "prod", bad);
+        cr_assert_eq(swim_receive(c, NOW, &from, bad, l2, &err), SWIM_EAUTH);
+        l2 = sealed(&cr, key1, "staging", bad);
+        cr_assert_eq(swim_receive(c, NOW, &from, bad, l2, &err), SWIM_EAUTH);
+        /* plaintext to a keyed receiver */
+        l2 = plain(&cr, bad);
+        cr_assert_eq(swim_receive(c, NOW, &from, bad, l2, &err), SWIM_EMODE);
+        /* oversized: refused before reading */
+        memset(bad, 0, sizeof bad);
+        cr_assert_eq(swim_receive(c, NOW, &from, bad, SWIM_DATAGRAM_MAX + 1, &err), SWIM_EOVERSIZE);
+        /* sent far outside the replay window */
+        craft_t old = cr;
+        old.sent_ns = NOW - 3600 * INT64_C(1000000000);
+        l2 = sealed(&old, key1, "prod", bad);
+        cr_assert_eq(swim_receive(c, NOW, &from, bad, l2, &err), SWIM_ESTALE);
+        snapshot(c, after, sizeof after);
+        cr_assert_str_eq(before, after);
+        const swim_counters_t *ct = swim_counters(c);
+        cr_assert_eq(ct->rx_packets, 0);
+        cr_assert_gt(ct->drop_truncated, 0);
+        cr_assert_geq(ct->drop_auth, len); /* flips + wrong key + wrong label */
+        cr_assert_gt(ct->drop_version + ct->drop_mode, 0);
+        cr_assert_eq(ct->drop_oversize, 1);
+        cr_assert_eq(ct->drop_stale, 1);
+        swim_free(c);
+    }
+}
+
+Test(swim_proto, every_key_of_the_ring_opens_so_keys_rotate_without_a_split)
+{
+    const uint8_t ring[2][SWIM_KEY_BYTES];
+    memcpy((void *)ring[0], key1, SWIM_KEY_BYTES); /* primary: still the old key */
+    memcpy((void *)ring[1], key2, SWIM_KEY_BYTES); /* the new key, already accepted */
+    swim_core_t *c = receiver(ring, 2, "prod");
+    craft_t cr = {.kind = SWIM_GOSSIP, .n_updates = 1};
+    uint8_t d[SWIM_DATAGRAM_MAX * 2];
+    swim_addr_t from = addr(2);
+    swim_err_t err;
+    size_t len = sealed(&cr, key2, "prod", d); /* a peer already sealing with the new key */
+    cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), 0, "%s", err.msg);
+    cr.seq = 2;
+    len = sealed(&cr, key1, "prod", d);
+    cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), 0, "%s", err.msg);
+    swim_free(c);
+}
+
+Test(swim_proto, without_a_keyring_plaintext_is_read_and_sealed_is_refused)
+{
+    swim_core_t *c = receiver(NULL, 0, "");
+    craft_t cr = {.kind = SWIM_PING, .n_updates = 1};
+    uint8_t d[SWIM_DATAGRAM_MAX * 2];
+    swim_addr_t from = addr(2);
+    swim_err_t err;
+    size_t len = sealed(&cr, key1, "", d);
+    cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), SWIM_EMODE);
+    len = plain(&cr, d);
+    cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), 0, "%s", err.msg);
+    /* the ping was for us: it is answered */
+    cr_assert_eq(swim_outbox(c)->n, 1);
+    swim_free(c);
+}
+
+/* Decodes a plaintext body and returns the error text. */
+static const char *decode_error(const uint8_t *b, size_t len)
+{
+    static swim_err_t err;
+    swim_msg_t m;
+    memset(&err, 0, sizeof err);
+    cr_assert_eq(swim_msg_decode(&m, b, len, &err), SWIM_EMALFORMED);
+    return err.msg;
+}
+
+Test(swim_proto, decoders_name_the_field_that_was_wrong)
+{
+    uint8_t b[4096];
+    craft_t cr = {.kind = SWIM_GOSSIP, .n_updates = 3, .meta_len = 65};
+    size_t len = body(&cr, b, sizeof b);
+    cr_assert_str_eq(decode_error(b, len), "updates[0].meta: 65 bytes, expected 0..64");
+    cr.meta_len = 0;
+    len = body(&cr, b, sizeof b);
+    b[len] = 0xc0;
+    cr_assert_str_eq(decode_error(b, len + 1), "body: 1 trailing bytes");
+    cr_assert_str_eq(decode_error(b, len - 1), "updates[2].from: truncated");
+    cr.sender = "";
+    len = body(&cr, b, sizeof b);
+    cr_assert_str_eq(decode_error(b, len), "sender_id: 0 bytes, expected 1..128");
+    /* kind 9 */
+    cr.sender = NULL;
+    len = body(&cr, b, sizeof b);
+    uint8_t *kind = memchr(b + 1, SWIM_GOSSIP, 32);
+    *kind = 9;
+    cr_assert_str_eq(decode_error(b, len), "kind: 9 is above 6");
+    /* an array claiming more updates than its bytes can hold */
+    const uint8_t huge[] = {0x97, 0xa1, 'p', 1, 1, 1, 5, 0x90, 0xdd, 0x7f, 0xff, 0xff, 0xff};
+    cr_assert_str_eq(decode_error(huge, sizeof huge),
+                     "updates: 2147483647 elements cannot fit in 0 bytes");
+}
+
+Test(swim_proto, push_pull_bad_input_is_dropped_and_counted)
+{
+    const uint8_t ring[1][SWIM_KEY_BYTES];
+    memcpy((void *)ring[0], key1, SWIM_KEY_BYTES);
+    swim_core_t *c = receiver(ring, 1, "prod");
+    craft_t cr = {.kind = SWIM_PUSHPULL, .n_updates = 4};
+    uint8_t d[SWIM_DATAGRAM_MAX * 2];
+    size_t len = sealed(&cr, key1, "prod", d);
+    swim_err_t err;
+    for (size_t l = 0; l < len; l++)
+        cr_assert_lt(swim_pushpull_receive(c, NOW, d, l, &err), 0);
+    cr_assert_eq(swim_member_count(c), 1);
+    cr_assert_not(swim_joined(c));
+    /* a push-pull message sent as a datagram is refused too */
+    swim_addr_t from = addr(2);
+    cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), SWIM_EMALFORMED);
+    cr_assert_eq(swim_pushpull_receive(c, NOW, d, len, &err), 0, "%s", err.msg);
+    cr_assert_eq(swim_member_count(c), 5);
+    cr_assert(swim_joined(c));
+    swim_free(c);
+}
+
+Test(swim_proto, a_datagram_built_by_the_core_never_exceeds_1400_bytes)
+{
+    /* a core with hundreds of pending broadcasts of maximal size */
+    swim_core_t *c = receiver(NULL, 0, "");
+    uint8_t meta[SWIM_META_MAX];
+    memset(meta, 7, sizeof meta);
+    for (int i = 0; i < 300; i++) {
+        uint8_t d[SWIM_DATAGRAM_MAX];
+        swim_wbuf_t w = {d + 2, 0, sizeof d - 2, false};
+        char sender[SWIM_ID_MAX + 1];
+        memset(sender, 'a' + i % 26, SWIM_ID_MAX);
+        snprintf(sender + SWIM_ID_MAX - 4, 5, "%04d", i);
+        swim_enc_head(&w, sender, SWIM_ID_MAX, 1, NOW, 1, SWIM_GOSSIP);
+        swim_enc_probe(&w, SWIM_GOSSIP, 0, NULL, 0, 0, NULL);
+        size_t at = swim_enc_array_open(&w);
+        swim_update_t u = {.state = SWIM_ALIVE,
+                           .id = sender,
+                           .id_len = SWIM_ID_MAX,
+                           .generation = UINT64_MAX,
+                           .incarnation = UINT32_MAX,
+                           .addr = {.family = 6, .port = 1},
+                           .meta_version = UINT32_MAX,
+                           .meta_len = SWIM_META_MAX,
+                           .meta = meta,
+                           .from = UINT64_MAX};
+        swim_enc_update(&w, &u);
+        swim_enc_array_close(&w, at, 1);
+        cr_assert_leq(w.len, SWIM_UPDATE_MAX + 200);
+        d[0] = SWIM_WIRE_VERSION;
+        d[1] = SWIM_MODE_PLAIN;
+        swim_addr_t from = addr(2);
+        swim_err_t err;
+        cr_assert_eq(swim_receive(c, NOW, &from, d, w.len + 2, &err), 0, "%s", err.msg);
+    }
+    swim_outbox_clear(c);
+    for (int64_t t = NOW; t < NOW + 5 * INT64_C(1000000000); t += 100000000) {
+        swim_tick(c, t);
+        const swim_outbox_t *ob = swim_outbox(c);
+        for (size_t k = 0; k < ob->n; k++)
+            cr_assert_leq(ob->dgram[k].len, SWIM_DATAGRAM_MAX);
+        swim_outbox_clear(c);
+    }
+    swim_free(c);
+}
+
+Test(swim_proto, a_keyring_is_one_base64_key_per_line_and_errors_name_the_line)
+{
+    uint8_t keys[4][SWIM_KEY_BYTES];
+    size_t n;
+    swim_err_t err;
+    const char *ok = "# gossip keys, primary first\n"
+                     "ERERERERERERERERERERERERERERERERERERERERERE=\n"
+                     "\n"
+                     "  IiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiI=  \r\n";
+    cr_assert_eq(swim_keyring_parse(ok, strlen(ok), keys, 4, &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(memcmp(keys[0], key1, SWIM_KEY_BYTES), 0);
+    cr_assert_eq(memcmp(keys[1], key2, SWIM_KEY_BYTES), 0);
+    const char *bad = "ERERERERERERERERERERERERERERERERERERERERERE=\nnot-base64\n";
+    cr_assert_eq(swim_keyring_parse(bad, strlen(bad), keys, 4, &n, &err), SWIM_EKEYRING);
+    cr_assert(strncmp(err.msg, "line 2: ", 8) == 0, "%s", err.msg);
+    const char *short_key = "AAAA\n";
+    cr_assert_eq(swim_keyring_parse(short_key, strlen(short_key), keys, 4, &n, &err),
+                 SWIM_EKEYRING);
+    cr_assert(strncmp(err.msg, "line 1: ", 8) == 0, "%s", err.msg);
+}
