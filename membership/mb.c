@@ -1,0 +1,717 @@
+/*
+ * The libuv shell around the SWIM core; see mb.h. It only moves bytes and fires timers:
+ * after every call into the core, pump() sends the outbox, starts the push-pull the core
+ * asked for, hands the events to the subscribers and re-arms the one timer.
+ *
+ * Push-pull over TCP: each side sends one frame, a 4-byte big-endian length then the sealed
+ * message (swim_pushpull_encode), and the responder answers with its own. A connection lives
+ * at most 5 s and carries at most SWIM_PUSHPULL_MAX bytes each way.
+ */
+#include "mb.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CONN_TIMEOUT_MS 5000
+#define JOIN_RETRY_MS 1000
+#define LEAVE_GRACE_MS 500
+#define KEYRING_FILE_MAX 65536
+
+typedef struct conn conn_t;
+
+struct mb {
+    uv_loop_t *loop;
+    cfg_share_t cfg;
+    swim_core_t *core;
+    uv_udp_t udp;
+    uv_tcp_t listener;
+    uv_timer_t timer;      /* the core's next deadline */
+    uv_timer_t join_timer; /* join retries, then the leave grace */
+    int open_handles;
+    int pending; /* getaddrinfo requests and connections still holding mb */
+    bool closing, leaving;
+    bool solo;
+    int64_t join_deadline;
+    mb_done_fn leave_done, closed;
+    void *leave_ud, *closed_ud;
+    struct {
+        mb_event_fn fn;
+        void *ud;
+    } subs[MB_SUBSCRIBERS_MAX];
+    int n_subs;
+    conn_t *conns;
+    swim_addr_t self_addr;
+    char advertise[80];
+    uint8_t keys[SWIM_KEYRING_MAX][SWIM_KEY_BYTES];
+    size_t nkeys;
+    uint8_t rxbuf[65536];
+};
+
+struct conn {
+    mb_t *mb;
+    conn_t *next, **pprev;
+    uv_tcp_t tcp;
+    uv_timer_t timeout;
+    uv_connect_t connect;
+    uv_write_t write;
+    bool initiator, closing;
+    int open;
+    uint8_t *out;
+    size_t out_len;
+    uint8_t *in;
+    size_t in_len, in_cap;
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void log_line(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_line(const char *level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "level=%s component=membership msg=\"", level);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\"\n");
+    va_end(ap);
+}
+
+/* ---- addresses ---- */
+
+int mb_parse_addr(const char *s, struct sockaddr_storage *ss)
+{
+    char host[64];
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s || !colon[1])
+        return -1;
+    size_t hl = (size_t)(colon - s);
+    const char *h = s;
+    if (s[0] == '[' && colon[-1] == ']') {
+        h = s + 1;
+        hl -= 2;
+    }
+    if (hl >= sizeof host)
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = 0;
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end || port < 0 || port > 65535)
+        return -1;
+    memset(ss, 0, sizeof *ss);
+    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)ss) == 0)
+        return 0;
+    if (uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)ss) == 0)
+        return 0;
+    return -1;
+}
+
+static void to_swim(const struct sockaddr *sa, swim_addr_t *a)
+{
+    memset(a, 0, sizeof *a);
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+        a->family = 6;
+        a->port = ntohs(s6->sin6_port);
+        memcpy(a->ip, &s6->sin6_addr, 16);
+    } else {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+        a->family = 4;
+        a->port = ntohs(s4->sin_port);
+        memcpy(a->ip, &s4->sin_addr, 4);
+    }
+}
+
+static void from_swim(const swim_addr_t *a, struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof *ss);
+    if (a->family == 6) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons(a->port);
+        memcpy(&s6->sin6_addr, a->ip, 16);
+    } else {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons(a->port);
+        memcpy(&s4->sin_addr, a->ip, 4);
+    }
+}
+
+void mb_addr_format(const swim_addr_t *a, char *out, size_t cap)
+{
+    char ip[INET6_ADDRSTRLEN] = "?";
+    uv_inet_ntop(a->family == 6 ? AF_INET6 : AF_INET, a->ip, ip, sizeof ip);
+    snprintf(out, cap, a->family == 6 ? "[%s]:%u" : "%s:%u", ip, a->port);
+}
+
+/* ---- pumping the core ---- */
+
+static void on_timer(uv_timer_t *t);
+static void pushpull_to(mb_t *mb, const struct sockaddr *sa);
+static void resolve_seed(mb_t *mb, size_t seed);
+
+static void pump(mb_t *mb)
+{
+    if (mb->closing)
+        return;
+    const swim_outbox_t *ob = swim_outbox(mb->core);
+    for (size_t k = 0; k < ob->n; k++) {
+        const swim_datagram_t *d = &ob->dgram[k];
+        struct sockaddr_storage ss;
+        from_swim(&d->to, &ss);
+        uv_buf_t b = uv_buf_init((char *)ob->arena + d->off, d->len);
+        uv_udp_try_send(&mb->udp, &b, 1, (const struct sockaddr *)&ss); /* UDP: loss is fine */
+    }
+    bool pp = ob->pp_wanted, pp_seed = ob->pp_seed;
+    swim_addr_t pp_to = ob->pp_to;
+    swim_outbox_clear(mb->core);
+    if (pp && !mb->leaving) {
+        if (!pp_seed) {
+            struct sockaddr_storage ss;
+            from_swim(&pp_to, &ss);
+            pushpull_to(mb, (const struct sockaddr *)&ss);
+        } else if (mb->cfg.n_seeds) {
+            resolve_seed(mb, (size_t)randombytes_uniform((uint32_t)mb->cfg.n_seeds));
+        }
+    }
+    size_t n;
+    const swim_event_t *ev = swim_events(mb->core, &n);
+    for (size_t k = 0; k < n; k++)
+        for (int s = 0; s < mb->n_subs; s++)
+            mb->subs[s].fn(mb->subs[s].ud, mb, &ev[k]);
+    swim_events_clear(mb->core);
+    int64_t wait = swim_next_deadline(mb->core) - now_ns();
+    uint64_t ms = wait <= 0 ? 0 : (uint64_t)((wait + 999999) / 1000000);
+    uv_timer_start(&mb->timer, on_timer, ms, 0);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    mb_t *mb = t->data;
+    swim_tick(mb->core, now_ns());
+    pump(mb);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    mb_t *mb = h->data;
+    *buf = uv_buf_init((char *)mb->rxbuf, sizeof mb->rxbuf);
+}
+
+static void on_udp(uv_udp_t *udp, ssize_t nread, const uv_buf_t *buf, const struct sockaddr *sa,
+                   unsigned flags)
+{
+    mb_t *mb = udp->data;
+    if (nread <= 0 || !sa || mb->closing)
+        return;
+    swim_addr_t from;
+    to_swim(sa, &from);
+    /* a datagram the kernel truncated was above our buffer: the core counts it oversized */
+    size_t len = (flags & UV_UDP_PARTIAL) ? SWIM_DATAGRAM_MAX + 1 : (size_t)nread;
+    swim_receive(mb->core, now_ns(), &from, (const uint8_t *)buf->base, len, NULL);
+    pump(mb);
+}
+
+/* ---- push-pull connections ---- */
+
+static void conn_closed(uv_handle_t *h)
+{
+    conn_t *c = h->data;
+    if (--c->open > 0)
+        return;
+    mb_t *mb = c->mb;
+    free(c->out);
+    free(c->in);
+    free(c);
+    mb->pending--;
+    if (mb->closing && mb->open_handles == 0 && mb->pending == 0 && mb->closed)
+        mb->closed(mb->closed_ud, mb);
+}
+
+static void conn_close(conn_t *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    if (c->next)
+        c->next->pprev = c->pprev;
+    *c->pprev = c->next;
+    uv_close((uv_handle_t *)&c->tcp, conn_closed);
+    uv_close((uv_handle_t *)&c->timeout, conn_closed);
+}
+
+static void conn_timeout(uv_timer_t *t)
+{
+    conn_close(t->data);
+}
+
+static conn_t *conn_new(mb_t *mb, bool initiator)
+{
+    conn_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->mb = mb;
+    c->initiator = initiator;
+    uv_tcp_init(mb->loop, &c->tcp);
+    uv_timer_init(mb->loop, &c->timeout);
+    c->tcp.data = c->timeout.data = c->connect.data = c->write.data = c;
+    c->open = 2;
+    mb->pending++;
+    c->next = mb->conns;
+    c->pprev = &mb->conns;
+    if (mb->conns)
+        mb->conns->pprev = &c->next;
+    mb->conns = c;
+    uv_timer_start(&c->timeout, conn_timeout, CONN_TIMEOUT_MS, 0);
+    return c;
+}
+
+static void on_written(uv_write_t *w, int status)
+{
+    conn_t *c = w->data;
+    if (status || !c->initiator)
+        conn_close(c); /* the responder is done once its answer is out */
+}
+
+/* Encodes our state into one frame and writes it. */
+static int conn_send_state(conn_t *c)
+{
+    mb_t *mb = c->mb;
+    size_t cap = 4 + swim_pushpull_bound(mb->core), len;
+    c->out = malloc(cap);
+    if (!c->out ||
+        swim_pushpull_encode(mb->core, now_ns(), !swim_joined(mb->core), c->out + 4, cap - 4, &len))
+        return -1;
+    c->out[0] = (uint8_t)(len >> 24);
+    c->out[1] = (uint8_t)(len >> 16);
+    c->out[2] = (uint8_t)(len >> 8);
+    c->out[3] = (uint8_t)len;
+    c->out_len = 4 + len;
+    uv_buf_t b = uv_buf_init((char *)c->out, (unsigned)c->out_len);
+    return uv_write(&c->write, (uv_stream_t *)&c->tcp, &b, 1, on_written);
+}
+
+static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    conn_t *c = h->data;
+    if (c->in_cap - c->in_len < 65536) {
+        size_t nc = c->in_cap ? c->in_cap * 2 : 65536;
+        uint8_t *p = realloc(c->in, nc);
+        if (!p) {
+            *buf = uv_buf_init(NULL, 0);
+            return;
+        }
+        c->in = p;
+        c->in_cap = nc;
+    }
+    *buf = uv_buf_init((char *)c->in + c->in_len, (unsigned)(c->in_cap - c->in_len));
+}
+
+static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    conn_t *c = s->data;
+    mb_t *mb = c->mb;
+    if (nread < 0) {
+        conn_close(c);
+        return;
+    }
+    c->in_len += (size_t)nread;
+    if (c->in_len < 4)
+        return;
+    size_t need =
+        (size_t)c->in[0] << 24 | (size_t)c->in[1] << 16 | (size_t)c->in[2] << 8 | c->in[3];
+    if (need > SWIM_PUSHPULL_MAX) {
+        log_line("warn", "push-pull frame of %zu bytes refused", need);
+        conn_close(c);
+        return;
+    }
+    if (c->in_len < 4 + need)
+        return;
+    uv_read_stop(s);
+    swim_err_t err;
+    int rc = swim_pushpull_receive(mb->core, now_ns(), c->in + 4, need, &err);
+    if (rc)
+        log_line("warn", "push-pull dropped: %s: %s", swim_strerror(rc), err.msg);
+    pump(mb);
+    if (c->initiator || rc || conn_send_state(c))
+        conn_close(c);
+}
+
+static void on_connected(uv_connect_t *req, int status)
+{
+    conn_t *c = req->data;
+    if (status || c->closing || conn_send_state(c) ||
+        uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read))
+        conn_close(c);
+}
+
+static void pushpull_to(mb_t *mb, const struct sockaddr *sa)
+{
+    conn_t *c = conn_new(mb, true);
+    if (c && uv_tcp_connect(&c->connect, &c->tcp, sa, on_connected))
+        conn_close(c);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    mb_t *mb = server->data;
+    if (status || mb->closing)
+        return;
+    conn_t *c = conn_new(mb, false);
+    if (!c)
+        return;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) ||
+        uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read))
+        conn_close(c);
+}
+
+/* ---- seeds: resolved on every try ---- */
+
+typedef struct resolve {
+    uv_getaddrinfo_t req;
+    mb_t *mb;
+} resolve_t;
+
+static bool is_self(const mb_t *mb, const struct sockaddr *sa)
+{
+    swim_addr_t a;
+    to_swim(sa, &a);
+    return swim_addr_eq(&a, &mb->self_addr);
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    resolve_t *r = (resolve_t *)req;
+    mb_t *mb = r->mb;
+    mb->pending--;
+    if (!mb->closing && status == 0) {
+        /* a headless service resolves to every pod: pick one that is not us */
+        int n = 0;
+        for (struct addrinfo *ai = res; ai; ai = ai->ai_next)
+            n += !is_self(mb, ai->ai_addr);
+        if (n) {
+            int pick = (int)randombytes_uniform((uint32_t)n);
+            for (struct addrinfo *ai = res; ai; ai = ai->ai_next)
+                if (!is_self(mb, ai->ai_addr) && pick-- == 0) {
+                    pushpull_to(mb, ai->ai_addr);
+                    break;
+                }
+        }
+    } else if (!mb->closing) {
+        log_line("warn", "seed lookup failed: %s", uv_strerror(status));
+    }
+    uv_freeaddrinfo(res);
+    free(r);
+    if (mb->closing && mb->open_handles == 0 && mb->pending == 0 && mb->closed)
+        mb->closed(mb->closed_ud, mb);
+}
+
+static void resolve_seed(mb_t *mb, size_t seed)
+{
+    const char *s = mb->cfg.seeds[seed];
+    char host[CFG_ADDR_MAX + 1];
+    const char *colon = strrchr(s, ':');
+    if (!colon)
+        return;
+    size_t hl = (size_t)(colon - s);
+    const char *h = s;
+    if (s[0] == '[' && hl >= 2 && colon[-1] == ']') {
+        h++;
+        hl -= 2;
+    }
+    memcpy(host, h, hl);
+    host[hl] = 0;
+    resolve_t *r = calloc(1, sizeof *r);
+    if (!r)
+        return;
+    r->mb = mb;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM};
+    if (uv_getaddrinfo(mb->loop, &r->req, on_resolved, host, colon + 1, &hints)) {
+        free(r);
+        return;
+    }
+    mb->pending++;
+}
+
+static void on_join_timer(uv_timer_t *t)
+{
+    mb_t *mb = t->data;
+    if (mb->leaving) { /* the leave grace is over */
+        if (mb->leave_done) {
+            mb_done_fn done = mb->leave_done;
+            mb->leave_done = NULL;
+            done(mb->leave_ud, mb);
+        }
+        return;
+    }
+    if (swim_joined(mb->core))
+        return;
+    if (!mb->solo && now_ns() >= mb->join_deadline) {
+        mb->solo = true;
+        log_line("warn", "no seed answered within the join timeout: running solo, still trying");
+    }
+    if (!mb->solo) {
+        for (size_t s = 0; s < mb->cfg.n_seeds; s++)
+            resolve_seed(mb, s);
+        uv_timer_start(&mb->join_timer, on_join_timer, JOIN_RETRY_MS, 0);
+    }
+}
+
+/* ---- the public surface ---- */
+
+static int fail(mb_err_t *err, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(mb_err_t *err, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static int load_keyring(mb_t *mb, mb_err_t *err)
+{
+    const char *path = mb->cfg.keyring_file;
+    if (!path[0]) {
+        log_line("warn", "GOSSIP IS NOT ENCRYPTED: shared_state.share.keyring_file is not set; "
+                         "any host that can reach the gossip port can join or forge membership");
+        return 0;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fail(err, SWIM_EKEYRING, "shared_state.share.keyring_file: %s: %s", path,
+                    strerror(errno));
+    char *text = malloc(KEYRING_FILE_MAX + 1);
+    size_t len = text ? fread(text, 1, KEYRING_FILE_MAX + 1, f) : 0;
+    fclose(f);
+    if (!text)
+        return SWIM_ENOMEM;
+    swim_err_t e;
+    int rc = len > KEYRING_FILE_MAX
+                 ? SWIM_EKEYRING
+                 : swim_keyring_parse(text, len, mb->keys, SWIM_KEYRING_MAX, &mb->nkeys, &e);
+    sodium_memzero(text, KEYRING_FILE_MAX + 1);
+    free(text);
+    if (len > KEYRING_FILE_MAX)
+        return fail(err, rc, "shared_state.share.keyring_file: %s: above %d bytes", path,
+                    KEYRING_FILE_MAX);
+    if (rc)
+        return fail(err, rc, "shared_state.share.keyring_file: %s: %s", path, e.msg);
+    if (mb->nkeys == 0)
+        return fail(err, SWIM_EKEYRING, "shared_state.share.keyring_file: %s: no key", path);
+    return 0;
+}
+
+/* The advertised address: configured, or the bind address, or (bound to any) the first
+ * non-loopback IPv4 interface. */
+static int pick_advertise(mb_t *mb, const struct sockaddr_storage *bound, mb_err_t *err)
+{
+    struct sockaddr_storage ss = *bound;
+    if (mb->cfg.advertise[0]) {
+        if (mb_parse_addr(mb->cfg.advertise, &ss))
+            return fail(err, SWIM_EINVAL,
+                        "shared_state.share.advertise: \"%s\" is not a numeric ip:port",
+                        mb->cfg.advertise);
+    } else if (ss.ss_family == AF_INET &&
+               ((struct sockaddr_in *)&ss)->sin_addr.s_addr == htonl(INADDR_ANY)) {
+        uv_interface_address_t *ifs;
+        int n;
+        ((struct sockaddr_in *)&ss)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (uv_interface_addresses(&ifs, &n) == 0) {
+            for (int i = 0; i < n; i++)
+                if (!ifs[i].is_internal && ifs[i].address.address4.sin_family == AF_INET) {
+                    ((struct sockaddr_in *)&ss)->sin_addr = ifs[i].address.address4.sin_addr;
+                    break;
+                }
+            uv_free_interface_addresses(ifs, n);
+        }
+    }
+    to_swim((const struct sockaddr *)&ss, &mb->self_addr);
+    mb_addr_format(&mb->self_addr, mb->advertise, sizeof mb->advertise);
+    return 0;
+}
+
+int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, mb_err_t *err)
+{
+    *out = NULL;
+    if (sodium_init() < 0)
+        return fail(err, SWIM_EINVAL, "libsodium: initialisation failed");
+    mb_t *mb = calloc(1, sizeof *mb);
+    if (!mb)
+        return SWIM_ENOMEM;
+    mb->loop = loop;
+    mb->cfg = *cfg;
+    struct sockaddr_storage bind;
+    int rc;
+    if (mb_parse_addr(cfg->bind, &bind)) {
+        rc = fail(err, SWIM_EINVAL, "shared_state.share.bind: \"%s\" is not a numeric ip:port",
+                  cfg->bind);
+        goto fail_free;
+    }
+    if ((rc = load_keyring(mb, err)))
+        goto fail_free;
+    uv_udp_init(loop, &mb->udp);
+    uv_tcp_init(loop, &mb->listener);
+    uv_timer_init(loop, &mb->timer);
+    uv_timer_init(loop, &mb->join_timer);
+    mb->open_handles = 4;
+    mb->udp.data = mb->listener.data = mb->timer.data = mb->join_timer.data = mb;
+    int namelen = sizeof bind;
+    /* UDP first: with port 0 the kernel picks one, and TCP takes the same */
+    if ((rc = uv_udp_bind(&mb->udp, (const struct sockaddr *)&bind, UV_UDP_REUSEADDR)) ||
+        (rc = uv_udp_getsockname(&mb->udp, (struct sockaddr *)&bind, &namelen)) ||
+        (rc = uv_tcp_bind(&mb->listener, (const struct sockaddr *)&bind, 0)) ||
+        (rc = uv_listen((uv_stream_t *)&mb->listener, 64, on_connection))) {
+        fail(err, rc, "shared_state.share.bind: %s: %s", cfg->bind, uv_strerror(rc));
+        goto fail_close;
+    }
+    if ((rc = pick_advertise(mb, &bind, err)))
+        goto fail_close;
+    swim_config_t sc;
+    swim_config_default(&sc);
+    sc.id = cfg->node_id;
+    sc.generation = (uint64_t)now_ns(); /* a restart is a new generation */
+    sc.addr = mb->self_addr;
+    sc.keys = (const uint8_t(*)[SWIM_KEY_BYTES])mb->keys;
+    sc.nkeys = mb->nkeys;
+    sc.label = cfg->cluster;
+    randombytes_buf(&sc.seed, sizeof sc.seed);
+    swim_err_t se;
+    if ((rc = swim_new(&mb->core, &sc, now_ns(), &se))) {
+        fail(err, rc, "shared_state.share: %s", se.msg);
+        goto fail_close;
+    }
+    uv_udp_recv_start(&mb->udp, on_alloc, on_udp);
+    mb->join_deadline = now_ns() + cfg->join_timeout_ns;
+    if (cfg->n_seeds == 0)
+        mb->solo = true;
+    log_line("info", "membership started: node %s at %s, %s, %zu seeds", cfg->node_id,
+             mb->advertise, mb->nkeys ? "sealed" : "PLAINTEXT", cfg->n_seeds);
+    on_join_timer(&mb->join_timer);
+    pump(mb);
+    *out = mb;
+    return 0;
+fail_close:
+    /* the handles were never used: close them and run the loop's close callbacks now */
+    mb->closing = true;
+    uv_close((uv_handle_t *)&mb->udp, NULL);
+    uv_close((uv_handle_t *)&mb->listener, NULL);
+    uv_close((uv_handle_t *)&mb->timer, NULL);
+    uv_close((uv_handle_t *)&mb->join_timer, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
+fail_free:
+    sodium_memzero(mb->keys, sizeof mb->keys);
+    swim_free(mb->core);
+    free(mb);
+    return rc < 0 ? rc : SWIM_EINVAL;
+}
+
+int mb_subscribe(mb_t *mb, mb_event_fn fn, void *ud)
+{
+    if (mb->n_subs == MB_SUBSCRIBERS_MAX || !fn)
+        return SWIM_EINVAL;
+    mb->subs[mb->n_subs].fn = fn;
+    mb->subs[mb->n_subs].ud = ud;
+    mb->n_subs++;
+    return 0;
+}
+
+size_t mb_member_count(const mb_t *mb)
+{
+    return swim_member_count(mb->core);
+}
+
+int mb_member_get(const mb_t *mb, size_t i, swim_member_view_t *v)
+{
+    int rc = swim_member_get(mb->core, i, v);
+    if (rc == 0 && v->self)
+        v->last_heard_ns = now_ns();
+    return rc;
+}
+
+int mb_live_count(const mb_t *mb)
+{
+    return swim_live_count(mb->core);
+}
+
+int mb_set_meta(mb_t *mb, const uint8_t *meta, size_t len)
+{
+    int rc = swim_set_meta(mb->core, now_ns(), meta, len);
+    if (rc == 0)
+        pump(mb);
+    return rc;
+}
+
+bool mb_joined(const mb_t *mb)
+{
+    return swim_joined(mb->core);
+}
+
+bool mb_solo(const mb_t *mb)
+{
+    return mb->solo && !swim_joined(mb->core);
+}
+
+const swim_counters_t *mb_counters(const mb_t *mb)
+{
+    return swim_counters(mb->core);
+}
+
+const char *mb_advertise(const mb_t *mb)
+{
+    return mb->advertise;
+}
+
+void mb_leave(mb_t *mb, mb_done_fn done, void *ud)
+{
+    if (mb->leaving || mb->closing)
+        return;
+    mb->leaving = true;
+    mb->leave_done = done;
+    mb->leave_ud = ud;
+    swim_leave(mb->core, now_ns());
+    pump(mb);
+    uv_timer_start(&mb->join_timer, on_join_timer, LEAVE_GRACE_MS, 0);
+    log_line("info", "left the cluster gracefully");
+}
+
+static void handle_closed(uv_handle_t *h)
+{
+    mb_t *mb = h->data;
+    if (--mb->open_handles == 0 && mb->pending == 0 && mb->closed)
+        mb->closed(mb->closed_ud, mb);
+}
+
+void mb_close(mb_t *mb, mb_done_fn closed, void *ud)
+{
+    if (mb->closing)
+        return;
+    mb->closing = true;
+    mb->closed = closed;
+    mb->closed_ud = ud;
+    while (mb->conns)
+        conn_close(mb->conns);
+    uv_close((uv_handle_t *)&mb->udp, handle_closed);
+    uv_close((uv_handle_t *)&mb->listener, handle_closed);
+    uv_close((uv_handle_t *)&mb->timer, handle_closed);
+    uv_close((uv_handle_t *)&mb->join_timer, handle_closed);
+}
+
+void mb_free(mb_t *mb)
+{
+    if (!mb)
+        return;
+    sodium_memzero(mb->keys, sizeof mb->keys);
+    swim_free(mb->core);
+    free(mb);
+}

@@ -1,0 +1,74 @@
+/*
+ * mb: the membership shell. A thin libuv layer around the SWIM core (swim.h): one UDP socket
+ * for datagrams, one TCP listener (same port) and short-lived TCP connections for push-pull,
+ * one timer at the core's next deadline, and uv_getaddrinfo re-resolving the seeds on every
+ * try. It decides nothing: the core does.
+ *
+ * Lifecycle: mb_start attaches to the caller's loop and starts joining (push-pull with a
+ * seed; retried every second, re-resolving, until one answers or join_timeout passes, then
+ * it runs solo and keeps trying the seeds at every push-pull round). mb_leave leaves
+ * gracefully (SIGTERM) and calls back once peers have been told; mb_close closes the
+ * handles and calls back when the memory may be freed (mb_free).
+ */
+#ifndef TT_MB_H
+#define TT_MB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "config.h"
+#include "swim.h"
+
+typedef struct mb mb_t;
+
+/* A subscriber sees every event of the core: SWIM_EV_UP, _DOWN, _LEFT, _UPDATE, _LIVE_COUNT. */
+typedef void (*mb_event_fn)(void *ud, mb_t *mb, const swim_event_t *ev);
+typedef void (*mb_done_fn)(void *ud, mb_t *mb);
+
+#define MB_SUBSCRIBERS_MAX 8
+
+/* Errors beyond the core's: the shell's names a config field or a libuv call. */
+typedef struct mb_err {
+    char msg[256];
+} mb_err_t;
+
+/*
+ * Starts membership for shared_state.share on `loop`: binds cfg->bind (UDP and TCP), loads
+ * the keyring (none: plaintext, with a warning on stderr), and begins the join. The config
+ * is copied. Returns 0 or a negative code with err naming the field (e.g.
+ * "shared_state.share.bind: ...").
+ */
+int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, mb_err_t *err);
+
+/* Adds a subscriber (up to MB_SUBSCRIBERS_MAX). */
+int mb_subscribe(mb_t *mb, mb_event_fn fn, void *ud);
+
+/* The member table: index 0 is this node. Views are valid until the loop runs again. */
+size_t mb_member_count(const mb_t *mb);
+int mb_member_get(const mb_t *mb, size_t i, swim_member_view_t *v);
+/* Alive + suspect, self included: the share store's N. */
+int mb_live_count(const mb_t *mb);
+/* Sets this node's metadata payload (<= SWIM_META_MAX bytes); gossiped with a new version. */
+int mb_set_meta(mb_t *mb, const uint8_t *meta, size_t len);
+/* True once a push-pull completed or a peer reached us; solo: join_timeout passed without. */
+bool mb_joined(const mb_t *mb);
+bool mb_solo(const mb_t *mb);
+const swim_counters_t *mb_counters(const mb_t *mb);
+/* The address peers dial, "ip:port". */
+const char *mb_advertise(const mb_t *mb);
+
+/* Graceful leave: tells every live member, keeps gossiping for half a second, then calls
+ * done (once). Datagrams are still answered (with the leave) until mb_close. */
+void mb_leave(mb_t *mb, mb_done_fn done, void *ud);
+/* Closes every handle; closed is called when mb may be freed with mb_free. */
+void mb_close(mb_t *mb, mb_done_fn closed, void *ud);
+void mb_free(mb_t *mb);
+
+/* Parses "ip:port" / "[ip6]:port" (numeric only) into a sockaddr; 0 or -1. */
+int mb_parse_addr(const char *s, struct sockaddr_storage *ss);
+/* Writes "ip:port" for a swim address. */
+void mb_addr_format(const swim_addr_t *a, char *out, size_t cap);
+
+#endif

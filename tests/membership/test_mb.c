@@ -1,0 +1,199 @@
+/* The libuv shell: several members on one loop, on loopback, with real sockets. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mb.h"
+
+#define MAXN 4
+
+typedef struct fleet {
+    uv_loop_t loop;
+    mb_t *mb[MAXN];
+    int n;
+    int ups, lefts, live_changes;
+    char keyring[256];
+} fleet_t;
+
+static void on_event(void *ud, mb_t *mb, const swim_event_t *ev)
+{
+    fleet_t *f = ud;
+    f->ups += ev->type == SWIM_EV_UP;
+    f->lefts += ev->type == SWIM_EV_LEFT;
+    f->live_changes += ev->type == SWIM_EV_LIVE_COUNT;
+}
+
+static void share_cfg(cfg_share_t *c, const char *id, const char *seed, const char *keyring)
+{
+    memset(c, 0, sizeof *c);
+    c->present = true;
+    snprintf(c->node_id, sizeof c->node_id, "%s", id);
+    snprintf(c->bind, sizeof c->bind, "127.0.0.1:0");
+    if (seed) {
+        snprintf(c->seeds[0], sizeof c->seeds[0], "%s", seed);
+        c->n_seeds = 1;
+    }
+    if (keyring)
+        snprintf(c->keyring_file, sizeof c->keyring_file, "%s", keyring);
+    snprintf(c->cluster, sizeof c->cluster, "test");
+    c->join_timeout_ns = INT64_C(10) * 1000000000;
+}
+
+static void start(fleet_t *f, int n, const char *keyring)
+{
+    uv_loop_init(&f->loop);
+    f->n = n;
+    for (int i = 0; i < n; i++) {
+        cfg_share_t c;
+        char id[16];
+        snprintf(id, sizeof id, "node-%d", i);
+        /* node 0 starts alone; the others know it as their seed */
+        share_cfg(&c, id, i ? mb_advertise(f->mb[0]) : NULL, keyring);
+        mb_err_t err;
+        cr_assert_eq(mb_start(&f->mb[i], &f->loop, &c, &err), 0, "%s", err.msg);
+        mb_subscribe(f->mb[i], on_event, f);
+    }
+}
+
+static void on_tick(uv_timer_t *t) {}
+
+/* Runs the loop until pred holds, for at most `ms` of real time: the loop wakes on I/O or
+ * on a 10 ms timer, then the predicate is checked. */
+static bool run_until(fleet_t *f, bool (*pred)(fleet_t *), int ms)
+{
+    uv_timer_t tick;
+    uv_timer_init(&f->loop, &tick);
+    uv_timer_start(&tick, on_tick, 10, 10);
+    uint64_t deadline = uv_now(&f->loop) + (uint64_t)ms;
+    bool ok;
+    while (!(ok = pred(f)) && uv_now(&f->loop) < deadline)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&tick, NULL);
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+    return ok;
+}
+
+static bool all_alive(fleet_t *f)
+{
+    for (int i = 0; i < f->n; i++)
+        if (mb_live_count(f->mb[i]) != f->n)
+            return false;
+    return true;
+}
+
+static bool others_see_left(fleet_t *f)
+{
+    for (int i = 1; i < f->n; i++) {
+        swim_member_view_t v;
+        bool found = false;
+        for (size_t k = 0; k < mb_member_count(f->mb[i]); k++)
+            if (mb_member_get(f->mb[i], k, &v) == 0 && strcmp(v.id, "node-0") == 0)
+                found = v.state == SWIM_LEFT;
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+static void on_closed(void *ud, mb_t *mb)
+{
+    (*(int *)ud)++;
+}
+
+static void stop(fleet_t *f)
+{
+    int closed = 0;
+    for (int i = 0; i < f->n; i++)
+        mb_close(f->mb[i], on_closed, &closed);
+    while (closed < f->n)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    for (int i = 0; i < f->n; i++)
+        mb_free(f->mb[i]);
+    cr_assert_eq(uv_loop_close(&f->loop), 0);
+}
+
+static void on_left(void *ud, mb_t *mb)
+{
+    *(bool *)ud = true;
+}
+
+Test(mb, three_members_on_loopback_join_and_see_a_graceful_leave)
+{
+    fleet_t f = {0};
+    start(&f, 3, NULL);
+    cr_assert(run_until(&f, all_alive, 10000), "the three did not converge");
+    cr_assert(mb_joined(f.mb[1]));
+    bool left = false;
+    mb_leave(f.mb[0], on_left, &left);
+    cr_assert(run_until(&f, others_see_left, 2000), "the leave was not seen within 2 s");
+    cr_assert_geq(f.lefts, 2);
+    stop(&f);
+}
+
+static bool meta_seen(fleet_t *f)
+{
+    swim_member_view_t v;
+    for (size_t k = 0; k < mb_member_count(f->mb[1]); k++)
+        if (mb_member_get(f->mb[1], k, &v) == 0 && strcmp(v.id, "node-0") == 0)
+            return v.meta_len == 3 && memcmp(v.meta, "N=2", 3) == 0;
+    return false;
+}
+
+Test(mb, a_sealed_pair_converges_and_gossips_metadata)
+{
+    fleet_t f = {0};
+    char path[] = "/tmp/tt_mb_keyringXXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    const char *ring = "# primary first\nERERERERERERERERERERERERERERERERERERERERERE=\n";
+    cr_assert_eq(write(fd, ring, strlen(ring)), (ssize_t)strlen(ring));
+    close(fd);
+    start(&f, 2, path);
+    cr_assert(run_until(&f, all_alive, 10000));
+    cr_assert_eq(mb_set_meta(f.mb[0], (const uint8_t *)"N=2", 3), 0);
+    cr_assert(run_until(&f, meta_seen, 5000));
+    cr_assert_eq(mb_counters(f.mb[1])->drop_auth, 0);
+    cr_assert_gt(mb_counters(f.mb[1])->pushpull_in + mb_counters(f.mb[0])->pushpull_in, 0);
+    stop(&f);
+    unlink(path);
+}
+
+Test(mb, bad_settings_are_refused_naming_the_field)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    cfg_share_t c;
+    mb_t *mb;
+    mb_err_t err;
+    share_cfg(&c, "x", NULL, NULL);
+    snprintf(c.bind, sizeof c.bind, "nowhere:7946");
+    cr_assert_lt(mb_start(&mb, &loop, &c, &err), 0);
+    cr_assert(strstr(err.msg, "shared_state.share.bind") != NULL, "%s", err.msg);
+    share_cfg(&c, "x", NULL, "/nonexistent/gossip.keys");
+    cr_assert_lt(mb_start(&mb, &loop, &c, &err), 0);
+    cr_assert(strstr(err.msg, "shared_state.share.keyring_file: /nonexistent/gossip.keys") != NULL,
+              "%s", err.msg);
+    share_cfg(&c, "x", NULL, NULL);
+    snprintf(c.advertise, sizeof c.advertise, "somewhere");
+    cr_assert_lt(mb_start(&mb, &loop, &c, &err), 0);
+    cr_assert(strstr(err.msg, "shared_state.share.advertise") != NULL, "%s", err.msg);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
+Test(mb, addresses_parse_numeric_v4_and_v6_only)
+{
+    struct sockaddr_storage ss;
+    cr_assert_eq(mb_parse_addr("10.1.2.3:7946", &ss), 0);
+    cr_assert_eq(ss.ss_family, AF_INET);
+    cr_assert_eq(mb_parse_addr("[::1]:7946", &ss), 0);
+    cr_assert_eq(ss.ss_family, AF_INET6);
+    cr_assert_eq(mb_parse_addr("host:7946", &ss), -1);
+    cr_assert_eq(mb_parse_addr("10.1.2.3", &ss), -1);
+    cr_assert_eq(mb_parse_addr("10.1.2.3:99999", &ss), -1);
+    swim_addr_t a = {.family = 4, .port = 7946, .ip = {10, 0, 0, 9}};
+    char buf[64];
+    mb_addr_format(&a, buf, sizeof buf);
+    cr_assert_str_eq(buf, "10.0.0.9:7946");
+}
