@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { EV_DGRAM, EV_PP_REQ, EV_PP_REPLY };
+enum { EV_TICK, EV_DGRAM, EV_PP_REQ, EV_PP_REPLY };
 
 typedef struct ev {
     int64_t at;
@@ -25,15 +25,9 @@ typedef struct node {
     bool up;
     int64_t paused_until;
     int64_t exit_at;  /* a leaver exits then */
-    int64_t deadline; /* the core's next deadline as last pushed into the heap */
+    int64_t deadline; /* the core's next deadline as last pushed; older ticks are stale */
     uint64_t tx_bytes;
 } node_t;
-
-typedef struct dl {
-    int64_t at;
-    uint64_t order;
-    int node;
-} dl_t;
 
 struct sim {
     sim_opts_t o;
@@ -48,8 +42,6 @@ struct sim {
     size_t n_addr, addr_cap;
     ev_t *evs;
     size_t n_evs, evs_cap;
-    dl_t *dls;
-    size_t n_dls, dls_cap;
     uint64_t trace;
     uint64_t datagrams;
     uint8_t key[SWIM_KEY_BYTES];
@@ -78,11 +70,16 @@ static void *xrealloc(void *p, size_t n)
     return q;
 }
 
-/* ---- two binary heaps: events (datagrams, push-pull) and node deadlines ---- */
+/* ---- one binary heap of events: deliveries and timers ---- */
 
+/* Timers run before deliveries at the same instant, as libuv runs timers before polling. */
 static bool ev_less(const ev_t *a, const ev_t *b)
 {
-    return a->at < b->at || (a->at == b->at && a->order < b->order);
+    if (a->at != b->at)
+        return a->at < b->at;
+    if ((a->kind == EV_TICK) != (b->kind == EV_TICK))
+        return a->kind == EV_TICK;
+    return a->order < b->order;
 }
 
 static void ev_push(sim_t *s, ev_t e)
@@ -121,45 +118,9 @@ static ev_t ev_pop(sim_t *s)
     return top;
 }
 
-static bool dl_less(const dl_t *a, const dl_t *b)
-{
-    return a->at < b->at || (a->at == b->at && a->order < b->order);
-}
-
 static void dl_push(sim_t *s, int node, int64_t at)
 {
-    if (s->n_dls == s->dls_cap) {
-        s->dls_cap = s->dls_cap ? 2 * s->dls_cap : 1024;
-        s->dls = xrealloc(s->dls, s->dls_cap * sizeof *s->dls);
-    }
-    dl_t d = {at, s->order++, node};
-    size_t i = s->n_dls++;
-    while (i > 0 && dl_less(&d, &s->dls[(i - 1) / 2])) {
-        s->dls[i] = s->dls[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    s->dls[i] = d;
-}
-
-static dl_t dl_pop(sim_t *s)
-{
-    dl_t top = s->dls[0], last = s->dls[--s->n_dls];
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1, m = i;
-        const dl_t *cand = &last;
-        if (l < s->n_dls && dl_less(&s->dls[l], cand))
-            m = l, cand = &s->dls[l];
-        if (l + 1 < s->n_dls && dl_less(&s->dls[l + 1], cand))
-            m = l + 1;
-        if (m == i)
-            break;
-        s->dls[i] = s->dls[m];
-        i = m;
-    }
-    if (s->n_dls)
-        s->dls[i] = last;
-    return top;
+    ev_push(s, (ev_t){.at = at, .kind = EV_TICK, .to = node});
 }
 
 /* ---- the shell's part: draining a core ---- */
@@ -263,11 +224,6 @@ static void after_call(sim_t *s, int i)
     }
 }
 
-static bool runnable(const sim_t *s, int i)
-{
-    return s->nodes[i].up && s->nodes[i].paused_until <= s->now;
-}
-
 static void deliver(sim_t *s, ev_t *e)
 {
     node_t *n = &s->nodes[e->to];
@@ -321,43 +277,34 @@ static void deliver(sim_t *s, ev_t *e)
     after_call(s, e->to);
 }
 
-/* One step: the earliest of the next event and the next deadline. False when neither is
- * due by t. */
+/* One step: the earliest event, if it is due by t. */
 static bool step(sim_t *s, int64_t t)
 {
-    while (s->n_dls && s->dls[0].at != s->nodes[s->dls[0].node].deadline)
-        dl_pop(s); /* stale: the node's deadline moved since */
-    int64_t te = s->n_evs ? s->evs[0].at : INT64_MAX;
-    int64_t td = s->n_dls ? s->dls[0].at : INT64_MAX;
-    /* timers first at equal times, as libuv runs timers before polling I/O */
-    if (td <= te && td <= t) {
-        dl_t d = dl_pop(s);
-        s->now = d.at > s->now ? d.at : s->now;
-        node_t *n = &s->nodes[d.node];
-        n->deadline = INT64_MIN;
-        if (!n->up)
-            return true;
-        if (n->exit_at && s->now >= n->exit_at) {
-            n->up = false;
-            return true;
-        }
-        if (!runnable(s, d.node)) {
-            n->deadline = n->paused_until;
-            dl_push(s, d.node, n->paused_until);
-            return true;
-        }
-        swim_tick(n->core, s->now);
-        after_call(s, d.node);
-        return true;
-    }
-    if (te <= t) {
-        ev_t e = ev_pop(s);
-        s->now = e.at > s->now ? e.at : s->now;
+    if (!s->n_evs || s->evs[0].at > t)
+        return false;
+    ev_t e = ev_pop(s);
+    s->now = e.at > s->now ? e.at : s->now;
+    if (e.kind != EV_TICK) {
         deliver(s, &e);
         free(e.bytes);
         return true;
     }
-    return false;
+    node_t *n = &s->nodes[e.to];
+    if (e.at != n->deadline || !n->up)
+        return true; /* stale: the node's deadline moved since, or it is gone */
+    n->deadline = INT64_MIN;
+    if (n->exit_at && s->now >= n->exit_at) {
+        n->up = false;
+        return true;
+    }
+    if (n->paused_until > s->now) {
+        n->deadline = n->paused_until;
+        dl_push(s, e.to, n->paused_until);
+        return true;
+    }
+    swim_tick(n->core, s->now);
+    after_call(s, e.to);
+    return true;
 }
 
 void sim_run_until(sim_t *s, int64_t t)
@@ -414,7 +361,6 @@ void sim_free(sim_t *s)
     free(s->cut);
     free(s->by_addr);
     free(s->evs);
-    free(s->dls);
     free(s);
 }
 
