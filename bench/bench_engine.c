@@ -2,7 +2,7 @@
  * bench_engine: nanoseconds per gov_decide at 1, 10k and 1M distinct keys, and bytes per
  * counter at 1M keys, by the table's own accounting and by the process's resident set.
  *
- *   bench_engine [decisions per run, default 2000000]
+ *   bench_engine [decisions per run, default 2000000] [only this many keys]
  *
  * One thread, the engine alone (no socket), timed in thread CPU time. Subject ids are generated
  * before anything is measured. Two configs: one rpm limit, and the embedded default's shape (an rpm
@@ -100,6 +100,7 @@ static double run(gov_engine_t *e, size_t keys, size_t decisions, int64_t *now, 
 int main(int argc, char **argv)
 {
     size_t decisions = argc > 1 ? strtoull(argv[1], NULL, 10) : 2000000;
+    size_t only = argc > 2 ? strtoull(argv[2], NULL, 10) : 0;
     const size_t max_keys = 1000000;
     ids = malloc(max_keys * sizeof(*ids));
     id_lens = malloc(max_keys * sizeof(*id_lens));
@@ -117,6 +118,8 @@ int main(int argc, char **argv)
     for (int c = 0; c < 2; c++) {
         for (size_t k = 0; k < 3; k++) {
             size_t keys = key_counts[k];
+            if (only && keys != only)
+                continue;
             gov_engine_t *e = c == 0 ? engine(one, 1, keys) : engine(dflt, 2, keys);
             int64_t now = INT64_C(1700000000) * S;
             run(e, keys, keys, &now, 100); /* every key gets its counter first */
@@ -127,6 +130,8 @@ int main(int argc, char **argv)
         }
     }
 
+    if (only)
+        return 0;
     /* bytes per counter at 1M keys: grown the ordinary way, not pre-sized */
     size_t rss0 = rss_bytes();
     cfg_limit_t ordinary = limit("key_rpm", "key", CFG_TYPE_RPM, 1000, 1000);

@@ -1163,6 +1163,7 @@ void gov_engine_metrics(gov_engine_t *e, gov_metrics_t *out)
     out->counters_reclaimed = e->table.reclaimed;
     out->leases = e->leases.heads;
     out->table_bytes = gov_table_bytes(&e->table);
+    out->pending = e->pending;
 }
 
 size_t gov_engine_limit_metrics(gov_engine_t *e, gov_limit_metrics_t *out, size_t cap)

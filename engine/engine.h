@@ -11,6 +11,9 @@
  * the caller's gov_result_t, which holds everything by value (no pointer into the engine
  * except `code`, which points at a static string), so it may be copied or kept freely.
  *
+ * Threads: none. One engine belongs to one thread (the server's event loop); nothing in it
+ * locks.
+ *
  * Return values: 0 (result ready in *out), GOV_PENDING (a redis-backed limit is involved; the
  * completion callback will be called later with the same `out`), or a negative GOV_E* code
  * (out->status carries it too and out->error says what was wrong, naming the field). Bad input
@@ -243,6 +246,7 @@ typedef struct gov_metrics {
     uint64_t store_errors;
     uint64_t reloads;
     uint64_t table_bytes; /* memory of the counter table (slots + key arena) */
+    uint64_t pending;     /* asynchronous (redis) requests in flight */
 } gov_metrics_t;
 
 void gov_engine_metrics(gov_engine_t *e, gov_metrics_t *out);

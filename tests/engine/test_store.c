@@ -142,6 +142,9 @@ Test(redis, completions_out_of_order_each_reach_their_own_result)
     done_log_t da = {0}, db = {0};
     cr_assert_eq(gov_decide(e, &a, GOV_NO_TOKENS, T0, &ra, on_done, &da), GOV_PENDING);
     cr_assert_eq(gov_decide(e, &b, GOV_NO_TOKENS, T0, &rb, on_done, &db), GOV_PENDING);
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.pending, 2);
     fake_answer(&f, 1, T0);
     cr_assert_eq(db.calls, 1);
     cr_assert_eq(da.calls, 0);
@@ -149,6 +152,8 @@ Test(redis, completions_out_of_order_each_reach_their_own_result)
     cr_assert_eq(da.calls, 1);
     cr_assert(ra.admit && rb.admit);
     cr_assert_eq(ra.remaining, 99);
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.pending, 0);
     gov_engine_destroy(e);
 }
 
