@@ -90,20 +90,31 @@ int ra_limiter_init(ra_limiter_t *out, ra_algorithm_t algorithm, int64_t amount,
 int ra_limiter_effective(const ra_limiter_t *plain, int64_t num, int64_t den, int64_t unit,
                          ra_limiter_t *out)
 {
+    /* read everything first: out may be plain itself */
+    const ra_algorithm_t alg = plain->algorithm;
+    const int64_t w = plain->period_ns, r = plain->amount, b = plain->burst;
     memset(out, 0, sizeof(*out));
-    if (plain->algorithm != RA_GCRA)
+    if (alg != RA_GCRA)
         return RA_ENOEFFECTIVE;
+    if (r <= 0 || w <= 0 || b <= 0) /* not armed */
+        return r <= 0 ? RA_EAMOUNT : w <= 0 ? RA_EPERIOD : RA_EBURST;
     if (num <= 0 || den <= 0 || num > den || unit <= 0)
         return RA_ESHARE;
-    unsigned __int128 t = (unsigned __int128)plain->period_ns * (uint64_t)den /
-                          ((unsigned __int128)plain->amount * (uint64_t)num);
-    int64_t floor_tau;
+    /* tau from the plain parameters, so an effective limiter passed in again is re-derived
+     * rather than floored twice */
+    int64_t tau, floor_tau;
+    if (__builtin_mul_overflow(w / r, b, &tau))
+        return RA_ETAU;
+    unsigned __int128 t =
+        (unsigned __int128)w * (uint64_t)den / ((unsigned __int128)r * (uint64_t)num);
     if (t > INT64_MAX || __builtin_mul_overflow((int64_t)t, unit, &floor_tau))
         return RA_ETAU;
-    memcpy(out, plain, sizeof(*out));
+    out->algorithm = alg;
+    out->amount = r;
+    out->period_ns = w;
+    out->burst = b;
     out->emission_ns = (int64_t)t;
-    if (floor_tau > out->tolerance_ns)
-        out->tolerance_ns = floor_tau;
+    out->tolerance_ns = floor_tau > tau ? floor_tau : tau;
     return 0;
 }
 

@@ -77,8 +77,10 @@ int ra_limiter_init(ra_limiter_t *out, ra_algorithm_t algorithm, int64_t amount,
  * fleet amount: T_s = floor(w x den / (r x num)), tau_s = max(tau, T_s x unit). unit is the
  * cost that must always fit (1 for rpm, RA_RESERVE_CAP for tpm). num == den gives the plain
  * limiter back, byte for byte, whenever the plain one already fits the unit (T x unit <= tau,
- * which arming guarantees for rpm and tpm). Returns 0 or RA_ENOEFFECTIVE, RA_ESHARE, RA_ETAU
- * (T_s or T_s x unit leaves int64).
+ * which arming guarantees for rpm and tpm). Everything is derived from the plain parameters
+ * (period, amount, burst), so passing an effective limiter again gives the same result, and
+ * out may be plain. Returns 0 or RA_ENOEFFECTIVE, RA_ESHARE, RA_ETAU (T_s or T_s x unit
+ * leaves int64), or RA_EAMOUNT/RA_EPERIOD/RA_EBURST for a limiter that was never armed.
  */
 int ra_limiter_effective(const ra_limiter_t *plain, int64_t num, int64_t den, int64_t unit,
                          ra_limiter_t *out);

@@ -132,3 +132,17 @@ Test(names, every_algorithm_round_trips_through_its_name)
     ra_algorithm_t x;
     cr_expect_eq(ra_algorithm_parse("leaky_bucket", &x), RA_EALGORITHM);
 }
+
+Test(effective, is_derived_from_the_plain_parameters_and_may_write_in_place)
+{
+    ra_limiter_t l, once, zero = {0};
+    ra_limiter_init(&l, RA_GCRA, 300, 60 * S, 2);
+    cr_assert_eq(ra_limiter_effective(&l, 1, 3, 1, &once), 0);
+    cr_expect_eq(once.emission_ns, 600000000);
+    cr_expect_eq(once.tolerance_ns, 600000000, "the floor: max(tau = 400 ms, T_s x 1)");
+    cr_assert_eq(ra_limiter_effective(&once, 1, 1, 1, &l), 0);
+    cr_expect_eq(l.tolerance_ns, 400000000, "back to plain: the floor is not carried over");
+    cr_assert_eq(ra_limiter_effective(&l, 1, 3, 1, &l), 0);
+    cr_expect_eq(memcmp(&l, &once, sizeof(l)), 0, "in place gives the same limiter");
+    cr_expect_eq(ra_limiter_effective(&zero, 1, 3, 1, &once), RA_EAMOUNT, "never armed");
+}
