@@ -145,6 +145,9 @@ static int parse_args(int argc, char **argv, struct sim *s)
     s->input = optind < argc ? argv[optind] : NULL;
     if (!have_burst)
         l->burst = l->amount; /* the stored default */
+    else if (l->algorithm == RA_FIXED_WINDOW || l->algorithm == RA_SLIDING_WINDOW)
+        fprintf(stderr, "Warning: --burst: %s does not read burst; this value has no effect\n",
+                ra_algorithm_name(l->algorithm)); /* validate's warning, beside, not instead */
     if (s->share_den)
         l->store = CFG_STORE_SHARE;
     return 0;

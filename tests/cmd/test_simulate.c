@@ -278,6 +278,17 @@ Test(simulate, a_limit_that_does_not_arm_fails_with_the_seed_message_and_exits_7
     cr_expect(strstr(r->err, "burst 500 is below the reserve cap 16384") != NULL, "%s", r->err);
 }
 
+Test(simulate, an_inert_burst_is_warned_about_and_changes_nothing)
+{
+    run_t *r = simulate("--algorithm sliding_window --amount 10 --period 8s --burst 5",
+                        "1700000000000 10\n");
+    cr_expect_eq(r->exit_code, 0);
+    cr_expect(strstr(r->err, "Warning: --burst: sliding_window does not read burst") != NULL, "%s",
+              r->err);
+    cr_assert_eq(r->n, 1);
+    cr_expect(r->out[0].admit, "10 <= amount 10: burst 5 did not cap it");
+}
+
 Test(simulate, malformed_flags_are_usage_errors)
 {
     cr_expect_eq(simulate("--algorithm gcra --amount 10", "")->exit_code, 64);
