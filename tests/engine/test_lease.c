@@ -201,3 +201,58 @@ Test(lease, leases_of_a_kept_limit_still_release_their_gauge)
     cr_assert(acquire(e, &s, 1).admit);
     gov_engine_destroy(e);
 }
+
+/* Random acquires, releases and closed connections against a model of every gauge. */
+Test(lease, a_random_walk_agrees_with_a_model_of_the_gauges)
+{
+    cfg_limit_t l = conc("key_conc", "key", 5);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    enum { KEYS = 3, OWNERS = 4, MAXL = 64 };
+    struct {
+        uint64_t id;
+        int key, owner;
+    } held[MAXL];
+    int n_held = 0, gauge[KEYS] = {0};
+    uint64_t x = 2463534242u;
+    for (int step = 0; step < 20000; step++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        int op = (int)(x % 10), k = (int)((x >> 8) % KEYS), o = (int)((x >> 16) % OWNERS);
+        char id[8];
+        snprintf(id, sizeof(id), "k%d", k);
+        gov_subject_t s;
+        subj(&s, "key", id, NULL);
+        if (op < 5 && n_held < MAXL) {
+            gov_result_t r = acquire(e, &s, (uint64_t)o + 1);
+            cr_assert_eq(r.admit, gauge[k] < 5, "step %d", step);
+            if (r.admit) {
+                gauge[k]++;
+                held[n_held].id = r.lease;
+                held[n_held].key = k;
+                held[n_held++].owner = o;
+            }
+        } else if (op < 9 && n_held) {
+            int i = (int)((x >> 24) % (uint64_t)n_held);
+            cr_assert_eq(gov_release(e, held[i].id), 0);
+            gauge[held[i].key]--;
+            held[i] = held[--n_held];
+        } else {
+            size_t expect = 0;
+            for (int i = 0; i < n_held;) {
+                if (held[i].owner == o) {
+                    gauge[held[i].key]--;
+                    held[i] = held[--n_held];
+                    expect++;
+                } else {
+                    i++;
+                }
+            }
+            cr_assert_eq(gov_release_owner(e, (uint64_t)o + 1), expect);
+        }
+    }
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.leases, (uint64_t)n_held);
+    gov_engine_destroy(e);
+}

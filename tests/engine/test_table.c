@@ -180,3 +180,56 @@ Test(table, bytes_account_for_slots_and_ids)
     cr_assert_geq(gov_table_bytes(&t), (t.mask + 1) * sizeof(gov_slot_t));
     cr_assert_eq(sizeof(gov_slot_t), 24);
 }
+
+/* A random walk against a plain array model: inserts, lookups, idle marks and reclamation
+ * slices, with few distinct hashes so clusters are long and deletions shift a lot. */
+Test(table, a_random_walk_agrees_with_a_plain_model)
+{
+    enum { KEYS = 1000 };
+    static int64_t model[KEYS]; /* -1: absent */
+    for (int i = 0; i < KEYS; i++)
+        model[i] = -1;
+    uint64_t x = 88172645463325252u;
+    for (int step = 0; step < 20000; step++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        int k = (int)(x % KEYS), op = (int)((x >> 20) % 8);
+        char id[16];
+        size_t len = (size_t)snprintf(id, sizeof(id), "id-%d", k);
+        uint64_t h = (uint64_t)(k % 97) + 1; /* 97 distinct hashes: long probe chains */
+        if (op < 4) {
+            cr_assert_eq(gov_table_reserve(&t, 1), 0);
+            size_t s;
+            cr_assert_eq(gov_table_get(&t, ix, h, id, len, &s), 0);
+            if (model[k] < 0)
+                model[k] = 0;
+            cr_assert_eq(t.slots[s].state, model[k]);
+            t.slots[s].state = model[k] = (int64_t)(x >> 40) % 2 ? 100 * S : 0;
+        } else if (op < 7) {
+            size_t s = gov_table_find(&t, ix, h, id, len);
+            if (model[k] < 0)
+                cr_assert_eq(s, GOV_SLOT_NONE, "key %d", k);
+            else
+                cr_assert_eq(t.slots[s].state, model[k], "key %d", k);
+        } else {
+            gov_table_reclaim(&t, 50 * S, 1 + (size_t)(x >> 50) % 64);
+            /* idle keys (state 0) may or may not be gone; busy ones must all be there */
+            for (int i = 0; i < KEYS; i++) {
+                if (model[i] < 0)
+                    continue;
+                char kid[16];
+                size_t kl = (size_t)snprintf(kid, sizeof(kid), "id-%d", i);
+                size_t s = gov_table_find(&t, ix, (uint64_t)(i % 97) + 1, kid, kl);
+                if (s == GOV_SLOT_NONE) {
+                    cr_assert_eq(model[i], 0, "a busy key %d was lost", i);
+                    model[i] = -1;
+                }
+            }
+        }
+    }
+    size_t present = 0;
+    for (int i = 0; i < KEYS; i++)
+        present += model[i] >= 0;
+    cr_assert_eq(present, t.count);
+}
