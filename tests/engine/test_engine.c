@@ -63,21 +63,6 @@ Test(disclosure, deny_carries_retry_after_and_reset_as_go_duration)
     gov_engine_destroy(e);
 }
 
-Test(disclosure, go_durations_read_like_go)
-{
-    char b[32];
-    gov_go_duration(b, sizeof(b), 0);
-    cr_assert_str_eq(b, "0s");
-    gov_go_duration(b, sizeof(b), 59);
-    cr_assert_str_eq(b, "59s");
-    gov_go_duration(b, sizeof(b), 60);
-    cr_assert_str_eq(b, "1m0s");
-    gov_go_duration(b, sizeof(b), 3600);
-    cr_assert_str_eq(b, "1h0m0s");
-    gov_go_duration(b, sizeof(b), 3661);
-    cr_assert_str_eq(b, "1h1m1s");
-}
-
 Test(disclosure, policy_leaves_w_out_below_one_second)
 {
     cfg_limit_t l = rpm("fast", "team", 5, S / 2, 5);
