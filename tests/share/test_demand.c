@@ -1,0 +1,440 @@
+/* The demand core: water-filling, ownership, reporting, leases and the bounds of its tables. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "demand.h"
+#include "demand_fleet.h"
+#include "demand_wire.h"
+
+#define S (1000 * DF_MS)
+#define DEN DEMAND_SHARE_DEN
+#define INTERVAL (500 * DF_MS)
+
+static uint64_t sum(const uint32_t *v, uint32_t n)
+{
+    uint64_t s = 0;
+    for (uint32_t i = 0; i < n; i++)
+        s += v[i];
+    return s;
+}
+
+/* ---- water-filling ------------------------------------------------------------------------- */
+
+Test(demand_waterfill, uneven_demands_get_max_min_fair_shares)
+{
+    uint32_t need[] = {100, 500, 2000, 3000}, share[4];
+    uint64_t order[4];
+    demand_waterfill(need, 4, 3000, 10, share, order);
+    /* 100 is met, 500 is met, the two large ones split the remaining 2400 evenly */
+    cr_expect_eq(share[0], 100);
+    cr_expect_eq(share[1], 500);
+    cr_expect_eq(share[2], 1200);
+    cr_expect_eq(share[3], 1200);
+}
+
+Test(demand_waterfill, shares_sum_to_the_amount_and_never_go_below_the_floor)
+{
+    uint32_t need[7] = {0, 1, 7, 1000, 999, 3, 123456}, share[7];
+    uint64_t order[7];
+    for (uint64_t amount = 70; amount < 5000; amount += 37) {
+        demand_waterfill(need, 7, amount, 10, share, order);
+        cr_assert_eq(sum(share, 7), amount, "amount %lu", (unsigned long)amount);
+        for (int i = 0; i < 7; i++)
+            cr_assert_geq(share[i], 10, "amount %lu, reporter %d", (unsigned long)amount, i);
+    }
+}
+
+Test(demand_waterfill, one_reporter_gets_everything)
+{
+    uint32_t need = 5, share;
+    uint64_t order;
+    demand_waterfill(&need, 1, 900000, 13107, &share, &order);
+    cr_expect_eq(share, 900000);
+}
+
+Test(demand_waterfill, what_demand_leaves_over_is_spread_evenly)
+{
+    uint32_t need[] = {10, 20, 30}, share[3];
+    uint64_t order[3];
+    demand_waterfill(need, 3, 1000, 1, share, order);
+    cr_expect_eq(sum(share, 3), 1000);
+    /* 940 left over: 313 each, the first (smallest) gets the remainder unit */
+    cr_expect_eq(share[0], 10 + 314);
+    cr_expect_eq(share[1], 20 + 313);
+    cr_expect_eq(share[2], 30 + 313);
+}
+
+Test(demand_waterfill, demand_below_the_floor_counts_as_the_floor)
+{
+    uint32_t need[] = {1, 1, 900}, share[3];
+    uint64_t order[3];
+    demand_waterfill(need, 3, 600, 100, share, order);
+    cr_expect_eq(share[0], 100);
+    cr_expect_eq(share[1], 100);
+    cr_expect_eq(share[2], 400);
+}
+
+Test(demand_cold, is_c_over_n_and_never_zero)
+{
+    cr_expect_eq(demand_cold_num(52429, 4), 13107);
+    cr_expect_eq(demand_cold_num(52429, 1), 52429);
+    cr_expect_eq(demand_cold_num(52429, 1000000), 1);
+}
+
+/* ---- configuration ------------------------------------------------------------------------- */
+
+Test(demand_config, out_of_range_fields_are_named)
+{
+    demand_config_t cfg;
+    demand_core_t *c;
+    char err[128];
+    demand_config_default(&cfg);
+    cfg.window_ns = 9 * cfg.interval_ns;
+    cr_expect_eq(demand_new(&c, &cfg, "a", 1, err, sizeof(err)), DEMAND_ECONFIG);
+    cr_expect(strstr(err, "window_ns"), "%s", err);
+    demand_config_default(&cfg);
+    cfg.datagram_max = 1401;
+    cr_expect_eq(demand_new(&c, &cfg, "a", 1, err, sizeof(err)), DEMAND_ECONFIG);
+    cr_expect(strstr(err, "datagram_max"), "%s", err);
+    demand_config_default(&cfg);
+    cr_expect_eq(demand_new(&c, &cfg, "", 0, err, sizeof(err)), DEMAND_ECONFIG);
+    cr_expect(strstr(err, "self id"), "%s", err);
+    cr_expect_null(c);
+}
+
+/* ---- ownership ----------------------------------------------------------------------------- */
+
+Test(demand_owner, every_replica_agrees_and_owners_spread_over_the_fleet)
+{
+    dfleet_t f;
+    df_init(&f, 4, NULL);
+    cfg_limit_t l = df_limit(1000, S, 100);
+    int per[4] = {0};
+    for (int k = 0; k < 400; k++) {
+        char key[16];
+        snprintf(key, sizeof(key), "key-%d", k);
+        int o = df_owner(&f, 0, &l, key);
+        for (int i = 1; i < 4; i++)
+            cr_assert_eq(df_owner(&f, i, &l, key), o);
+        per[o]++;
+    }
+    for (int i = 0; i < 4; i++)
+        cr_expect(per[i] > 60 && per[i] < 140, "r%d owns %d of 400", i, per[i]);
+    df_free(&f);
+}
+
+Test(demand_owner, a_leaving_member_moves_only_its_own_keys)
+{
+    dfleet_t f;
+    df_init(&f, 4, NULL);
+    cfg_limit_t l = df_limit(1000, S, 100);
+    int before[300];
+    for (int k = 0; k < 300; k++) {
+        char key[16];
+        snprintf(key, sizeof(key), "key-%d", k);
+        before[k] = df_owner(&f, 0, &l, key);
+    }
+    bool live[DF_MAX] = {true, true, false, true};
+    df_view(&f, 0, live);
+    int moved = 0;
+    for (int k = 0; k < 300; k++) {
+        char key[16];
+        snprintf(key, sizeof(key), "key-%d", k);
+        int now = df_owner(&f, 0, &l, key);
+        cr_assert_neq(now, 2);
+        if (before[k] != 2)
+            cr_assert_eq(now, before[k], "key-%d moved from r%d", k, before[k]);
+        else
+            moved++;
+    }
+    cr_expect_gt(moved, 0);
+    df_free(&f);
+}
+
+/* ---- reporting and leases ------------------------------------------------------------------ */
+
+/* Offers `per_s` arrivals per second of `key` at replica i for `dur`, stepping gcra. */
+static void offer(dfleet_t *f, df_load_t *ld, int i, int64_t per_s, int64_t dur)
+{
+    df_load_rate(f, ld, i, per_s);
+    df_drive(f, ld, 1, f->now + dur, NULL, NULL);
+}
+
+Test(demand_report, demand_below_the_cold_share_sends_nothing)
+{
+    dfleet_t f;
+    df_init(&f, 4, NULL);
+    cfg_limit_t l = df_limit(1000, S, 100);
+    df_load_t ld;
+    df_load_init(&ld, &l, "quiet");
+    /* cold share = 1.25% of 1000/s = 12.5/s; 10/s stays below it */
+    offer(&f, &ld, 0, 10, 5 * S);
+    for (int i = 0; i < 4; i++)
+        cr_expect_eq(f.packets_sent[i], 0, "r%d sent %lu", i, (unsigned long)f.packets_sent[i]);
+    cr_expect_eq(demand_share(f.core[0], &l, "quiet", 5, f.now), demand_cold_num(52429, 4));
+    demand_disclosure_t d;
+    demand_disclose(f.core[0], &l, f.now, &d);
+    cr_expect_eq(d.keys_tracked, 1);
+    cr_expect_eq(d.keys_hot, 0);
+    df_free(&f);
+}
+
+Test(demand_report, one_reporter_is_leased_the_amount_less_the_cold_shares)
+{
+    dfleet_t f;
+    df_init(&f, 4, NULL);
+    cfg_limit_t l = df_limit(1000, S, 100);
+    char key[16];
+    df_key_owned_by(&f, &l, 2, key, sizeof(key));
+    df_load_t ld;
+    df_load_init(&ld, &l, key);
+    offer(&f, &ld, 0, 2000, 2 * S);
+    uint32_t cold = demand_cold_num(52429, 4);
+    cr_expect_eq(demand_share(f.core[0], &l, key, strlen(key), f.now), DEN - 3 * cold);
+    demand_disclosure_t d;
+    demand_disclose(f.core[0], &l, f.now, &d);
+    cr_expect_eq(d.keys_leased, 1);
+    cr_expect_leq(d.largest_lease_age_ns, INTERVAL);
+    demand_disclose(f.core[2], &l, f.now, &d);
+    cr_expect_eq(d.keys_owned, 1);
+    cr_expect_eq(d.leases_granted, 1);
+    df_free(&f);
+}
+
+Test(demand_report, all_reporters_share_the_whole_amount)
+{
+    dfleet_t f;
+    df_init(&f, 4, NULL);
+    cfg_limit_t l = df_limit(1000, S, 100);
+    df_load_t ld;
+    df_load_init(&ld, &l, "busy");
+    for (int i = 0; i < 4; i++)
+        df_load_rate(&f, &ld, i, 100 + 200 * i); /* 100, 300, 500, 700 per s: 1.6 x the cap */
+    df_drive(&f, &ld, 1, f.now + 3 * S, NULL, NULL);
+    uint32_t share[4];
+    for (int i = 0; i < 4; i++)
+        share[i] = demand_share(f.core[i], &l, "busy", 4, f.now);
+    cr_expect_eq(sum(share, 4), DEN, "shares %u %u %u %u", share[0], share[1], share[2], share[3]);
+    /* max-min: 100/s and 300/s are met (with the cap in 2^20ths), the others split the rest */
+    cr_expect_geq(share[0], DEN / 10);
+    cr_expect_geq(share[1], DEN * 3 / 10);
+    cr_expect(share[2] == share[3] || share[2] + 1 == share[3] || share[3] + 1 == share[2]);
+    df_free(&f);
+}
+
+Test(demand_report, uneven_reporters_and_the_cold_ones_sum_to_the_amount)
+{
+    dfleet_t f;
+    df_init(&f, 4, NULL);
+    cfg_limit_t l = df_limit(1000, S, 100);
+    df_load_t ld;
+    df_load_init(&ld, &l, "two");
+    df_load_rate(&f, &ld, 1, 900);
+    df_load_rate(&f, &ld, 3, 300);
+    df_drive(&f, &ld, 1, f.now + 3 * S, NULL, NULL);
+    uint32_t cold = demand_cold_num(52429, 4), share[4];
+    for (int i = 0; i < 4; i++) {
+        share[i] = demand_share(f.core[i], &l, "two", 3, f.now);
+        cr_expect_geq(share[i], cold);
+    }
+    cr_expect_eq(share[0], cold);
+    cr_expect_eq(share[2], cold);
+    cr_expect_eq(share[1] + share[3], DEN - 2 * cold); /* A = amount x (1 - c x 2/4) */
+    cr_expect_eq(sum(share, 4), DEN);
+    df_free(&f);
+}
+
+Test(demand_lease, lapses_to_the_cold_share_three_intervals_after_the_last_grant)
+{
+    dfleet_t f;
+    df_init(&f, 4, NULL);
+    cfg_limit_t l = df_limit(1000, S, 100);
+    char key[16];
+    df_key_owned_by(&f, &l, 3, key, sizeof(key));
+    df_load_t ld;
+    df_load_init(&ld, &l, key);
+    offer(&f, &ld, 0, 2000, 2 * S);
+    uint32_t cold = demand_cold_num(52429, 4);
+    cr_assert_gt(demand_share(f.core[0], &l, key, strlen(key), f.now), cold);
+    df_kill(&f, 3);
+    int64_t killed = f.now, lapsed = 0;
+    while (f.now < killed + 3 * S && !lapsed) {
+        offer(&f, &ld, 0, 2000, DF_MS);
+        if (demand_share(f.core[0], &l, key, strlen(key), f.now) == cold)
+            lapsed = f.now;
+    }
+    cr_assert(lapsed, "the lease never lapsed");
+    /* granted at most one owner interval before the kill (+1 ms delay), valid 3 intervals */
+    cr_expect_leq(lapsed - killed, 3 * INTERVAL + DF_MS);
+    cr_expect_geq(lapsed - killed, 2 * INTERVAL);
+    df_free(&f);
+}
+
+Test(demand_lease, a_key_that_goes_quiet_releases_its_share_and_is_forgotten)
+{
+    dfleet_t f;
+    df_init(&f, 4, NULL);
+    cfg_limit_t l = df_limit(1000, S, 100);
+    char key[16];
+    df_key_owned_by(&f, &l, 1, key, sizeof(key));
+    df_load_t ld;
+    df_load_init(&ld, &l, key);
+    offer(&f, &ld, 0, 2000, 2 * S);
+    demand_disclosure_t d;
+    demand_disclose(f.core[1], &l, f.now, &d);
+    cr_assert_eq(d.leases_granted, 1);
+    offer(&f, &ld, 0, 0, 3 * S); /* the 2 s window empties, then one release */
+    demand_disclose(f.core[1], &l, f.now, &d);
+    cr_expect_eq(d.keys_owned, 0);
+    demand_disclose(f.core[0], &l, f.now, &d);
+    cr_expect_eq(d.keys_leased, 0);
+    cr_expect_eq(d.keys_tracked, 0);
+    uint64_t sent = f.packets_sent[0];
+    offer(&f, &ld, 0, 0, 3 * S);
+    cr_expect_eq(f.packets_sent[0], sent, "a forgotten key still costs traffic");
+    df_free(&f);
+}
+
+Test(demand_lease, ownership_change_moves_the_key_and_discloses_the_double_bound)
+{
+    dfleet_t f;
+    df_init(&f, 4, NULL);
+    cfg_limit_t l = df_limit(1000, S, 100);
+    char key[16];
+    df_key_owned_by(&f, &l, 2, key, sizeof(key));
+    df_load_t ld;
+    df_load_init(&ld, &l, key);
+    offer(&f, &ld, 0, 2000, 2 * S);
+    demand_disclosure_t d;
+    demand_disclose(f.core[0], &l, f.now, &d);
+    cr_expect_not(d.moving);
+    cr_expect_eq(d.sustained_bound, 1000);
+    /* r2 leaves every view (gracefully: it keeps running, but nobody routes to it) */
+    bool live[DF_MAX] = {true, true, false, true};
+    for (int i = 0; i < 4; i++)
+        if (i != 2)
+            df_view(&f, i, live);
+    bool only[DF_MAX] = {false, false, true, false};
+    df_view(&f, 2, only);
+    int64_t moved = f.now;
+    demand_disclose(f.core[0], &l, f.now, &d);
+    cr_expect(d.moving);
+    cr_expect_eq(d.sustained_bound, 2000);
+    cr_expect_eq(d.moving_until_ns, moved + 4 * INTERVAL);
+    offer(&f, &ld, 0, 2000, 2 * INTERVAL + 10 * DF_MS);
+    int owner = df_owner(&f, 0, &l, key);
+    cr_assert_neq(owner, 2);
+    demand_disclose(f.core[owner], &l, f.now, &d);
+    cr_expect_eq(d.keys_owned, 1, "the new owner r%d took over", owner);
+    cr_expect_eq(demand_share(f.core[0], &l, key, strlen(key), f.now),
+                 DEN - 2 * demand_cold_num(52429, 3));
+    offer(&f, &ld, 0, 2000, 2 * INTERVAL);
+    demand_disclose(f.core[0], &l, f.now, &d);
+    cr_expect_not(d.moving);
+    cr_expect_eq(d.sustained_bound, 1000);
+    df_free(&f);
+}
+
+/* ---- bounds -------------------------------------------------------------------------------- */
+
+Test(demand_bounds, keys_beyond_keys_max_run_on_the_cold_share_and_are_counted)
+{
+    demand_config_t cfg;
+    demand_config_default(&cfg);
+    cfg.keys_max = 8;
+    dfleet_t f;
+    df_init(&f, 2, &cfg);
+    cfg_limit_t l = df_limit(1000, S, 100);
+    for (int k = 0; k < 10; k++) {
+        char key[16];
+        snprintf(key, sizeof(key), "k%d", k);
+        uint32_t s = demand_arrive(f.core[0], &l, key, strlen(key), 1, f.now);
+        cr_expect_eq(s, demand_cold_num(52429, 2));
+    }
+    cr_expect_eq(demand_counters(f.core[0])->untracked_arrivals, 2);
+    demand_disclosure_t d;
+    demand_disclose(f.core[0], &l, f.now, &d);
+    cr_expect_eq(d.keys_tracked, 8);
+    df_free(&f);
+}
+
+Test(demand_bounds, reports_beyond_leases_max_are_refused_and_the_sum_still_holds)
+{
+    demand_config_t cfg;
+    demand_config_default(&cfg);
+    cfg.leases_max = 1;
+    dfleet_t f;
+    df_init(&f, 3, &cfg);
+    cfg_limit_t l = df_limit(1000, S, 100);
+    char key[16];
+    df_key_owned_by(&f, &l, 2, key, sizeof(key));
+    df_load_t ld;
+    df_load_init(&ld, &l, key);
+    df_load_rate(&f, &ld, 0, 900);
+    df_load_rate(&f, &ld, 1, 900);
+    df_drive(&f, &ld, 1, f.now + 3 * S, NULL, NULL);
+    cr_expect_gt(demand_counters(f.core[2])->reports_refused, 0);
+    uint32_t cold = demand_cold_num(52429, 3),
+             a = demand_share(f.core[0], &l, key, strlen(key), f.now),
+             b = demand_share(f.core[1], &l, key, strlen(key), f.now);
+    /* one of them holds the single lease (A for one reporter), the other stays cold */
+    cr_expect(a == cold || b == cold, "%u %u", a, b);
+    cr_expect_leq((uint64_t)a + b + cold, DEN);
+    df_free(&f);
+}
+
+Test(demand_bounds, many_hot_keys_are_batched_into_datagrams_within_datagram_max)
+{
+    dfleet_t f;
+    df_init(&f, 4, NULL);
+    cfg_limit_t l = df_limit(1000, S, 100);
+    /* 1000 hot keys with 24-byte ids, all at replica 0 */
+    for (int t = 0; t < 3; t++) {
+        for (int k = 0; k < 1000; k++) {
+            char key[32];
+            snprintf(key, sizeof(key), "team-%019d", k);
+            for (int a = 0; a < 20; a++)
+                demand_arrive(f.core[0], &l, key, strlen(key), 1, f.now);
+        }
+        df_run(&f, f.now + INTERVAL);
+    }
+    cr_expect_leq(f.largest_packet, 1150);
+    cr_expect_gt(f.largest_packet, 1000, "batches are filled");
+    const demand_counters_t *c = demand_counters(f.core[0]);
+    cr_expect_gt(c->reports_sent, 1400); /* about 3/4 of the keys are owned remotely */
+    cr_expect_lt(c->tx_packets * 25, c->reports_sent, "more than 25 reports per datagram");
+    demand_disclosure_t d;
+    demand_disclose(f.core[0], &l, f.now, &d);
+    cr_expect_gt(d.keys_leased, 900);
+    df_free(&f);
+}
+
+Test(demand_bounds, members_beyond_members_max_are_left_out_and_counted)
+{
+    demand_config_t cfg;
+    demand_config_default(&cfg);
+    cfg.members_max = 2;
+    demand_core_t *c;
+    cr_assert_eq(demand_new(&c, &cfg, "a", 1, NULL, 0), 0);
+    demand_member_t m[] = {{"a", 1}, {"b", 1}, {"c", 1}};
+    cr_expect_eq(demand_set_members(c, m, 3, 3, DF_T0), DEMAND_EMEMBERS);
+    cr_expect_eq(demand_counters(c)->members_left_out, 1);
+    demand_free(c);
+}
+
+Test(demand_receive, a_datagram_from_a_non_member_or_garbage_changes_nothing)
+{
+    dfleet_t f;
+    df_init(&f, 2, NULL);
+    uint8_t junk[] = {0x93, 0x01, 0x01, 0x91, 0x93, 0x01, 0xc4, 0x05, 'a'};
+    char err[256];
+    cr_expect_eq(demand_receive(f.core[0], f.now, "r1", 2, junk, sizeof(junk), err, sizeof(err)),
+                 DEMAND_EWIRE);
+    cr_expect(strstr(err, "items[0].key: truncated"), "%s", err);
+    cr_expect_eq(demand_receive(f.core[0], f.now, "zz", 2, junk, sizeof(junk), err, sizeof(err)),
+                 DEMAND_ESENDER);
+    cr_expect(strstr(err, "\"zz\""), "%s", err);
+    cr_expect_eq(demand_counters(f.core[0])->rx_bad, 2);
+    df_free(&f);
+}
