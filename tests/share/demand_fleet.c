@@ -181,6 +181,14 @@ void df_load_rate(dfleet_t *f, df_load_t *ld, int i, int64_t per_s)
     ld->done[i] = 0;
 }
 
+void df_load_hot(dfleet_t *f, df_load_t *ld, const cfg_limit_t *limit, int owner, char *key,
+                 size_t size, int64_t per_s)
+{
+    df_key_owned_by(f, limit, owner, key, size);
+    df_load_init(ld, limit, key);
+    df_load_rate(f, ld, 0, per_s);
+}
+
 /* One arrival at replica i: the share it is given, then a real gcra step with it. */
 static bool arrive(dfleet_t *f, df_load_t *ld, int i)
 {

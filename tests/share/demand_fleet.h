@@ -78,6 +78,10 @@ typedef struct df_load {
 } df_load_t;
 
 void df_load_init(df_load_t *ld, const cfg_limit_t *limit, const char *key);
+/* Picks a key owned by replica `owner` (df_key_owned_by) and offers `per_s` of it at replica 0
+ * from now on. */
+void df_load_hot(dfleet_t *f, df_load_t *ld, const cfg_limit_t *limit, int owner, char *key,
+                 size_t size, int64_t per_s);
 /* Changes replica i's rate from now on. */
 void df_load_rate(dfleet_t *f, df_load_t *ld, int i, int64_t per_s);
 

@@ -161,6 +161,15 @@ static void offer(dfleet_t *f, df_load_t *ld, int i, int64_t per_s, int64_t dur)
     df_drive(f, ld, 1, f->now + dur, NULL, NULL);
 }
 
+/* Four replicas; replica 0 has offered 2000/s of a key owned by `owner` for 2 s. */
+static void hot_at_r0(dfleet_t *f, cfg_limit_t *l, df_load_t *ld, int owner, char key[16])
+{
+    df_init(f, 4, NULL);
+    *l = df_limit(1000, S, 100);
+    df_load_hot(f, ld, l, owner, key, 16, 2000);
+    df_drive(f, ld, 1, f->now + 2 * S, NULL, NULL);
+}
+
 Test(demand_report, demand_below_the_cold_share_sends_nothing)
 {
     dfleet_t f;
@@ -183,13 +192,10 @@ Test(demand_report, demand_below_the_cold_share_sends_nothing)
 Test(demand_report, one_reporter_is_leased_the_amount_less_the_cold_shares)
 {
     dfleet_t f;
-    df_init(&f, 4, NULL);
-    cfg_limit_t l = df_limit(1000, S, 100);
-    char key[16];
-    df_key_owned_by(&f, &l, 2, key, sizeof(key));
+    cfg_limit_t l;
     df_load_t ld;
-    df_load_init(&ld, &l, key);
-    offer(&f, &ld, 0, 2000, 2 * S);
+    char key[16];
+    hot_at_r0(&f, &l, &ld, 2, key);
     uint32_t cold = demand_cold_num(52429, 4);
     cr_expect_eq(demand_share(f.core[0], &l, key, strlen(key), f.now), DEN - 3 * cold);
     demand_disclosure_t d;
@@ -248,13 +254,10 @@ Test(demand_report, uneven_reporters_and_the_cold_ones_sum_to_the_amount)
 Test(demand_lease, lapses_to_the_cold_share_three_intervals_after_the_last_grant)
 {
     dfleet_t f;
-    df_init(&f, 4, NULL);
-    cfg_limit_t l = df_limit(1000, S, 100);
-    char key[16];
-    df_key_owned_by(&f, &l, 3, key, sizeof(key));
+    cfg_limit_t l;
     df_load_t ld;
-    df_load_init(&ld, &l, key);
-    offer(&f, &ld, 0, 2000, 2 * S);
+    char key[16];
+    hot_at_r0(&f, &l, &ld, 3, key);
     uint32_t cold = demand_cold_num(52429, 4);
     cr_assert_gt(demand_share(f.core[0], &l, key, strlen(key), f.now), cold);
     df_kill(&f, 3);
@@ -274,13 +277,10 @@ Test(demand_lease, lapses_to_the_cold_share_three_intervals_after_the_last_grant
 Test(demand_lease, a_key_that_goes_quiet_releases_its_share_and_is_forgotten)
 {
     dfleet_t f;
-    df_init(&f, 4, NULL);
-    cfg_limit_t l = df_limit(1000, S, 100);
-    char key[16];
-    df_key_owned_by(&f, &l, 1, key, sizeof(key));
+    cfg_limit_t l;
     df_load_t ld;
-    df_load_init(&ld, &l, key);
-    offer(&f, &ld, 0, 2000, 2 * S);
+    char key[16];
+    hot_at_r0(&f, &l, &ld, 1, key);
     demand_disclosure_t d;
     demand_disclose(f.core[1], &l, f.now, &d);
     cr_assert_eq(d.leases_granted, 1);
@@ -299,13 +299,10 @@ Test(demand_lease, a_key_that_goes_quiet_releases_its_share_and_is_forgotten)
 Test(demand_lease, ownership_change_moves_the_key_and_discloses_the_double_bound)
 {
     dfleet_t f;
-    df_init(&f, 4, NULL);
-    cfg_limit_t l = df_limit(1000, S, 100);
-    char key[16];
-    df_key_owned_by(&f, &l, 2, key, sizeof(key));
+    cfg_limit_t l;
     df_load_t ld;
-    df_load_init(&ld, &l, key);
-    offer(&f, &ld, 0, 2000, 2 * S);
+    char key[16];
+    hot_at_r0(&f, &l, &ld, 2, key);
     demand_disclosure_t d;
     demand_disclose(f.core[0], &l, f.now, &d);
     cr_expect_not(d.moving);

@@ -50,10 +50,8 @@ static uint64_t fleet_admitted(const df_load_t *ld)
 Test(demand_sim, saturating_load_at_one_replica_gets_the_amount_less_three_cold_shares)
 {
     char key[16];
-    df_key_owned_by(&f, &lim, 2, key, sizeof(key));
     df_load_t ld;
-    df_load_init(&ld, &lim, key);
-    df_load_rate(&f, &ld, 0, 2 * AMOUNT);
+    df_load_hot(&f, &ld, &lim, 2, key, sizeof(key), 2 * AMOUNT);
     df_drive(&f, &ld, 1, DF_T0 + 2 * S, NULL, NULL);
     uint32_t a = DEN - 3 * demand_cold_num(52429, 4); /* amount x (1 - c x 3/4) */
     cr_assert_eq(share_of(0, key), a, "within 2 s the replica holds the lease");
@@ -189,10 +187,8 @@ static void observe(void *ctx, const dfleet_t *fl, uint64_t admitted)
 Test(demand_sim, a_killed_owner_never_lets_the_fleet_pass_the_disclosed_bound)
 {
     char key[16];
-    df_key_owned_by(&f, &lim, 3, key, sizeof(key));
     df_load_t ld;
-    df_load_init(&ld, &lim, key);
-    df_load_rate(&f, &ld, 0, 2 * AMOUNT);
+    df_load_hot(&f, &ld, &lim, 3, key, sizeof(key), 2 * AMOUNT);
     trace_t t = {.cap = 12000};
     t.admitted = calloc(t.cap, sizeof(uint64_t));
     t.bound = calloc(t.cap, sizeof(int64_t));
