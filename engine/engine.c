@@ -599,12 +599,18 @@ static int64_t depth_of(const ra_limiter_t *lim)
     return lim->amount;
 }
 
-/* What a non-committing unit probe reads on the state after the decision. */
-static gov_obs_t observe(const probe_t *p, int64_t state, int64_t now)
+/*
+ * What a non-committing unit probe reads on the state after the decision. When the probe's
+ * own step was committed, its `remaining` already is that reading (a unit probe on the new
+ * state admits iff one more unit fits, and then reads the same level), so the second step is
+ * skipped.
+ */
+static gov_obs_t observe(const probe_t *p, bool committed, int64_t now)
 {
     const ra_limiter_t *lim = &p->lim;
+    int64_t state = committed ? p->r.next_state : p->state;
     gov_obs_t o = {.limit = &p->l->cfg, .depth = depth_of(lim)};
-    o.remaining = ra_observe_remaining(lim, state, now);
+    o.remaining = committed ? p->r.remaining : ra_observe_remaining(lim, state, now);
     if (lim->algorithm == RA_GCRA || lim->algorithm == RA_TOKEN_BUCKET) {
         int64_t ahead;
         o.reset_s =
@@ -697,8 +703,7 @@ static void decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n,
         const probe_t *q = &p[i];
         if (!q->observed)
             continue;
-        int64_t after = out->admit && q->r.admit ? q->r.next_state : q->state;
-        gov_obs_t o = observe(q, after, now);
+        gov_obs_t o = observe(q, out->admit && q->r.admit, now);
         gov_obs_t *by_type = q->l->cfg.type == CFG_TYPE_TPM ? &tpm : &rpm;
         if (gov_obs_tighter(&o, &best))
             best = o;

@@ -78,3 +78,32 @@ Test(disclose, nothing_observed_writes_only_what_the_verdict_needs)
     cr_assert_eq(out.n_headers, 1);
     cr_assert_str_eq(out.headers[0].value, "0");
 }
+
+/* The engine reads a committed limit's headroom from its own step instead of probing again:
+ * that is only right if the two always agree. */
+Test(disclose, an_admitted_steps_remaining_equals_the_unit_probe_on_its_new_state)
+{
+    uint64_t x = 0x9e3779b97f4a7c15u;
+    const ra_algorithm_t algs[] = {RA_GCRA, RA_FIXED_WINDOW, RA_SLIDING_WINDOW, RA_TOKEN_BUCKET};
+    int checked = 0;
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        ra_limiter_t l;
+        int64_t amount = 1 + (int64_t)(x % 500), burst = 1 + (int64_t)((x >> 9) % 600);
+        int64_t period = S * (1 + (int64_t)((x >> 19) % 120));
+        if (ra_limiter_init(&l, algs[(x >> 27) % 4], amount, period, burst) < 0)
+            continue;
+        int64_t now = T0 + (int64_t)((x >> 29) % (uint64_t)(200 * S));
+        int64_t state = l.algorithm == RA_GCRA || l.algorithm == RA_TOKEN_BUCKET
+                            ? now - 100 * S + (int64_t)((x >> 33) % (uint64_t)(200 * S))
+                            : (int64_t)(x >> 1);
+        ra_result_t r = ra_step(&l, state, now, (int64_t)((x >> 45) % 8));
+        if (!r.admit)
+            continue;
+        cr_assert_eq(r.remaining, ra_observe_remaining(&l, r.next_state, now), "step %d", i);
+        checked++;
+    }
+    cr_assert_gt(checked, 10000);
+}
