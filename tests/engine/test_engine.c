@@ -498,16 +498,22 @@ Test(reload, a_bad_config_changes_nothing)
     gov_engine_destroy(e);
 }
 
+/* One rpm request at T0 from each of `n` distinct ids of `level`. */
+static void one_request_each(gov_engine_t *e, const char *level, int n)
+{
+    gov_subject_t s;
+    for (int i = 0; i < n; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "id-%d", i);
+        decide(e, subj(&s, level, id, NULL), GOV_NO_TOKENS, T0);
+    }
+}
+
 Test(reload, dropped_counters_are_reclaimed_by_ticks)
 {
     cfg_limit_t l = rpm("gone", "team", 10, 60 * S, 10);
     gov_engine_t *e = mk_engine(&l, 1, true);
-    gov_subject_t s;
-    for (int i = 0; i < 100; i++) {
-        char id[16];
-        snprintf(id, sizeof(id), "t-%d", i);
-        decide(e, subj(&s, "team", id, NULL), GOV_NO_TOKENS, T0);
-    }
+    one_request_each(e, "team", 100);
     gov_metrics_t m;
     gov_engine_metrics(e, &m);
     cr_assert_eq(m.counters, 100);
@@ -625,12 +631,7 @@ Test(reload, a_tick_frees_a_bounded_slice_never_the_whole_table)
 {
     cfg_limit_t l = rpm("key_rpm", "key", 1000, 60 * S, 1000);
     gov_engine_t *e = mk_engine(&l, 1, true);
-    gov_subject_t s;
-    for (int i = 0; i < 40000; i++) {
-        char id[16];
-        snprintf(id, sizeof(id), "k-%d", i);
-        decide(e, subj(&s, "key", id, NULL), GOV_NO_TOKENS, T0);
-    }
+    one_request_each(e, "key", 40000);
     gov_metrics_t m;
     gov_engine_metrics(e, &m);
     uint64_t held = m.counters;

@@ -68,6 +68,31 @@ static void on_done(gov_result_t *r, void *ctx)
     d->last = r;
 }
 
+/* An engine over `ls` with the fake as its redis store. */
+static gov_engine_t *with_redis(const cfg_limit_t *ls, size_t n, fake_redis_t *f)
+{
+    gov_engine_t *e = mk_engine(ls, n, true);
+    gov_engine_set_redis(e, &fake_ops, f);
+    return e;
+}
+
+/* One decision at T0 through the fake: it goes pending, then its op is answered (or reported
+ * unavailable) and the callback has run. */
+static gov_result_t via_redis(gov_engine_t *e, fake_redis_t *f, const gov_subject_t *s,
+                              int64_t tokens, bool unavailable)
+{
+    gov_result_t r;
+    done_log_t d = {0};
+    int i = f->n;
+    cr_assert_eq(gov_decide(e, s, tokens, T0, &r, on_done, &d), GOV_PENDING);
+    if (unavailable)
+        fake_unavailable(f, i, T0);
+    else
+        fake_answer(f, i, T0);
+    cr_assert_eq(d.calls, 1);
+    return r;
+}
+
 static cfg_limit_t redis_rpm(const char *id, const char *level, int64_t amount, bool open)
 {
     cfg_limit_t l = rpm(id, level, amount, 60 * S, amount);
@@ -79,9 +104,8 @@ static cfg_limit_t redis_rpm(const char *id, const char *level, int64_t amount, 
 Test(redis, a_redis_limit_answers_through_the_callback)
 {
     cfg_limit_t ls[] = {rpm("local", "key", 10, 60 * S, 10), redis_rpm("shared", "team", 1, true)};
-    gov_engine_t *e = mk_engine(ls, 2, true);
     fake_redis_t f = {0};
-    gov_engine_set_redis(e, &fake_ops, &f);
+    gov_engine_t *e = with_redis(ls, 2, &f);
     gov_subject_t s;
     subj(&s, "team", "t", "key", "k", NULL);
     gov_result_t r;
@@ -113,15 +137,13 @@ Test(redis, a_redis_limit_answers_through_the_callback)
 Test(redis, a_local_denial_never_asks_redis)
 {
     cfg_limit_t ls[] = {rpm("local", "key", 1, 60 * S, 1), redis_rpm("shared", "team", 100, true)};
-    gov_engine_t *e = mk_engine(ls, 2, true);
     fake_redis_t f = {0};
-    gov_engine_set_redis(e, &fake_ops, &f);
+    gov_engine_t *e = with_redis(ls, 2, &f);
     gov_subject_t s;
     subj(&s, "team", "t", "key", "k", NULL);
+    cr_assert(via_redis(e, &f, &s, GOV_NO_TOKENS, false).admit);
     gov_result_t r;
     done_log_t d = {0};
-    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, on_done, &d), GOV_PENDING);
-    fake_answer(&f, 0, T0);
     cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, on_done, &d), 0);
     cr_assert_eq(r.verdict, GOV_DENY);
     cr_assert_str_eq(r.limit, "local");
@@ -132,9 +154,8 @@ Test(redis, a_local_denial_never_asks_redis)
 Test(redis, completions_out_of_order_each_reach_their_own_result)
 {
     cfg_limit_t l = redis_rpm("shared", "team", 100, true);
-    gov_engine_t *e = mk_engine(&l, 1, true);
     fake_redis_t f = {0};
-    gov_engine_set_redis(e, &fake_ops, &f);
+    gov_engine_t *e = with_redis(&l, 1, &f);
     gov_subject_t a, b;
     subj(&a, "team", "a", NULL);
     subj(&b, "team", "bb", NULL);
@@ -160,19 +181,14 @@ Test(redis, completions_out_of_order_each_reach_their_own_result)
 Test(redis, unavailable_and_fail_open_runs_the_local_fallback_limiter)
 {
     cfg_limit_t l = redis_rpm("shared", "team", 1, true);
-    gov_engine_t *e = mk_engine(&l, 1, true);
     fake_redis_t f = {0};
-    gov_engine_set_redis(e, &fake_ops, &f);
+    gov_engine_t *e = with_redis(&l, 1, &f);
     gov_subject_t s;
     subj(&s, "team", "t", NULL);
-    gov_result_t r;
-    done_log_t d = {0};
-    gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, on_done, &d);
-    fake_unavailable(&f, 0, T0);
+    gov_result_t r = via_redis(e, &f, &s, GOV_NO_TOKENS, true);
     cr_assert(r.admit);
     cr_assert_eq(r.n_headers, 0, "the fallback is not disclosed either");
-    gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, on_done, &d);
-    fake_unavailable(&f, 1, T0);
+    r = via_redis(e, &f, &s, GOV_NO_TOKENS, true);
     cr_assert_eq(r.verdict, GOV_DENY, "the fallback counts: amount 1");
     cr_assert_eq(r.retry_after_s, 60);
     gov_metrics_t m;
@@ -188,15 +204,10 @@ Test(redis, unavailable_and_fail_open_runs_the_local_fallback_limiter)
 Test(redis, unavailable_and_fail_closed_denies_with_retry_one)
 {
     cfg_limit_t l = redis_rpm("shared", "team", 100, false);
-    gov_engine_t *e = mk_engine(&l, 1, true);
     fake_redis_t f = {0};
-    gov_engine_set_redis(e, &fake_ops, &f);
+    gov_engine_t *e = with_redis(&l, 1, &f);
     gov_subject_t s;
-    subj(&s, "team", "t", NULL);
-    gov_result_t r;
-    done_log_t d = {0};
-    gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, on_done, &d);
-    fake_unavailable(&f, 0, T0);
+    gov_result_t r = via_redis(e, &f, subj(&s, "team", "t", NULL), GOV_NO_TOKENS, true);
     cr_assert_eq(r.verdict, GOV_DENY);
     cr_assert_eq(r.retry_after_s, 1);
     cr_assert_str_eq(hdr(&r, "Retry-After"), "1");
@@ -245,9 +256,8 @@ Test(redis, an_answer_from_inside_submit_is_synchronous)
 Test(redis, a_reload_while_pending_finishes_against_the_old_config)
 {
     cfg_limit_t ls[] = {rpm("local", "key", 10, 60 * S, 10), redis_rpm("shared", "team", 5, true)};
-    gov_engine_t *e = mk_engine(ls, 2, true);
     fake_redis_t f = {0};
-    gov_engine_set_redis(e, &fake_ops, &f);
+    gov_engine_t *e = with_redis(ls, 2, &f);
     gov_subject_t s;
     gov_result_t r;
     done_log_t d = {0};
@@ -269,9 +279,8 @@ Test(redis, settle_goes_to_redis_and_counts_it)
     cfg_limit_t ls[] = {tpm("local_tpm", "team", 100000, 60 * S, 20000),
                         tpm("shared_tpm", "team", 100000, 60 * S, 20000)};
     ls[1].store = CFG_STORE_REDIS;
-    gov_engine_t *e = mk_engine(ls, 2, true);
     fake_redis_t f = {0};
-    gov_engine_set_redis(e, &fake_ops, &f);
+    gov_engine_t *e = with_redis(ls, 2, &f);
     gov_subject_t s;
     gov_result_t r;
     done_log_t d = {0};
@@ -417,24 +426,17 @@ Test(redis, settle_while_unavailable_corrects_the_fallback_counter_when_open)
 {
     cfg_limit_t l = tpm("shared_tpm", "team", 100000, 60 * S, 20000);
     l.store = CFG_STORE_REDIS;
-    gov_engine_t *e = mk_engine(&l, 1, true);
     fake_redis_t f = {0};
-    gov_engine_set_redis(e, &fake_ops, &f);
+    gov_engine_t *e = with_redis(&l, 1, &f);
     gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    cr_assert(via_redis(e, &f, &s, 20000, true).admit, "the fallback admitted 20000");
+    cr_assert_not(via_redis(e, &f, &s, 1, true).admit, "and is now empty");
     gov_result_t r;
     done_log_t d = {0};
-    subj(&s, "team", "t", NULL);
-    gov_decide(e, &s, 20000, T0, &r, on_done, &d);
-    fake_unavailable(&f, 0, T0);
-    cr_assert(r.admit, "the fallback admitted 20000");
-    gov_decide(e, &s, 1, T0, &r, on_done, &d);
-    fake_unavailable(&f, 1, T0);
-    cr_assert_not(r.admit, "and is now empty");
     cr_assert_eq(gov_settle(e, &s, 20000, 5000, T0, &r, on_done, &d), GOV_PENDING);
     fake_unavailable(&f, 2, T0);
     cr_assert_eq(r.settled, 1);
-    gov_decide(e, &s, 15000, T0, &r, on_done, &d);
-    fake_unavailable(&f, 3, T0);
-    cr_assert(r.admit, "the refund reached the fallback counter");
+    cr_assert(via_redis(e, &f, &s, 15000, true).admit, "the refund reached the fallback");
     gov_engine_destroy(e);
 }
