@@ -672,6 +672,73 @@ const char *mb_advertise(const mb_t *mb)
     return mb->advertise;
 }
 
+static void metric(void (*emit)(void *, const char *), void *ud, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void metric(void (*emit)(void *, const char *), void *ud, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    emit(ud, line);
+}
+
+void mb_metrics_write(const mb_t *mb, void (*emit)(void *ud, const char *line), void *ud)
+{
+    uint64_t by_state[4] = {0};
+    for (size_t i = 0; i < swim_member_count(mb->core); i++) {
+        swim_member_view_t v;
+        swim_member_get(mb->core, i, &v);
+        by_state[v.state]++;
+    }
+    metric(emit, ud,
+           "# HELP tokentriage_members Members in this replica's view, by state.\n"
+           "# TYPE tokentriage_members gauge\n");
+    for (int s = 0; s < 4; s++)
+        metric(emit, ud, "tokentriage_members{state=\"%s\"} %llu\n",
+               swim_state_name((swim_state_t)s), (unsigned long long)by_state[s]);
+    const swim_counters_t *c = swim_counters(mb->core);
+    metric(emit, ud,
+           "# HELP tokentriage_gossip_packets_total Gossip datagrams, by direction.\n"
+           "# TYPE tokentriage_gossip_packets_total counter\n"
+           "tokentriage_gossip_packets_total{direction=\"rx\"} %llu\n"
+           "tokentriage_gossip_packets_total{direction=\"tx\"} %llu\n",
+           (unsigned long long)c->rx_packets, (unsigned long long)c->tx_packets);
+    metric(emit, ud,
+           "# HELP tokentriage_gossip_bytes_total Gossip datagram bytes, by direction.\n"
+           "# TYPE tokentriage_gossip_bytes_total counter\n"
+           "tokentriage_gossip_bytes_total{direction=\"rx\"} %llu\n"
+           "tokentriage_gossip_bytes_total{direction=\"tx\"} %llu\n",
+           (unsigned long long)c->rx_bytes, (unsigned long long)c->tx_bytes);
+    const struct {
+        const char *reason;
+        uint64_t n;
+    } drops[] = {{"oversize", c->drop_oversize}, {"truncated", c->drop_truncated},
+                 {"version", c->drop_version},   {"mode", c->drop_mode},
+                 {"auth", c->drop_auth},         {"malformed", c->drop_malformed},
+                 {"stale", c->drop_stale},       {"replay", c->drop_replay},
+                 {"self", c->drop_self}};
+    metric(emit, ud,
+           "# HELP tokentriage_gossip_dropped_total Gossip messages dropped, by "
+           "reason (auth: forged, another key or another cluster label).\n"
+           "# TYPE tokentriage_gossip_dropped_total counter\n");
+    for (size_t k = 0; k < sizeof drops / sizeof drops[0]; k++)
+        metric(emit, ud, "tokentriage_gossip_dropped_total{reason=\"%s\"} %llu\n", drops[k].reason,
+               (unsigned long long)drops[k].n);
+    metric(emit, ud,
+           "# HELP tokentriage_gossip_pushpull_total Push-pull state exchanges, by direction.\n"
+           "# TYPE tokentriage_gossip_pushpull_total counter\n"
+           "tokentriage_gossip_pushpull_total{direction=\"in\"} %llu\n"
+           "tokentriage_gossip_pushpull_total{direction=\"out\"} %llu\n",
+           (unsigned long long)c->pushpull_in, (unsigned long long)c->pushpull_out);
+    metric(emit, ud,
+           "# HELP tokentriage_membership_health_score Lifeguard local health (0 is "
+           "healthy).\n# TYPE tokentriage_membership_health_score gauge\n"
+           "tokentriage_membership_health_score %d\n",
+           swim_health(mb->core));
+}
+
 void mb_leave(mb_t *mb, mb_done_fn done, void *ud)
 {
     if (mb->leaving || mb->closing)

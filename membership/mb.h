@@ -59,6 +59,10 @@ const swim_counters_t *mb_counters(const mb_t *mb);
 /* The address peers dial, "ip:port". */
 const char *mb_advertise(const mb_t *mb);
 
+/* Writes the membership families in Prometheus text (tokentriage_members, _gossip_*): one
+ * call of emit per line, newline included. The server's /metrics source relays them. */
+void mb_metrics_write(const mb_t *mb, void (*emit)(void *ud, const char *line), void *ud);
+
 /* Graceful leave: tells every live member, keeps gossiping for half a second, then calls
  * done (once). Datagrams are still answered (with the leave) until mb_close. */
 void mb_leave(mb_t *mb, mb_done_fn done, void *ud);

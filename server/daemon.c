@@ -20,6 +20,7 @@
 #include "config.h"
 #include "engine.h"
 #include "log.h"
+#include "mb.h"
 #include "srv.h"
 #include "tokentriage.h"
 
@@ -39,6 +40,9 @@ typedef struct daemon {
     uv_signal_t sighup, sigterm, sigint;
     uv_timer_t tick;
     char node[256];
+    mb_t *mb;          /* membership, when shared_state.share is configured */
+    char (*addrs)[64]; /* the members answer's address strings */
+    size_t addrs_cap;
 } daemon_t;
 
 /* Logs every finding of a load or an arm, errors and warnings alike. */
@@ -105,6 +109,12 @@ static void reload(daemon_t *d)
     srv_log(SRV_LOG_INFO, "reloaded", "limits", n, NULL);
 }
 
+/* Peers have been told we leave: close membership; the loop ends when its handles are. */
+static void left(void *ud, mb_t *mb)
+{
+    mb_close(mb, NULL, NULL);
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
     daemon_t *d = h->data;
@@ -114,6 +124,8 @@ static void on_signal(uv_signal_t *h, int signum)
     }
     srv_log(SRV_LOG_INFO, "stopping", "signal", signum == SIGTERM ? "SIGTERM" : "SIGINT", NULL);
     srv_stop(d->srv);
+    if (d->mb)
+        mb_leave(d->mb, left, d);
     uv_close((uv_handle_t *)&d->sighup, NULL);
     uv_close((uv_handle_t *)&d->sigterm, NULL);
     uv_close((uv_handle_t *)&d->sigint, NULL);
@@ -185,7 +197,61 @@ static bool ready(void *ud, const char **why)
         *why = "configuration not armed";
         return false;
     }
+    if (d->mb && !mb_joined(d->mb) && !mb_solo(d->mb)) {
+        *why = "membership not joined";
+        return false;
+    }
     return true;
+}
+
+/* The members answer, from membership's table. */
+static size_t members_rows(void *ud, proto_member_t *rows, size_t cap, int64_t *live)
+{
+    daemon_t *d = ud;
+    size_t n = mb_member_count(d->mb);
+    *live = mb_live_count(d->mb);
+    if (cap > n)
+        cap = n;
+    if (!rows)
+        return n;
+    if (cap > d->addrs_cap) {
+        char(*a)[64] = realloc(d->addrs, cap * sizeof *a);
+        if (!a)
+            return 0;
+        d->addrs = a;
+        d->addrs_cap = cap;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    for (size_t i = 0; i < cap; i++) {
+        swim_member_view_t v;
+        mb_member_get(d->mb, i, &v);
+        mb_addr_format(&v.addr, d->addrs[i], sizeof d->addrs[i]);
+        const char *state = swim_state_name(v.state);
+        rows[i] = (proto_member_t){
+            .id = {v.id, (uint32_t)v.id_len},
+            .address = {d->addrs[i], (uint32_t)strlen(d->addrs[i])},
+            .state = {state, (uint32_t)strlen(state)},
+            .incarnation = v.incarnation,
+            .generation = v.generation,
+            .last_heard_ms = v.self ? 0 : (now - v.last_heard_ns) / 1000000,
+            .self = v.self,
+        };
+    }
+    return cap;
+}
+
+static void metrics_line(void *ud, const char *line)
+{
+    srv_metrics_printf(ud, "%s", line);
+}
+
+/* /metrics: membership's families (members by state, gossip packets, bytes and drops). */
+static void membership_metrics(proto_out_t *out, void *ud)
+{
+    daemon_t *d = ud;
+    mb_metrics_write(d->mb, metrics_line, out);
 }
 
 /* server.socket_group: hand the socket to a group (its mode gives that group access). */
@@ -244,6 +310,15 @@ static int start(daemon_t *d)
     }
     chgrp_socket(path, d->cfg->server.socket_group);
     srv_set_ready(d->srv, ready, d);
+    if (d->cfg->share.present) {
+        mb_err_t merr;
+        if (mb_start(&d->mb, &d->loop, &d->cfg->share, &merr) != 0) {
+            srv_log(SRV_LOG_ERROR, "membership", "detail", merr.msg, NULL);
+            return EX_CONFIG_;
+        }
+        srv_set_members(d->srv, members_rows, d);
+        srv_metrics_add_source(d->metrics, membership_metrics, d);
+    }
 
     uv_signal_t *sigs[] = {&d->sighup, &d->sigterm, &d->sigint};
     int signums[] = {SIGHUP, SIGTERM, SIGINT};
@@ -282,10 +357,14 @@ int srv_daemon_run(const srv_daemon_options_t *opt)
         uv_run(&d.loop, UV_RUN_DEFAULT);
     else if (d.srv)
         srv_stop(d.srv);
+    if (rc != EX_OK_ && d.mb)
+        mb_close(d.mb, NULL, NULL);
     /* let every handle finish closing, then free what they pointed at */
     uv_run(&d.loop, UV_RUN_DEFAULT);
     uv_loop_close(&d.loop);
     srv_free(d.srv);
+    mb_free(d.mb);
+    free(d.addrs);
     gov_engine_destroy(d.engine);
     srv_metrics_free(d.metrics);
     cfg_free(d.cfg);

@@ -177,15 +177,36 @@ static void fleet(srv_conn_t *c, uint64_t seq)
         srv__fail(c);
 }
 
-/* Until membership is wired in, the replica knows one member: itself. */
+void srv_set_members(srv_t *s, srv_members_fn fn, void *ud)
+{
+    s->members = fn;
+    s->members_ud = ud;
+}
+
+/* The members membership knows; without membership, the replica knows itself alone. */
 static void members(srv_conn_t *c, uint64_t seq)
 {
     srv_t *s = c->srv;
     proto_member_t self = {
         .id = cstr(s->node), .address = cstr(s->path), .state = cstr("alive"), .self = true};
+    proto_member_t *rows = &self;
+    int64_t live = 1;
+    size_t n = 1;
+    if (s->members) {
+        size_t cap = s->members(s->members_ud, NULL, 0, &live);
+        if (!(rows = calloc(cap ? cap : 1, sizeof *rows))) {
+            srv__fail(c);
+            return;
+        }
+        n = s->members(s->members_ud, rows, cap, &live);
+        if (n > cap)
+            n = cap;
+    }
     proto_out_t *out = srv__answer_buf(c);
-    if (!out || proto_enc_members(out, seq, 1, &self, 1))
+    if (!out || proto_enc_members(out, seq, live, rows, (uint32_t)n))
         srv__fail(c);
+    if (rows != &self)
+        free(rows);
 }
 
 void srv__dispatch(srv_conn_t *c, const proto_request_t *req, uint64_t start_ns)

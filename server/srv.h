@@ -53,6 +53,12 @@ int srv_start(srv_t **out, uv_loop_t *loop, const srv_options_t *opt, struct gov
 
 void srv_set_ready(srv_t *s, srv_ready_fn fn, void *ud);
 
+/* The `members` answer (membership/): returns how many members there are, fills up to cap
+ * rows when rows is not NULL (strings valid until the loop runs again) and sets *live
+ * (alive + suspect, self included). Without one the replica knows itself alone. */
+typedef size_t (*srv_members_fn)(void *ud, proto_member_t *rows, size_t cap, int64_t *live);
+void srv_set_members(srv_t *s, srv_members_fn fn, void *ud);
+
 /* The socket path in use. */
 const char *srv_socket_path(const srv_t *s);
 

@@ -58,6 +58,8 @@ struct srv {
     struct srv_http *http;
     srv_ready_fn ready;
     void *ready_ud;
+    srv_members_fn members; /* membership's member list; NULL: self alone */
+    void *members_ud;
     srv_conn_t *conns;
     unsigned nconns;
     uint64_t next_conn_id;
