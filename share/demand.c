@@ -285,6 +285,20 @@ void demand_config_default(demand_config_t *cfg)
     cfg->datagram_max = 1150;
 }
 
+void demand_config_from_share(demand_config_t *out, const cfg_share_t *share)
+{
+    demand_config_default(out);
+    out->interval_ns = share->demand_interval_ns;
+    double c = share->cold_share * DEMAND_SHARE_DEN + 0.5;
+    out->cold_num = c < 1 ? 1 : c >= DEMAND_SHARE_DEN ? DEMAND_SHARE_DEN : (uint32_t)c;
+    int64_t w = 2000 * MS;
+    if (w < out->interval_ns)
+        w = out->interval_ns;
+    if (w > DEMAND_WINDOW_MAX * out->interval_ns)
+        w = DEMAND_WINDOW_MAX * out->interval_ns;
+    out->window_ns = w;
+}
+
 const char *demand_strerror(int err)
 {
     switch (err) {
@@ -300,6 +314,8 @@ const char *demand_strerror(int err)
         return "demand payload from a member not in the live list";
     case DEMAND_EMEMBERS:
         return "more live members than members_max";
+    case DEMAND_EUNARMED:
+        return "share store not armed yet (membership has not joined)";
     default:
         return "unknown demand error";
     }
@@ -314,12 +330,12 @@ static int config_fault(char *err, size_t size, const char *what)
 
 static int check_config(const demand_config_t *c, char *err, size_t size)
 {
-    if (c->interval_ns < MS || c->interval_ns > 10 * 1000 * MS)
-        return config_fault(err, size, "interval_ns: between 1 ms and 10 s");
+    if (c->interval_ns < MS || c->interval_ns > 60 * 1000 * MS)
+        return config_fault(err, size, "interval_ns: between 1 ms and 60 s");
     if (c->window_ns < c->interval_ns || c->window_ns > DEMAND_WINDOW_MAX * c->interval_ns)
         return config_fault(err, size, "window_ns: between 1 and 8 intervals");
     if (c->lease_intervals < 2 || c->lease_intervals * c->interval_ns > DEMAND_WIRE_TTL_MAX_MS * MS)
-        return config_fault(err, size, "lease_intervals: at least 2, lifetime at most 60 s");
+        return config_fault(err, size, "lease_intervals: at least 2, lifetime at most 180 s");
     if (c->cold_num < 1 || c->cold_num > DEMAND_SHARE_DEN)
         return config_fault(err, size, "cold_num: 1 .. 2^20 (c in (0, 1])");
     if (c->keys_max < 1 || c->keys_max > (1u << 24) || c->owned_max < 1 ||
@@ -611,6 +627,17 @@ uint32_t demand_arrive(demand_core_t *c, const cfg_limit_t *limit, const void *k
     if (cost > 0)
         e->count = (uint64_t)cost > UINT64_MAX - e->count ? UINT64_MAX : e->count + (uint64_t)cost;
     return entry_share(c, e, now);
+}
+
+int demand_limiter(demand_core_t *c, const cfg_limit_t *limit, const void *key, size_t key_len,
+                   int64_t cost, int64_t now, ra_limiter_t *out)
+{
+    *out = limit->limiter;
+    uint32_t num = demand_arrive(c, limit, key, key_len, cost, now);
+    if (num == 0)
+        return DEMAND_EUNARMED;
+    return ra_limiter_effective(&limit->limiter, num, DEMAND_SHARE_DEN, cfg_type_unit(limit->type),
+                                out);
 }
 
 /* ---- the owner ----------------------------------------------------------------------------- */

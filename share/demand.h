@@ -20,7 +20,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "limit.h"
+#include "ratealg.h"
 
 /* A share is num / DEMAND_SHARE_DEN of the fleet amount: the replica steps with
  * ra_limiter_effective(plain, num, DEMAND_SHARE_DEN, unit). 2^20 resolves a millionth. */
@@ -39,6 +41,7 @@ enum {
     DEMAND_EWIRE = -3,    /* a datagram that does not decode (the error names the field) */
     DEMAND_ESENDER = -4,  /* a datagram from a member not in the live list */
     DEMAND_EMEMBERS = -5, /* more live members than members_max (the rest are left out) */
+    DEMAND_EUNARMED = -6, /* the share store is not armed yet: posture.fail decides */
 };
 
 typedef struct demand_config {
@@ -96,6 +99,13 @@ typedef struct demand_core demand_core_t;
 void demand_config_default(demand_config_t *cfg);
 
 /*
+ * The demand settings of shared_state.share (SPEC §4, §6b): demand_interval, and cold_share as
+ * the nearest num / 2^20 (at least 1). The smoothing window is 2 s clamped to 1 .. 8 intervals;
+ * the lease lifetime stays 3 intervals and the table bounds keep their defaults.
+ */
+void demand_config_from_share(demand_config_t *out, const cfg_share_t *share);
+
+/*
  * Builds a core for this replica (`self_id`), alone, unarmed (divisor 0). All memory is
  * allocated here, sized by cfg. Returns 0, DEMAND_ECONFIG (err names the field) or DEMAND_ENOMEM.
  * The caller owns *out and frees it with demand_free.
@@ -123,6 +133,14 @@ int demand_set_members(demand_core_t *core, const demand_member_t *members, size
  */
 uint32_t demand_arrive(demand_core_t *core, const cfg_limit_t *limit, const void *key,
                        size_t key_len, int64_t cost, int64_t now);
+
+/*
+ * The decision path in the shape of a per-key share hook: demand_arrive, then the limiter to step
+ * with, ra_limiter_effective(limit->limiter, share, DEMAND_SHARE_DEN, unit of its type). Returns
+ * 0, DEMAND_EUNARMED (*out is then the plain limiter; posture.fail decides) or a RA_E* code.
+ */
+int demand_limiter(demand_core_t *core, const cfg_limit_t *limit, const void *key, size_t key_len,
+                   int64_t cost, int64_t now, ra_limiter_t *out);
 
 /* The share (num / DEMAND_SHARE_DEN) of (limit, key) at `now` without counting an arrival. */
 uint32_t demand_share(const demand_core_t *core, const cfg_limit_t *limit, const void *key,

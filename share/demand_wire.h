@@ -18,7 +18,7 @@
  *                                                amount per period, <= 2^30; 0 = release ]
  *   GRANT item  = array(4): [ identity: uint64, key: bin(0..256),                   |
  *                            share: uint32       1..2^20: the lease, num / 2^20     |
- *                            ttl_ms: uint32      1..60000: valid this long from receipt ]
+ *                            ttl_ms: uint32      1..180000: valid this long from receipt ]
  *
  * The lease carries a lifetime, not a deadline: replicas' clocks need not agree. The decoder
  * reads through (pos, end), never past end, and names the field that was wrong
@@ -35,7 +35,8 @@
 
 #define DEMAND_WIRE_VERSION 1
 #define DEMAND_WIRE_ITEMS_MAX 255
-#define DEMAND_WIRE_TTL_MAX_MS 60000
+/* Three intervals of the longest demand_interval the config accepts (60 s). */
+#define DEMAND_WIRE_TTL_MAX_MS 180000
 /* The largest payload the transport may carry (the gossip datagram limit, SPEC §7). */
 #define DEMAND_WIRE_DATAGRAM_MAX 1400
 /* The frame around the items, at most: array(3), version, kind, array16 header. */

@@ -435,3 +435,44 @@ Test(demand_receive, a_datagram_from_a_non_member_or_garbage_changes_nothing)
     cr_expect_eq(demand_counters(f.core[0])->rx_bad, 2);
     df_free(&f);
 }
+
+/* ---- the glue for the engine and the config ------------------------------------------------ */
+
+Test(demand_config, follows_shared_state_share)
+{
+    cfg_share_t s = {.cold_share = 0.05, .demand_interval_ns = 500 * DF_MS};
+    demand_config_t cfg;
+    demand_config_from_share(&cfg, &s);
+    cr_expect_eq(cfg.cold_num, 52429);
+    cr_expect_eq(cfg.interval_ns, 500 * DF_MS);
+    cr_expect_eq(cfg.window_ns, 2 * S);
+    s.demand_interval_ns = 10 * DF_MS; /* the shortest the loader takes: window 8 intervals */
+    s.cold_share = 1e-9;
+    demand_config_from_share(&cfg, &s);
+    cr_expect_eq(cfg.window_ns, 80 * DF_MS);
+    cr_expect_eq(cfg.cold_num, 1);
+    s.demand_interval_ns = 60 * S; /* the longest: window one interval, lease 3 minutes */
+    demand_config_from_share(&cfg, &s);
+    cr_expect_eq(cfg.window_ns, 60 * S);
+    demand_core_t *c;
+    cr_expect_eq(demand_new(&c, &cfg, "a", 1, NULL, 0), 0);
+    demand_free(c);
+}
+
+Test(demand_limiter, is_unarmed_until_the_share_store_has_a_divisor_then_steps_the_share)
+{
+    demand_core_t *c;
+    demand_config_t cfg;
+    demand_config_default(&cfg);
+    cr_assert_eq(demand_new(&c, &cfg, "a", 1, NULL, 0), 0);
+    cfg_limit_t l = df_limit(1000, S, 100);
+    ra_limiter_t got, want;
+    cr_expect_eq(demand_limiter(c, &l, "k", 1, 1, DF_T0, &got), DEMAND_EUNARMED);
+    cr_expect_eq(memcmp(&got, &l.limiter, sizeof(got)), 0);
+    demand_member_t m[] = {{"a", 1}, {"b", 1}};
+    demand_set_members(c, m, 2, 2, DF_T0);
+    cr_expect_eq(demand_limiter(c, &l, "k", 1, 1, DF_T0, &got), 0);
+    cr_assert_eq(ra_limiter_effective(&l.limiter, demand_cold_num(52429, 2), DEN, 1, &want), 0);
+    cr_expect_eq(memcmp(&got, &want, sizeof(got)), 0);
+    demand_free(c);
+}

@@ -50,7 +50,7 @@ Test(demand_wire, item_max_is_an_upper_bound)
                             .key = key,
                             .key_len = (uint32_t)kl,
                             .value = DEMAND_SHARE_DEN,
-                            .ttl_ms = 60000};
+                            .ttl_ms = DEMAND_WIRE_TTL_MAX_MS};
         int len = demand_wire_encode(DEMAND_GRANT, &it, 1, buf, sizeof(buf));
         cr_assert_gt(len, 0);
         cr_expect_leq((size_t)len, DEMAND_WIRE_HEAD_MAX + demand_wire_item_max(DEMAND_GRANT, kl));
@@ -92,9 +92,9 @@ Test(demand_wire, the_decoder_names_the_bad_field)
         {{0x94, 0x01, 0xc4, 0x00, 0xce, 0x00, 0x10, 0x00, 0x01, 0x01},
          10,
          "items[0].share: 1048577, at most 1048576"},
-        {{0x94, 0x01, 0xc4, 0x00, 0x01, 0xcd, 0xea, 0x61},
-         8,
-         "items[0].ttl_ms: 60001, at most 60000"},
+        {{0x94, 0x01, 0xc4, 0x00, 0x01, 0xce, 0x00, 0x02, 0xbf, 0x21},
+         10,
+         "items[0].ttl_ms: 180001, at most 180000"},
         {{0x94, 0x01, 0xc4, 0x00, 0x01, 0x00}, 6, "items[0].ttl_ms: 0, at least 1"},
         {{0x94, 0x01, 0xc5, 0x01, 0x01}, 5, "items[0].key: 257 bytes, at most 256"},
     };
