@@ -1,0 +1,232 @@
+/*
+ * The share store's daemon side: membership in, the engine's hooks, /readyz and /metrics out.
+ * The decisions are share.c's; this file only moves the view in and the answers out. The
+ * engine calls the limiter hook on every step of a share limit: that is one
+ * ra_limiter_effective (a 128-bit division), nothing allocated, nothing locked.
+ */
+#include "node.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct share_node {
+    share_core_t core;
+    bool solo;               /* no seed configured: joined from the start */
+    share_member_t *members; /* the view handed to the core, grown as membership grows */
+    size_t cap;
+    uint64_t left_total;
+    uint8_t meta[SHARE_META_LEN]; /* what was last set in membership */
+    bool meta_set;
+};
+
+int share_node_new(share_node_t **out, const cfg_share_t *cfg, int64_t now)
+{
+    *out = NULL;
+    share_node_t *n = calloc(1, sizeof(*n));
+    if (!n)
+        return -ENOMEM;
+    share_config_t sc;
+    share_config_default(&sc);
+    sc.partition_hold_ns = cfg->partition_hold_ns;
+    sc.join_timeout_ns = cfg->join_timeout_ns;
+    int rc = share_init(&n->core, &sc, now);
+    if (rc < 0) {
+        free(n);
+        return rc;
+    }
+    n->solo = cfg->n_seeds == 0;
+    *out = n;
+    return 0;
+}
+
+void share_node_free(share_node_t *n)
+{
+    if (!n)
+        return;
+    free(n->members);
+    free(n);
+}
+
+static share_member_state_t member_state(swim_state_t s)
+{
+    switch (s) {
+    case SWIM_ALIVE:
+        return SHARE_MEMBER_ALIVE;
+    case SWIM_SUSPECT:
+        return SHARE_MEMBER_SUSPECT;
+    case SWIM_LEFT:
+        return SHARE_MEMBER_LEFT;
+    default:
+        return SHARE_MEMBER_DEAD;
+    }
+}
+
+int share_node_refresh(share_node_t *n, swim_core_t *swim, size_t left_events, int64_t now)
+{
+    size_t count = swim_member_count(swim);
+    if (count > n->cap) {
+        share_member_t *grown = realloc(n->members, count * sizeof(*grown));
+        if (grown) {
+            n->members = grown;
+            n->cap = count;
+        }
+    }
+    /* Should growing fail, the view is read short: N too small for one refresh, which the
+     * next refresh corrects; nothing is lost. */
+    size_t used = 0;
+    for (size_t i = 0; i < count && used < n->cap; i++) {
+        swim_member_view_t v;
+        if (swim_member_get(swim, i, &v) != 0)
+            continue;
+        n->members[used++] = (share_member_t){.state = member_state(v.state),
+                                              .is_self = v.self,
+                                              .meta = v.meta,
+                                              .meta_len = v.meta_len};
+    }
+    n->left_total += left_events;
+    share_view_t view = {.members = n->members,
+                         .count = used,
+                         .joined = n->solo || swim_joined(swim),
+                         .left_total = n->left_total};
+    share_update(&n->core, &view, now);
+
+    uint8_t meta[SHARE_META_LEN];
+    share_meta_encode(&n->core, meta, sizeof(meta));
+    if (n->meta_set && memcmp(meta, n->meta, sizeof(meta)) == 0)
+        return 0;
+    int rc = swim_set_meta(swim, now, meta, sizeof(meta));
+    if (rc == 0) {
+        memcpy(n->meta, meta, sizeof(meta));
+        n->meta_set = true;
+    }
+    return rc;
+}
+
+int64_t share_node_deadline(const share_node_t *n)
+{
+    return share_next_deadline(&n->core);
+}
+
+const share_core_t *share_node_core(const share_node_t *n)
+{
+    return &n->core;
+}
+
+bool share_node_ready(const share_node_t *n, const char **why)
+{
+    if (share_state(&n->core) != SHARE_UNARMED)
+        return true;
+    if (why)
+        *why = "share store not armed: membership has not joined yet";
+    return false;
+}
+
+/* ---- the engine's hooks --------------------------------------------------------------------- */
+
+static int hook_limiter(void *ctx, const cfg_limit_t *limit, int64_t now, ra_limiter_t *out,
+                        bool *armed)
+{
+    (void)now; /* the core moves with membership, not with steps */
+    const share_node_t *n = ctx;
+    int rc = share_limiter(&n->core, limit, out);
+    *armed = rc != SHARE_EUNARMED;
+    return rc == SHARE_EUNARMED ? 0 : rc;
+}
+
+static void hook_fleet(void *ctx, const cfg_limit_t *limit, int64_t now, gov_fleet_entry_t *out)
+{
+    (void)now;
+    const share_node_t *n = ctx;
+    share_disclosure_t d;
+    if (share_disclose(&n->core, limit, &d) != 0)
+        return;
+    out->n = d.n;
+    out->sustained_bound = d.sustained_bound;
+    out->burst_bound = d.burst_bound;
+    out->state = share_state_name(d.state);
+    out->divisor_min = d.divisor_min;
+    out->divisor_max = d.divisor_max;
+    out->detect_within_s = d.detect_within_s;
+    out->converged = d.converged;
+}
+
+const gov_share_ops_t share_node_ops = {.limiter = hook_limiter, .fleet = hook_fleet};
+
+/* ---- /metrics ------------------------------------------------------------------------------- */
+
+/* One gauge family: its name, help, and the disclosure field it reads. */
+typedef struct gauge {
+    const char *name;
+    const char *help;
+    int64_t (*read)(const share_disclosure_t *d);
+} gauge_t;
+
+#define FIELD(f)                                                                                   \
+    static int64_t read_##f(const share_disclosure_t *d)                                           \
+    {                                                                                              \
+        return (int64_t)d->f;                                                                      \
+    }
+FIELD(n)
+FIELD(live)
+FIELD(local_share)
+FIELD(sustained_bound)
+FIELD(burst_bound)
+FIELD(divisor_min)
+FIELD(divisor_max)
+FIELD(divisors_unknown)
+FIELD(detect_within_s)
+FIELD(converged)
+#undef FIELD
+
+static const gauge_t gauges[] = {
+    {"share_n", "The divisor a share limit runs with (0 while unarmed).", read_n},
+    {"share_live", "Members alive or suspect in this replica's view, itself included.", read_live},
+    {"share_local_share", "Units per period this replica admits for a share limit.",
+     read_local_share},
+    {"share_sustained_bound", "Units per period the fleet may admit, as this view implies.",
+     read_sustained_bound},
+    {"share_burst_bound", "Units the fleet may admit at once, as this view implies.",
+     read_burst_bound},
+    {"share_divisor_min", "The smallest divisor gossiped by a live member.", read_divisor_min},
+    {"share_divisor_max", "The largest divisor gossiped by a live member.", read_divisor_max},
+    {"share_divisors_unknown", "Live members whose divisor is unknown (bounded as 1).",
+     read_divisors_unknown},
+    {"share_detect_within_seconds", "How long a dead peer's share can go unused.",
+     read_detect_within_s},
+    {"share_converged", "1 when every live member divides by the live count.", read_converged},
+};
+
+void share_node_metrics(const share_node_t *n, const cfg_limit_t *limits, size_t count,
+                        share_emit_fn emit, void *ctx)
+{
+    char line[256];
+    for (size_t g = 0; g < sizeof(gauges) / sizeof(gauges[0]); g++) {
+        snprintf(line, sizeof(line), "# HELP tokentriage_%s %s\n# TYPE tokentriage_%s gauge\n",
+                 gauges[g].name, gauges[g].help, gauges[g].name);
+        emit(ctx, line);
+        for (size_t i = 0; i < count; i++) {
+            share_disclosure_t d;
+            if (share_disclose(&n->core, &limits[i], &d) != 0)
+                continue;
+            snprintf(line, sizeof(line), "tokentriage_%s{limit=\"%s\"} %" PRId64 "\n",
+                     gauges[g].name, limits[i].id, gauges[g].read(&d));
+            emit(ctx, line);
+        }
+    }
+    /* The state as an enum: one series per state, 1 for the current one. */
+    emit(ctx, "# HELP tokentriage_share_state A share limit's state (unarmed, armed, held).\n"
+              "# TYPE tokentriage_share_state gauge\n");
+    for (size_t i = 0; i < count; i++) {
+        share_disclosure_t d;
+        if (share_disclose(&n->core, &limits[i], &d) != 0)
+            continue;
+        for (int s = SHARE_UNARMED; s <= SHARE_HELD; s++) {
+            snprintf(line, sizeof(line), "tokentriage_share_state{limit=\"%s\",state=\"%s\"} %d\n",
+                     limits[i].id, share_state_name((share_state_t)s), d.state == (share_state_t)s);
+            emit(ctx, line);
+        }
+    }
+}

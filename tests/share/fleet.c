@@ -1,0 +1,250 @@
+/* Real replicas in network namespaces on a bridge; see fleet.h. */
+#define _GNU_SOURCE
+#include "fleet.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NS_PREFIX "ttshare-"
+#define BR_PREFIX "ttsbr"
+
+int64_t fleet_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* fork + exec with stdout/stderr to `log` (or /dev/null); the child dies with us. */
+static pid_t spawn(const char *const *argv, const char *log)
+{
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(127);
+    int fd = open(log ? log : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+    }
+    int null = open("/dev/null", O_RDONLY);
+    if (null >= 0)
+        dup2(null, 0);
+    execvp(argv[0], (char *const *)argv);
+    _exit(127);
+}
+
+int fleet_run(const char *const *argv)
+{
+    pid_t pid = spawn(argv, NULL);
+    if (pid < 0)
+        return -1;
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+#define RUN(...) fleet_run((const char *const[]){__VA_ARGS__, NULL})
+
+/* Removes namespaces and bridges whose owning test (the pid in the name) is gone. */
+static void reap_dead_runs(void)
+{
+    DIR *d = opendir("/run/netns");
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            int pid;
+            if (sscanf(e->d_name, NS_PREFIX "%d-", &pid) == 1 && kill(pid, 0) < 0 && errno == ESRCH)
+                RUN("ip", "netns", "del", e->d_name);
+        }
+        closedir(d);
+    }
+    d = opendir("/sys/class/net");
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            int pid;
+            if (sscanf(e->d_name, BR_PREFIX "%d", &pid) == 1 && kill(pid, 0) < 0 && errno == ESRCH)
+                RUN("ip", "link", "del", e->d_name);
+        }
+        closedir(d);
+    }
+}
+
+static int make_netns(fleet_t *f)
+{
+    int pid = (int)getpid();
+    snprintf(f->bridge, sizeof(f->bridge), BR_PREFIX "%d", pid);
+    if (RUN("ip", "link", "add", f->bridge, "type", "bridge") != 0)
+        return -1;
+    if (RUN("ip", "link", "set", f->bridge, "up") != 0)
+        return -1;
+    for (int i = 0; i < f->n; i++) {
+        fleet_replica_t *r = &f->r[i];
+        char peer[24];
+        snprintf(r->ns, sizeof(r->ns), NS_PREFIX "%d-%d", pid, i);
+        snprintf(r->veth, sizeof(r->veth), "tts%dh%d", pid % 100000, i % 10);
+        snprintf(peer, sizeof(peer), "tts%dn%d", pid % 100000, i % 10);
+        snprintf(r->ip, sizeof(r->ip), "10.77.0.%d", i + 1);
+        char cidr[32];
+        snprintf(cidr, sizeof(cidr), "%s/24", r->ip);
+        if (RUN("ip", "netns", "add", r->ns) != 0 ||
+            RUN("ip", "link", "add", r->veth, "type", "veth", "peer", "name", peer) != 0 ||
+            RUN("ip", "link", "set", peer, "netns", r->ns) != 0 ||
+            RUN("ip", "link", "set", r->veth, "master", f->bridge) != 0 ||
+            RUN("ip", "link", "set", r->veth, "up") != 0 ||
+            RUN("ip", "-n", r->ns, "link", "set", "lo", "up") != 0 ||
+            RUN("ip", "-n", r->ns, "link", "set", peer, "name", "eth0") != 0 ||
+            RUN("ip", "-n", r->ns, "addr", "add", cidr, "dev", "eth0") != 0 ||
+            RUN("ip", "-n", r->ns, "link", "set", "eth0", "up") != 0)
+            return -1;
+        r->port = FLEET_GOSSIP_PORT;
+        snprintf(r->http, sizeof(r->http), "127.0.0.1:9464");
+    }
+    return 0;
+}
+
+/* Removes the namespaces (their veth pairs go with them) and the bridge. */
+static void unmake_netns(fleet_t *f)
+{
+    for (int i = 0; i < f->n; i++) {
+        /* The veth goes first: a namespace is destroyed asynchronously, its links with it. */
+        if (f->r[i].veth[0])
+            RUN("ip", "link", "del", f->r[i].veth);
+        f->r[i].veth[0] = '\0';
+        if (f->r[i].ns[0])
+            RUN("ip", "netns", "del", f->r[i].ns);
+        f->r[i].ns[0] = '\0';
+    }
+    if (f->bridge[0])
+        RUN("ip", "link", "del", f->bridge);
+    f->bridge[0] = '\0';
+}
+
+static void make_loopback(fleet_t *f)
+{
+    int base = 20000 + (int)(getpid() % 20000);
+    for (int i = 0; i < f->n; i++) {
+        fleet_replica_t *r = &f->r[i];
+        r->ns[0] = r->veth[0] = '\0';
+        snprintf(r->ip, sizeof(r->ip), "127.0.0.1");
+        r->port = base + 2 * i;
+        snprintf(r->http, sizeof(r->http), "127.0.0.1:%d", base + 2 * i + 1);
+    }
+}
+
+int fleet_setup(fleet_t *f, int n)
+{
+    memset(f, 0, sizeof(*f));
+    if (n < 1 || n > FLEET_MAX)
+        return -1;
+    f->n = n;
+    snprintf(f->dir, sizeof(f->dir), "/tmp/ttshare-fleet-%d-XXXXXX", (int)getpid());
+    if (!mkdtemp(f->dir)) {
+        perror("fleet: mkdtemp");
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        fleet_replica_t *r = &f->r[i];
+        snprintf(r->name, sizeof(r->name), "r%d", i);
+        snprintf(r->dir, sizeof(r->dir), "%.200s/r%d", f->dir, i);
+        mkdir(r->dir, 0755);
+        snprintf(r->sock, sizeof(r->sock), "%.200s/r%d/tt.sock", f->dir, i);
+    }
+    reap_dead_runs();
+    f->netns = getenv("TT_FLEET_LOOPBACK") == NULL && make_netns(f) == 0;
+    if (!f->netns) {
+        fprintf(stderr, "fleet: network namespaces unavailable, falling back to loopback\n");
+        unmake_netns(f); /* whatever part of them was made */
+        make_loopback(f);
+    }
+    return 0;
+}
+
+int fleet_start(fleet_t *f, int i, const char *limits_yaml)
+{
+    fleet_replica_t *r = &f->r[i];
+    char conf[320], log[320];
+    snprintf(conf, sizeof(conf), "%s/tokentriage.yaml", r->dir);
+    snprintf(log, sizeof(log), "%s/log", r->dir);
+    FILE *c = fopen(conf, "w");
+    if (!c)
+        return -1;
+    fprintf(c,
+            "server:\n  socket: %s\n  http: %s\n"
+            "governance:\n  limits:\n%s"
+            "shared_state:\n  share:\n    node_id: %s\n    bind: %s:%d\n"
+            "    advertise: %s:%d\n    partition_hold: 60s\n    join_timeout: 2s\n    seeds: [",
+            r->sock, r->http, limits_yaml, r->name, f->netns ? "0.0.0.0" : "127.0.0.1", r->port,
+            r->ip, r->port);
+    const char *sep = "";
+    for (int j = 0; j < f->n; j++) {
+        if (j == i)
+            continue;
+        fprintf(c, "%s%s:%d", sep, f->r[j].ip, f->r[j].port);
+        sep = ", ";
+    }
+    fprintf(c, "]\n");
+    fclose(c);
+    const char *bin = TT_BINARY_DIR "/cmd/tokentriage";
+    if (f->netns)
+        r->pid = spawn(
+            (const char *const[]){"ip", "netns", "exec", r->ns, bin, "serve", "-c", conf, NULL},
+            log);
+    else
+        r->pid = spawn((const char *const[]){bin, "serve", "-c", conf, NULL}, log);
+    return r->pid > 0 ? 0 : -1;
+}
+
+void fleet_signal(fleet_t *f, int i, int sig)
+{
+    fleet_replica_t *r = &f->r[i];
+    if (r->pid <= 0)
+        return;
+    kill(r->pid, sig);
+    if (sig != SIGKILL && sig != SIGTERM)
+        return;
+    int64_t deadline = fleet_now_ms() + 10000;
+    while (waitpid(r->pid, NULL, WNOHANG) == 0) {
+        if (fleet_now_ms() > deadline) {
+            kill(r->pid, SIGKILL);
+            waitpid(r->pid, NULL, 0);
+            break;
+        }
+        usleep(10000);
+    }
+    r->pid = 0;
+}
+
+int fleet_link(fleet_t *f, int i, bool up)
+{
+    if (!f->netns)
+        return -1;
+    return RUN("ip", "link", "set", f->r[i].veth, up ? "up" : "down") == 0 ? 0 : -1;
+}
+
+void fleet_teardown(fleet_t *f)
+{
+    for (int i = 0; i < f->n; i++)
+        fleet_signal(f, i, SIGKILL);
+    unmake_netns(f);
+    if (f->dir[0])
+        RUN("rm", "-rf", f->dir);
+    f->dir[0] = '\0';
+    f->n = 0;
+}

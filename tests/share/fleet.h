@@ -1,0 +1,69 @@
+/*
+ * fleet: real tokentriage replicas for multi-process tests, run the way pods run.
+ *
+ * Each replica gets its own network namespace with its own address on one bridge, and every
+ * replica binds the same gossip port; the test process stays in the root namespace and talks
+ * to each replica over its unix socket (a filesystem path, reachable from any namespace). A
+ * replica's link can be cut (its bridge-side veth set down) and healed. Where namespaces cannot
+ * be made (no CAP_NET_ADMIN), the replicas run on loopback with one gossip port each, and
+ * cutting a link is not available.
+ *
+ * Names carry the test's pid, so concurrent runs never collide; fleet_setup first removes what
+ * a dead run (a pid no longer alive) left behind, and fleet_teardown removes everything this
+ * run made. Replicas are spawned with PR_SET_PDEATHSIG, so they die with the test process.
+ */
+#ifndef TT_TESTS_FLEET_H
+#define TT_TESTS_FLEET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define FLEET_MAX 8
+#define FLEET_GOSSIP_PORT 7946
+
+typedef struct fleet_replica {
+    pid_t pid;      /* 0 when not running */
+    char name[16];  /* node id: r0, r1, ... */
+    char ns[32];    /* network namespace; "" on loopback */
+    char veth[24];  /* the bridge-side end of its link */
+    char ip[24];    /* its address */
+    int port;       /* its gossip port */
+    char dir[256];  /* its directory: config, socket, log */
+    char sock[300]; /* its decision socket */
+    char http[32];  /* its HTTP listener (inside its namespace) */
+} fleet_replica_t;
+
+typedef struct fleet {
+    int n;
+    bool netns; /* false: loopback fallback */
+    char bridge[16];
+    char dir[256]; /* the run's temporary directory */
+    fleet_replica_t r[FLEET_MAX];
+} fleet_t;
+
+/* Makes the namespaces, links and bridge for n replicas (or the loopback layout) and a
+ * temporary directory. Returns 0 or -1 with a reason on stderr. */
+int fleet_setup(fleet_t *f, int n);
+
+/* Writes replica i's config (the server section, shared_state.share with every replica as a
+ * seed, then `limits_yaml`: the text under governance.limits) and starts
+ * `tokentriage serve -c` in its namespace. Returns 0 or -1. */
+int fleet_start(fleet_t *f, int i, const char *limits_yaml);
+
+/* Sends sig to replica i; for SIGKILL/SIGTERM waits for it to exit (bounded). */
+void fleet_signal(fleet_t *f, int i, int sig);
+
+/* Cuts (up = false) or heals replica i's link. Returns 0, or -1 on loopback. */
+int fleet_link(fleet_t *f, int i, bool up);
+
+/* Stops every replica and removes what fleet_setup made. Safe to call twice. */
+void fleet_teardown(fleet_t *f);
+
+/* Monotonic milliseconds, for deadlines. */
+int64_t fleet_now_ms(void);
+
+/* Runs a command (argv, NULL-terminated) and returns its exit status, or -1. */
+int fleet_run(const char *const *argv);
+
+#endif
