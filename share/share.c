@@ -59,17 +59,20 @@
  * a shuffled round robin, one per probe interval I; with n members a survivor's gap between
  * two probes of the same member is at most 2(n - 1) - 1 intervals (probed first in one round,
  * last in the next). The failed probe (direct timeout, then indirect probes) ends with the
- * interval: suspect after at most (2n - 2) x I. A suspicion times out after at most the
- * Lifeguard maximum, suspicion_max_mult x suspicion_mult x max(1, log10 n) x I (confirmations
+ * interval: suspect after at most (2n - 2) x I. A suspicion then times out after
+ * S_min = suspicion_mult x max(1, log10 n) x I when the cluster is too small to confirm it
+ * (Lifeguard, as memberlist: k = suspicion_mult - 2 confirmations are expected, and none when
+ * n - 2 < k), and otherwise after at most S_max = suspicion_max_mult x S_min (confirmations
  * from other survivors only shorten it), whether the survivor suspected by its own probe or
- * first heard it by gossip. So every healthy survivor has dropped the dead peer within
+ * first heard of it by gossip. So every healthy survivor has dropped the dead peer within
  *
- *     detect_within = (2n - 2) x I + suspicion_max_mult x suspicion_mult x max(1, log10 n) x I
+ *     detect_within = (2n - 2) x I + (n - 2 < suspicion_mult - 2 ? S_min : S_max)
  *
- * (n = 3 with the defaults: 4 s + 24 s = 28 s). A worst case, not the typical: with many
- * survivors someone probes the dead member within about one interval and the confirmations
- * bring the timeout down to the minimum. A survivor whose own Lifeguard health is degraded
- * stretches its timeouts (up to 8x); the bound assumes healthy survivors.
+ * With the defaults (I = 1 s, 4, 6): n = 3 -> 4 s + 4 s = 8 s; n = 4 -> 6 s + 24 s = 30 s;
+ * n = 100 -> 198 s + 48 s. A worst case, not the typical: with many survivors someone probes
+ * the dead member within about one interval and the confirmations bring the timeout down to
+ * S_min. A survivor whose own Lifeguard health is degraded stretches its probe interval (up
+ * to 8x); the bound assumes healthy survivors.
  */
 #include "share.h"
 
@@ -335,8 +338,10 @@ int64_t share_detect_within_ns(const share_swim_timing_t *t, uint32_t live)
 {
     double n = live < 2 ? 2 : live; /* alone there is no peer to lose; report the pair's */
     double scale = log10(n) > 1 ? log10(n) : 1;
-    double intervals = (2 * n - 2) + (double)t->suspicion_max_mult * t->suspicion_mult * scale;
-    double ns = ceil(intervals * (double)t->probe_interval_ns);
+    double suspicion = (double)t->suspicion_mult * scale;
+    if (n - 2 >= (double)t->suspicion_mult - 2) /* confirmations expected: up to the max */
+        suspicion *= t->suspicion_max_mult;
+    double ns = ceil(((2 * n - 2) + suspicion) * (double)t->probe_interval_ns);
     return ns >= (double)INT64_MAX ? INT64_MAX : (int64_t)ns;
 }
 
