@@ -1,0 +1,202 @@
+/*
+ * The share store on top of real membership cores in the simulated network (tests/membership's
+ * sim): virtual time, seeded, no sleeps. Each simulated node has a share_node refreshed on
+ * every membership event, as the daemon's shell does, and at the share core's own deadlines.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "node.h"
+#include "sim.h"
+
+#define S SIM_S
+#define MS SIM_MS
+#define MAXN 8
+
+typedef struct fleet {
+    sim_t *sim;
+    int n;
+    share_node_t *share[MAXN];
+    cfg_limit_t limit;
+} fleet_t;
+
+static void refresh(fleet_t *f, int i, size_t left)
+{
+    cr_assert_eq(share_node_refresh(f->share[i], sim_core(f->sim, i), left, sim_now(f->sim)), 0);
+}
+
+static void on_event(void *ud, sim_t *s, int node, const swim_event_t *ev)
+{
+    fleet_t *f = ud;
+    (void)s;
+    if (f->share[node])
+        refresh(f, node, ev->type == SWIM_EV_LEFT);
+}
+
+static cfg_limit_t share_limit(void)
+{
+    cfg_limit_t l;
+    memset(&l, 0, sizeof(l));
+    strcpy(l.id, "team_rpm");
+    strcpy(l.level, "team");
+    l.type = CFG_TYPE_RPM;
+    l.store = CFG_STORE_SHARE;
+    l.amount = 300;
+    l.period_ns = 60 * S;
+    l.burst = 60;
+    char msg[256];
+    cr_assert_eq(cfg_limit_arm(&l, msg, sizeof(msg)), 0, "%s", msg);
+    return l;
+}
+
+/* n nodes joining through node 0, each with a share node, run until membership converged. */
+static void fleet_start(fleet_t *f, int n, uint64_t seed)
+{
+    memset(f, 0, sizeof(*f));
+    sim_opts_t o;
+    sim_opts_default(&o);
+    o.seed = seed;
+    o.on_event = on_event;
+    o.ud = f;
+    f->sim = sim_new(&o);
+    f->n = n;
+    f->limit = share_limit();
+    for (int i = 0; i < n; i++) {
+        int id = sim_add(f->sim, i == 0 ? -1 : 0);
+        cr_assert_eq(id, i);
+        cfg_share_t cfg = {.partition_hold_ns = 60 * S, .join_timeout_ns = 5 * S,
+                           .n_seeds = i == 0 ? 0 : 1};
+        cr_assert_eq(share_node_new(&f->share[i], &cfg, sim_now(f->sim)), 0);
+        refresh(f, i, 0);
+    }
+    cr_assert(sim_run_while_not(f->sim, sim_now(f->sim) + 30 * S, sim_converged, NULL));
+}
+
+static void fleet_stop(fleet_t *f)
+{
+    for (int i = 0; i < f->n; i++)
+        share_node_free(f->share[i]);
+    sim_free(f->sim);
+}
+
+static share_disclosure_t disclosed(fleet_t *f, int i)
+{
+    share_disclosure_t d;
+    cr_assert_eq(share_disclose(share_node_core(f->share[i]), &f->limit, &d), 0);
+    return d;
+}
+
+/* Every node in `who` (a bitmask) divides by `n` in `state`, and, if asked, is converged. */
+typedef struct expect {
+    fleet_t *f;
+    unsigned who;
+    uint32_t n;
+    share_state_t state;
+    bool converged;
+} expect_t;
+
+static bool all_at(sim_t *s, void *arg)
+{
+    const expect_t *e = arg;
+    (void)s;
+    for (int i = 0; i < e->f->n; i++) {
+        if (!(e->who & (1u << i)))
+            continue;
+        share_disclosure_t d = disclosed(e->f, i);
+        if (d.n != e->n || d.state != e->state || (e->converged && !d.converged))
+            return false;
+    }
+    return true;
+}
+
+/* Runs until the expectation holds or `within` passes; returns the virtual time it took. */
+static int64_t run_until(fleet_t *f, expect_t e, int64_t within)
+{
+    e.f = f;
+    int64_t t0 = sim_now(f->sim);
+    bool ok = sim_run_while_not(f->sim, t0 + within, all_at, &e);
+    cr_assert(ok, "not reached within %lld ms", (long long)(within / MS));
+    return sim_now(f->sim) - t0;
+}
+
+Test(node, a_joined_fleet_of_three_converges_on_n_3_with_exact_bounds)
+{
+    fleet_t f;
+    fleet_start(&f, 3, 1);
+    run_until(&f, (expect_t){.who = 7, .n = 3, .state = SHARE_ARMED, .converged = true}, 10 * S);
+    for (int i = 0; i < 3; i++) {
+        share_disclosure_t d = disclosed(&f, i);
+        cr_assert_eq(d.local_share, 100);
+        cr_assert_eq(d.sustained_bound, 300);
+        cr_assert_eq(d.burst_bound, 60);
+        cr_assert_eq(d.divisors_unknown, 0);
+    }
+    fleet_stop(&f);
+}
+
+Test(node, survivors_of_a_kill_divide_by_two_within_the_disclosed_detect_within)
+{
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        fleet_t f;
+        fleet_start(&f, 3, seed);
+        run_until(&f, (expect_t){.who = 7, .n = 3, .state = SHARE_ARMED, .converged = true},
+                  10 * S);
+        int64_t within = disclosed(&f, 0).detect_within_s * S;
+        cr_assert_eq(within, 8 * S);
+        sim_kill(f.sim, 2);
+        int64_t took = run_until(&f, (expect_t){.who = 3, .n = 2, .state = SHARE_ARMED}, within);
+        cr_log_info("seed %llu: re-divided %lld ms after the kill", (unsigned long long)seed,
+                    (long long)(took / MS));
+        /* and the survivors' bounds converge on the amount again */
+        run_until(&f, (expect_t){.who = 3, .n = 2, .state = SHARE_ARMED, .converged = true},
+                  2 * S);
+        cr_assert_eq(disclosed(&f, 0).sustained_bound, 300);
+        fleet_stop(&f);
+    }
+}
+
+Test(node, a_graceful_leave_re_divides_at_once_and_never_holds)
+{
+    fleet_t f;
+    fleet_start(&f, 2, 7);
+    run_until(&f, (expect_t){.who = 3, .n = 2, .state = SHARE_ARMED, .converged = true}, 10 * S);
+    sim_leave(f.sim, 1);
+    /* one replica of two leaving halves N: a drop to half, but a graceful one */
+    int64_t took = run_until(&f, (expect_t){.who = 1, .n = 1, .state = SHARE_ARMED}, 2 * S);
+    cr_log_info("re-divided %lld ms after the leave", (long long)(took / MS));
+    fleet_stop(&f);
+}
+
+Test(node, a_cut_off_node_holds_its_share_and_heals)
+{
+    fleet_t f;
+    fleet_start(&f, 3, 3);
+    run_until(&f, (expect_t){.who = 7, .n = 3, .state = SHARE_ARMED, .converged = true}, 10 * S);
+    sim_group(f.sim, 2, 1); /* node 2 alone on its side */
+    run_until(&f, (expect_t){.who = 4, .n = 3, .state = SHARE_HELD}, 20 * S);
+    run_until(&f, (expect_t){.who = 3, .n = 2, .state = SHARE_ARMED}, 20 * S);
+    share_disclosure_t d = disclosed(&f, 2);
+    cr_assert_eq(d.live, 1);
+    cr_assert_eq(d.local_share, 100, "the held share: a third, not the whole amount");
+
+    sim_group(f.sim, 2, 0);
+    run_until(&f, (expect_t){.who = 7, .n = 3, .state = SHARE_ARMED, .converged = true}, 60 * S);
+    fleet_stop(&f);
+}
+
+Test(node, a_lasting_cut_ends_the_hold_after_partition_hold)
+{
+    fleet_t f;
+    fleet_start(&f, 3, 4);
+    run_until(&f, (expect_t){.who = 7, .n = 3, .state = SHARE_ARMED, .converged = true}, 10 * S);
+    sim_group(f.sim, 2, 1);
+    run_until(&f, (expect_t){.who = 4, .n = 3, .state = SHARE_HELD}, 20 * S);
+    int64_t deadline = share_node_deadline(f.share[2]);
+    cr_assert_lt(deadline, INT64_MAX);
+    sim_run_until(f.sim, deadline); /* the shell's timer: no membership event comes */
+    refresh(&f, 2, 0);
+    share_disclosure_t d = disclosed(&f, 2);
+    cr_assert_eq(d.state, SHARE_ARMED);
+    cr_assert_eq(d.n, 1, "alone for partition_hold: the whole amount");
+    fleet_stop(&f);
+}
