@@ -64,8 +64,8 @@ static void fleet_start(fleet_t *f, int n, uint64_t seed)
     for (int i = 0; i < n; i++) {
         int id = sim_add(f->sim, i == 0 ? -1 : 0);
         cr_assert_eq(id, i);
-        cfg_share_t cfg = {.partition_hold_ns = 60 * S, .join_timeout_ns = 5 * S,
-                           .n_seeds = i == 0 ? 0 : 1};
+        cfg_share_t cfg = {
+            .partition_hold_ns = 60 * S, .join_timeout_ns = 5 * S, .n_seeds = i == 0 ? 0 : 1};
         cr_assert_eq(share_node_new(&f->share[i], &cfg, sim_now(f->sim)), 0);
         refresh(f, i, 0);
     }
@@ -148,8 +148,7 @@ Test(node, survivors_of_a_kill_divide_by_two_within_the_disclosed_detect_within)
         cr_log_info("seed %llu: re-divided %lld ms after the kill", (unsigned long long)seed,
                     (long long)(took / MS));
         /* and the survivors' bounds converge on the amount again */
-        run_until(&f, (expect_t){.who = 3, .n = 2, .state = SHARE_ARMED, .converged = true},
-                  2 * S);
+        run_until(&f, (expect_t){.who = 3, .n = 2, .state = SHARE_ARMED, .converged = true}, 2 * S);
         cr_assert_eq(disclosed(&f, 0).sustained_bound, 300);
         fleet_stop(&f);
     }
@@ -189,14 +188,46 @@ Test(node, a_lasting_cut_ends_the_hold_after_partition_hold)
     fleet_t f;
     fleet_start(&f, 3, 4);
     run_until(&f, (expect_t){.who = 7, .n = 3, .state = SHARE_ARMED, .converged = true}, 10 * S);
+    int64_t cut = sim_now(f.sim);
     sim_group(f.sim, 2, 1);
     run_until(&f, (expect_t){.who = 4, .n = 3, .state = SHARE_HELD}, 20 * S);
-    int64_t deadline = share_node_deadline(f.share[2]);
-    cr_assert_lt(deadline, INT64_MAX);
-    sim_run_until(f.sim, deadline); /* the shell's timer: no membership event comes */
-    refresh(&f, 2, 0);
-    share_disclosure_t d = disclosed(&f, 2);
-    cr_assert_eq(d.state, SHARE_ARMED);
-    cr_assert_eq(d.n, 1, "alone for partition_hold: the whole amount");
+    /* The shell's timer: no membership event comes while the cut lasts. The peers may be
+     * declared dead one at a time (3 -> 2 -> 1): then the hold moves from the 3 to the 2. */
+    uint32_t last = 3;
+    for (int steps = 0; share_state(share_node_core(f.share[2])) == SHARE_HELD; steps++) {
+        cr_assert_lt(steps, 3);
+        int64_t deadline = share_node_deadline(f.share[2]);
+        cr_assert_lt(deadline, INT64_MAX);
+        sim_run_until(f.sim, deadline);
+        refresh(&f, 2, 0);
+        uint32_t n = share_divisor(share_node_core(f.share[2]));
+        cr_assert_lt(n, last, "the divisor only falls while the cut lasts");
+        last = n;
+    }
+    cr_assert_eq(last, 1, "alone for partition_hold: the whole amount");
+    cr_assert_geq(sim_now(f.sim) - cut, 60 * S, "held at least partition_hold");
+    cr_assert_leq(sim_now(f.sim) - cut, 60 * S + 20 * S, "and not much longer");
+    fleet_stop(&f);
+}
+
+Test(node, a_rolling_update_of_three_never_holds)
+{
+    fleet_t f;
+    fleet_start(&f, 3, 5);
+    run_until(&f, (expect_t){.who = 7, .n = 3, .state = SHARE_ARMED, .converged = true}, 10 * S);
+    for (int i = 0; i < 3; i++) {
+        unsigned others = 7u & ~(1u << i);
+        sim_leave(f.sim, i);
+        run_until(&f, (expect_t){.who = others, .n = 2, .state = SHARE_ARMED}, 2 * S);
+        sim_run_until(f.sim, sim_now(f.sim) + S); /* the old process is gone */
+        share_node_free(f.share[i]);              /* the new pod: a new process */
+        f.share[i] = NULL;
+        sim_restart(f.sim, i, i == 0 ? 1 : 0);
+        cfg_share_t cfg = {.partition_hold_ns = 60 * S, .join_timeout_ns = 5 * S, .n_seeds = 1};
+        cr_assert_eq(share_node_new(&f.share[i], &cfg, sim_now(f.sim)), 0);
+        refresh(&f, i, 0);
+        run_until(&f, (expect_t){.who = 7, .n = 3, .state = SHARE_ARMED, .converged = true},
+                  10 * S);
+    }
     fleet_stop(&f);
 }
