@@ -1,0 +1,316 @@
+/*
+ * The share store with real replicas: three `tokentriage serve` processes, each in its own
+ * network namespace on one bridge (tests/share/fleet.h), gossiping on the same port, with load
+ * driven at each over its decision socket. Every wait polls the replicas' `fleet` answers with
+ * a deadline; the load is paced (one decide per replica every 10 ms), never a blind sleep.
+ */
+#include <criterion/criterion.h>
+#include <msgpack.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fleet.h"
+#include "tokentriage.h"
+
+#define LIMIT "fleet_rpm"
+#define AMOUNT 600
+#define PERIOD_MS 10000
+#define BURST 60
+#define PACE_MS 10 /* one decide per replica every 10 ms: 100/s against a share of 20/s */
+
+static const char *const limits_yaml = "    - id: " LIMIT "\n"
+                                       "      attach: { level: global }\n"
+                                       "      type: rpm\n"
+                                       "      amount: 600\n"
+                                       "      period: 10s\n"
+                                       "      burst: 60\n"
+                                       "      store: share\n"
+                                       "      posture: { mode: \"on\", enforce: hard, fail: closed }\n";
+
+static fleet_t fleet;
+
+/* What one replica's `fleet` answer says about LIMIT. */
+typedef struct row {
+    int64_t n, sustained_bound, burst_bound, detect_within_s;
+    bool converged;
+    char state[16];
+} row_t;
+
+typedef struct replica_io {
+    tt_client_t *c;
+    int64_t admitted, sent;
+} replica_io_t;
+
+static replica_io_t io[FLEET_MAX];
+
+static void teardown(void)
+{
+    for (int i = 0; i < FLEET_MAX; i++) {
+        tt_close(io[i].c);
+        io[i].c = NULL;
+    }
+    fleet_teardown(&fleet);
+}
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* Connects to replica i, retrying until its socket answers or the deadline passes. */
+static void connect_replica(int i, int64_t deadline)
+{
+    tt_close(io[i].c);
+    io[i].c = NULL;
+    for (;;) {
+        if (tt_connect(&io[i].c, fleet.r[i].sock) == 0) {
+            tt_set_timeout(io[i].c, 5000);
+            return;
+        }
+        cr_assert_lt(fleet_now_ms(), deadline, "replica %d never opened its socket", i);
+        sleep_ms(50);
+    }
+}
+
+static bool key_is(const msgpack_object *k, const char *s)
+{
+    return k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(s) &&
+           memcmp(k->via.str.ptr, s, k->via.str.size) == 0;
+}
+
+static int64_t as_int(const msgpack_object *v)
+{
+    if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return (int64_t)v->via.u64;
+    if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+        return v->via.i64;
+    return -1;
+}
+
+static const msgpack_object *map_get(const msgpack_object *m, const char *key)
+{
+    if (m->type != MSGPACK_OBJECT_MAP)
+        return NULL;
+    for (uint32_t i = 0; i < m->via.map.size; i++)
+        if (key_is(&m->via.map.ptr[i].key, key))
+            return &m->via.map.ptr[i].val;
+    return NULL;
+}
+
+static int64_t get_int(const msgpack_object *m, const char *key)
+{
+    const msgpack_object *v = map_get(m, key);
+    return v ? as_int(v) : -1;
+}
+
+/* Asks replica i's `fleet` op for LIMIT's row. Returns false when it cannot answer. */
+static bool query(int i, row_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    tt_response_t r;
+    if (!io[i].c || tt_fleet(io[i].c, &r) != 0 || r.kind != TT_KIND_FLEET)
+        return false;
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    bool found = false;
+    if (msgpack_unpack_next(&u, (const char *)r.raw, r.raw_len, NULL) == MSGPACK_UNPACK_SUCCESS) {
+        const msgpack_object *limits = map_get(&u.data, "limits");
+        for (uint32_t k = 0; limits && limits->type == MSGPACK_OBJECT_ARRAY &&
+                             k < limits->via.array.size;
+             k++) {
+            const msgpack_object *l = &limits->via.array.ptr[k];
+            const msgpack_object *id = map_get(l, "id");
+            if (!id || !key_is(id, LIMIT))
+                continue;
+            out->n = get_int(l, "n");
+            out->sustained_bound = get_int(l, "sustained_bound");
+            out->burst_bound = get_int(l, "burst_bound");
+            out->detect_within_s = get_int(l, "detect_within_s");
+            const msgpack_object *c = map_get(l, "converged");
+            out->converged = c && c->type == MSGPACK_OBJECT_BOOLEAN && c->via.boolean;
+            const msgpack_object *st = map_get(l, "state");
+            if (st && st->type == MSGPACK_OBJECT_STR)
+                snprintf(out->state, sizeof(out->state), "%.*s", (int)st->via.str.size,
+                         st->via.str.ptr);
+            found = true;
+        }
+    }
+    msgpack_unpacked_destroy(&u);
+    return found;
+}
+
+/* Sends one decide to every replica in `who` and counts the admissions. */
+static void load_once(unsigned who)
+{
+    tt_pair_t subject = {.level = "team", .id = "t-1"};
+    for (int i = 0; i < fleet.n; i++) {
+        if (!(who & (1u << i)) || !io[i].c)
+            continue;
+        tt_response_t r;
+        cr_assert_eq(tt_decide(io[i].c, &subject, 1, -1, &r), 0, "replica %d: decide", i);
+        io[i].sent++;
+        io[i].admitted += r.admit != 0;
+    }
+}
+
+static int64_t admitted(unsigned who)
+{
+    int64_t sum = 0;
+    for (int i = 0; i < fleet.n; i++)
+        if (who & (1u << i))
+            sum += io[i].admitted;
+    return sum;
+}
+
+/* Every replica in `who` answers LIMIT with n and state (and converged, if asked). */
+static bool all_at(unsigned who, int64_t n, const char *state, bool converged)
+{
+    for (int i = 0; i < fleet.n; i++) {
+        if (!(who & (1u << i)))
+            continue;
+        row_t row;
+        if (!query(i, &row) || row.n != n || strcmp(row.state, state) != 0 ||
+            (converged && !row.converged))
+            return false;
+    }
+    return true;
+}
+
+/* Polls until all_at holds, driving load at `load` meanwhile; returns the time it took. */
+static int64_t wait_all_at(unsigned who, int64_t n, const char *state, bool converged,
+                           unsigned load, int64_t within_ms)
+{
+    int64_t t0 = fleet_now_ms(), next_poll = t0;
+    for (;;) {
+        int64_t now = fleet_now_ms();
+        if (now >= next_poll) {
+            if (all_at(who, n, state, converged))
+                return now - t0;
+            next_poll = now + 100;
+        }
+        cr_assert_lt(now - t0, within_ms, "replicas %#x not at n=%lld %s within %lld ms", who,
+                     (long long)n, state, (long long)within_ms);
+        load_once(load);
+        sleep_ms(PACE_MS);
+    }
+}
+
+static void start_fleet(void)
+{
+    cr_assert_eq(fleet_setup(&fleet, 3), 0);
+    cr_log_info("fleet in %s", fleet.netns ? "network namespaces" : "loopback ports");
+    memset(io, 0, sizeof(io));
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(fleet_start(&fleet, i, limits_yaml), 0);
+    int64_t deadline = fleet_now_ms() + 20000;
+    for (int i = 0; i < 3; i++)
+        connect_replica(i, deadline);
+    wait_all_at(7, 3, "armed", true, 0, 20000);
+}
+
+TestSuite(fleet, .fini = teardown, .timeout = 240);
+
+Test(fleet, three_replicas_each_admit_a_third_and_together_the_exact_gcra_count)
+{
+    start_fleet();
+    for (int i = 0; i < 3; i++) {
+        row_t row;
+        cr_assert(query(i, &row));
+        cr_assert_eq(row.n, 3);
+        cr_assert_eq(row.sustained_bound, AMOUNT);
+        cr_assert_eq(row.burst_bound, BURST);
+        cr_assert_eq(AMOUNT / row.n, 200, "a local share of amount / 3");
+    }
+    /* Saturating load, even over the three, for three periods and a bit. */
+    int64_t t0 = fleet_now_ms(), t1 = t0;
+    while ((t1 = fleet_now_ms()) - t0 < 3 * PERIOD_MS + 500) {
+        load_once(7);
+        sleep_ms(PACE_MS);
+    }
+    double expect = BURST + (double)AMOUNT * (double)(t1 - t0) / PERIOD_MS;
+    int64_t got = admitted(7);
+    cr_log_info("admitted %lld (%lld + %lld + %lld) in %lld ms; exact gcra %.0f",
+                (long long)got, (long long)io[0].admitted, (long long)io[1].admitted,
+                (long long)io[2].admitted, (long long)(t1 - t0), expect);
+    cr_assert_geq(io[0].sent, 3 * io[0].admitted, "the load saturated");
+    cr_assert_leq(got, expect * 1.03);
+    cr_assert_geq(got, expect * 0.97);
+}
+
+Test(fleet, a_killed_replica_is_re_divided_within_detect_within_and_the_bounds_hold)
+{
+    start_fleet();
+    row_t before;
+    cr_assert(query(0, &before));
+    int64_t t0 = fleet_now_ms();
+    while (fleet_now_ms() - t0 < PERIOD_MS) { /* a period of load at all three */
+        load_once(7);
+        sleep_ms(PACE_MS);
+    }
+    int64_t killed_at = fleet_now_ms();
+    fleet_signal(&fleet, 2, SIGKILL);
+    tt_close(io[2].c);
+    io[2].c = NULL;
+    /* The survivors keep taking load; the fleet's count must stay under the disclosed bound
+     * (the bound before the kill is the larger) at every poll. */
+    int64_t took = -1, next_poll = killed_at;
+    while (took < 0 || fleet_now_ms() - killed_at < took + 5000) {
+        int64_t now = fleet_now_ms();
+        double bound = before.burst_bound +
+                       (double)before.sustained_bound * (double)(now - t0) / PERIOD_MS;
+        cr_assert_leq(admitted(7), bound, "admitted %lld above the disclosed %.0f",
+                      (long long)admitted(7), bound);
+        if (took < 0 && now >= next_poll) {
+            if (all_at(3, 2, "armed", false))
+                took = now - killed_at;
+            next_poll = now + 100;
+        }
+        cr_assert_lt(now - killed_at, before.detect_within_s * 1000 + 10000, "never re-divided");
+        load_once(3);
+        sleep_ms(PACE_MS);
+    }
+    cr_log_info("re-divided %lld ms after SIGKILL; disclosed detect_within_s %lld", (long long)took,
+                (long long)before.detect_within_s);
+    /* polled every 100 ms, each poll taking a few: allow the poll period */
+    cr_assert_leq(took, before.detect_within_s * 1000 + 200);
+}
+
+Test(fleet, a_terminated_replica_is_re_divided_within_two_seconds)
+{
+    start_fleet();
+    int64_t at = fleet_now_ms();
+    fleet_signal(&fleet, 2, SIGTERM);
+    tt_close(io[2].c);
+    io[2].c = NULL;
+    int64_t took = wait_all_at(3, 2, "armed", false, 3, 10000);
+    cr_log_info("re-divided %lld ms after SIGTERM (the process exited %lld ms after it)",
+                (long long)took, (long long)(fleet_now_ms() - at - took));
+    cr_assert_leq(took, 2500);
+}
+
+Test(fleet, a_cut_off_replica_holds_its_share_and_heals)
+{
+    start_fleet();
+    cr_assert_eq(fleet_link(&fleet, 2, false), 0, "cutting a link needs namespaces");
+    int64_t took = wait_all_at(4, 3, "held", false, 7, 30000);
+    cr_log_info("replica 2 held %lld ms after the cut", (long long)took);
+    /* While held, replica 2 admits no more than its held share, a third. */
+    int64_t base = io[2].admitted, t0 = fleet_now_ms();
+    while (fleet_now_ms() - t0 < PERIOD_MS) {
+        load_once(4);
+        sleep_ms(PACE_MS);
+    }
+    double share = BURST / 3.0 + (AMOUNT / 3.0) * (double)(fleet_now_ms() - t0) / PERIOD_MS;
+    cr_log_info("held: admitted %lld, its held share %.0f", (long long)(io[2].admitted - base),
+                share);
+    cr_assert_leq(io[2].admitted - base, share);
+    cr_assert(all_at(4, 3, "held", false));
+
+    cr_assert_eq(fleet_link(&fleet, 2, true), 0);
+    took = wait_all_at(7, 3, "armed", true, 0, 90000);
+    cr_log_info("healed: all at n=3 %lld ms after the link came back", (long long)took);
+}
