@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #define NS_PREFIX "ttshare-"
-#define BR_PREFIX "ttsbr"
 
 int64_t fleet_now_ms(void)
 {
@@ -61,38 +60,30 @@ int fleet_run(const char *const *argv)
 
 #define RUN(...) fleet_run((const char *const[]){__VA_ARGS__, NULL})
 
-/* Removes namespaces and bridges whose owning test (the pid in the name) is gone. */
+/* Removes the namespaces whose owning test (the pid in the name) is gone. */
 static void reap_dead_runs(void)
 {
     DIR *d = opendir("/run/netns");
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            int pid;
-            if (sscanf(e->d_name, NS_PREFIX "%d-", &pid) == 1 && kill(pid, 0) < 0 && errno == ESRCH)
-                RUN("ip", "netns", "del", e->d_name);
-        }
-        closedir(d);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int pid;
+        if (sscanf(e->d_name, NS_PREFIX "%d-", &pid) == 1 && kill(pid, 0) < 0 && errno == ESRCH)
+            RUN("ip", "netns", "del", e->d_name);
     }
-    d = opendir("/sys/class/net");
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            int pid;
-            if (sscanf(e->d_name, BR_PREFIX "%d", &pid) == 1 && kill(pid, 0) < 0 && errno == ESRCH)
-                RUN("ip", "link", "del", e->d_name);
-        }
-        closedir(d);
-    }
+    closedir(d);
 }
 
+/* The bridge lives in a namespace of its own (the hub), so nothing touches the host's network
+ * and removing the namespaces removes everything. */
 static int make_netns(fleet_t *f)
 {
     int pid = (int)getpid();
-    snprintf(f->bridge, sizeof(f->bridge), BR_PREFIX "%d", pid);
-    if (RUN("ip", "link", "add", f->bridge, "type", "bridge") != 0)
-        return -1;
-    if (RUN("ip", "link", "set", f->bridge, "up") != 0)
+    snprintf(f->hub, sizeof(f->hub), NS_PREFIX "%d-hub", pid);
+    if (RUN("ip", "netns", "add", f->hub) != 0 ||
+        RUN("ip", "-n", f->hub, "link", "add", "br0", "type", "bridge") != 0 ||
+        RUN("ip", "-n", f->hub, "link", "set", "br0", "up") != 0)
         return -1;
     for (int i = 0; i < f->n; i++) {
         fleet_replica_t *r = &f->r[i];
@@ -105,9 +96,10 @@ static int make_netns(fleet_t *f)
         snprintf(cidr, sizeof(cidr), "%s/24", r->ip);
         if (RUN("ip", "netns", "add", r->ns) != 0 ||
             RUN("ip", "link", "add", r->veth, "type", "veth", "peer", "name", peer) != 0 ||
+            RUN("ip", "link", "set", r->veth, "netns", f->hub) != 0 ||
             RUN("ip", "link", "set", peer, "netns", r->ns) != 0 ||
-            RUN("ip", "link", "set", r->veth, "master", f->bridge) != 0 ||
-            RUN("ip", "link", "set", r->veth, "up") != 0 ||
+            RUN("ip", "-n", f->hub, "link", "set", r->veth, "master", "br0") != 0 ||
+            RUN("ip", "-n", f->hub, "link", "set", r->veth, "up") != 0 ||
             RUN("ip", "-n", r->ns, "link", "set", "lo", "up") != 0 ||
             RUN("ip", "-n", r->ns, "link", "set", peer, "name", "eth0") != 0 ||
             RUN("ip", "-n", r->ns, "addr", "add", cidr, "dev", "eth0") != 0 ||
@@ -119,21 +111,17 @@ static int make_netns(fleet_t *f)
     return 0;
 }
 
-/* Removes the namespaces (their veth pairs go with them) and the bridge. */
+/* Removes the namespaces; the links and the bridge go with them. */
 static void unmake_netns(fleet_t *f)
 {
     for (int i = 0; i < f->n; i++) {
-        /* The veth goes first: a namespace is destroyed asynchronously, its links with it. */
-        if (f->r[i].veth[0])
-            RUN("ip", "link", "del", f->r[i].veth);
-        f->r[i].veth[0] = '\0';
         if (f->r[i].ns[0])
             RUN("ip", "netns", "del", f->r[i].ns);
-        f->r[i].ns[0] = '\0';
+        f->r[i].ns[0] = f->r[i].veth[0] = '\0';
     }
-    if (f->bridge[0])
-        RUN("ip", "link", "del", f->bridge);
-    f->bridge[0] = '\0';
+    if (f->hub[0])
+        RUN("ip", "netns", "del", f->hub);
+    f->hub[0] = '\0';
 }
 
 static void make_loopback(fleet_t *f)
@@ -235,7 +223,7 @@ int fleet_link(fleet_t *f, int i, bool up)
 {
     if (!f->netns)
         return -1;
-    return RUN("ip", "link", "set", f->r[i].veth, up ? "up" : "down") == 0 ? 0 : -1;
+    return RUN("ip", "-n", f->hub, "link", "set", f->r[i].veth, up ? "up" : "down") == 0 ? 0 : -1;
 }
 
 void fleet_teardown(fleet_t *f)

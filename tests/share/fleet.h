@@ -1,7 +1,8 @@
 /*
  * fleet: real tokentriage replicas for multi-process tests, run the way pods run.
  *
- * Each replica gets its own network namespace with its own address on one bridge, and every
+ * Each replica gets its own network namespace with its own address on one bridge (itself in a
+ * namespace of its own, so the host's network is never touched), and every
  * replica binds the same gossip port; the test process stays in the root namespace and talks
  * to each replica over its unix socket (a filesystem path, reachable from any namespace). A
  * replica's link can be cut (its bridge-side veth set down) and healed. Where namespaces cannot
@@ -26,7 +27,7 @@ typedef struct fleet_replica {
     pid_t pid;      /* 0 when not running */
     char name[16];  /* node id: r0, r1, ... */
     char ns[32];    /* network namespace; "" on loopback */
-    char veth[24];  /* the bridge-side end of its link */
+    char veth[24];  /* the bridge-side end of its link, in the hub */
     char ip[24];    /* its address */
     int port;       /* its gossip port */
     char dir[256];  /* its directory: config, socket, log */
@@ -36,8 +37,8 @@ typedef struct fleet_replica {
 
 typedef struct fleet {
     int n;
-    bool netns; /* false: loopback fallback */
-    char bridge[16];
+    bool netns;    /* false: loopback fallback */
+    char hub[32];  /* the namespace holding the bridge */
     char dir[256]; /* the run's temporary directory */
     fleet_replica_t r[FLEET_MAX];
 } fleet_t;
