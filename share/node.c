@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct share_node {
     share_core_t core;
@@ -18,8 +19,12 @@ struct share_node {
     share_member_t *members; /* the view handed to the core, grown as membership grows */
     size_t cap;
     uint64_t left_total;
-    uint8_t meta[SHARE_META_LEN]; /* what was last set in membership */
+    uint8_t meta[SHARE_META_LEN]; /* the payload last returned for publishing */
     bool meta_set;
+    /* the daemon's glue (share_node_attach) */
+    mb_t *mb;
+    uv_timer_t timer;
+    bool attached;
 };
 
 int share_node_new(share_node_t **out, const cfg_share_t *cfg, int64_t now)
@@ -64,22 +69,21 @@ static share_member_state_t member_state(swim_state_t s)
     }
 }
 
-int share_node_refresh(share_node_t *n, swim_core_t *swim, size_t left_events, int64_t now)
+int share_node_refresh(share_node_t *n, const share_members_t *m, size_t left_events, int64_t now)
 {
-    size_t count = swim_member_count(swim);
-    if (count > n->cap) {
-        share_member_t *grown = realloc(n->members, count * sizeof(*grown));
+    if (m->count > n->cap) {
+        share_member_t *grown = realloc(n->members, m->count * sizeof(*grown));
         if (grown) {
             n->members = grown;
-            n->cap = count;
+            n->cap = m->count;
         }
     }
     /* Should growing fail, the view is read short: N too small for one refresh, which the
      * next refresh corrects; nothing is lost. */
     size_t used = 0;
-    for (size_t i = 0; i < count && used < n->cap; i++) {
+    for (size_t i = 0; i < m->count && used < n->cap; i++) {
         swim_member_view_t v;
-        if (swim_member_get(swim, i, &v) != 0)
+        if (m->get(m->ctx, i, &v) != 0)
             continue;
         n->members[used++] = (share_member_t){.state = member_state(v.state),
                                               .is_self = v.self,
@@ -89,7 +93,7 @@ int share_node_refresh(share_node_t *n, swim_core_t *swim, size_t left_events, i
     n->left_total += left_events;
     share_view_t view = {.members = n->members,
                          .count = used,
-                         .joined = n->solo || swim_joined(swim),
+                         .joined = n->solo || m->joined,
                          .left_total = n->left_total};
     share_update(&n->core, &view, now);
 
@@ -97,12 +101,14 @@ int share_node_refresh(share_node_t *n, swim_core_t *swim, size_t left_events, i
     share_meta_encode(&n->core, meta, sizeof(meta));
     if (n->meta_set && memcmp(meta, n->meta, sizeof(meta)) == 0)
         return 0;
-    int rc = swim_set_meta(swim, now, meta, sizeof(meta));
-    if (rc == 0) {
-        memcpy(n->meta, meta, sizeof(meta));
-        n->meta_set = true;
-    }
-    return rc;
+    memcpy(n->meta, meta, sizeof(meta));
+    n->meta_set = true;
+    return 1;
+}
+
+const uint8_t *share_node_meta(const share_node_t *n)
+{
+    return n->meta;
 }
 
 int64_t share_node_deadline(const share_node_t *n)
@@ -122,6 +128,72 @@ bool share_node_ready(const share_node_t *n, const char **why)
     if (why)
         *why = "share store not armed: membership has not joined yet";
     return false;
+}
+
+/* ---- the daemon's glue ---------------------------------------------------------------------- */
+
+static int64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts); /* SPEC §2: every time is CLOCK_REALTIME ns */
+    return (int64_t)ts.tv_sec * RA_NS_PER_S + ts.tv_nsec;
+}
+
+static int mb_get(const void *ctx, size_t i, swim_member_view_t *v)
+{
+    return mb_member_get(ctx, i, v);
+}
+
+static void on_timer(uv_timer_t *t);
+
+/* Re-reads membership, publishes a changed divisor, and re-arms the deadline timer. */
+static void refresh_from_mb(share_node_t *n, size_t left_events)
+{
+    int64_t now = wall_ns();
+    share_members_t m = {.ctx = n->mb,
+                         .count = mb_member_count(n->mb),
+                         .get = mb_get,
+                         .joined = mb_joined(n->mb) || mb_solo(n->mb)};
+    if (share_node_refresh(n, &m, left_events, now) == 1)
+        mb_set_meta(n->mb, n->meta, sizeof(n->meta));
+    int64_t deadline = share_node_deadline(n);
+    if (deadline == INT64_MAX) {
+        uv_timer_stop(&n->timer);
+        return;
+    }
+    int64_t wait_ms = deadline > now ? (deadline - now + 999999) / 1000000 : 0;
+    uv_timer_start(&n->timer, on_timer, (uint64_t)wait_ms, 0);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    refresh_from_mb(t->data, 0);
+}
+
+static void on_event(void *ud, mb_t *mb, const swim_event_t *ev)
+{
+    (void)mb;
+    refresh_from_mb(ud, ev->type == SWIM_EV_LEFT);
+}
+
+int share_node_attach(share_node_t *n, uv_loop_t *loop, mb_t *mb)
+{
+    int rc = uv_timer_init(loop, &n->timer);
+    if (rc < 0)
+        return rc;
+    n->timer.data = n;
+    n->mb = mb;
+    n->attached = true;
+    if ((rc = mb_subscribe(mb, on_event, n)) < 0)
+        return rc;
+    refresh_from_mb(n, 0);
+    return 0;
+}
+
+void share_node_close(share_node_t *n)
+{
+    if (n->attached && !uv_is_closing((uv_handle_t *)&n->timer))
+        uv_close((uv_handle_t *)&n->timer, NULL);
 }
 
 /* ---- the engine's hooks --------------------------------------------------------------------- */

@@ -3,11 +3,12 @@
  * the membership view, publishes this replica's divisor in its membership metadata, and
  * answers the engine (the gov_share_ops_t of engine/store.h), /readyz and /metrics.
  *
- * Membership is read through the swim core (membership/swim.h): the member table, the joined
- * flag and the "left" events. The caller (the daemon's membership shell) calls
- * share_node_refresh after every membership event, and share_node_deadline says when to call
- * it again without one (a hold expiring, the join timeout). Everything here runs on the
- * daemon's loop thread.
+ * Two layers. share_node_refresh is pure apart from reading the member table it is handed
+ * (the membership shell's in the daemon, a swim core's in the simulator): it rebuilds the view,
+ * advances the core and says whether the metadata must be republished. share_node_attach is
+ * the libuv glue for the daemon: it subscribes to the membership shell's events, refreshes on
+ * each, publishes the metadata, and keeps a timer at the core's next deadline (a hold expiring,
+ * the join timeout). Everything runs on the daemon's loop thread.
  */
 #ifndef TT_SHARE_NODE_H
 #define TT_SHARE_NODE_H
@@ -15,8 +16,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <uv.h>
 
 #include "config.h"
+#include "mb.h"
 #include "share.h"
 #include "store.h"
 #include "swim.h"
@@ -25,22 +28,41 @@ typedef struct share_node share_node_t;
 
 /* Builds a node from shared_state.share (partition_hold, join_timeout, whether there is any
  * seed to join) at `now`. Returns 0, SHARE_ECONFIG or -ENOMEM; *out is freed with
- * share_node_free. */
+ * share_node_free (after share_node_close, if it was attached). */
 int share_node_new(share_node_t **out, const cfg_share_t *cfg, int64_t now);
 void share_node_free(share_node_t *node);
 
+/* A member table to read: `get` fills member i of `count` (0 is self); views are borrowed for
+ * the duration of the refresh. `joined`: membership has joined, or has gone solo. */
+typedef struct share_members {
+    const void *ctx;
+    size_t count;
+    int (*get)(const void *ctx, size_t i, swim_member_view_t *v);
+    bool joined;
+} share_members_t;
+
 /*
- * Re-reads the view from `swim` (members, states, metadata, joined) at `now`, advances the
- * core, and when this replica's divisor or state changed, sets its metadata in `swim`.
- * `left_events` is how many SWIM_EV_LEFT events the caller saw since the last call.
- * Returns 0 or a negative swim error from setting the metadata.
+ * Re-reads the view at `now` and advances the core. `left_events` is how many SWIM_EV_LEFT
+ * events membership reported since the last refresh. Returns 1 when this replica's metadata
+ * payload changed (publish share_node_meta), else 0.
  */
-int share_node_refresh(share_node_t *node, swim_core_t *swim, size_t left_events, int64_t now);
+int share_node_refresh(share_node_t *node, const share_members_t *members, size_t left_events,
+                       int64_t now);
+
+/* This replica's metadata payload, SHARE_META_LEN bytes (share.h documents the layout). */
+const uint8_t *share_node_meta(const share_node_t *node);
 
 /* When share_node_refresh must run again with no membership event, or INT64_MAX. */
 int64_t share_node_deadline(const share_node_t *node);
 
 const share_core_t *share_node_core(const share_node_t *node);
+
+/* The daemon's glue: subscribes to `mb`, refreshes now and on every membership event and
+ * deadline, publishes the metadata with mb_set_meta. Returns 0 or a negative code. */
+int share_node_attach(share_node_t *node, uv_loop_t *loop, mb_t *mb);
+/* Closes the deadline timer; free the node once the loop has run the close. Membership must be
+ * closed first (it has no unsubscribe). */
+void share_node_close(share_node_t *node);
 
 /* The engine's hooks; ctx is the share_node_t. Install with gov_engine_set_share. */
 extern const gov_share_ops_t share_node_ops;

@@ -20,9 +20,22 @@ typedef struct fleet {
     cfg_limit_t limit;
 } fleet_t;
 
+static int swim_get(const void *ctx, size_t i, swim_member_view_t *v)
+{
+    return swim_member_get(ctx, i, v);
+}
+
+/* What the daemon's glue does on a membership event, with a swim core for the shell. */
 static void refresh(fleet_t *f, int i, size_t left)
 {
-    cr_assert_eq(share_node_refresh(f->share[i], sim_core(f->sim, i), left, sim_now(f->sim)), 0);
+    swim_core_t *core = sim_core(f->sim, i);
+    share_members_t m = {.ctx = core,
+                         .count = swim_member_count(core),
+                         .get = swim_get,
+                         .joined = swim_joined(core)};
+    int64_t now = sim_now(f->sim);
+    if (share_node_refresh(f->share[i], &m, left, now) == 1)
+        cr_assert_eq(swim_set_meta(core, now, share_node_meta(f->share[i]), SHARE_META_LEN), 0);
 }
 
 static void on_event(void *ud, sim_t *s, int node, const swim_event_t *ev)
