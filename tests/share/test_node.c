@@ -244,3 +244,83 @@ Test(node, a_rolling_update_of_three_never_holds)
     }
     fleet_stop(&f);
 }
+
+/* ---- the daemon's surfaces: the engine's hooks, /readyz, /metrics --------------------------- */
+
+static void append(void *ctx, const char *text)
+{
+    strncat(ctx, text, 16384 - strlen(ctx) - 1);
+}
+
+Test(node, the_engine_hook_is_unarmed_until_membership_joins_then_gives_a_third)
+{
+    fleet_t f;
+    memset(&f, 0, sizeof(f));
+    f.limit = share_limit();
+    sim_opts_t o;
+    sim_opts_default(&o);
+    o.on_event = on_event;
+    o.ud = &f;
+    f.sim = sim_new(&o);
+    f.n = 1;
+    sim_add(f.sim, -1);
+    cfg_share_t cfg = {.partition_hold_ns = 60 * S, .join_timeout_ns = 5 * S, .n_seeds = 1};
+    cr_assert_eq(share_node_new(&f.share[0], &cfg, sim_now(f.sim)), 0);
+    refresh(&f, 0, 0); /* a seed is configured but nobody answered yet */
+
+    ra_limiter_t lim;
+    bool armed = true;
+    const char *why = NULL;
+    cr_assert_eq(share_node_ops.limiter(f.share[0], &f.limit, sim_now(f.sim), &lim, &armed), 0);
+    cr_assert_not(armed, "posture.fail decides");
+    cr_assert_not(share_node_ready(f.share[0], &why));
+    cr_assert_str_eq(why, "share store not armed: membership has not joined yet");
+
+    f.n = 3; /* two more join through node 0 */
+    for (int i = 1; i < 3; i++) {
+        sim_add(f.sim, 0);
+        cr_assert_eq(share_node_new(&f.share[i], &cfg, sim_now(f.sim)), 0);
+        refresh(&f, i, 0);
+    }
+    run_until(&f, (expect_t){.who = 7, .n = 3, .state = SHARE_ARMED, .converged = true}, 10 * S);
+    cr_assert_eq(share_node_ops.limiter(f.share[0], &f.limit, sim_now(f.sim), &lim, &armed), 0);
+    cr_assert(armed);
+    cr_assert_eq(lim.emission_ns, 3 * f.limit.limiter.emission_ns);
+    cr_assert(share_node_ready(f.share[0], &why));
+    fleet_stop(&f);
+}
+
+Test(node, fleet_entries_and_gauges_carry_the_disclosure)
+{
+    fleet_t f;
+    fleet_start(&f, 3, 2);
+    run_until(&f, (expect_t){.who = 7, .n = 3, .state = SHARE_ARMED, .converged = true}, 10 * S);
+    gov_fleet_entry_t e = {.n = 1};
+    share_node_ops.fleet(f.share[1], &f.limit, sim_now(f.sim), &e);
+    cr_assert_eq(e.n, 3);
+    cr_assert_eq(e.sustained_bound, 300);
+    cr_assert_eq(e.burst_bound, 60);
+    cr_assert_str_eq(e.state, "armed");
+    cr_assert_eq(e.divisor_min, 3);
+    cr_assert_eq(e.divisor_max, 3);
+    cr_assert_eq(e.detect_within_s, 8);
+    cr_assert(e.converged);
+
+    cfg_limit_t limits[2] = {f.limit, f.limit};
+    limits[1].store = CFG_STORE_LOCAL; /* not a share limit: no gauges */
+    strcpy(limits[1].id, "local_rpm");
+    static char text[16384];
+    text[0] = '\0';
+    share_node_metrics(f.share[1], limits, 2, append, text);
+    cr_assert(
+        strstr(text,
+               "# TYPE tokentriage_share_n gauge\ntokentriage_share_n{limit=\"team_rpm\"} 3\n"),
+        "%s", text);
+    cr_assert(strstr(text, "tokentriage_share_sustained_bound{limit=\"team_rpm\"} 300\n"));
+    cr_assert(strstr(text, "tokentriage_share_detect_within_seconds{limit=\"team_rpm\"} 8\n"));
+    cr_assert(strstr(text, "tokentriage_share_converged{limit=\"team_rpm\"} 1\n"));
+    cr_assert(strstr(text, "tokentriage_share_state{limit=\"team_rpm\",state=\"armed\"} 1\n"));
+    cr_assert(strstr(text, "tokentriage_share_state{limit=\"team_rpm\",state=\"held\"} 0\n"));
+    cr_assert_null(strstr(text, "local_rpm"));
+    fleet_stop(&f);
+}
