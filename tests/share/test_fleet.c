@@ -21,14 +21,15 @@
 #define BURST 60
 #define PACE_MS 10 /* one decide per replica every 10 ms: 100/s against a share of 20/s */
 
-static const char *const limits_yaml = "    - id: " LIMIT "\n"
-                                       "      attach: { level: global }\n"
-                                       "      type: rpm\n"
-                                       "      amount: 600\n"
-                                       "      period: 10s\n"
-                                       "      burst: 60\n"
-                                       "      store: share\n"
-                                       "      posture: { mode: \"on\", enforce: hard, fail: closed }\n";
+static const char *const limits_yaml =
+    "    - id: " LIMIT "\n"
+    "      attach: { level: global }\n"
+    "      type: rpm\n"
+    "      amount: 600\n"
+    "      period: 10s\n"
+    "      burst: 60\n"
+    "      store: share\n"
+    "      posture: { mode: \"on\", enforce: hard, fail: closed }\n";
 
 static fleet_t fleet;
 
@@ -119,9 +120,8 @@ static bool query(int i, row_t *out)
     bool found = false;
     if (msgpack_unpack_next(&u, (const char *)r.raw, r.raw_len, NULL) == MSGPACK_UNPACK_SUCCESS) {
         const msgpack_object *limits = map_get(&u.data, "limits");
-        for (uint32_t k = 0; limits && limits->type == MSGPACK_OBJECT_ARRAY &&
-                             k < limits->via.array.size;
-             k++) {
+        for (uint32_t k = 0;
+             limits && limits->type == MSGPACK_OBJECT_ARRAY && k < limits->via.array.size; k++) {
             const msgpack_object *l = &limits->via.array.ptr[k];
             const msgpack_object *id = map_get(l, "id");
             if (!id || !key_is(id, LIMIT))
@@ -233,9 +233,9 @@ Test(fleet, three_replicas_each_admit_a_third_and_together_the_exact_gcra_count)
     }
     double expect = BURST + (double)AMOUNT * (double)(t1 - t0) / PERIOD_MS;
     int64_t got = admitted(7);
-    cr_log_info("admitted %lld (%lld + %lld + %lld) in %lld ms; exact gcra %.0f",
-                (long long)got, (long long)io[0].admitted, (long long)io[1].admitted,
-                (long long)io[2].admitted, (long long)(t1 - t0), expect);
+    cr_log_info("admitted %lld (%lld + %lld + %lld) in %lld ms; exact gcra %.0f", (long long)got,
+                (long long)io[0].admitted, (long long)io[1].admitted, (long long)io[2].admitted,
+                (long long)(t1 - t0), expect);
     cr_assert_geq(io[0].sent, 3 * io[0].admitted, "the load saturated");
     cr_assert_leq(got, expect * 1.03);
     cr_assert_geq(got, expect * 0.97);
@@ -260,8 +260,8 @@ Test(fleet, a_killed_replica_is_re_divided_within_detect_within_and_the_bounds_h
     int64_t took = -1, next_poll = killed_at;
     while (took < 0 || fleet_now_ms() - killed_at < took + 5000) {
         int64_t now = fleet_now_ms();
-        double bound = before.burst_bound +
-                       (double)before.sustained_bound * (double)(now - t0) / PERIOD_MS;
+        double bound =
+            before.burst_bound + (double)before.sustained_bound * (double)(now - t0) / PERIOD_MS;
         cr_assert_leq(admitted(7), bound, "admitted %lld above the disclosed %.0f",
                       (long long)admitted(7), bound);
         if (took < 0 && now >= next_poll) {

@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "limit_helper.h"
 #include "node.h"
 #include "sim.h"
 
@@ -46,22 +47,6 @@ static void on_event(void *ud, sim_t *s, int node, const swim_event_t *ev)
         refresh(f, node, ev->type == SWIM_EV_LEFT);
 }
 
-static cfg_limit_t share_limit(void)
-{
-    cfg_limit_t l;
-    memset(&l, 0, sizeof(l));
-    strcpy(l.id, "team_rpm");
-    strcpy(l.level, "team");
-    l.type = CFG_TYPE_RPM;
-    l.store = CFG_STORE_SHARE;
-    l.amount = 300;
-    l.period_ns = 60 * S;
-    l.burst = 60;
-    char msg[256];
-    cr_assert_eq(cfg_limit_arm(&l, msg, sizeof(msg)), 0, "%s", msg);
-    return l;
-}
-
 /* n nodes joining through node 0, each with a share node, run until membership converged. */
 static void fleet_start(fleet_t *f, int n, uint64_t seed)
 {
@@ -73,7 +58,7 @@ static void fleet_start(fleet_t *f, int n, uint64_t seed)
     o.ud = f;
     f->sim = sim_new(&o);
     f->n = n;
-    f->limit = share_limit();
+    f->limit = share_test_limit(CFG_TYPE_RPM, 300, 60 * S, 60);
     for (int i = 0; i < n; i++) {
         int id = sim_add(f->sim, i == 0 ? -1 : 0);
         cr_assert_eq(id, i);
@@ -256,7 +241,7 @@ Test(node, the_engine_hook_is_unarmed_until_membership_joins_then_gives_a_third)
 {
     fleet_t f;
     memset(&f, 0, sizeof(f));
-    f.limit = share_limit();
+    f.limit = share_test_limit(CFG_TYPE_RPM, 300, 60 * S, 60);
     sim_opts_t o;
     sim_opts_default(&o);
     o.on_event = on_event;

@@ -2,6 +2,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "limit_helper.h"
 #include "share.h"
 
 #define S RA_NS_PER_S
@@ -56,24 +57,6 @@ static share_core_t core_at(int64_t hold, int64_t now)
     return c;
 }
 
-static cfg_limit_t limit(cfg_type_t type, int64_t amount, int64_t period, int64_t burst)
-{
-    cfg_limit_t l;
-    memset(&l, 0, sizeof(l));
-    strcpy(l.id, "team_rpm");
-    strcpy(l.level, "team");
-    l.type = type;
-    l.store = CFG_STORE_SHARE;
-    l.algorithm = RA_GCRA;
-    l.posture = (cfg_posture_t){.on = 1, .enforce_hard = 1, .fail_open = 1};
-    l.amount = amount;
-    l.period_ns = period;
-    l.burst = burst;
-    char msg[256];
-    cr_assert_eq(cfg_limit_arm(&l, msg, sizeof(msg)), 0, "%s", msg);
-    return l;
-}
-
 /* A core that has seen `f` once, at T0. */
 static share_core_t core_seeing(const fake_view_t *f, int64_t hold)
 {
@@ -118,7 +101,7 @@ Test(share, a_change_of_n_changes_the_limiter_on_the_next_call)
     fake_view_t f;
     view_init(&f, 2, 3);
     share_core_t c = core_at(0, T0);
-    cfg_limit_t l = limit(CFG_TYPE_RPM, 300, 60 * S, 60);
+    cfg_limit_t l = share_test_limit(CFG_TYPE_RPM, 300, 60 * S, 60);
     ra_limiter_t eff, want;
     share_update(&c, &f.v, T0);
     cr_assert_eq(share_limiter(&c, &l, &eff), 0);
@@ -138,7 +121,7 @@ Test(share, tpm_limits_keep_one_reserve_cap_fitting)
     fake_view_t f;
     view_init(&f, 9, 10);
     share_core_t c = core_seeing(&f, 0);
-    cfg_limit_t l = limit(CFG_TYPE_TPM, 100000, 60 * S, 100000);
+    cfg_limit_t l = share_test_limit(CFG_TYPE_TPM, 100000, 60 * S, 100000);
     ra_limiter_t eff;
     cr_assert_eq(share_limiter(&c, &l, &eff), 0);
     cr_assert_eq(eff.tolerance_ns, eff.emission_ns * RA_RESERVE_CAP);
@@ -148,7 +131,7 @@ Test(share, tpm_limits_keep_one_reserve_cap_fitting)
 Test(share, a_limit_not_on_store_share_has_no_share_limiter)
 {
     share_core_t c = core_at(0, T0);
-    cfg_limit_t l = limit(CFG_TYPE_RPM, 300, 60 * S, 60);
+    cfg_limit_t l = share_test_limit(CFG_TYPE_RPM, 300, 60 * S, 60);
     l.store = CFG_STORE_LOCAL;
     ra_limiter_t eff;
     cr_assert_eq(share_limiter(&c, &l, &eff), SHARE_ELIMIT);
@@ -164,7 +147,7 @@ Test(share, stays_unarmed_until_membership_joins)
     view_init(&f, 2, 3);
     f.v.joined = false;
     share_core_t c = core_at(60 * S, T0);
-    cfg_limit_t l = limit(CFG_TYPE_RPM, 300, 60 * S, 60);
+    cfg_limit_t l = share_test_limit(CFG_TYPE_RPM, 300, 60 * S, 60);
     ra_limiter_t eff;
     share_update(&c, &f.v, T0 + S);
     cr_assert_eq(share_state(&c), SHARE_UNARMED);
@@ -371,7 +354,7 @@ Test(share, a_converged_fleet_discloses_exactly_amount_and_burst)
     fake_view_t f;
     view_init(&f, 2, 3);
     share_core_t c = core_seeing(&f, 60 * S);
-    cfg_limit_t l = limit(CFG_TYPE_RPM, 300, 60 * S, 60);
+    cfg_limit_t l = share_test_limit(CFG_TYPE_RPM, 300, 60 * S, 60);
     share_disclosure_t d = disclosed(&c, &l);
     cr_assert_eq(d.state, SHARE_ARMED);
     cr_assert_eq(d.n, 3);
@@ -391,7 +374,7 @@ Test(share, an_indivisible_amount_rounds_up_once_per_divisor)
     fake_view_t f;
     view_init(&f, 2, 3);
     share_core_t c = core_seeing(&f, 60 * S);
-    cfg_limit_t l = limit(CFG_TYPE_RPM, 100, 60 * S, 10);
+    cfg_limit_t l = share_test_limit(CFG_TYPE_RPM, 100, 60 * S, 10);
     share_disclosure_t d = disclosed(&c, &l);
     cr_assert_eq(d.local_share, 33, "rounded down: what this replica is sure to get");
     cr_assert_eq(d.sustained_bound, 100, "3 x 100/3 in one group: exact");
@@ -406,7 +389,7 @@ Test(share, lagging_divisors_are_summed_and_the_view_is_not_converged)
     f.m[3].state = SHARE_MEMBER_DEAD; /* we see 3 live; one peer still divides by 4 */
     peer_set(&f, 2, SHARE_MEMBER_ALIVE, SHARE_ARMED, 3);
     share_core_t c = core_seeing(&f, 60 * S);
-    cfg_limit_t l = limit(CFG_TYPE_RPM, 100, 60 * S, 100);
+    cfg_limit_t l = share_test_limit(CFG_TYPE_RPM, 100, 60 * S, 100);
     share_disclosure_t d = disclosed(&c, &l);
     cr_assert_eq(d.n, 3);
     cr_assert_eq(d.divisor_min, 3);
@@ -423,7 +406,7 @@ Test(share, an_unknown_divisor_is_bounded_as_the_whole_amount)
     f.m[2].meta = NULL; /* no metadata gossiped yet */
     f.m[2].meta_len = 0;
     share_core_t c = core_seeing(&f, 60 * S);
-    cfg_limit_t l = limit(CFG_TYPE_RPM, 300, 60 * S, 60);
+    cfg_limit_t l = share_test_limit(CFG_TYPE_RPM, 300, 60 * S, 60);
     share_disclosure_t d = disclosed(&c, &l);
     cr_assert_eq(d.divisors_unknown, 1);
     cr_assert_eq(d.sustained_bound, 200 + 300);
@@ -434,7 +417,7 @@ Test(share, an_unknown_divisor_is_bounded_as_the_whole_amount)
 Test(share, an_unarmed_replica_discloses_itself_as_unknown)
 {
     share_core_t c = core_at(60 * S, T0);
-    cfg_limit_t l = limit(CFG_TYPE_RPM, 300, 60 * S, 60);
+    cfg_limit_t l = share_test_limit(CFG_TYPE_RPM, 300, 60 * S, 60);
     share_disclosure_t d = disclosed(&c, &l);
     cr_assert_eq(d.state, SHARE_UNARMED);
     cr_assert_eq(d.n, 0);
@@ -449,7 +432,7 @@ Test(share, the_burst_floor_shows_in_the_burst_bound)
     fake_view_t f;
     view_init(&f, 9, 10);
     share_core_t c = core_seeing(&f, 60 * S);
-    cfg_limit_t l = limit(CFG_TYPE_TPM, 1000000, 60 * S, 100000);
+    cfg_limit_t l = share_test_limit(CFG_TYPE_TPM, 1000000, 60 * S, 100000);
     share_disclosure_t d = disclosed(&c, &l);
     cr_assert_eq(d.burst_bound, 10 * RA_RESERVE_CAP, "100000/10 < 16384: the unit floor wins");
     cr_assert_eq(d.sustained_bound, 1000000);
@@ -464,7 +447,7 @@ Test(share, a_held_replica_is_not_converged_and_bounds_its_held_share)
     share_core_t c = core_seeing(&f, 60 * S);
     set_state(&f, 1, 3, SHARE_MEMBER_DEAD);
     share_update(&c, &f.v, T0 + S);
-    cfg_limit_t l = limit(CFG_TYPE_RPM, 300, 60 * S, 60);
+    cfg_limit_t l = share_test_limit(CFG_TYPE_RPM, 300, 60 * S, 60);
     share_disclosure_t d = disclosed(&c, &l);
     cr_assert_eq(d.state, SHARE_HELD);
     cr_assert_eq(d.n, 3);
@@ -479,7 +462,7 @@ Test(share, bounds_saturate_instead_of_wrapping)
     fake_view_t f;
     view_init(&f, MAXM - 1, 0); /* all unarmed: each bounded as the whole amount */
     share_core_t c = core_seeing(&f, 60 * S);
-    cfg_limit_t l = limit(CFG_TYPE_RPM, INT64_MAX / 2, INT64_MAX, INT64_MAX / 4);
+    cfg_limit_t l = share_test_limit(CFG_TYPE_RPM, INT64_MAX / 2, INT64_MAX, INT64_MAX / 4);
     share_disclosure_t d = disclosed(&c, &l);
     cr_assert_eq(d.sustained_bound, INT64_MAX);
 }
@@ -493,7 +476,7 @@ Test(share, many_distinct_divisors_overflow_into_the_unknown_count)
     share_core_t c = core_seeing(&f, 60 * S);
     cr_assert_eq(c.ngroups, SHARE_GROUPS_MAX);
     cr_assert_eq(c.unknown, 40 - (SHARE_GROUPS_MAX - 1));
-    cfg_limit_t l = limit(CFG_TYPE_RPM, 300, 60 * S, 60);
+    cfg_limit_t l = share_test_limit(CFG_TYPE_RPM, 300, 60 * S, 60);
     share_disclosure_t d = disclosed(&c, &l);
     cr_assert_eq(d.divisor_min, 41, "self");
     cr_assert_eq(d.divisor_max, 115);
