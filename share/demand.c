@@ -578,9 +578,16 @@ static uint32_t cold(const demand_core_t *c)
     return demand_cold_num(c->cfg.cold_num, c->divisor);
 }
 
+/* A lease is live from its grant to its lapse; a clock that went back before the grant ends it
+ * (it must not stretch a lease by the jump). */
+static bool lease_live(const entry_t *e, int64_t now)
+{
+    return e->lease && now >= e->lease_at && now < e->lease_until;
+}
+
 static uint32_t entry_share(const demand_core_t *c, const entry_t *e, int64_t now)
 {
-    return e->lease && now < e->lease_until ? e->lease : cold(c);
+    return lease_live(e, now) ? e->lease : cold(c);
 }
 
 uint32_t demand_share(const demand_core_t *c, const cfg_limit_t *limit, const void *key,
@@ -661,7 +668,7 @@ static void owner_accept(demand_core_t *c, uint64_t member, const demand_item_t 
         if (it->value == 0)
             return; /* a release for a key we hold nothing of */
         if (c->members[owner_of(c, h)].hash != c->self_hash) {
-            c->counters.grants_ignored++; /* misrouted: the views disagree */
+            c->counters.reports_misrouted++; /* the views disagree on the owner */
             return;
         }
         if (c->owned_free.n == 0 || c->rep_free.n == 0) {
@@ -833,7 +840,7 @@ static uint32_t entry_close(demand_core_t *c, entry_t *e, int64_t elapsed, int64
         sum += e->rates[b];
     uint32_t mean = (uint32_t)(sum / c->nbuckets);
     e->estimate = rate > mean ? rate : mean;
-    if (e->lease && now >= e->lease_until)
+    if (!lease_live(e, now))
         e->lease = 0; /* lapsed: back to the cold share */
     bool was_leased = e->lease != 0;
     e->hot = e->estimate > cold(c);
@@ -962,7 +969,7 @@ void demand_tick(demand_core_t *c, int64_t now, demand_emit_fn emit, void *ctx)
 {
     int64_t elapsed = c->ticked ? now - c->last_tick : c->cfg.interval_ns;
     if (elapsed < MS)
-        elapsed = MS; /* a tick twice at once: treat the bucket as one millisecond long */
+        elapsed = c->cfg.interval_ns; /* twice at once, or the clock went back: nominal length */
     c->ticked = true;
     c->last_tick = now;
     c->next_tick = now + c->cfg.interval_ns;
@@ -1024,7 +1031,7 @@ void demand_disclose(const demand_core_t *c, const cfg_limit_t *limit, int64_t n
             continue;
         out->keys_tracked++;
         out->keys_hot += e->hot;
-        if (e->lease && now < e->lease_until) {
+        if (lease_live(e, now)) {
             out->keys_leased++;
             if (now - e->lease_at > out->largest_lease_age_ns)
                 out->largest_lease_age_ns = now - e->lease_at;

@@ -87,7 +87,8 @@ typedef struct demand_counters {
     uint64_t tx_packets, tx_bytes, rx_packets, rx_bytes;
     uint64_t reports_sent, grants_sent, reports_received, grants_received;
     uint64_t rx_bad;             /* datagrams that did not decode or came from a non-member */
-    uint64_t grants_ignored;     /* grants from a member that does not own the key here */
+    uint64_t grants_ignored;     /* grants from a non-owner, or for a key no longer hot here */
+    uint64_t reports_misrouted;  /* reports for a key this replica does not own in its view */
     uint64_t untracked_arrivals; /* keys_max full: the arrival ran on the cold share unmeasured */
     uint64_t reports_refused;    /* owned_max or leases_max full: the reporter stays cold */
     uint64_t members_left_out;   /* live members beyond members_max at the last update */

@@ -274,6 +274,19 @@ Test(demand_lease, lapses_to_the_cold_share_three_intervals_after_the_last_grant
     df_free(&f);
 }
 
+Test(demand_lease, a_clock_that_goes_back_ends_the_lease_instead_of_stretching_it)
+{
+    dfleet_t f;
+    cfg_limit_t l;
+    df_load_t ld;
+    char key[16];
+    hot_at_r0(&f, &l, &ld, 2, key);
+    uint32_t cold = demand_cold_num(52429, 4);
+    cr_assert_gt(demand_share(f.core[0], &l, key, strlen(key), f.now), cold);
+    cr_expect_eq(demand_share(f.core[0], &l, key, strlen(key), f.now - S), cold);
+    df_free(&f);
+}
+
 Test(demand_lease, a_key_that_goes_quiet_releases_its_share_and_is_forgotten)
 {
     dfleet_t f;
@@ -330,6 +343,48 @@ Test(demand_lease, ownership_change_moves_the_key_and_discloses_the_double_bound
     demand_disclose(f.core[0], &l, f.now, &d);
     cr_expect_not(d.moving);
     cr_expect_eq(d.sustained_bound, 1000);
+    df_free(&f);
+}
+
+Test(demand_lease, views_that_disagree_on_the_owner_give_no_lease_rather_than_two)
+{
+    dfleet_t f;
+    df_init(&f, 4, NULL);
+    cfg_limit_t l = df_limit(1000, S, 100);
+    df_load_t ld;
+    char key[16];
+    df_load_hot(&f, &ld, &l, 3, key, sizeof(key), 2000);
+    bool without3[DF_MAX] = {true, true, true, false};
+    df_view(&f, 0, without3); /* only r0 has lost r3: it reports to someone who defers to r3 */
+    int other = df_owner(&f, 0, &l, key);
+    cr_assert_neq(other, 3);
+    df_drive(&f, &ld, 1, f.now + 2 * S, NULL, NULL);
+    cr_expect_eq(demand_share(f.core[0], &l, key, strlen(key), f.now), demand_cold_num(52429, 3));
+    cr_expect_gt(demand_counters(f.core[other])->reports_misrouted, 0);
+    df_free(&f);
+}
+
+Test(demand_lease, a_grant_from_a_member_that_does_not_own_the_key_is_ignored)
+{
+    dfleet_t f;
+    cfg_limit_t l;
+    df_load_t ld;
+    char key[16];
+    hot_at_r0(&f, &l, &ld, 2, key);
+    uint32_t before = demand_share(f.core[0], &l, key, strlen(key), f.now);
+    demand_item_t it = {.identity = l.identity,
+                        .key = (const uint8_t *)key,
+                        .key_len = (uint32_t)strlen(key),
+                        .value = DEN,
+                        .ttl_ms = 1500};
+    uint8_t buf[256];
+    int len = demand_wire_encode(DEMAND_GRANT, &it, 1, buf, sizeof(buf));
+    cr_assert_gt(len, 0);
+    cr_expect_eq(demand_receive(f.core[0], f.now, "r1", 2, buf, (size_t)len, NULL, 0), 0);
+    cr_expect_eq(demand_share(f.core[0], &l, key, strlen(key), f.now), before);
+    cr_expect_eq(demand_counters(f.core[0])->grants_ignored, 1);
+    cr_expect_eq(demand_receive(f.core[0], f.now, "r2", 2, buf, (size_t)len, NULL, 0), 0);
+    cr_expect_eq(demand_share(f.core[0], &l, key, strlen(key), f.now), DEN, "the owner's is");
     df_free(&f);
 }
 
