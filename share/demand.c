@@ -1048,5 +1048,10 @@ void demand_disclose(const demand_core_t *c, const cfg_limit_t *limit, int64_t n
     out->moving_until_ns = c->ever_moved ? c->moved_ns + c->lease_ns + c->cfg.interval_ns : 0;
     out->moving = c->ever_moved && now < out->moving_until_ns;
     int64_t amount = limit->amount;
-    out->sustained_bound = out->moving && amount <= INT64_MAX / 2 ? 2 * amount : amount;
+    int64_t times = out->moving ? 2 : 1, b;
+    out->sustained_bound = __builtin_mul_overflow(amount, times, &b) ? INT64_MAX : b;
+    if (__builtin_mul_overflow(limit->burst, times, &b) ||
+        __builtin_add_overflow(b, (int64_t)c->divisor * cfg_type_unit(limit->type), &b))
+        b = INT64_MAX;
+    out->burst_bound = b;
 }

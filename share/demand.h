@@ -78,6 +78,9 @@ typedef struct demand_disclosure {
     /* Fleet-wide units per period: amount, or 2 x amount while ownership moves (an old owner's
      * leases still valid beside the new owner's, for at most one lease lifetime). */
     int64_t sustained_bound;
+    /* What the fleet may admit at once: each replica holds max(burst x share, unit), and the
+     * shares sum to 1 (2 while moving): burst (x 2 while moving) + N x unit. */
+    int64_t burst_bound;
     bool moving;             /* within one lease lifetime of an ownership change */
     int64_t moving_until_ns; /* when the double allocation can last have ended */
 } demand_disclosure_t;

@@ -320,6 +320,7 @@ Test(demand_lease, ownership_change_moves_the_key_and_discloses_the_double_bound
     demand_disclose(f.core[0], &l, f.now, &d);
     cr_expect_not(d.moving);
     cr_expect_eq(d.sustained_bound, 1000);
+    cr_expect_eq(d.burst_bound, 100 + 4);
     /* r2 leaves every view (gracefully: it keeps running, but nobody routes to it) */
     bool live[DF_MAX] = {true, true, false, true};
     for (int i = 0; i < 4; i++)
@@ -331,6 +332,7 @@ Test(demand_lease, ownership_change_moves_the_key_and_discloses_the_double_bound
     demand_disclose(f.core[0], &l, f.now, &d);
     cr_expect(d.moving);
     cr_expect_eq(d.sustained_bound, 2000);
+    cr_expect_eq(d.burst_bound, 200 + 3);
     cr_expect_eq(d.moving_until_ns, moved + 4 * INTERVAL);
     offer(&f, &ld, 0, 2000, 2 * INTERVAL + 10 * DF_MS);
     int owner = df_owner(&f, 0, &l, key);
