@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# bench/run.sh: tokentriage against the machine's ceiling and against Redis + Lua, side by side.
+#
+#   bench/run.sh [--quick] [--runs N] [--duration MS] [--build DIR] [--out DIR] [--targets LIST]
+#
+# Starts, on unix sockets in a fresh temporary directory:
+#   ceiling  bench/ceiling: frames the same msgpack requests, answers a fixed map, no rate logic
+#   redis    redis-server 7 running bench/redis_gcra.lua by EVALSHA (the usual Redis limiter)
+#   tt       tokentriage serve with bench/bench.yaml (one local gcra limit per key)
+#   tt_redis tokentriage serve with bench/bench-redis.yaml (the same limit, store: redis, on
+#            the same redis-server)
+# and drives each with bench/loadgen (one generator for all four: same connections, depth and
+# key sequence) at depths 1, 16, 64 on 1 and 8 connections over 1, 10k and 1M keys. Runs are
+# interleaved (run 1 of every case and target, then run 2, ...) so the machine's noise spreads
+# over all of them; medians are reported with the ratios tt/ceiling, tt/redis and
+# tt_redis/redis. Every key set is prefilled once per target before it is measured.
+#
+# --quick: one run of 1 s per case, keys 1 and 10k only (about a minute). Default: 5 runs of
+# 2 s. Raw results (one JSON line per run) and the table go to --out (default
+# bench-results/<date>). Every server started is stopped on exit, whatever happens.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build=build runs=5 duration=2000 warmup=300 out="" quick=0
+targets="ceiling redis tt tt_redis"
+depths="1 16 64" conns="1 8" keysets="1 10000 1000000"
+while (($#)); do
+  case $1 in
+  --quick) quick=1 ;;
+  --runs) runs=$2; shift ;;
+  --duration) duration=$2; shift ;;
+  --build) build=$2; shift ;;
+  --out) out=$2; shift ;;
+  --targets) targets=$2; shift ;;
+  -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+  *) echo "bench/run.sh: unknown argument $1" >&2; exit 64 ;;
+  esac
+  shift
+done
+if ((quick)); then runs=1 duration=1000 warmup=200 keysets="1 10000"; fi
+out=${out:-bench-results/$(date -u +%Y%m%dT%H%M%SZ)}
+mkdir -p "$out"
+
+for bin in "$build/bench/loadgen" "$build/bench/ceiling" "$build/cmd/tokentriage"; do
+  [ -x "$bin" ] || { echo "bench/run.sh: $bin missing: run scripts/build.sh $build first" >&2; exit 69; }
+done
+command -v redis-server >/dev/null || { echo "bench/run.sh: redis-server not found" >&2; exit 69; }
+
+tmp=$(mktemp -d /tmp/ttbench.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+
+# Waits until something accepts connections on the unix socket $1 (10 s at most).
+wait_socket() {
+  for _ in $(seq 100); do
+    python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])' \
+      "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+declare -A sock proto pid
+have=()
+start_target() { # name command...: starts it in the background, records whether it came up
+  local name=$1; shift
+  "$@" >"$tmp/$name.log" 2>&1 &
+  pids+=($!)
+  pid[$name]=$!
+  if wait_socket "${sock[$name]}"; then
+    have+=("$name")
+  else
+    echo "bench/run.sh: $name did not come up; skipping it (log follows)" >&2
+    sed 's/^/  /' "$tmp/$name.log" >&2
+  fi
+}
+
+sock[ceiling]=$tmp/ceiling.sock sock[redis]=$tmp/redis.sock sock[tt]=$tmp/tt.sock
+sock[tt_redis]=$tmp/tt_redis.sock sock[redis-server]=$tmp/redis.sock
+proto[ceiling]=msgpack proto[redis]=resp proto[tt]=msgpack proto[tt_redis]=msgpack
+
+want() { [[ " $targets " == *" $1 "* ]]; }
+needs_redis=0
+want redis && needs_redis=1
+want tt_redis && needs_redis=1
+if ((needs_redis)); then
+  start_target redis-server redis-server --port 0 --unixsocket "$tmp/redis.sock" \
+    --unixsocketperm 700 --save "" --appendonly no --daemonize no
+fi
+if want redis && [[ " ${have[*]} " == *" redis-server "* ]]; then
+  sha=$(redis-cli -s "$tmp/redis.sock" SCRIPT LOAD "$(cat bench/redis_gcra.lua)")
+  have+=(redis)
+  pid[redis]=${pid[redis-server]}
+fi
+want ceiling && start_target ceiling "$build/bench/ceiling" "$tmp/ceiling.sock"
+want tt && start_target tt "$build/cmd/tokentriage" serve -c bench/bench.yaml -s "$tmp/tt.sock"
+if want tt_redis; then
+  sed "s#@REDIS@#$tmp/redis.sock#" bench/bench-redis.yaml >"$tmp/bench-redis.yaml"
+  start_target tt_redis "$build/cmd/tokentriage" serve -c "$tmp/bench-redis.yaml" \
+    -s "$tmp/tt_redis.sock"
+fi
+measured=()
+for t in $targets; do [[ " ${have[*]} " == *" $t "* ]] && measured+=("$t"); done
+((${#measured[@]})) || { echo "bench/run.sh: no target came up" >&2; exit 69; }
+
+gen() { # target args...
+  local t=$1; shift
+  local extra=()
+  [ "${proto[$t]}" = resp ] && extra=(--sha "$sha")
+  "$build/bench/loadgen" --proto "${proto[$t]}" --socket "${sock[$t]}" --pid "${pid[$t]}" \
+    "${extra[@]}" "$@"
+}
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "kernel: $(uname -srm)"
+  echo "cpu: $(lscpu | sed -n 's/^Model name: *//p') x $(nproc)"
+  echo "redis: $(redis-server --version | cut -d' ' -f3)"
+  echo "targets: ${measured[*]}; runs $runs x ${duration} ms (+${warmup} ms warm-up)"
+  echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee "$out/machine.txt"
+
+raw=$out/raw.jsonl
+: >"$raw"
+for ((r = 1; r <= runs; r++)); do
+  for k in $keysets; do
+    for t in "${measured[@]}"; do
+      # every key set once before its first measurement: tables and Redis hold every key
+      ((r == 1 && k > 1)) && gen "$t" -c 8 -p 64 -k "$k" --prefill >/dev/null
+    done
+    for c in $conns; do
+      for p in $depths; do
+        for t in "${measured[@]}"; do
+          line=$(gen "$t" -c "$c" -p "$p" -k "$k" -d "$duration" -w "$warmup" --seed "$r")
+          echo "{\"target\":\"$t\",\"run\":$r,${line#\{}" >>"$raw"
+        done
+      done
+    done
+  done
+  echo "run $r/$runs done, load $(cut -d' ' -f1-3 /proc/loadavg)"
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/machine.txt"
+python3 bench/report.py "$raw" | tee "$out/table.md"
