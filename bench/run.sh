@@ -17,7 +17,7 @@
 #
 # --quick: one run of 1 s per case, keys 1 and 10k only (about a minute). Default: 5 runs of
 # 2 s. Raw results (one JSON line per run) and the table go to --out (default
-# bench-results/<date>). Every server started is stopped on exit, whatever happens.
+# BUILD/bench-results/<date>). Every server started is stopped on exit, whatever happens.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,7 +38,7 @@ while (($#)); do
   shift
 done
 if ((quick)); then runs=1 duration=1000 warmup=200 keysets="1 10000"; fi
-out=${out:-bench-results/$(date -u +%Y%m%dT%H%M%SZ)}
+out=${out:-$build/bench-results/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"
 
 for bin in "$build/bench/loadgen" "$build/bench/ceiling" "$build/cmd/tokentriage"; do
