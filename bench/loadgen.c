@@ -24,9 +24,9 @@
  *
  * Timing: the first -w milliseconds are a warm-up and not counted; then answers are counted
  * for -d milliseconds. Latency is per batch (a request's round trip from the write that sent
- * it to the read that completed it), in a log-linear histogram. With --pid, the target's CPU
- * time over the window is read too: its share of a CPU and its CPU time per answer, the
- * figure that stays meaningful when other work shares the machine. Prints one JSON line.
+ * it to the read that completed it), exact percentiles over every batch. With --pid, the target's
+ * CPU time over the window is read too: its share of a CPU and its CPU time per answer, the figure
+ * that stays meaningful when other work shares the machine. Prints one JSON line.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -57,10 +57,6 @@
 #define LIMIT_BURST "100"
 #define LIMIT_RATE "600"
 #define LIMIT_PERIOD_S "60"
-
-/* Log-linear latency histogram: 16 sub-buckets per power of two of nanoseconds (6% error). */
-#define SUB 16
-#define NBUCKETS (64 * SUB)
 
 typedef enum { P_MSGPACK, P_RESP } proto_kind_t;
 
@@ -100,7 +96,6 @@ static struct {
 
 static struct {
     uint64_t answers, admitted, denied, errors, unexpected;
-    uint64_t hist[NBUCKETS];
     char first_error[200];
 } st;
 
@@ -143,33 +138,42 @@ static int64_t mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static int bucket(uint64_t ns)
+/* Round trips as (nanoseconds, requests) pairs, one per completed batch; sorted at the end for
+ * exact percentiles. A few hundred thousand reads a second at most: a few MB per run. */
+typedef struct sample {
+    int64_t ns;
+    uint64_t n;
+} sample_t;
+
+static sample_t *samples;
+static size_t nsamples, samples_cap;
+
+static void sample(int64_t ns, uint64_t n)
 {
-    if (ns < SUB)
-        return (int)ns;
-    int log = 63 - __builtin_clzll(ns);
-    int b = (log - 3) * SUB + (int)((ns >> (log - 4)) & (SUB - 1));
-    return b < NBUCKETS ? b : NBUCKETS - 1;
+    if (nsamples == samples_cap) {
+        samples_cap = samples_cap ? 2 * samples_cap : 65536;
+        if (!(samples = realloc(samples, samples_cap * sizeof(*samples)))) {
+            fprintf(stderr, "loadgen: out of memory for latency samples\n");
+            exit(1);
+        }
+    }
+    samples[nsamples++] = (sample_t){ns, n};
 }
 
-static double bucket_ns(int b)
+static int by_ns(const void *a, const void *b)
 {
-    if (b < SUB)
-        return b;
-    int log = b / SUB + 3, sub = b % SUB;
-    return (double)((uint64_t)1 << log) * (1.0 + (sub + 0.5) / SUB);
+    int64_t x = ((const sample_t *)a)->ns, y = ((const sample_t *)b)->ns;
+    return (x > y) - (x < y);
 }
 
+/* The round trip below which a fraction q of the counted requests came back. */
 static double percentile(double q)
 {
-    uint64_t total = 0, seen = 0;
-    for (int b = 0; b < NBUCKETS; b++)
-        total += st.hist[b];
-    uint64_t want = (uint64_t)(q * (double)total);
-    for (int b = 0; b < NBUCKETS; b++) {
-        seen += st.hist[b];
+    uint64_t want = (uint64_t)(q * (double)st.answers), seen = 0;
+    for (size_t i = 0; i < nsamples; i++) {
+        seen += samples[i].n;
         if (seen > want)
-            return bucket_ns(b);
+            return (double)samples[i].ns;
     }
     return 0;
 }
@@ -271,7 +275,7 @@ static bool flush(conn_t *c)
     return true;
 }
 
-/* k answers arrived at `now`: their batches' round trips go into the histogram. */
+/* k answers arrived at `now`: their batches' round trips become samples. */
 static void completed(conn_t *c, unsigned k, int64_t now)
 {
     c->inflight -= k;
@@ -279,7 +283,7 @@ static void completed(conn_t *c, unsigned k, int64_t now)
         uint32_t *n = &c->batch_n[c->btail % MAX_DEPTH];
         unsigned take = *n < k ? *n : k;
         if (counting)
-            st.hist[bucket((uint64_t)(now - c->batch_t[c->btail % MAX_DEPTH]))] += take;
+            sample(now - c->batch_t[c->btail % MAX_DEPTH], take);
         *n -= take;
         k -= take;
         if (*n == 0)
@@ -346,21 +350,15 @@ static unsigned parse(conn_t *c)
 {
     unsigned k = 0;
     if (opt.proto == P_MSGPACK) {
-        size_t off = 0;
-        for (;;) {
-            size_t n;
-            bool deep;
-            int rc = proto_frame(c->in + off, c->in_len - off, &n, &deep);
-            if (rc == PROTO_EMORE)
-                break;
-            if (rc < 0) {
-                fprintf(stderr, "loadgen: the target's answers cannot be framed\n");
-                exit(1);
-            }
+        size_t off = 0, n;
+        bool deep;
+        int rc;
+        for (; (rc = proto_frame(c->in + off, c->in_len - off, &n, &deep)) == 0; off += n, k++)
             if (counting)
                 check_msgpack(c->in + off, n);
-            off += n;
-            k++;
+        if (rc != PROTO_EMORE) {
+            fprintf(stderr, "loadgen: the target's answers cannot be framed\n");
+            exit(1);
         }
         memmove(c->in, c->in + off, c->in_len - off);
         c->in_len -= off;
@@ -563,6 +561,7 @@ int main(int argc, char **argv)
         cpu_to = target_cpu_ns();
     }
     double secs = (double)(counted_to - counted_from) / 1e9;
+    qsort(samples, nsamples, sizeof(*samples), by_ns);
     printf("{\"proto\":\"%s\",\"connections\":%u,\"depth\":%u,\"keys\":%llu,\"answers\":%llu,"
            "\"seconds\":%.3f,\"per_s\":%.0f,\"admitted\":%llu,\"denied\":%llu,\"errors\":%llu,"
            "\"unexpected\":%llu,\"p50_us\":%.1f,\"p99_us\":%.1f",
