@@ -278,22 +278,29 @@ def test_start(fleet):
         check(n.probe("liveness"), f"{n.name} answers the liveness probe")
 
 
-def test_client_pod(fleet):
-    """Runs the client Pod example's command on each node as that Pod would run it."""
+def run_client_pod(fleet, node, groups):
+    """Runs the client Pod example's command on `node` as that Pod would run it, with the given
+    supplementary groups."""
     c = fleet.deploy["client"]
+    lines = []
+    for m in c["mounts"]:
+        src = node.host_dir(m["hostPath"])
+        fleet.mountpoint(m["path"])
+        lines.append(f"mount --bind {'-o ro ' if m['readOnly'] else ''}'{src}' '{m['path']}'")
+    env = " ".join(f"{e['name']}={e['value']}" for e in c["env"])
+    cmd = [fleet.tt] + c["command"][1:]  # the image's tokentriage is the binary under test
+    grouping = f"--groups={groups}" if groups else "--clear-groups"
+    lines.append(f"exec setpriv --reuid={c['runAsUser']} --regid={c['runAsGroup']} {grouping} "
+                 f"--inh-caps=-all --bounding-set=-all --no-new-privs env -i {env} "
+                 f"{subprocess.list2cmdline(cmd)}")
+    return run("unshare", "-m", "--propagation", "private", "sh", "-ec", "\n".join(lines), check_rc=False)
+
+
+def test_client_pod(fleet):
+    c = fleet.deploy["client"]
+    groups = ",".join(str(g) for g in c["supplementalGroups"])
     for n in fleet.nodes:
-        lines = []
-        for m in c["mounts"]:
-            src = n.host_dir(m["hostPath"])
-            fleet.mountpoint(m["path"])
-            lines.append(f"mount --bind {'-o ro ' if m['readOnly'] else ''}'{src}' '{m['path']}'")
-        env = " ".join(f"{e['name']}={e['value']}" for e in c["env"])
-        cmd = [fleet.tt] + c["command"][1:]  # the image's tokentriage is the binary under test
-        groups = ",".join(str(g) for g in c["supplementalGroups"])
-        lines.append(f"exec setpriv --reuid={c['runAsUser']} --regid={c['runAsGroup']} --groups={groups} "
-                     f"--inh-caps=-all --bounding-set=-all --no-new-privs env -i {env} "
-                     f"{subprocess.list2cmdline(cmd)}")
-        r = run("unshare", "-m", "--propagation", "private", "sh", "-ec", "\n".join(lines), check_rc=False)
+        r = run_client_pod(fleet, n, groups)
         ok = r.returncode == 0
         if ok:
             answer = json.loads(r.stdout)
@@ -301,6 +308,9 @@ def test_client_pod(fleet):
         check(ok, f"{n.name}: the client Pod's `{' '.join(c['command'])}` (uid {c['runAsUser']}, group "
                   f"{groups}, socket directory read-only) is admitted with headers"
                   + ("" if ok else f": rc {r.returncode} {r.stdout.strip()} {r.stderr.strip()}"))
+    r = run_client_pod(fleet, fleet.nodes[0], "")
+    check(r.returncode != 0, "without the daemon's group the same client cannot reach the socket "
+                             f"(rc {r.returncode}: {r.stderr.strip()[:80]})")
 
 
 def test_division(fleet):
