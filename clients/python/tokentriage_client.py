@@ -32,8 +32,17 @@ class TokentriageError(Exception):
 
 
 def socket_path(path=None):
-    """The socket path as every tokentriage client resolves it: argument, TOKENTRIAGE_SOCKET, default."""
-    return path or os.environ.get("TOKENTRIAGE_SOCKET") or DEFAULT_SOCKET
+    """The socket path as every tokentriage client resolves it (docs/protocol.md): the argument,
+    then $TOKENTRIAGE_SOCKET, then the built-in default when a socket exists there, else the
+    fallback of a daemon that could not write /run/tokentriage when a socket exists there."""
+    if path or os.environ.get("TOKENTRIAGE_SOCKET"):
+        return path or os.environ["TOKENTRIAGE_SOCKET"]
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    fallback = (os.path.join(runtime, "tokentriage", "tokentriage.sock") if runtime
+                else f"/tmp/tokentriage-{os.getuid()}/tokentriage.sock")
+    if not os.path.exists(DEFAULT_SOCKET) and os.path.exists(fallback):
+        return fallback
+    return DEFAULT_SOCKET
 
 
 class Client:
