@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "limit_helper.h"
 #include "ratealg.h"
 
 void df_init(dfleet_t *f, int n, const demand_config_t *cfg)
@@ -141,20 +142,7 @@ int df_owner(const dfleet_t *f, int i, const cfg_limit_t *l, const char *key)
 
 cfg_limit_t df_limit(int64_t amount, int64_t period_ns, int64_t burst)
 {
-    cfg_limit_t l;
-    memset(&l, 0, sizeof(l));
-    strcpy(l.id, "team_rpm");
-    strcpy(l.level, "team");
-    l.type = CFG_TYPE_RPM;
-    l.store = CFG_STORE_SHARE;
-    l.algorithm = RA_GCRA;
-    l.posture = (cfg_posture_t){.on = 1, .enforce_hard = 1, .fail_open = 1};
-    l.amount = amount;
-    l.period_ns = period_ns;
-    l.burst = burst;
-    char msg[256];
-    cr_assert_eq(cfg_limit_arm(&l, msg, sizeof(msg)), 0, "%s", msg);
-    return l;
+    return share_test_limit(CFG_TYPE_RPM, amount, period_ns, burst);
 }
 
 void df_key_owned_by(const dfleet_t *f, const cfg_limit_t *l, int owner, char *key, size_t size)
