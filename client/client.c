@@ -249,8 +249,10 @@ static int read_headers(proto_reader_t *rd, tt_response_t *r)
     return 0;
 }
 
-/* Reads one answer map into r. Unknown keys are skipped: newer daemons may say more. */
-static int decode_response(const uint8_t *msg, size_t len, tt_response_t *r)
+/* Reads one answer map from the start of msg[0, len) into r and sets *used to its length.
+ * Unknown keys are skipped: newer daemons may say more. TT_EPROTO when the bytes are not a
+ * whole answer (cut short, or malformed). */
+static int decode_response(const uint8_t *msg, size_t len, tt_response_t *r, size_t *used)
 {
     proto_reader_t rd = {msg, msg + len};
     uint32_t n;
@@ -329,6 +331,8 @@ static int decode_response(const uint8_t *msg, size_t len, tt_response_t *r)
         if (rc)
             return TT_EPROTO;
     }
+    *used = (size_t)(rd.pos - msg);
+    r->raw_len = *used;
     if (is_error)
         return TT_ESERVER;
     if (kind < 0)
@@ -347,16 +351,18 @@ int tt_recv(tt_client_t *c, tt_response_t *r)
     c->in_pos += c->last_len;
     c->last_len = 0;
     for (;;) {
-        size_t n;
+        /* decode straight away (one pass); only a failure asks the framer whether the answer
+         * is merely incomplete */
+        const uint8_t *p = c->in + c->in_pos;
+        size_t avail = c->in_len - c->in_pos, n;
         bool deep;
-        rc = proto_frame(c->in + c->in_pos, c->in_len - c->in_pos, &n, &deep);
-        if (rc == 0) {
+        rc = decode_response(p, avail, r, &n);
+        if (rc != TT_EPROTO) {
             c->last_len = n;
             c->outstanding--;
-            rc = decode_response(c->in + c->in_pos, n, r);
-            return rc == TT_EPROTO ? broken(c, rc) : rc;
+            return rc;
         }
-        if (rc != PROTO_EMORE)
+        if (proto_frame(p, avail, &n, &deep) != PROTO_EMORE)
             return broken(c, TT_EPROTO);
         short rev;
         if ((rc = wait_for(c, POLLIN, &rev)) || (rc = read_some(c)))

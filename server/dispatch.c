@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "engine.h"
 #include "srv_int.h"
@@ -20,13 +19,6 @@ typedef struct pending {
     srv_slot_t slot;
     gov_result_t result;
 } pending_t;
-
-static int64_t wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void to_subject(const proto_request_t *req, gov_subject_t *s)
 {
@@ -80,13 +72,20 @@ static srv_verdict_t verdict_of(const gov_result_t *r)
 }
 
 /* Counts and encodes a finished engine answer. */
+/* start_ns is 0 for an answer made within the current batch: its latency is the batch's,
+ * observed once when the batch ends (srv.c); a later completion measures its own. */
 static int finish(srv_t *s, proto_out_t *out, uint64_t seq, proto_op_t op, uint64_t start_ns,
                   const gov_result_t *r)
 {
     if (r->status < 0)
         srv_metrics_error(s->metrics, gov_strcode(r->status));
-    else if (op == PROTO_OP_DECIDE || op == PROTO_OP_ACQUIRE)
-        srv_metrics_decision(s->metrics, verdict_of(r), uv_hrtime() - start_ns);
+    else if (op == PROTO_OP_DECIDE || op == PROTO_OP_ACQUIRE) {
+        srv_metrics_decision(s->metrics, verdict_of(r));
+        if (start_ns)
+            srv_metrics_latency(s->metrics, uv_hrtime() - start_ns, 1);
+        else
+            s->batch_decisions++;
+    }
     return encode_result(out, seq, op, r);
 }
 
@@ -111,16 +110,15 @@ static pending_t *spare(srv_t *s)
     return s->spare;
 }
 
-static void answer(srv_conn_t *c, const proto_request_t *req, uint64_t start_ns,
-                   const gov_result_t *r)
+static void answer(srv_conn_t *c, const proto_request_t *req, const gov_result_t *r)
 {
     proto_out_t *out = srv__answer_buf(c);
-    if (!out || finish(c->srv, out, req->seq, req->op, start_ns, r))
+    if (!out || finish(c->srv, out, req->seq, req->op, 0, r))
         srv__fail(c);
 }
 
 /* decide and settle, which may answer later. */
-static void engine_call(srv_conn_t *c, const proto_request_t *req, uint64_t start_ns)
+static void engine_call(srv_conn_t *c, const proto_request_t *req)
 {
     srv_t *s = c->srv;
     pending_t *p = spare(s);
@@ -129,20 +127,20 @@ static void engine_call(srv_conn_t *c, const proto_request_t *req, uint64_t star
         return;
     }
     /* queued before the call: a completion may come from inside it */
-    srv__slot_link(c, &p->slot, req->seq, req->op, start_ns);
+    srv__slot_link(c, &p->slot, req->seq, req->op, s->batch_mono_ns);
     gov_subject_t subj;
     to_subject(req, &subj);
     int rc = req->op == PROTO_OP_DECIDE
                  ? gov_decide(s->engine, &subj, req->has_tokens ? req->tokens : GOV_NO_TOKENS,
-                              wall_now(), &p->result, on_done, &p->slot)
-                 : gov_settle(s->engine, &subj, req->reserved, req->actual, wall_now(), &p->result,
-                              on_done, &p->slot);
+                              s->batch_wall_ns, &p->result, on_done, &p->slot)
+                 : gov_settle(s->engine, &subj, req->reserved, req->actual, s->batch_wall_ns,
+                              &p->result, on_done, &p->slot);
     if (rc == GOV_PENDING) {
         s->spare = NULL; /* the engine owns it until on_done */
         return;
     }
     srv__slot_unlink(c, &p->slot); /* answered at once: it never waits in the queue */
-    answer(c, req, start_ns, &p->result);
+    answer(c, req, &p->result);
 }
 
 static void fleet(srv_conn_t *c, uint64_t seq)
@@ -150,7 +148,7 @@ static void fleet(srv_conn_t *c, uint64_t seq)
     srv_t *s = c->srv;
     static gov_fleet_entry_t entries[GOV_LIMITS_MAX];
     static proto_fleet_limit_t rows[GOV_LIMITS_MAX];
-    size_t n = gov_fleet(s->engine, wall_now(), entries, GOV_LIMITS_MAX);
+    size_t n = gov_fleet(s->engine, s->batch_wall_ns, entries, GOV_LIMITS_MAX);
     if (n > GOV_LIMITS_MAX)
         n = GOV_LIMITS_MAX;
     int64_t replicas = 1;
@@ -209,7 +207,7 @@ static void members(srv_conn_t *c, uint64_t seq)
         free(rows);
 }
 
-void srv__dispatch(srv_conn_t *c, const proto_request_t *req, uint64_t start_ns)
+void srv__dispatch(srv_conn_t *c, const proto_request_t *req)
 {
     srv_t *s = c->srv;
     proto_out_t *out;
@@ -218,7 +216,7 @@ void srv__dispatch(srv_conn_t *c, const proto_request_t *req, uint64_t start_ns)
     switch (req->op) {
     case PROTO_OP_DECIDE:
     case PROTO_OP_SETTLE:
-        engine_call(c, req, start_ns);
+        engine_call(c, req);
         return;
     case PROTO_OP_ACQUIRE:
         if (!(p = spare(s))) {
@@ -226,8 +224,8 @@ void srv__dispatch(srv_conn_t *c, const proto_request_t *req, uint64_t start_ns)
             return;
         }
         to_subject(req, &subj);
-        gov_acquire(s->engine, &subj, c->id, wall_now(), &p->result);
-        answer(c, req, start_ns, &p->result);
+        gov_acquire(s->engine, &subj, c->id, s->batch_wall_ns, &p->result);
+        answer(c, req, &p->result);
         return;
     case PROTO_OP_RELEASE:
         out = srv__answer_buf(c);

@@ -51,15 +51,19 @@ void srv_metrics_free(srv_metrics_t *m)
     free(m);
 }
 
-void srv_metrics_decision(srv_metrics_t *m, srv_verdict_t verdict, uint64_t latency_ns)
+void srv_metrics_decision(srv_metrics_t *m, srv_verdict_t verdict)
 {
     m->verdicts[verdict]++;
+}
+
+void srv_metrics_latency(srv_metrics_t *m, uint64_t latency_ns, uint64_t count)
+{
     int b = 0;
     while (b < NBUCKETS && latency_ns > bucket_ns[b])
         b++;
-    m->buckets[b]++;
-    m->latency_sum_ns += latency_ns;
-    m->latency_count++;
+    m->buckets[b] += count;
+    m->latency_sum_ns += latency_ns * count;
+    m->latency_count += count;
 }
 
 void srv_metrics_request(srv_metrics_t *m, proto_op_t op)
@@ -116,8 +120,9 @@ void srv_metrics_render(srv_metrics_t *m, proto_out_t *out)
     for (int v = 0; v < SRV_VERDICT_COUNT_; v++)
         P(out, "tokentriage_verdicts_total{verdict=\"%s\"} %llu\n", verdict_names[v],
           (unsigned long long)m->verdicts[v]);
-    P(out, "# HELP tokentriage_decision_latency_seconds Time from reading a decide request to "
-           "having its answer.\n# TYPE tokentriage_decision_latency_seconds histogram\n");
+    P(out,
+      "# HELP tokentriage_decision_latency_seconds Time from reading a decision request (with its "
+      "batch) to having its answer.\n# TYPE tokentriage_decision_latency_seconds histogram\n");
     uint64_t cum = 0;
     for (int b = 0; b <= NBUCKETS; b++) {
         cum += m->buckets[b];

@@ -27,9 +27,11 @@ typedef void (*srv_metrics_source_fn)(proto_out_t *out, void *ud);
 srv_metrics_t *srv_metrics_new(void);
 void srv_metrics_free(srv_metrics_t *m);
 
-/* One decision: its verdict and how long the server took from reading the request to having
- * the answer. (Per-limit outcomes are the engine's, rendered by its source.) */
-void srv_metrics_decision(srv_metrics_t *m, srv_verdict_t verdict, uint64_t latency_ns);
+/* One decision, by verdict. (Per-limit outcomes are the engine's, rendered by its source.) */
+void srv_metrics_decision(srv_metrics_t *m, srv_verdict_t verdict);
+/* `count` decisions that each took at most latency_ns from the read of their request (a
+ * batch of them is observed once, at its end: the clock is read once per batch). */
+void srv_metrics_latency(srv_metrics_t *m, uint64_t latency_ns, uint64_t count);
 void srv_metrics_request(srv_metrics_t *m, proto_op_t op);
 /* A request answered with an error, by its wire code ("wrong_type", ...). */
 void srv_metrics_error(srv_metrics_t *m, const char *code);

@@ -10,7 +10,6 @@
  */
 #include "proto.h"
 
-#include <msgpack.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,12 +48,6 @@ const char *proto_op_name(proto_op_t op)
     return (unsigned)op < PROTO_OP_COUNT_ ? op_names[op] : "unknown";
 }
 
-bool proto_str_eq(proto_str_t s, const char *lit)
-{
-    size_t n = strlen(lit);
-    return s.len == n && memcmp(s.ptr, lit, n) == 0;
-}
-
 static uint64_t be(const uint8_t *p, int n)
 {
     uint64_t v = 0;
@@ -68,8 +61,8 @@ static uint64_t be(const uint8_t *p, int n)
  * and how many child values follow (map entries count twice). Returns 0, PROTO_EMORE when the
  * header itself is cut, PROTO_EFRAME for 0xc1 (which no msgpack value starts with).
  */
-static int head(const uint8_t *p, const uint8_t *end, size_t *hdr, uint64_t *payload,
-                uint64_t *children)
+static inline __attribute__((always_inline)) int
+head(const uint8_t *p, const uint8_t *end, size_t *hdr, uint64_t *payload, uint64_t *children)
 {
     if (p >= end)
         return PROTO_EMORE;
@@ -693,50 +686,138 @@ void proto_out_free(proto_out_t *out)
     out->len = out->cap = 0;
 }
 
+/* Grows the buffer: room()'s slow path, out of line. */
+static __attribute__((noinline)) bool grow(proto_out_t *out, size_t n)
+{
+    if (out->failed)
+        return false;
+    size_t cap = out->cap ? out->cap : 256;
+    while (cap - out->len < n)
+        cap *= 2;
+    uint8_t *p = realloc(out->data, cap);
+    if (!p) {
+        out->failed = true;
+        return false;
+    }
+    out->data = p;
+    out->cap = cap;
+    return true;
+}
+
+/* Makes room for n more bytes; false (and `failed` latched) when memory runs out. */
+static inline bool room(proto_out_t *out, size_t n)
+{
+    return __builtin_expect(out->cap - out->len >= n, 1) || grow(out, n);
+}
+
 int proto_out_append(proto_out_t *out, const void *bytes, size_t n)
 {
-    if (out->cap - out->len < n) {
-        size_t cap = out->cap ? out->cap : 256;
-        while (cap - out->len < n)
-            cap *= 2;
-        uint8_t *p = realloc(out->data, cap);
-        if (!p) {
-            out->failed = true;
-            return -1;
-        }
-        out->data = p;
-        out->cap = cap;
-    }
-    memcpy(out->data + out->len, bytes, n);
+    if (!room(out, n))
+        return -1;
+    if (n)
+        memcpy(out->data + out->len, bytes, n);
     out->len += n;
     return 0;
 }
 
-static int out_write(void *data, const char *buf, size_t len)
+/*
+ * The writer. Answers are small maps of short keys and integers, so every value is written in
+ * place: one capacity check, then the bytes (the smallest msgpack form of each), no call per
+ * item. An allocation failure latches out->failed and later writes do nothing. The writers
+ * are forced inline so that a key's length is a constant and its copy a few moves.
+ */
+#define W_INLINE static inline __attribute__((always_inline))
+
+/* A type byte and a big-endian number of `bytes` bytes (0 for fix forms). */
+W_INLINE void w_head(proto_out_t *out, uint8_t type, uint64_t v, int bytes)
 {
-    return proto_out_append(data, buf, len);
+    if (!room(out, 9))
+        return;
+    uint8_t *d = out->data + out->len;
+    d[0] = type;
+    for (int i = 0; i < bytes; i++)
+        d[1 + i] = (uint8_t)(v >> (8 * (bytes - 1 - i)));
+    out->len += 1 + (size_t)bytes;
 }
 
-#define KEY(pk, lit)                                                                               \
-    (msgpack_pack_str(pk, sizeof(lit) - 1), msgpack_pack_str_body(pk, lit, sizeof(lit) - 1))
-
-static void pack_str(msgpack_packer *pk, proto_str_t s)
+W_INLINE void w_sized(proto_out_t *out, uint64_t n, uint8_t fix, uint64_t fix_max, uint8_t t8,
+                      uint8_t t16, uint8_t t32)
 {
-    msgpack_pack_str(pk, s.len);
-    msgpack_pack_str_body(pk, s.ptr, s.len);
+    if (n <= fix_max)
+        w_head(out, (uint8_t)(fix | n), 0, 0);
+    else if (t8 && n <= 0xff)
+        w_head(out, t8, n, 1);
+    else if (n <= 0xffff)
+        w_head(out, t16, n, 2);
+    else
+        w_head(out, t32, n, 4);
 }
 
-static void pack_cstr(msgpack_packer *pk, const char *s)
+W_INLINE void w_map(proto_out_t *out, uint32_t n)
 {
-    pack_str(pk, (proto_str_t){s, (uint32_t)strlen(s)});
+    w_sized(out, n, 0x80, 15, 0, 0xde, 0xdf);
 }
 
-static msgpack_packer packer(proto_out_t *out)
+W_INLINE void w_array(proto_out_t *out, uint32_t n)
 {
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, out, out_write);
-    return pk;
+    w_sized(out, n, 0x90, 15, 0, 0xdc, 0xdd);
 }
+
+W_INLINE void w_str(proto_out_t *out, const char *p, size_t n)
+{
+    w_sized(out, n, 0xa0, 31, 0xd9, 0xda, 0xdb);
+    if (room(out, n)) {
+        memcpy(out->data + out->len, p, n);
+        out->len += n;
+    }
+}
+
+W_INLINE void w_pstr(proto_out_t *out, proto_str_t s)
+{
+    w_str(out, s.ptr, s.len);
+}
+
+static void w_cstr(proto_out_t *out, const char *s)
+{
+    w_str(out, s, strlen(s));
+}
+
+W_INLINE void w_uint(proto_out_t *out, uint64_t v)
+{
+    if (v <= 0x7f)
+        w_head(out, (uint8_t)v, 0, 0);
+    else if (v <= 0xff)
+        w_head(out, 0xcc, v, 1);
+    else if (v <= 0xffff)
+        w_head(out, 0xcd, v, 2);
+    else if (v <= 0xffffffffu)
+        w_head(out, 0xce, v, 4);
+    else
+        w_head(out, 0xcf, v, 8);
+}
+
+W_INLINE void w_int(proto_out_t *out, int64_t v)
+{
+    if (v >= 0)
+        w_uint(out, (uint64_t)v);
+    else if (v >= -32)
+        w_head(out, (uint8_t)v, 0, 0);
+    else if (v >= INT8_MIN)
+        w_head(out, 0xd0, (uint64_t)v, 1);
+    else if (v >= INT16_MIN)
+        w_head(out, 0xd1, (uint64_t)v, 2);
+    else if (v >= INT32_MIN)
+        w_head(out, 0xd2, (uint64_t)v, 4);
+    else
+        w_head(out, 0xd3, (uint64_t)v, 8);
+}
+
+W_INLINE void w_bool(proto_out_t *out, bool v)
+{
+    w_head(out, v ? 0xc3 : 0xc2, 0, 0);
+}
+
+#define W_KEY(out, lit) w_str(out, lit, sizeof(lit) - 1)
 
 static int done(proto_out_t *out, size_t start)
 {
@@ -748,53 +829,51 @@ static int done(proto_out_t *out, size_t start)
 }
 
 /* Opens an answer: a map of `fields` entries (seq included) and the seq. */
-static msgpack_packer open_answer(proto_out_t *out, uint32_t fields, uint64_t seq)
+static void open_answer(proto_out_t *out, uint32_t fields, uint64_t seq)
 {
-    msgpack_packer pk = packer(out);
-    msgpack_pack_map(&pk, fields);
-    KEY(&pk, "seq");
-    msgpack_pack_uint64(&pk, seq);
-    return pk;
+    w_map(out, fields);
+    W_KEY(out, "seq");
+    w_uint(out, seq);
 }
 
 int proto_enc_decision(proto_out_t *out, uint64_t seq, const proto_decision_t *d)
 {
     size_t start = out->len;
     bool has_limit = d->limit.len > 0, has_rem = d->remaining >= 0, has_code = d->code.len > 0;
-    msgpack_packer pk = open_answer(out, 7u + has_limit + has_rem + has_code + d->has_lease, seq);
-    KEY(&pk, "admit");
-    d->admit ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
-    KEY(&pk, "verdict");
-    pack_str(&pk, d->verdict);
+    open_answer(out, 7u + has_limit + has_rem + has_code + d->has_lease, seq);
+    W_KEY(out, "admit");
+    w_bool(out, d->admit);
+    W_KEY(out, "verdict");
+    w_pstr(out, d->verdict);
     if (has_limit) {
-        KEY(&pk, "limit");
-        pack_str(&pk, d->limit);
+        W_KEY(out, "limit");
+        w_pstr(out, d->limit);
     }
     if (has_rem) {
-        KEY(&pk, "remaining");
-        msgpack_pack_int64(&pk, d->remaining);
+        W_KEY(out, "remaining");
+        w_int(out, d->remaining);
     }
-    KEY(&pk, "retry_after");
-    msgpack_pack_int64(&pk, d->retry_after);
-    KEY(&pk, "reset_after");
-    msgpack_pack_int64(&pk, d->reset_after);
+    W_KEY(out, "retry_after");
+    w_int(out, d->retry_after);
+    W_KEY(out, "reset_after");
+    w_int(out, d->reset_after);
     if (has_code) {
-        KEY(&pk, "code");
-        pack_str(&pk, d->code);
+        W_KEY(out, "code");
+        w_pstr(out, d->code);
     }
-    KEY(&pk, "soft_denied");
-    msgpack_pack_array(&pk, d->nsoft);
+    W_KEY(out, "soft_denied");
+    w_array(out, d->nsoft);
     for (uint32_t i = 0; i < d->nsoft; i++)
-        pack_str(&pk, d->soft_denied[i]);
-    KEY(&pk, "headers");
-    msgpack_pack_map(&pk, d->nheaders);
+        w_pstr(out, d->soft_denied[i]);
+    W_KEY(out, "headers");
+    w_map(out, d->nheaders);
     for (uint32_t i = 0; i < d->nheaders; i++) {
-        pack_str(&pk, d->headers[i].name);
-        pack_str(&pk, d->headers[i].value);
+        w_pstr(out, d->headers[i].name);
+        w_pstr(out, d->headers[i].value);
     }
     if (d->has_lease) {
-        KEY(&pk, "lease");
-        msgpack_pack_uint64(&pk, d->lease);
+        W_KEY(out, "lease");
+        w_uint(out, d->lease);
     }
     return done(out, start);
 }
@@ -802,42 +881,42 @@ int proto_enc_decision(proto_out_t *out, uint64_t seq, const proto_decision_t *d
 int proto_enc_settled(proto_out_t *out, uint64_t seq, int64_t settled)
 {
     size_t start = out->len;
-    msgpack_packer pk = open_answer(out, 2, seq);
-    KEY(&pk, "settled");
-    msgpack_pack_int64(&pk, settled);
+    open_answer(out, 2, seq);
+    W_KEY(out, "settled");
+    w_int(out, settled);
     return done(out, start);
 }
 
 int proto_enc_released(proto_out_t *out, uint64_t seq, bool released)
 {
     size_t start = out->len;
-    msgpack_packer pk = open_answer(out, 2, seq);
-    KEY(&pk, "released");
-    released ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+    open_answer(out, 2, seq);
+    W_KEY(out, "released");
+    w_bool(out, released);
     return done(out, start);
 }
 
 int proto_enc_pong(proto_out_t *out, uint64_t seq, const char *version)
 {
     size_t start = out->len;
-    msgpack_packer pk = open_answer(out, 3, seq);
-    KEY(&pk, "pong");
-    msgpack_pack_true(&pk);
-    KEY(&pk, "version");
-    pack_cstr(&pk, version);
+    open_answer(out, 3, seq);
+    W_KEY(out, "pong");
+    w_bool(out, true);
+    W_KEY(out, "version");
+    w_cstr(out, version);
     return done(out, start);
 }
 
 int proto_enc_error(proto_out_t *out, uint64_t seq, const char *code, const char *message)
 {
     size_t start = out->len;
-    msgpack_packer pk = open_answer(out, 2, seq);
-    KEY(&pk, "error");
-    msgpack_pack_map(&pk, 2);
-    KEY(&pk, "code");
-    pack_cstr(&pk, code);
-    KEY(&pk, "message");
-    pack_cstr(&pk, message);
+    open_answer(out, 2, seq);
+    W_KEY(out, "error");
+    w_map(out, 2);
+    W_KEY(out, "code");
+    w_cstr(out, code);
+    W_KEY(out, "message");
+    w_cstr(out, message);
     return done(out, start);
 }
 
@@ -845,39 +924,39 @@ int proto_enc_fleet(proto_out_t *out, uint64_t seq, const char *node, int64_t n,
                     const proto_fleet_limit_t *rows, uint32_t nrows)
 {
     size_t start = out->len;
-    msgpack_packer pk = open_answer(out, 4, seq);
-    KEY(&pk, "node");
-    pack_cstr(&pk, node);
-    KEY(&pk, "n");
-    msgpack_pack_int64(&pk, n);
-    KEY(&pk, "limits");
-    msgpack_pack_array(&pk, nrows);
+    open_answer(out, 4, seq);
+    W_KEY(out, "node");
+    w_cstr(out, node);
+    W_KEY(out, "n");
+    w_int(out, n);
+    W_KEY(out, "limits");
+    w_array(out, nrows);
     for (uint32_t i = 0; i < nrows; i++) {
         const proto_fleet_limit_t *l = &rows[i];
-        msgpack_pack_map(&pk, 10 + (l->state.len > 0));
-        KEY(&pk, "id");
-        pack_str(&pk, l->id);
-        KEY(&pk, "type");
-        pack_str(&pk, l->type);
-        KEY(&pk, "store");
-        pack_str(&pk, l->store);
-        KEY(&pk, "algorithm");
-        pack_str(&pk, l->algorithm);
-        KEY(&pk, "amount");
-        msgpack_pack_int64(&pk, l->amount);
-        KEY(&pk, "period_s");
-        msgpack_pack_int64(&pk, l->period_s);
-        KEY(&pk, "burst");
-        msgpack_pack_int64(&pk, l->burst);
-        KEY(&pk, "n");
-        msgpack_pack_int64(&pk, l->n);
-        KEY(&pk, "sustained_bound");
-        msgpack_pack_int64(&pk, l->sustained_bound);
-        KEY(&pk, "burst_bound");
-        msgpack_pack_int64(&pk, l->burst_bound);
+        w_map(out, 10 + (l->state.len > 0));
+        W_KEY(out, "id");
+        w_pstr(out, l->id);
+        W_KEY(out, "type");
+        w_pstr(out, l->type);
+        W_KEY(out, "store");
+        w_pstr(out, l->store);
+        W_KEY(out, "algorithm");
+        w_pstr(out, l->algorithm);
+        W_KEY(out, "amount");
+        w_int(out, l->amount);
+        W_KEY(out, "period_s");
+        w_int(out, l->period_s);
+        W_KEY(out, "burst");
+        w_int(out, l->burst);
+        W_KEY(out, "n");
+        w_int(out, l->n);
+        W_KEY(out, "sustained_bound");
+        w_int(out, l->sustained_bound);
+        W_KEY(out, "burst_bound");
+        w_int(out, l->burst_bound);
         if (l->state.len > 0) {
-            KEY(&pk, "state");
-            pack_str(&pk, l->state);
+            W_KEY(out, "state");
+            w_pstr(out, l->state);
         }
     }
     return done(out, start);
@@ -887,28 +966,28 @@ int proto_enc_members(proto_out_t *out, uint64_t seq, int64_t live, const proto_
                       uint32_t nrows)
 {
     size_t start = out->len;
-    msgpack_packer pk = open_answer(out, 3, seq);
-    KEY(&pk, "live");
-    msgpack_pack_int64(&pk, live);
-    KEY(&pk, "members");
-    msgpack_pack_array(&pk, nrows);
+    open_answer(out, 3, seq);
+    W_KEY(out, "live");
+    w_int(out, live);
+    W_KEY(out, "members");
+    w_array(out, nrows);
     for (uint32_t i = 0; i < nrows; i++) {
         const proto_member_t *m = &rows[i];
-        msgpack_pack_map(&pk, 7);
-        KEY(&pk, "id");
-        pack_str(&pk, m->id);
-        KEY(&pk, "address");
-        pack_str(&pk, m->address);
-        KEY(&pk, "state");
-        pack_str(&pk, m->state);
-        KEY(&pk, "incarnation");
-        msgpack_pack_uint64(&pk, m->incarnation);
-        KEY(&pk, "generation");
-        msgpack_pack_uint64(&pk, m->generation);
-        KEY(&pk, "last_heard_ms");
-        msgpack_pack_int64(&pk, m->last_heard_ms);
-        KEY(&pk, "self");
-        m->self ? msgpack_pack_true(&pk) : msgpack_pack_false(&pk);
+        w_map(out, 7);
+        W_KEY(out, "id");
+        w_pstr(out, m->id);
+        W_KEY(out, "address");
+        w_pstr(out, m->address);
+        W_KEY(out, "state");
+        w_pstr(out, m->state);
+        W_KEY(out, "incarnation");
+        w_uint(out, m->incarnation);
+        W_KEY(out, "generation");
+        w_uint(out, m->generation);
+        W_KEY(out, "last_heard_ms");
+        w_int(out, m->last_heard_ms);
+        W_KEY(out, "self");
+        w_bool(out, m->self);
     }
     return done(out, start);
 }
@@ -918,38 +997,37 @@ int proto_enc_request(proto_out_t *out, const proto_request_t *req)
     if ((unsigned)req->op >= PROTO_OP_COUNT_)
         return -1;
     size_t start = out->len;
-    msgpack_packer pk = packer(out);
     unsigned fields = op_fields[req->op].allowed;
     if (req->op == PROTO_OP_DECIDE && !req->has_tokens)
         fields &= ~BIT(F_TOKENS);
-    msgpack_pack_map(&pk, 2 + (unsigned)__builtin_popcount(fields));
-    KEY(&pk, "op");
-    pack_cstr(&pk, op_names[req->op]);
-    KEY(&pk, "seq");
-    msgpack_pack_uint64(&pk, req->seq);
+    w_map(out, 2 + (unsigned)__builtin_popcount(fields));
+    W_KEY(out, "op");
+    w_cstr(out, op_names[req->op]);
+    W_KEY(out, "seq");
+    w_uint(out, req->seq);
     if (fields & BIT(F_SUBJECT)) {
-        KEY(&pk, "subject");
-        msgpack_pack_map(&pk, req->nsubject);
+        W_KEY(out, "subject");
+        w_map(out, req->nsubject);
         for (uint32_t i = 0; i < req->nsubject; i++) {
-            pack_str(&pk, req->subject[i].level);
-            pack_str(&pk, req->subject[i].id);
+            w_pstr(out, req->subject[i].level);
+            w_pstr(out, req->subject[i].id);
         }
     }
     if (fields & BIT(F_TOKENS)) {
-        KEY(&pk, "tokens");
-        msgpack_pack_int64(&pk, req->tokens);
+        W_KEY(out, "tokens");
+        w_int(out, req->tokens);
     }
     if (fields & BIT(F_RESERVED)) {
-        KEY(&pk, "reserved");
-        msgpack_pack_int64(&pk, req->reserved);
+        W_KEY(out, "reserved");
+        w_int(out, req->reserved);
     }
     if (fields & BIT(F_ACTUAL)) {
-        KEY(&pk, "actual");
-        msgpack_pack_int64(&pk, req->actual);
+        W_KEY(out, "actual");
+        w_int(out, req->actual);
     }
     if (fields & BIT(F_LEASE)) {
-        KEY(&pk, "lease");
-        msgpack_pack_uint64(&pk, req->lease);
+        W_KEY(out, "lease");
+        w_uint(out, req->lease);
     }
     return done(out, start);
 }

@@ -34,6 +34,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -241,7 +242,6 @@ static void handle(srv_conn_t *c, const uint8_t *msg, size_t len, bool deep)
 {
     proto_request_t req;
     proto_error_t err;
-    uint64_t start = uv_hrtime();
     int rc = proto_decode_request(msg, len, &req, &err);
     if (deep) {
         char m[64];
@@ -254,7 +254,7 @@ static void handle(srv_conn_t *c, const uint8_t *msg, size_t len, bool deep)
         return;
     }
     srv_metrics_request(c->srv->metrics, req.op);
-    srv__dispatch(c, &req, start);
+    srv__dispatch(c, &req);
 }
 
 /* Answers every whole message in data[0, len) until the connection must pause. Returns the
@@ -262,6 +262,10 @@ static void handle(srv_conn_t *c, const uint8_t *msg, size_t len, bool deep)
 static size_t process(srv_conn_t *c, const uint8_t *data, size_t len)
 {
     size_t off = 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    c->srv->batch_wall_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    c->srv->batch_mono_ns = uv_hrtime();
     while (off < len && !c->closed && !c->draining) {
         if (over_limit(c)) {
             c->paused = true;
@@ -278,6 +282,11 @@ static size_t process(srv_conn_t *c, const uint8_t *data, size_t len)
         }
         handle(c, data + off, n, deep);
         off += n;
+    }
+    srv_t *s = c->srv;
+    if (s->batch_decisions) {
+        srv_metrics_latency(s->metrics, uv_hrtime() - s->batch_mono_ns, s->batch_decisions);
+        s->batch_decisions = 0;
     }
     return off;
 }

@@ -64,7 +64,11 @@ struct srv {
     unsigned nconns;
     uint64_t next_conn_id;
     struct pending *spare; /* dispatch.c: the slot and result the next engine call gets */
-    uv_timer_t tick;       /* the engine's housekeeping */
+    /* The clocks, read once per batch of requests (one read callback's worth): a decision's
+     * `now`, and the start its latency is measured from. */
+    int64_t batch_wall_ns;
+    uint64_t batch_mono_ns;
+    uint64_t batch_decisions; /* answered within the batch, observed at its end */
     bool stopping;
     uint8_t rbuf[64 * 1024]; /* where idle connections read into; see srv.c */
 };
@@ -85,7 +89,7 @@ void srv__fail(srv_conn_t *c);
 void srv__error(srv_conn_t *c, uint64_t seq, const char *code, const char *message);
 
 /* dispatch.c: answer one decoded request (possibly later, through a pending slot). */
-void srv__dispatch(srv_conn_t *c, const proto_request_t *req, uint64_t start_ns);
+void srv__dispatch(srv_conn_t *c, const proto_request_t *req);
 /* dispatch.c: the connection is closing: release what the engine holds for it. */
 void srv__conn_released(srv_conn_t *c);
 void srv__dispatch_free(srv_t *s);

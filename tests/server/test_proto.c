@@ -312,3 +312,54 @@ Test(proto, every_prefix_of_every_response_is_either_more_or_whole)
     }
     cr_assert_eq(total, out.len);
 }
+
+/* msgpack-c, the reference implementation, reads every answer back as the same map. */
+static void expect_msgpack_c_reads(const proto_out_t *o, const char *json)
+{
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    cr_assert_eq(msgpack_unpack_next(&u, (const char *)o->data, o->len, &off),
+                 MSGPACK_UNPACK_SUCCESS);
+    cr_assert_eq(off, o->len);
+    cr_assert_eq(u.data.type, MSGPACK_OBJECT_MAP);
+    msgpack_unpacked_destroy(&u);
+    proto_reader_t r = {o->data, o->data + o->len};
+    proto_out_t j = {0};
+    cr_assert_eq(proto_to_json(&r, &j), 0);
+    proto_out_append(&j, "", 1);
+    cr_assert_str_eq((char *)j.data, json);
+    proto_out_free(&j);
+}
+
+Test(proto, msgpack_c_reads_every_answer_including_wide_integers)
+{
+    proto_decision_t d = {.verdict = {"deny", 4},
+                          .limit = {"l", 1},
+                          .remaining = 70000,
+                          .retry_after = 300,
+                          .reset_after = 5000000000LL};
+    out.len = 0;
+    proto_enc_decision(&out, UINT64_MAX, &d);
+    expect_msgpack_c_reads(&out, "{\"seq\":18446744073709551615,\"admit\":false,\"verdict\":"
+                                 "\"deny\",\"limit\":\"l\",\"remaining\":70000,\"retry_after\":300,"
+                                 "\"reset_after\":5000000000,\"soft_denied\":[],\"headers\":{}}");
+    out.len = 0;
+    proto_enc_settled(&out, 200, -129);
+    expect_msgpack_c_reads(&out, "{\"seq\":200,\"settled\":-129}");
+    out.len = 0;
+    proto_enc_settled(&out, 65536, INT64_MIN);
+    expect_msgpack_c_reads(&out, "{\"seq\":65536,\"settled\":-9223372036854775808}");
+    out.len = 0;
+    char msg[300];
+    memset(msg, 'm', sizeof(msg) - 1);
+    msg[sizeof(msg) - 1] = 0;
+    proto_enc_error(&out, 1, "bad_value", msg);
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    cr_assert_eq(msgpack_unpack_next(&u, (const char *)out.data, out.len, &off),
+                 MSGPACK_UNPACK_SUCCESS);
+    cr_assert_eq(u.data.via.map.ptr[1].val.via.map.ptr[1].val.via.str.size, 299);
+    msgpack_unpacked_destroy(&u);
+}
