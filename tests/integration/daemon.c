@@ -31,7 +31,9 @@ static int write_config(tt_daemon_t *d, const char *limits_yaml, const char *ser
     FILE *f = fopen(tmp, "w");
     if (!f)
         return -1;
-    fprintf(f, "server:\n  socket: %s\n  http: \"\"\n%s", d->socket,
+    /* HTTP off unless the test asks for it (many daemons run at once) */
+    bool http = server_extra && strstr(server_extra, "http:");
+    fprintf(f, "server:\n  socket: %s\n%s%s", d->socket, http ? "" : "  http: \"\"\n",
             server_extra ? server_extra : "");
     fprintf(f, "governance:\n  keys: { disclose_limits: true }\n  limits:\n%s", limits_yaml);
     fclose(f);
