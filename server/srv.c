@@ -408,16 +408,28 @@ static bool alive(const char *path)
     return ok;
 }
 
-/* Creates the socket's directory when missing (one level, as a runtime directory is). */
-static void make_dir(const char *path)
+/*
+ * Creates the socket's directory when missing (one level, as a runtime directory is). Under
+ * /tmp (the non-root fallback) anyone could have made it first: it must be ours, a real
+ * directory, and closed to others. Returns 0 or -1 with the reason in err.
+ */
+static int make_dir(const char *path, char *err, size_t err_size)
 {
     char dir[512];
     snprintf(dir, sizeof(dir), "%s", path);
     char *slash = strrchr(dir, '/');
     if (!slash || slash == dir)
-        return;
+        return 0;
     *slash = 0;
-    mkdir(dir, strncmp(dir, "/tmp/", 5) == 0 ? 0700 : 0755);
+    bool shared_tmp = strncmp(dir, "/tmp/", 5) == 0;
+    mkdir(dir, shared_tmp ? 0700 : 0755);
+    struct stat st;
+    if (shared_tmp && (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+                       (st.st_mode & 077) != 0)) {
+        snprintf(err, err_size, "%s must be a directory of this user closed to others", dir);
+        return -1;
+    }
+    return 0;
 }
 
 static int bind_socket(srv_t *s, unsigned mode, char *err, size_t err_size)
@@ -439,7 +451,8 @@ static int bind_socket(srv_t *s, unsigned mode, char *err, size_t err_size)
         unlink(s->path); /* stale: its daemon is gone */
         srv_log(SRV_LOG_INFO, "replaced a stale socket", "socket", s->path, NULL);
     }
-    make_dir(s->path);
+    if (make_dir(s->path, err, err_size) != 0)
+        return SRV_ELISTEN;
     uv_pipe_init(s->loop, &s->listener, 0);
     s->listener.data = s;
     mode_t old = umask(0777 & ~mode); /* the socket is born with its mode: no window */
