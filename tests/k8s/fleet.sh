@@ -24,7 +24,11 @@ secretGenerator:
     options: { disableNameSuffixHash: true }
 EOK
 "$KUBECTL" kustomize "$work/ov" > "$work/render.yaml"
-NODE_PATH="$NODE_MODULES" node "$src/tests/k8s/extract_deploy.cjs" \
-  "$work/render.yaml" "$src/k8s/examples/client-pod.yaml" "$work/deploy.json"
+"$KUBECTL" kustomize "$src/k8s" > "$work/render-placeholder.yaml"
+for r in render render-placeholder; do
+  NODE_PATH="$NODE_MODULES" node "$src/tests/k8s/extract_deploy.cjs" \
+    "$work/$r.yaml" "$src/k8s/examples/client-pod.yaml" "$work/$r.json"
+done
 # Debian's python3 carries python3-msgpack (scripts/deps.sh); a python3 earlier on PATH may not.
-/usr/bin/python3 "$src/tests/k8s/fleet_e2e.py" "$tt" "$work/deploy.json" "$src/clients/python"
+/usr/bin/python3 "$src/tests/k8s/fleet_e2e.py" "$tt" "$work/render.json" "$src/clients/python" \
+  "$work/render-placeholder.json"

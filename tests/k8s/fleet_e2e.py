@@ -26,7 +26,9 @@ The test then
      replica: no armed replica may divide by fewer than the replicas that are live and have been
      ready for longer than the gossip propagation allowance, and none may hold.
 
-usage: fleet_e2e.py TOKENTRIAGE DEPLOY.json CLIENTS_DIR   (as root; exits 77 when it cannot run)
+usage: fleet_e2e.py TOKENTRIAGE DEPLOY.json CLIENTS_DIR PLACEHOLDER_DEPLOY.json
+(as root; exits 77 when it cannot run). PLACEHOLDER_DEPLOY.json is k8s/ rendered unchanged, with
+the placeholder keyring: the first check is that such a replica refuses to start.
 """
 
 import json
@@ -265,6 +267,19 @@ class Fleet:
         return True
 
 
+def test_placeholder_refused(fleet, placeholder_deploy):
+    """k8s/ applied unchanged: the placeholder keyring must stop the replica, naming the file."""
+    n = fleet.nodes[0]
+    saved, fleet.deploy = fleet.deploy, placeholder_deploy
+    try:
+        n.start()
+        rc = n.proc.wait(START_DEADLINE_S)
+    finally:
+        fleet.deploy = saved
+    check(rc == 78 and "keyring_file" in n.tail(),
+          f"with the placeholder Secret a replica refuses to start (exit {rc}, 78 expected) and names keyring_file")
+
+
 def test_start(fleet):
     for n in fleet.nodes:
         n.start()
@@ -407,7 +422,7 @@ def test_rolling_restart(fleet):
 
 
 def main():
-    tt, deploy_path, clients_dir = sys.argv[1:4]
+    tt, deploy_path, clients_dir, placeholder_path = sys.argv[1:5]
     if os.geteuid() != 0:
         print("SKIP: needs root for network namespaces and mounts", file=sys.stderr)
         return 77
@@ -420,6 +435,8 @@ def main():
     fleet = Fleet(os.path.abspath(tt), deploy, os.path.abspath(clients_dir))
     try:
         fleet.setup()
+        with open(placeholder_path) as f:
+            test_placeholder_refused(fleet, json.load(f))
         test_start(fleet)
         test_client_pod(fleet)
         test_division(fleet)
