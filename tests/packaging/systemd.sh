@@ -29,6 +29,31 @@ need 'User=tokentriage' "runs as the tokentriage user"
 need 'CapabilityBoundingSet=$' "no capabilities"
 need 'NoNewPrivileges=yes' "no new privileges"
 need 'ProtectSystem=strict' "read-only file system"
+# The unit's commands against a real daemon: ExecStartPost returns once /readyz answers,
+# ExecReload (SIGHUP) reloads without stopping it, KillSignal (SIGTERM) ends it with status 0.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+printf 'server: { socket: %s/tt.sock, http: "127.0.0.1:%s" }\n' "$work" "$port" > "$work/tt.yaml"
+"$bin/cmd/tokentriage" serve -c "$work/tt.yaml" 2>"$work/serve.log" &
+pid=$!
+# systemd splits the command line into words the way a shell does for this one (quotes only).
+post=$(sed -n 's/^ExecStartPost=//p' "$unit")
+if TOKENTRIAGE_READYZ="http://127.0.0.1:$port/readyz" timeout 10 python3 -c \
+     'import os, shlex, sys; argv = shlex.split(sys.argv[1]); os.execv(argv[0], argv)' "$post"; then
+  echo "ok   ExecStartPost returns once the daemon answers /readyz"
+else
+  echo "FAIL ExecStartPost did not see the daemon ready within 10 s"; fail=1
+fi
+reload=$(sed -n 's/^ExecReload=//p' "$unit")
+MAINPID=$pid eval "$(sed 's/\$MAINPID/$MAINPID/' <<<"$reload")"
+for _ in $(seq 100); do grep -q 'reload' "$work/serve.log" && break; sleep 0.05; done
+if kill -0 "$pid" 2>/dev/null && grep -q reload "$work/serve.log"; then
+  echo "ok   ExecReload (SIGHUP) reloads and the daemon keeps running"
+else
+  echo "FAIL ExecReload: no reload logged, or the daemon stopped"; fail=1
+fi
+kill -"$(sed -n 's/^KillSignal=SIG//p' "$unit")" "$pid"
+if wait "$pid"; then echo "ok   KillSignal stops the daemon with status 0"; else echo "FAIL KillSignal: status $?"; fail=1; fi
+
 grep -q '^u tokentriage ' "$src/packaging/systemd/tokentriage.sysusers" && echo "ok   sysusers.d creates the tokentriage user" \
   || { echo "FAIL sysusers.d does not create the tokentriage user"; fail=1; }
 exit $fail
