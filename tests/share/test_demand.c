@@ -413,6 +413,45 @@ Test(demand_bounds, keys_beyond_keys_max_run_on_the_cold_share_and_are_counted)
     df_free(&f);
 }
 
+Test(demand_bounds, keys_coming_and_going_are_found_again_and_never_tracked_twice)
+{
+    demand_config_t cfg;
+    demand_config_default(&cfg);
+    cfg.keys_max = 64;
+    dfleet_t f;
+    df_init(&f, 2, &cfg);
+    cfg_limit_t l = df_limit(1000, S, 100);
+    uint64_t x = 88172645463325252u; /* xorshift64: the same trace every run */
+    uint32_t prev = 0, forgotten = 0, full = 0;
+    for (int round = 0; round < 400; round++) {
+        int keys[40];
+        for (int k = 0; k < 40; k++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            keys[k] = (int)(x % 100);
+            char key[16];
+            snprintf(key, sizeof(key), "k%d", keys[k]);
+            demand_arrive(f.core[0], &l, key, strlen(key), (int64_t)(x >> 60), f.now);
+        }
+        demand_disclosure_t before, after;
+        demand_disclose(f.core[0], &l, f.now, &before);
+        cr_assert_leq(before.keys_tracked, 64);
+        for (int k = 0; k < 40; k++) {
+            char key[16];
+            snprintf(key, sizeof(key), "k%d", keys[k]);
+            demand_arrive(f.core[0], &l, key, strlen(key), 0, f.now);
+        }
+        demand_disclose(f.core[0], &l, f.now, &after);
+        cr_assert_eq(after.keys_tracked, before.keys_tracked, "round %d", round);
+        forgotten += prev > before.keys_tracked;
+        full += before.keys_tracked == 64;
+        prev = after.keys_tracked;
+        df_run(&f, f.now + (round % 7 == 0 ? 3 * S : INTERVAL)); /* some rounds let keys idle */
+    }
+    cr_expect_gt(forgotten, 20, "idle keys were forgotten (slots reused)");
+    cr_expect_gt(full, 20, "the table was full at times");
+    df_free(&f);
+}
+
 Test(demand_bounds, reports_beyond_leases_max_are_refused_and_the_sum_still_holds)
 {
     demand_config_t cfg;
