@@ -29,8 +29,14 @@
  * Existing counters are never evicted while they still hold information: evicting one would
  * hand its key a fresh allowance, which is exactly what an attacker filling the table wants.
  *
- * Growth doubles the slot array and reinserts every slot: a pause proportional to the table
- * (about 20 ms at 1M keys). gov_options_t.initial_counters pre-sizes the table to avoid it.
+ * Growth is incremental too. Past 3/4 full, a slot array twice the size is allocated and the
+ * old one is kept beside it; every operation then moves the next 64 old slots across (and every
+ * reclamation slice as many as it examines), and a lookup that finds its key still in the old
+ * array moves that key across on the spot. A moved old slot keeps its hash (so the old probe
+ * chains stay whole) and is marked by an impossible length. Lookups try the new array, then the
+ * old. The move is done long before the new array could fill: it starts at 3/8 of the new
+ * capacity and takes at most (old capacity / 64) operations, against the 3/8 of the new
+ * capacity that inserts would need. So no operation ever rehashes the whole table.
  */
 #include "table.h"
 
@@ -140,25 +146,53 @@ static void arena_drop(gov_table_t *t, uint32_t ref, size_t len)
 
 /* ---- slots --------------------------------------------------------------------------------- */
 
-static int alloc_slots(gov_table_t *t, size_t capacity)
+#define MOVED UINT16_MAX /* the length of an old slot already moved to the new array */
+#define MIGRATE_PER_OP 64
+
+/* The empty slot where `hash` goes in the new array. */
+static size_t empty_for(const gov_table_t *t, uint64_t hash)
+{
+    size_t j = hash & t->mask;
+    while (t->slots[j].hash)
+        j = (j + 1) & t->mask;
+    return j;
+}
+
+/* Moves old slot i to new slot j (empty). */
+static void move_across(gov_table_t *t, size_t i, size_t j)
+{
+    t->slots[j] = t->old[i];
+    t->old[i].len = MOVED;
+}
+
+/* Moves up to `budget` old slots across; frees the old array when all are. */
+static void migrate(gov_table_t *t, size_t budget)
+{
+    for (; t->old && budget; budget--) {
+        if (t->moved > t->old_mask) {
+            free(t->old);
+            t->old = NULL;
+            return;
+        }
+        size_t i = t->moved++;
+        if (t->old[i].hash && t->old[i].len != MOVED)
+            move_across(t, i, empty_for(t, t->old[i].hash));
+    }
+}
+
+/* Starts a move to a `capacity`-slot array, finishing any move still under way first. */
+static int grow(gov_table_t *t, size_t capacity)
 {
     gov_slot_t *slots = calloc(capacity, sizeof(*slots));
     if (!slots)
         return -2;
-    gov_slot_t *old = t->slots;
-    size_t old_cap = old ? t->mask + 1 : 0;
+    migrate(t, SIZE_MAX);
+    t->old = t->slots;
+    t->old_mask = t->mask;
+    t->moved = 0;
     t->slots = slots;
     t->mask = capacity - 1;
     t->cursor = 0;
-    for (size_t i = 0; i < old_cap; i++) {
-        if (!old[i].hash)
-            continue;
-        size_t j = old[i].hash & t->mask;
-        while (slots[j].hash)
-            j = (j + 1) & t->mask;
-        slots[j] = old[i];
-    }
-    free(old);
     return 0;
 }
 
@@ -176,12 +210,13 @@ int gov_table_init(gov_table_t *t, size_t initial, size_t max, const uint64_t se
     t->max = max;
     t->seed[0] = seed[0];
     t->seed[1] = seed[1];
-    return alloc_slots(t, capacity_for(initial < max ? initial : max));
+    return grow(t, capacity_for(initial < max ? initial : max));
 }
 
 void gov_table_free(gov_table_t *t)
 {
     free(t->slots);
+    free(t->old);
     for (int c = 0; c < GOV_ARENA_CLASSES; c++)
         free(t->arena[c].buf);
     memset(t, 0, sizeof(*t));
@@ -189,12 +224,13 @@ void gov_table_free(gov_table_t *t)
 
 int gov_table_reserve(gov_table_t *t, size_t extra)
 {
+    migrate(t, MIGRATE_PER_OP);
     size_t want = t->count + extra;
     if (want > t->max)
         want = t->max;
     if (want <= (t->mask + 1) / 4 * 3)
         return 0;
-    return alloc_slots(t, capacity_for(want));
+    return grow(t, capacity_for(want));
 }
 
 int gov_table_ident_add(gov_table_t *t, uint64_t identity, const ra_limiter_t *limiter, bool gauge)
@@ -231,36 +267,52 @@ static bool slot_is(const gov_table_t *t, const gov_slot_t *s, int ident, uint64
            (len == 0 || memcmp(arena_chunk(t, s->key), key, len) == 0);
 }
 
-/* Probes for the key: returns its slot, or the empty slot where it would go with *found = 0. */
-static size_t probe(const gov_table_t *t, int ident, uint64_t hash, const char *key, size_t len,
+/* Probes for the key: returns its slot, or the empty slot where it would go with *found = 0.
+ * A key still in the old array is moved across first. */
+static size_t probe(gov_table_t *t, int ident, uint64_t hash, const char *key, size_t len,
                     bool *found)
 {
     size_t i = hash & t->mask;
-    while (t->slots[i].hash) {
+    for (; t->slots[i].hash; i = (i + 1) & t->mask) {
         if (slot_is(t, &t->slots[i], ident, hash, key, len)) {
             *found = true;
             return i;
         }
-        i = (i + 1) & t->mask;
+    }
+    for (size_t j = hash & t->old_mask; t->old && t->old[j].hash; j = (j + 1) & t->old_mask) {
+        if (slot_is(t, &t->old[j], ident, hash, key, len)) { /* a moved one never matches */
+            move_across(t, j, i);
+            *found = true;
+            return i;
+        }
     }
     *found = false;
     return i;
 }
 
-size_t gov_table_find(const gov_table_t *t, int ident, uint64_t hash, const char *key, size_t len)
+size_t gov_table_find(gov_table_t *t, int ident, uint64_t hash, const char *key, size_t len)
 {
     bool found;
     size_t i = probe(t, ident, hash, key, len, &found);
     return found ? i : GOV_SLOT_NONE;
 }
 
-size_t gov_table_find_ref(const gov_table_t *t, int ident, uint64_t hash, uint32_t ref,
-                          uint16_t len)
+static bool slot_has_ref(const gov_slot_t *s, int ident, uint64_t hash, uint32_t ref, uint16_t len)
 {
-    for (size_t i = hash & t->mask; t->slots[i].hash; i = (i + 1) & t->mask) {
-        const gov_slot_t *s = &t->slots[i];
-        if (s->hash == hash && s->ident == ident && s->len == len && s->key == ref)
+    return s->hash == hash && s->ident == ident && s->len == len && s->key == ref;
+}
+
+size_t gov_table_find_ref(gov_table_t *t, int ident, uint64_t hash, uint32_t ref, uint16_t len)
+{
+    size_t i = hash & t->mask;
+    for (; t->slots[i].hash; i = (i + 1) & t->mask)
+        if (slot_has_ref(&t->slots[i], ident, hash, ref, len))
             return i;
+    for (size_t j = hash & t->old_mask; t->old && t->old[j].hash; j = (j + 1) & t->old_mask) {
+        if (slot_has_ref(&t->old[j], ident, hash, ref, len)) {
+            move_across(t, j, i);
+            return i;
+        }
     }
     return GOV_SLOT_NONE;
 }
@@ -319,6 +371,7 @@ static bool slot_idle(const gov_table_t *t, const gov_slot_t *s, int64_t now)
 size_t gov_table_reclaim(gov_table_t *t, int64_t now, size_t budget)
 {
     size_t freed = 0;
+    migrate(t, budget);
     while (budget-- && t->count) {
         size_t i = t->cursor & t->mask;
         if (t->slots[i].hash && slot_idle(t, &t->slots[i], now)) {
@@ -335,6 +388,8 @@ size_t gov_table_reclaim(gov_table_t *t, int64_t now, size_t budget)
 size_t gov_table_bytes(const gov_table_t *t)
 {
     size_t bytes = sizeof(*t) + (t->mask + 1) * sizeof(gov_slot_t);
+    if (t->old)
+        bytes += (t->old_mask + 1) * sizeof(gov_slot_t);
     for (int c = 0; c < GOV_ARENA_CLASSES; c++)
         bytes += (size_t)t->arena[c].cap * ((size_t)8 << c);
     return bytes;

@@ -49,7 +49,10 @@ typedef struct gov_arena {
 
 typedef struct gov_table {
     gov_slot_t *slots;
-    size_t mask;   /* capacity - 1; capacity is a power of two */
+    size_t mask;     /* capacity - 1; capacity is a power of two */
+    gov_slot_t *old; /* the array being moved from after a growth, NULL when none */
+    size_t old_mask;
+    size_t moved;  /* old slots [0, moved) are across */
     size_t count;  /* occupied slots */
     size_t max;    /* the cap */
     size_t cursor; /* reclamation position */
@@ -69,22 +72,23 @@ void gov_table_ident_drop(gov_table_t *t, int ident);
 
 uint64_t gov_table_hash(const gov_table_t *t, int ident, const char *key, size_t len);
 
-/* The slot holding (ident, key), or GOV_SLOT_NONE. */
-size_t gov_table_find(const gov_table_t *t, int ident, uint64_t hash, const char *key, size_t len);
+/* The slot holding (ident, key), or GOV_SLOT_NONE. (Not const: a key found in the old array
+ * after a growth is moved across.) */
+size_t gov_table_find(gov_table_t *t, int ident, uint64_t hash, const char *key, size_t len);
 
 /* The slot holding the key that `ref` (a slot's `key` field) refers to, or GOV_SLOT_NONE. */
-size_t gov_table_find_ref(const gov_table_t *t, int ident, uint64_t hash, uint32_t ref,
-                          uint16_t len);
+size_t gov_table_find_ref(gov_table_t *t, int ident, uint64_t hash, uint32_t ref, uint16_t len);
 
 /*
  * Finds (ident, key) or inserts it with state 0. Returns 0 and sets *slot, -1 at the cap,
- * -2 when out of memory. Never grows the slot array (so slot numbers held by the caller stay
- * valid): call gov_table_reserve first.
+ * -2 when out of memory. Never grows nor shifts the slot array (so slot numbers held by the
+ * caller stay valid): call gov_table_reserve first.
  */
 int gov_table_get(gov_table_t *t, int ident, uint64_t hash, const char *key, size_t len,
                   size_t *slot);
 
-/* Makes room for `extra` inserts without growing (grows now if needed). 0 or -2. */
+/* Makes room for `extra` inserts without growing (starts a growth now if needed) and moves a
+ * slice of a growth under way. Invalidates slot numbers. 0 or -2. */
 int gov_table_reserve(gov_table_t *t, size_t extra);
 
 /* Examines up to `budget` slots from the cursor and frees those equivalent to a fresh key (or

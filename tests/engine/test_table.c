@@ -182,22 +182,25 @@ Test(table, bytes_account_for_slots_and_ids)
 }
 
 /* A random walk against a plain array model: inserts, lookups, idle marks and reclamation
- * slices, with few distinct hashes so clusters are long and deletions shift a lot. */
+ * slices, with few distinct hashes so clusters are long and deletions shift a lot, through
+ * three incremental growths. */
 Test(table, a_random_walk_agrees_with_a_plain_model)
 {
-    enum { KEYS = 1000 };
+    enum { KEYS = 6000 };       /* grows 1024 -> 2048 -> 4096 -> 8192 slots on the way */
     static int64_t model[KEYS]; /* -1: absent */
     for (int i = 0; i < KEYS; i++)
         model[i] = -1;
     uint64_t x = 88172645463325252u;
-    for (int step = 0; step < 20000; step++) {
+    bool grew_during_a_move = false;
+    for (int step = 0; step < 30000; step++) {
+        grew_during_a_move = grew_during_a_move || t.old != NULL;
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         int k = (int)(x % KEYS), op = (int)((x >> 20) % 8);
         char id[16];
         size_t len = (size_t)snprintf(id, sizeof(id), "id-%d", k);
-        uint64_t h = (uint64_t)(k % 97) + 1; /* 97 distinct hashes: long probe chains */
+        uint64_t h = (uint64_t)(k % 997) + 1; /* few distinct hashes: long probe chains */
         if (op < 4) {
             cr_assert_eq(gov_table_reserve(&t, 1), 0);
             size_t s;
@@ -208,11 +211,15 @@ Test(table, a_random_walk_agrees_with_a_plain_model)
             t.slots[s].state = model[k] = (int64_t)(x >> 40) % 2 ? 100 * S : 0;
         } else if (op < 7) {
             size_t s = gov_table_find(&t, ix, h, id, len);
+            if (s == GOV_SLOT_NONE && model[k] == 0)
+                model[k] = -1; /* an idle key may have been reclaimed */
             if (model[k] < 0)
                 cr_assert_eq(s, GOV_SLOT_NONE, "key %d", k);
             else
                 cr_assert_eq(t.slots[s].state, model[k], "key %d", k);
-        } else {
+        } else if ((x >> 59) % 4) { /* a slice, checked later */
+            gov_table_reclaim(&t, 50 * S, 1 + (size_t)(x >> 50) % 64);
+        } else { /* a slice, and every key checked */
             gov_table_reclaim(&t, 50 * S, 1 + (size_t)(x >> 50) % 64);
             /* idle keys (state 0) may or may not be gone; busy ones must all be there */
             for (int i = 0; i < KEYS; i++) {
@@ -220,7 +227,7 @@ Test(table, a_random_walk_agrees_with_a_plain_model)
                     continue;
                 char kid[16];
                 size_t kl = (size_t)snprintf(kid, sizeof(kid), "id-%d", i);
-                size_t s = gov_table_find(&t, ix, (uint64_t)(i % 97) + 1, kid, kl);
+                size_t s = gov_table_find(&t, ix, (uint64_t)(i % 997) + 1, kid, kl);
                 if (s == GOV_SLOT_NONE) {
                     cr_assert_eq(model[i], 0, "a busy key %d was lost", i);
                     model[i] = -1;
@@ -232,4 +239,5 @@ Test(table, a_random_walk_agrees_with_a_plain_model)
     for (int i = 0; i < KEYS; i++)
         present += model[i] >= 0;
     cr_assert_eq(present, t.count);
+    cr_assert(grew_during_a_move, "the walk ran while a growth was under way");
 }
