@@ -21,6 +21,7 @@ void df_init(dfleet_t *f, int n, const demand_config_t *cfg)
     f->n = n;
     f->now = DF_T0;
     f->delay_ns = DF_MS;
+    f->rng = 88172645463325252u;
     f->wire = calloc(DF_INFLIGHT, sizeof(df_packet_t));
     cr_assert(f->wire);
     for (int i = 0; i < n; i++) {
@@ -70,6 +71,14 @@ static void emit(void *ctx, const char *to, size_t to_len, const uint8_t *bytes,
     cr_assert(len <= 1400);
     cr_assert(f->nwire < DF_INFLIGHT, "fake network full");
     f->bytes_sent[f->sender] += len;
+    if (f->loss_permille) {
+        f->rng ^= f->rng << 13, f->rng ^= f->rng >> 7, f->rng ^= f->rng << 17;
+        if (f->rng % 1000 < f->loss_permille) {
+            f->lost++;
+            f->packets_sent[f->sender]++;
+            return;
+        }
+    }
     f->packets_sent[f->sender]++;
     if (len > f->largest_packet)
         f->largest_packet = (uint32_t)len;

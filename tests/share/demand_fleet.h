@@ -36,7 +36,10 @@ typedef struct dfleet {
     uint64_t bytes_sent[DF_MAX];
     uint64_t packets_sent[DF_MAX];
     uint32_t largest_packet;
-    int sender; /* whose tick is emitting */
+    int sender;             /* whose tick is emitting */
+    uint32_t loss_permille; /* datagrams lost at random (a fixed-seed xorshift) */
+    uint64_t rng;
+    uint64_t lost;
 } dfleet_t;
 
 /* n replicas "r0".."r<n-1>", all in each other's view, divisor n, ticks staggered by

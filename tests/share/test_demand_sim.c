@@ -68,6 +68,23 @@ Test(demand_sim, saturating_load_at_one_replica_gets_the_amount_less_three_cold_
         cr_expect_eq(ld.admitted[i], 0);
 }
 
+Test(demand_sim, a_lossy_network_rarely_lets_a_lease_lapse)
+{
+    f.loss_permille = 200; /* one datagram in five lost */
+    char key[16];
+    df_load_t ld;
+    df_load_hot(&f, &ld, &lim, 2, key, sizeof(key), 2 * AMOUNT);
+    df_drive(&f, &ld, 1, DF_T0 + 2 * S, NULL, NULL);
+    uint64_t before = ld.admitted[0];
+    df_drive(&f, &ld, 1, f.now + 10 * S, NULL, NULL);
+    uint64_t got = ld.admitted[0] - before;
+    double a = AMOUNT * (1 - 0.05 * 3 / 4);
+    cr_log_info("20%% loss (%lu datagrams lost): admitted %lu in 10 s, %.1f%% of A",
+                (unsigned long)f.lost, (unsigned long)got, 100.0 * (double)got / (10 * a));
+    cr_expect_gt(f.lost, 0);
+    cr_expect_geq((double)got, 0.95 * 10 * a);
+}
+
 /* Offers `r0`/s at replica 0 and `r1`/s at replica 1; returns the fleet's admissions over
  * three periods after two of warm-up. */
 static uint64_t split(int64_t r0, int64_t r1)
