@@ -1279,10 +1279,11 @@ static int admit(swim_core_t *c, int64_t now, const uint8_t *bytes, size_t len, 
         snprintf(err->msg, sizeof err->msg, "sender_id: our own id and generation");
         return drop(c, SWIM_ESELF);
     }
-    int64_t skew = now > msg->sent_ns ? now - msg->sent_ns : msg->sent_ns - now;
-    if (msg->sent_ns == INT64_MIN || skew > c->cfg.replay_window_ns) {
-        snprintf(err->msg, sizeof err->msg, "sent_ns: %lld ns away from our clock",
-                 (long long)skew);
+    int64_t skew;
+    if (__builtin_sub_overflow(now, msg->sent_ns, &skew) || skew > c->cfg.replay_window_ns ||
+        skew < -c->cfg.replay_window_ns) {
+        snprintf(err->msg, sizeof err->msg, "sent_ns: %lld is more than %lld ns from our clock",
+                 (long long)msg->sent_ns, (long long)c->cfg.replay_window_ns);
         return drop(c, SWIM_ESTALE);
     }
     *sender = find(c, msg->sender, msg->sender_len);
