@@ -1348,14 +1348,14 @@ int swim_receive(swim_core_t *c, int64_t now, const swim_addr_t *from, const uin
     c->ctr.rx_packets++;
     c->ctr.rx_bytes += len;
     c->joined = true;
-    const member_t *self = &c->m[0];
-    if (self->leaving) { /* a prober that missed our leave learns it from the ack */
+    if (c->m[0].leaving) { /* a prober that missed our leave learns it from the ack */
         if (msg.kind == SWIM_PING)
             send_simple(c, now, from, SWIM_ACK, msg.probe_seq, 0);
         return 0;
     }
     apply_all(c, now, &msg, false); /* first, so an ack carries our refutation */
     note_new_sender(c, &msg, sender);
+    const member_t *self = &c->m[0]; /* after apply_all: the table may have moved */
     switch (msg.kind) {
     case SWIM_PING:
         if (msg.target_len == self->id_len && memcmp(msg.target, self->id, self->id_len) == 0)

@@ -118,7 +118,7 @@ Test(swim, a_graceful_leave_is_seen_everywhere_within_two_seconds)
 Test(swim, twenty_percent_loss_for_an_hour_kills_no_one)
 {
     watch_t w;
-    sim_t *s = cluster(&w, 11, 64, 0);
+    sim_t *s = cluster(&w, 11, 32, 0);
     cr_assert(sim_run_while_not(s, sim_now(s) + 30 * SIM_S, sim_converged, NULL));
     sim_set_loss(s, 0.20);
     sim_run_until(s, sim_now(s) + 3600 * SIM_S);
