@@ -17,8 +17,8 @@
  * the same); the owner is the live member with the highest score. A membership change moves only
  * the keys whose owner came or went. Both sides check ownership against their own view: an owner
  * grants only keys it owns in its view, a replica accepts a grant only from the member it takes
- * for the owner. Views that disagree therefore produce no lease (both sides fall back to the
- * cold share) rather than two.
+ * for the owner. So a replica holds at most one lease per key, and a replica and an owner whose
+ * views disagree produce no lease (the replica falls back to the cold share) rather than two.
  *
  * Demand measurement (replica side). Every arrival, admitted or denied, adds its cost to the
  * key's open bucket. demand_tick closes the bucket as a rate (cost x period x 2^20 /
@@ -54,8 +54,11 @@
  * the old owner's leases stay valid beside the new owner's until they lapse: at most 2 x the
  * amount, for at most one lease lifetime after the change (plus one interval for a grant in
  * flight). demand_disclose says `moving` for that long after every member-set change this
- * replica sees, and discloses the doubled bound. Views that differ for longer are the share
- * store's disclosed divisor mismatch; ownership checks on both sides keep them from granting twice.
+ * replica sees, and discloses the doubled bound. While the replicas' views differ, two owners can
+ * each divide the amount among the replicas that agree with them (never both for one replica):
+ * the same 2 x, for as long as the views differ plus a lease lifetime. Each replica's `moving`
+ * starts when it sees the change, so the union over the fleet covers that; a single replica's
+ * disclosure does not cover another replica's lateness (SWIM spreads a change in about a second).
  *
  * Bounds. Every table is sized at demand_new and never grows:
  *   keys_max    keys measured here. A new key beyond it runs on the cold share unmeasured
