@@ -492,29 +492,23 @@ static uint32_t member_find(const demand_core_t *c, uint64_t hash)
 int demand_set_members(demand_core_t *c, const demand_member_t *m, size_t n, uint32_t divisor,
                        int64_t now)
 {
-    /* Build the new list in the spare tail is not possible (fixed size): compare by hashes
-     * first, then rewrite. Self is always member 0 before sorting. */
+    /* The old set's fingerprint (its size and an order-free sum of mixed hashes) is taken before
+     * the list is rewritten in place: self first, then the members given, sorted, deduplicated. */
     uint64_t old_sum = 0, new_sum = 0;
     uint32_t old_n = c->nmembers;
     for (uint32_t i = 0; i < old_n; i++)
         old_sum += fmix64(c->members[i].hash);
-    member_t self = c->members[member_find(c, c->self_hash)];
-    c->members[0] = self;
+    c->members[0] = c->members[member_find(c, c->self_hash)];
     uint32_t k = 1;
-    int rc = 0;
     uint64_t left_out = 0;
     for (size_t i = 0; i < n; i++) {
         if (m[i].id_len < 1 || m[i].id_len > DEMAND_ID_MAX)
             continue;
         uint64_t h = member_hash(m[i].id, m[i].id_len);
-        bool dup = false;
-        for (uint32_t j = 0; j < k && !dup; j++)
-            dup = c->members[j].hash == h;
-        if (dup)
+        if (h == c->self_hash)
             continue;
         if (k == c->cfg.members_max) {
             left_out++;
-            rc = DEMAND_EMEMBERS;
             continue;
         }
         c->members[k].hash = h;
@@ -522,20 +516,24 @@ int demand_set_members(demand_core_t *c, const demand_member_t *m, size_t n, uin
         memcpy(c->members[k].id, m[i].id, m[i].id_len);
         k++;
     }
-    c->nmembers = k;
     qsort(c->members, k, sizeof(member_t), cmp_member);
+    uint32_t u = 0;
     for (uint32_t i = 0; i < k; i++)
+        if (u == 0 || c->members[i].hash != c->members[u - 1].hash)
+            c->members[u++] = c->members[i];
+    c->nmembers = u;
+    for (uint32_t i = 0; i < u; i++)
         new_sum += fmix64(c->members[i].hash);
     c->counters.members_left_out = left_out;
-    /* A set differs from the old one iff the size or the (order-free) sum of mixed hashes does;
-     * a collision of both is 2^-64 and would only delay `moving` to the next change. */
-    if (k != old_n || new_sum != old_sum) {
+    /* A set differs from the old one iff the size or the sum does; a collision of both is 2^-64
+     * and would only delay `moving` to the next change. */
+    if (u != old_n || new_sum != old_sum) {
         c->epoch++;
         c->moved_ns = now;
         c->ever_moved = true;
     }
     c->divisor = divisor;
-    return rc;
+    return left_out ? DEMAND_EMEMBERS : 0;
 }
 
 /* The owner (a member index) of key hash kh: the highest rendezvous score. */

@@ -516,6 +516,28 @@ Test(demand_bounds, members_beyond_members_max_are_left_out_and_counted)
     demand_free(c);
 }
 
+Test(demand_owner, the_same_set_in_another_order_or_with_repeats_is_no_move)
+{
+    demand_config_t cfg;
+    demand_config_default(&cfg);
+    demand_core_t *c;
+    cr_assert_eq(demand_new(&c, &cfg, "a", 1, NULL, 0), 0);
+    cfg_limit_t l = df_limit(1000, S, 100);
+    demand_member_t m1[] = {{"a", 1}, {"b", 1}, {"c", 1}};
+    demand_member_t m2[] = {{"c", 1}, {"b", 1}, {"c", 1}, {"b", 1}};
+    demand_set_members(c, m1, 3, 3, DF_T0);
+    demand_disclosure_t d;
+    demand_disclose(c, &l, DF_T0 + 10 * S, &d);
+    cr_assert_not(d.moving);
+    demand_set_members(c, m2, 4, 3, DF_T0 + 10 * S);
+    demand_disclose(c, &l, DF_T0 + 10 * S, &d);
+    cr_expect_not(d.moving, "the same three members");
+    demand_set_members(c, m2, 1, 2, DF_T0 + 10 * S);
+    demand_disclose(c, &l, DF_T0 + 10 * S, &d);
+    cr_expect(d.moving, "b left");
+    demand_free(c);
+}
+
 Test(demand_receive, a_datagram_from_a_non_member_or_garbage_changes_nothing)
 {
     dfleet_t f;
