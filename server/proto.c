@@ -920,15 +920,23 @@ int proto_enc_error(proto_out_t *out, uint64_t seq, const char *code, const char
     return done(out, start);
 }
 
-int proto_enc_fleet(proto_out_t *out, uint64_t seq, const char *node, int64_t n,
-                    const proto_fleet_limit_t *rows, uint32_t nrows)
+/* What a fleet answer says above its rows. */
+struct fleet_head {
+    const char *node;
+    int64_t n;
+};
+
+static void fleet_body(proto_out_t *out, uint64_t seq, const void *ctx,
+                       const proto_fleet_limit_t *rows, uint32_t nrows, bool truncated)
 {
-    size_t start = out->len;
-    open_answer(out, 4, seq);
+    const struct fleet_head *h = ctx;
+    open_answer(out, 5, seq);
     W_KEY(out, "node");
-    w_cstr(out, node);
+    w_cstr(out, h->node);
     W_KEY(out, "n");
-    w_int(out, n);
+    w_int(out, h->n);
+    W_KEY(out, "truncated");
+    w_bool(out, truncated);
     W_KEY(out, "limits");
     w_array(out, nrows);
     for (uint32_t i = 0; i < nrows; i++) {
@@ -959,16 +967,16 @@ int proto_enc_fleet(proto_out_t *out, uint64_t seq, const char *node, int64_t n,
             w_pstr(out, l->state);
         }
     }
-    return done(out, start);
 }
 
-int proto_enc_members(proto_out_t *out, uint64_t seq, int64_t live, const proto_member_t *rows,
-                      uint32_t nrows)
+static void members_body(proto_out_t *out, uint64_t seq, const void *ctx,
+                         const proto_member_t *rows, uint32_t nrows, bool truncated)
 {
-    size_t start = out->len;
-    open_answer(out, 3, seq);
+    open_answer(out, 4, seq);
     W_KEY(out, "live");
-    w_int(out, live);
+    w_int(out, *(const int64_t *)ctx);
+    W_KEY(out, "truncated");
+    w_bool(out, truncated);
     W_KEY(out, "members");
     w_array(out, nrows);
     for (uint32_t i = 0; i < nrows; i++) {
@@ -989,7 +997,38 @@ int proto_enc_members(proto_out_t *out, uint64_t seq, int64_t live, const proto_
         W_KEY(out, "self");
         w_bool(out, m->self);
     }
-    return done(out, start);
+}
+
+/*
+ * A listing answer must stay within the 64 KiB message bound the client frames with: when the
+ * rows do not fit, it is written again with as many as fit and "truncated": true.
+ */
+#define FIT_ROWS(out, seq, ctx, rows, nrows, body)                                                 \
+    do {                                                                                           \
+        size_t start_ = (out)->len;                                                                \
+        uint32_t n_ = (nrows);                                                                     \
+        for (;;) {                                                                                 \
+            body(out, seq, ctx, rows, n_, n_ < (nrows));                                           \
+            size_t size_ = (out)->len - start_;                                                    \
+            if ((out)->failed || size_ <= PROTO_MAX_MESSAGE || n_ == 0)                            \
+                break;                                                                             \
+            (out)->len = start_;                                                                   \
+            n_ = (uint32_t)((uint64_t)n_ * (PROTO_MAX_MESSAGE - 1024) / size_);                    \
+        }                                                                                          \
+        return done(out, start_);                                                                  \
+    } while (0)
+
+int proto_enc_fleet(proto_out_t *out, uint64_t seq, const char *node, int64_t n,
+                    const proto_fleet_limit_t *rows, uint32_t nrows)
+{
+    const struct fleet_head head = {node, n};
+    FIT_ROWS(out, seq, &head, rows, nrows, fleet_body);
+}
+
+int proto_enc_members(proto_out_t *out, uint64_t seq, int64_t live, const proto_member_t *rows,
+                      uint32_t nrows)
+{
+    FIT_ROWS(out, seq, &live, rows, nrows, members_body);
 }
 
 int proto_enc_request(proto_out_t *out, const proto_request_t *req)

@@ -363,3 +363,33 @@ Test(proto, msgpack_c_reads_every_answer_including_wide_integers)
     cr_assert_eq(u.data.via.map.ptr[1].val.via.map.ptr[1].val.via.str.size, 299);
     msgpack_unpacked_destroy(&u);
 }
+
+Test(proto, a_listing_too_long_for_one_message_is_truncated_to_fit)
+{
+    enum { N = 2000 };
+    static proto_member_t rows[N];
+    for (int i = 0; i < N; i++)
+        rows[i] = (proto_member_t){.id = {"node-with-a-long-name-0123456789", 32},
+                                   .address = {"10.0.0.1:7946", 13},
+                                   .state = {"alive", 5}};
+    out.len = 0;
+    cr_assert_eq(proto_enc_members(&out, 1, N, rows, N), 0);
+    cr_assert_leq(out.len, PROTO_MAX_MESSAGE);
+    size_t n;
+    bool deep;
+    cr_assert_eq(proto_frame(out.data, out.len, &n, &deep), 0);
+    proto_reader_t r = {out.data, out.data + out.len};
+    proto_out_t json = {0};
+    cr_assert_eq(proto_to_json(&r, &json), 0);
+    proto_out_append(&json, "", 1);
+    cr_assert(strstr((char *)json.data, "\"live\":2000,\"truncated\":true,\"members\":["));
+    proto_out_free(&json);
+    out.len = 0;
+    cr_assert_eq(proto_enc_members(&out, 1, 3, rows, 3), 0);
+    r = (proto_reader_t){out.data, out.data + out.len};
+    json = (proto_out_t){0};
+    proto_to_json(&r, &json);
+    proto_out_append(&json, "", 1);
+    cr_assert(strstr((char *)json.data, "\"truncated\":false"));
+    proto_out_free(&json);
+}
