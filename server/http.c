@@ -31,6 +31,7 @@ typedef struct http_conn {
     struct srv_http *http;
     int open_handles;
     bool answered;
+    bool head_only; /* a HEAD request: the headers of a GET, no body */
     size_t len;
     char head[HEAD_MAX];
     proto_out_t out;
@@ -85,7 +86,8 @@ static void respond(http_conn_t *c, int status, const char *reason, const char *
     c->answered = true;
     uv_read_stop((uv_stream_t *)&c->tcp);
     proto_out_append(&c->out, head, (size_t)n);
-    proto_out_append(&c->out, body->data, body->len);
+    if (!c->head_only)
+        proto_out_append(&c->out, body->data, body->len);
     if (c->out.failed) {
         http_close(c);
         return;
@@ -115,7 +117,8 @@ static void route(http_conn_t *c)
     char *q = strchr(path, '?');
     if (q)
         *q = 0;
-    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+    c->head_only = strcmp(method, "HEAD") == 0;
+    if (strcmp(method, "GET") != 0 && !c->head_only) {
         respond_text(c, 405, "Method Not Allowed", "only GET\n");
         return;
     }
