@@ -615,9 +615,10 @@ static int decode_field(proto_reader_t *r, enum field f, proto_request_t *req, i
     }
 }
 
-int proto_decode_request(const uint8_t *msg, size_t len, proto_request_t *req, proto_error_t *err)
+/* Decodes the map at r->pos, leaving r->pos after it when it succeeds. */
+static int decode(proto_reader_t *rd, proto_request_t *req, proto_error_t *err)
 {
-    proto_reader_t r = {msg, msg + len};
+    proto_reader_t r = *rd;
     uint32_t n;
     req->seq = 0;
     req->nsubject = 0;
@@ -674,6 +675,23 @@ int proto_decode_request(const uint8_t *msg, size_t len, proto_request_t *req, p
         if (missing & BIT(f))
             return fail(err, PROTO_EMISSING, "op \"%s\" needs \"%s\"", op_names[op],
                         field_names[f]);
+    rd->pos = r.pos;
+    return 0;
+}
+
+int proto_decode_request(const uint8_t *msg, size_t len, proto_request_t *req, proto_error_t *err)
+{
+    proto_reader_t r = {msg, msg + len};
+    return decode(&r, req, err);
+}
+
+int proto_decode_first(const uint8_t *data, size_t len, size_t *used, proto_request_t *req,
+                       proto_error_t *err)
+{
+    proto_reader_t r = {data, data + len};
+    if (len == 0 || !is_map_byte(data[0]) || decode(&r, req, err) != 0)
+        return -1;
+    *used = (size_t)(r.pos - data);
     return 0;
 }
 

@@ -102,6 +102,16 @@ int proto_frame(const uint8_t *data, size_t len, size_t *msg_len, bool *deep);
  * req->seq is set whenever the message carries a readable seq, even on error. */
 int proto_decode_request(const uint8_t *msg, size_t len, proto_request_t *req, proto_error_t *err);
 
+/*
+ * The fast path of a stream reader: decodes the first message of data[0, len) without framing
+ * it first (one pass instead of two). Returns 0 with the message's length in *used when it is
+ * a whole, valid request (which is always within the bounds and never deep); -1 for anything
+ * else, when the caller frames first (the message may be cut, malformed or invalid) and then
+ * decodes for the specific error.
+ */
+int proto_decode_first(const uint8_t *data, size_t len, size_t *used, proto_request_t *req,
+                       proto_error_t *err);
+
 /* A growable output buffer. The owner frees data; `failed` latches an allocation failure. */
 typedef struct proto_out {
     uint8_t *data;

@@ -238,7 +238,9 @@ static void fatal(srv_conn_t *c, int code)
     uv_read_stop((uv_stream_t *)&c->pipe);
 }
 
-static void handle(srv_conn_t *c, const uint8_t *msg, size_t len, bool deep)
+/* A framed message the fast path refused: answer its specific error (or, rarely, a request
+ * the fast path could not take whole). */
+static void handle_framed(srv_conn_t *c, const uint8_t *msg, size_t len, bool deep)
 {
     proto_request_t req;
     proto_error_t err;
@@ -273,6 +275,14 @@ static size_t process(srv_conn_t *c, const uint8_t *data, size_t len)
         }
         size_t n;
         bool deep;
+        proto_request_t req;
+        proto_error_t err;
+        if (proto_decode_first(data + off, len - off, &n, &req, &err) == 0) {
+            srv_metrics_request(c->srv->metrics, req.op);
+            srv__dispatch(c, &req);
+            off += n;
+            continue;
+        }
         int rc = proto_frame(data + off, len - off, &n, &deep);
         if (rc == PROTO_EMORE)
             break;
@@ -280,7 +290,7 @@ static size_t process(srv_conn_t *c, const uint8_t *data, size_t len)
             fatal(c, rc);
             return len;
         }
-        handle(c, data + off, n, deep);
+        handle_framed(c, data + off, n, deep);
         off += n;
     }
     srv_t *s = c->srv;

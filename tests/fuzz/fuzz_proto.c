@@ -3,7 +3,8 @@
  * the way the server does it. Properties beyond "no crash, no UB": a framed message lies within
  * the input and the 64 KiB bound; every decoded request respects the documented bounds; every
  * error carries a code and a message; a decoded request re-encodes (client encoder) to bytes
- * that decode to the same request; every answer encoder's output frames as one message.
+ * that decode to the same request; every answer encoder's output frames as one message; the
+ * unframed fast path (proto_decode_first) accepts exactly the valid requests.
  * Run longer, from a fuzz build tree:
  *   tests/fuzz/fuzz_proto -max_total_time=600 -dict=../tests/fuzz/proto.dict corpus/
  */
@@ -100,6 +101,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         proto_request_t req;
         proto_error_t err;
         rc = proto_decode_request(data + off, n, &req, &err);
+        /* the unframed fast path takes exactly the valid requests, and reads them the same */
+        proto_request_t fast;
+        proto_error_t ferr;
+        size_t used;
+        int frc = proto_decode_first(data + off, size - off, &used, &fast, &ferr);
+        check((frc == 0) == (rc == 0 && !deep));
+        if (frc == 0)
+            check(used == n && fast.op == req.op && fast.seq == req.seq &&
+                  fast.nsubject == req.nsubject && fast.tokens == req.tokens);
         if (rc == 0) {
             check(!deep);
             check_request(&req);
