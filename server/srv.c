@@ -419,9 +419,9 @@ static bool alive(const char *path)
 }
 
 /*
- * Creates the socket's directory when missing (one level, as a runtime directory is). Under
- * /tmp (the non-root fallback) anyone could have made it first: it must be ours, a real
- * directory, and closed to others. Returns 0 or -1 with the reason in err.
+ * Creates the socket's directory when missing (one level, as a runtime directory is). The
+ * non-root fallback /tmp/tokentriage-<uid> could have been made first by anyone: it must be
+ * ours, a real directory, and closed to others. Returns 0 or -1 with the reason in err.
  */
 static int make_dir(const char *path, char *err, size_t err_size)
 {
@@ -431,7 +431,7 @@ static int make_dir(const char *path, char *err, size_t err_size)
     if (!slash || slash == dir)
         return 0;
     *slash = 0;
-    bool shared_tmp = strncmp(dir, "/tmp/", 5) == 0;
+    bool shared_tmp = strncmp(dir, "/tmp/tokentriage-", 17) == 0; /* tt_socket_path's fallback */
     mkdir(dir, shared_tmp ? 0700 : 0755);
     struct stat st;
     if (shared_tmp && (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
