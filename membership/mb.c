@@ -45,6 +45,8 @@ struct mb {
     } subs[MB_SUBSCRIBERS_MAX];
     int n_subs;
     conn_t *conns;
+    mb_app_fn app;
+    void *app_ud;
     swim_addr_t self_addr;
     char advertise[80];
     uint8_t keys[SWIM_KEYRING_MAX][SWIM_KEY_BYTES];
@@ -218,7 +220,12 @@ static void on_udp(uv_udp_t *udp, ssize_t nread, const uv_buf_t *buf, const stru
     to_swim(sa, &from);
     /* a datagram the kernel truncated was above our buffer: the core counts it oversized */
     size_t len = (flags & UV_UDP_PARTIAL) ? SWIM_DATAGRAM_MAX + 1 : (size_t)nread;
-    swim_receive(mb->core, now_ns(), &from, (const uint8_t *)buf->base, len, NULL);
+    const char *app_from;
+    const uint8_t *payload;
+    size_t from_len, plen;
+    if (swim_receive(mb->core, now_ns(), &from, (const uint8_t *)buf->base, len, NULL) == 0 &&
+        swim_app_take(mb->core, &app_from, &from_len, &payload, &plen) && mb->app)
+        mb->app(mb->app_ud, mb, app_from, from_len, payload, plen);
     pump(mb);
 }
 
@@ -650,6 +657,22 @@ int mb_set_meta(mb_t *mb, const uint8_t *meta, size_t len)
     if (rc == 0)
         pump(mb);
     return rc;
+}
+
+int mb_send_app(mb_t *mb, const char *to_id, size_t to_len, const uint8_t *payload, size_t len)
+{
+    if (mb->closing)
+        return SWIM_EINVAL;
+    int rc = swim_send_app(mb->core, now_ns(), to_id, to_len, payload, len);
+    if (rc == 0)
+        pump(mb);
+    return rc;
+}
+
+void mb_set_app_handler(mb_t *mb, mb_app_fn fn, void *ud)
+{
+    mb->app = fn;
+    mb->app_ud = ud;
 }
 
 bool mb_joined(const mb_t *mb)

@@ -59,6 +59,18 @@ const swim_counters_t *mb_counters(const mb_t *mb);
 /* The address peers dial, "ip:port". */
 const char *mb_advertise(const mb_t *mb);
 
+/*
+ * Application payloads on the gossip port (the share store's demand reports and grants):
+ * sealed, authenticated and replay-checked like every datagram. mb_send_app sends up to
+ * SWIM_APP_MAX bytes to a live member by id (SWIM_EINVAL for an unknown, dead or left one);
+ * the handler receives each payload with its sender's id, after the seal and the replay
+ * window accepted it (bytes valid for the call). One handler; NULL removes it.
+ */
+typedef void (*mb_app_fn)(void *ud, mb_t *mb, const char *from_id, size_t from_len,
+                          const uint8_t *payload, size_t len);
+int mb_send_app(mb_t *mb, const char *to_id, size_t to_len, const uint8_t *payload, size_t len);
+void mb_set_app_handler(mb_t *mb, mb_app_fn fn, void *ud);
+
 /* Writes the membership families in Prometheus text (tokentriage_members, _gossip_*): one
  * call of emit per line, newline included. The server's /metrics source relays them. */
 void mb_metrics_write(const mb_t *mb, void (*emit)(void *ud, const char *line), void *ud);

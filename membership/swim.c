@@ -151,6 +151,13 @@ struct swim_core {
     int last_live;
     swim_counters_t ctr;
 
+    /* the application payload of the last datagram received, until taken */
+    bool app_ready;
+    const char *app_from;
+    size_t app_from_len;
+    const uint8_t *app;
+    size_t app_len;
+
     uint8_t body[SWIM_DATAGRAM_MAX];
     uint8_t rxbuf[SWIM_DATAGRAM_MAX];
 };
@@ -559,26 +566,26 @@ static bool bc_pending(const swim_core_t *c)
 }
 
 /*
- * Builds and queues one datagram. `target*` are the PING / PING_REQ fields; `first` is a
- * member whose record goes before the queued ones (the suspicion told to a suspect, or our
- * own record to a prober that still knows an older generation of us), -1 for none.
+ * Builds and queues one datagram of om->kind (om's fields for that kind; the head and the
+ * updates are ours). `first` is a member whose record goes before the queued ones (the
+ * suspicion told to a suspect, or our own record to a prober that still knows an older
+ * generation of us), -1 for none.
  */
-static void send_msg(swim_core_t *c, int64_t now, const swim_addr_t *to, swim_kind_t kind,
-                     uint32_t probe_seq, const char *target, size_t target_len, uint64_t target_gen,
-                     const swim_addr_t *target_addr, int32_t first)
+static void send_msg(swim_core_t *c, int64_t now, const swim_addr_t *to, const swim_msg_t *om,
+                     int32_t first)
 {
     size_t cap = SWIM_DATAGRAM_MAX - (c->cfg.nkeys ? SWIM_SEAL_OVERHEAD : SWIM_FRAME_HEAD);
     swim_wbuf_t w = {c->body, 0, cap, false};
     const member_t *self = &c->m[0];
-    swim_enc_head(&w, self->id, self->id_len, self->gen, now, ++c->tx_seq, kind);
-    swim_enc_probe(&w, kind, probe_seq, target, target_len, target_gen, target_addr);
+    swim_enc_head(&w, self->id, self->id_len, self->gen, now, ++c->tx_seq, om->kind);
+    swim_enc_msg(&w, om);
     size_t at = swim_enc_array_open(&w);
     uint32_t n = 0;
     if (first >= 0 && put_update(&w, &c->m[first]))
         n++;
     n += fill_updates(c, &w, first);
     swim_enc_array_close(&w, at, n);
-    if (w.overflow) { /* cannot happen: the head is far below the cap */
+    if (w.overflow) { /* cannot happen: the head and an app payload fit below the cap */
         c->ctr.tx_overflow++;
         return;
     }
@@ -588,7 +595,22 @@ static void send_msg(swim_core_t *c, int64_t now, const swim_addr_t *to, swim_ki
 static void send_simple(swim_core_t *c, int64_t now, const swim_addr_t *to, swim_kind_t kind,
                         uint32_t probe_seq, int32_t first)
 {
-    send_msg(c, now, to, kind, probe_seq, NULL, 0, 0, NULL, first);
+    swim_msg_t om = {.kind = kind, .probe_seq = probe_seq};
+    send_msg(c, now, to, &om, first);
+}
+
+/* A PING or PING_REQ about a member (given by its fields: a relay knows no member record). */
+static void send_probe(swim_core_t *c, int64_t now, const swim_addr_t *to, swim_kind_t kind,
+                       uint32_t probe_seq, const char *id, size_t id_len, uint64_t gen,
+                       const swim_addr_t *addr, int32_t first)
+{
+    swim_msg_t om = {.kind = kind,
+                     .probe_seq = probe_seq,
+                     .target = id,
+                     .target_len = id_len,
+                     .target_gen = gen,
+                     .target_addr = addr ? *addr : (swim_addr_t){0}};
+    send_msg(c, now, to, &om, first);
 }
 
 /* ---- random choices ---- */
@@ -885,7 +907,7 @@ static void buddy_pings(swim_core_t *c, int64_t now, int32_t target)
         int32_t i = c->suspects[k];
         const member_t *m = &c->m[i];
         if (i != target)
-            send_msg(c, now, &m->addr, SWIM_PING, 0, m->id, m->id_len, m->gen, NULL, i);
+            send_probe(c, now, &m->addr, SWIM_PING, 0, m->id, m->id_len, m->gen, NULL, i);
     }
 }
 
@@ -907,8 +929,8 @@ static void probe_start(swim_core_t *c, int64_t now)
     c->probe.t_end = now + scaled(c, c->cfg.probe_interval_ns);
     c->probe.expected_nacks = c->probe.nacks = 0;
     c->next_probe = c->probe.t_end;
-    send_msg(c, now, &m->addr, SWIM_PING, c->probe.seq, m->id, m->id_len, m->gen, NULL,
-             m->state == SWIM_SUSPECT ? t : -1);
+    send_probe(c, now, &m->addr, SWIM_PING, c->probe.seq, m->id, m->id_len, m->gen, NULL,
+               m->state == SWIM_SUSPECT ? t : -1);
 }
 
 static void probe_indirect(swim_core_t *c, int64_t now)
@@ -917,8 +939,8 @@ static void probe_indirect(swim_core_t *c, int64_t now)
     const member_t *m = &c->m[c->probe.target];
     size_t k = pick(c, now, (size_t)c->cfg.indirect_checks, c->probe.target, ok_alive);
     for (size_t j = 0; j < k; j++)
-        send_msg(c, now, &c->m[c->scratch[j]].addr, SWIM_PING_REQ, c->probe.seq, m->id, m->id_len,
-                 m->gen, &m->addr, -1);
+        send_probe(c, now, &c->m[c->scratch[j]].addr, SWIM_PING_REQ, c->probe.seq, m->id, m->id_len,
+                   m->gen, &m->addr, -1);
     c->probe.expected_nacks = (int)k;
 }
 
@@ -978,8 +1000,8 @@ static void on_ping_req(swim_core_t *c, int64_t now, const swim_msg_t *msg, cons
         r->requester = *from;
         r->nack_at = now + c->cfg.probe_timeout_ns * 4 / 5;
         r->expire = now + c->cfg.probe_timeout_ns;
-        send_msg(c, now, &msg->target_addr, SWIM_PING, r->my_seq, msg->target, msg->target_len,
-                 msg->target_gen, NULL, -1);
+        send_probe(c, now, &msg->target_addr, SWIM_PING, r->my_seq, msg->target, msg->target_len,
+                   msg->target_gen, NULL, -1);
         return;
     }
     /* every relay slot busy: say nothing, the requester counts it as a missed nack */
@@ -1331,6 +1353,7 @@ int swim_receive(swim_core_t *c, int64_t now, const swim_addr_t *from, const uin
     swim_err_t scratch_err;
     if (!err)
         err = &scratch_err;
+    c->app_ready = false;
     if (len > SWIM_DATAGRAM_MAX) {
         snprintf(err->msg, sizeof err->msg, "datagram: %zu bytes, at most %d", len,
                  SWIM_DATAGRAM_MAX);
@@ -1369,6 +1392,13 @@ int swim_receive(swim_core_t *c, int64_t now, const swim_addr_t *from, const uin
     case SWIM_PING_REQ:
         on_ping_req(c, now, &msg, from);
         break;
+    case SWIM_APP: /* points into rxbuf: valid until the next call */
+        c->app_ready = true;
+        c->app_from = msg.sender;
+        c->app_from_len = msg.sender_len;
+        c->app = msg.app;
+        c->app_len = msg.app_len;
+        break;
     default:
         break;
     }
@@ -1391,7 +1421,8 @@ int swim_pushpull_encode(swim_core_t *c, int64_t now, bool join, uint8_t *out, s
     swim_wbuf_t w = {out + head, 0, cap - head - SWIM_TAG_BYTES, false};
     const member_t *self = &c->m[0];
     swim_enc_head(&w, self->id, self->id_len, self->gen, now, ++c->tx_seq, SWIM_PUSHPULL);
-    swim_enc_pushpull(&w, join);
+    swim_msg_t om = {.kind = SWIM_PUSHPULL, .join = join};
+    swim_enc_msg(&w, &om);
     size_t at = swim_enc_array_open(&w);
     for (size_t i = 0; i < c->n; i++) {
         swim_update_t u;
@@ -1467,6 +1498,31 @@ int swim_set_meta(swim_core_t *c, int64_t now, const uint8_t *meta, size_t len)
     self->inc++;
     broadcast(c, 0, 0);
     return 0;
+}
+
+int swim_send_app(swim_core_t *c, int64_t now, const char *to, size_t to_len,
+                  const uint8_t *payload, size_t len)
+{
+    int32_t i = find(c, to, to_len);
+    if (i <= 0 || !is_live(c->m[i].state) || len > SWIM_APP_MAX || (len && !payload) ||
+        c->m[0].leaving)
+        return SWIM_EINVAL;
+    swim_msg_t om = {.kind = SWIM_APP, .app = payload, .app_len = len};
+    send_msg(c, now, &c->m[i].addr, &om, -1);
+    return 0;
+}
+
+bool swim_app_take(swim_core_t *c, const char **from, size_t *from_len, const uint8_t **payload,
+                   size_t *len)
+{
+    if (!c->app_ready)
+        return false;
+    c->app_ready = false;
+    *from = c->app_from;
+    *from_len = c->app_from_len;
+    *payload = c->app;
+    *len = c->app_len;
+    return true;
 }
 
 int swim_leave(swim_core_t *c, int64_t now)

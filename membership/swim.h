@@ -24,6 +24,9 @@
 #define SWIM_DATAGRAM_MAX 1400
 #define SWIM_KEY_BYTES 32
 #define SWIM_KEYRING_MAX 16
+/* An application payload (SWIM_APP): with the frame (<= 164 bytes with a 128-byte id) and the
+ * seal (42) it stays within one datagram. */
+#define SWIM_APP_MAX 1150
 /* A push-pull message carries the whole table; this bounds what a receiver accepts. */
 #define SWIM_PUSHPULL_MAX (8u << 20)
 
@@ -184,6 +187,21 @@ bool swim_joined(const swim_core_t *core);
 
 /* Sets this node's metadata (<= SWIM_META_MAX bytes); bumps its version and gossips it. */
 int swim_set_meta(swim_core_t *core, int64_t now, const uint8_t *meta, size_t len);
+/*
+ * Sends an application payload (<= SWIM_APP_MAX bytes) to a live member, sealed and
+ * replay-checked like every datagram (queued updates ride along). SWIM_EINVAL for an unknown,
+ * dead or left member, or a payload too long.
+ */
+int swim_send_app(swim_core_t *core, int64_t now, const char *to, size_t to_len,
+                  const uint8_t *payload, size_t len);
+/*
+ * After a swim_receive that returned 0: the application payload it carried, if any. Sets the
+ * sender's id and the payload (both valid until the next call into the core) and returns true
+ * once per payload.
+ */
+bool swim_app_take(swim_core_t *core, const char **from, size_t *from_len, const uint8_t **payload,
+                   size_t *len);
+
 /* Graceful leave: marks self left and tells every live member at once. */
 int swim_leave(swim_core_t *core, int64_t now);
 

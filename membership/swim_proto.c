@@ -62,40 +62,39 @@ void swim_enc_head(swim_wbuf_t *w, const char *sender, size_t sender_len, uint64
     msgpack_pack_uint8(&pk, (uint8_t)kind);
 }
 
-void swim_enc_probe(swim_wbuf_t *w, swim_kind_t kind, uint32_t probe_seq, const char *target,
-                    size_t target_len, uint64_t target_gen, const swim_addr_t *target_addr)
+void swim_enc_msg(swim_wbuf_t *w, const swim_msg_t *m)
 {
     msgpack_packer pk;
     packer(&pk, w);
-    switch (kind) {
+    switch (m->kind) {
     case SWIM_PING:
     case SWIM_PING_REQ:
-        msgpack_pack_array(&pk, kind == SWIM_PING ? 3 : 4);
-        msgpack_pack_uint32(&pk, probe_seq);
-        pack_str(&pk, target, target_len);
-        msgpack_pack_uint64(&pk, target_gen);
-        if (kind == SWIM_PING_REQ)
-            pack_addr(&pk, target_addr);
+        msgpack_pack_array(&pk, m->kind == SWIM_PING ? 3 : 4);
+        msgpack_pack_uint32(&pk, m->probe_seq);
+        pack_str(&pk, m->target, m->target_len);
+        msgpack_pack_uint64(&pk, m->target_gen);
+        if (m->kind == SWIM_PING_REQ)
+            pack_addr(&pk, &m->target_addr);
         break;
     case SWIM_ACK:
     case SWIM_NACK:
         msgpack_pack_array(&pk, 1);
-        msgpack_pack_uint32(&pk, probe_seq);
+        msgpack_pack_uint32(&pk, m->probe_seq);
+        break;
+    case SWIM_PUSHPULL:
+        msgpack_pack_array(&pk, 1);
+        if (m->join)
+            msgpack_pack_true(&pk);
+        else
+            msgpack_pack_false(&pk);
+        break;
+    case SWIM_APP:
+        msgpack_pack_array(&pk, 1);
+        pack_bin(&pk, m->app, m->app_len);
         break;
     default:
         msgpack_pack_array(&pk, 0);
     }
-}
-
-void swim_enc_pushpull(swim_wbuf_t *w, bool join)
-{
-    msgpack_packer pk;
-    packer(&pk, w);
-    msgpack_pack_array(&pk, 1);
-    if (join)
-        msgpack_pack_true(&pk);
-    else
-        msgpack_pack_false(&pk);
 }
 
 size_t swim_enc_array_open(swim_wbuf_t *w)
@@ -337,7 +336,7 @@ static int rd_msg(rd_t *r, swim_msg_t *m)
     uint32_t n;
     if (rd_tuple(r, 7, "body") || rd_id(r, &m->sender, &m->sender_len, "sender_id") ||
         rd_uint(r, UINT64_MAX, &m->sender_gen, "sender_gen") || rd_int(r, &m->sent_ns, "sent_ns") ||
-        rd_uint(r, UINT64_MAX, &m->seq, "seq") || rd_uint(r, SWIM_PUSHPULL, &v, "kind"))
+        rd_uint(r, UINT64_MAX, &m->seq, "seq") || rd_uint(r, SWIM_APP, &v, "kind"))
         return SWIM_EMALFORMED;
     if (v == 0)
         return fail(r, "kind: 0 is not a message kind");
@@ -370,6 +369,11 @@ static int rd_msg(rd_t *r, swim_msg_t *m)
         if (r->pos >= r->end || (*r->pos != 0xc2 && *r->pos != 0xc3))
             return fail(r, "msg.join: expected a boolean");
         m->join = *r->pos++ == 0xc3;
+        break;
+    case SWIM_APP:
+        if (rd_tuple(r, 1, "msg") ||
+            rd_bytes(r, false, 0, SWIM_APP_MAX, &m->app, &m->app_len, "msg.payload"))
+            return SWIM_EMALFORMED;
         break;
     }
     if (rd_array(r, &n, "updates"))

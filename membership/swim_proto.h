@@ -23,7 +23,7 @@
  *   |   sender_gen:  uint                     its generation (a restart bumps it) |
  *   |   sent_ns:     int                      its clock when sealing (replay)     |
  *   |   seq:         uint                     per-sender datagram counter (replay)|
- *   |   kind:        uint                     PING ACK NACK PING_REQ GOSSIP PUSHPULL
+ *   |   kind:        uint                     PING ACK NACK PING_REQ GOSSIP PUSHPULL APP
  *   |   msg:         array                    the kind's own fields, below        |
  *   |   updates:     array of UPDATE          piggybacked dissemination           |
  *   | ]                                                                           |
@@ -35,6 +35,8 @@
  *     PING_REQ  [probe_seq: uint, target_id: str, target_gen: uint, target_addr: bin]
  *     GOSSIP    []
  *     PUSHPULL  [join: bool]            (TCP only: the whole member table as updates)
+ *     APP       [payload: bin (<= 1150)] an application message (the share store's demand
+ *                                        reports and grants), delivered with the sender's id
  *
  *   UPDATE = array(8): one member's state as the sender knows it
  *   +-----------------------------------------------------------------------------+
@@ -76,6 +78,7 @@ typedef enum swim_kind {
     SWIM_PING_REQ = 4,
     SWIM_GOSSIP = 5,
     SWIM_PUSHPULL = 6,
+    SWIM_APP = 7,
 } swim_kind_t;
 
 /* A decoded update. Pointers point into the decoded buffer: valid while it is. */
@@ -92,7 +95,8 @@ typedef struct swim_update {
     uint64_t from;
 } swim_update_t;
 
-/* A decoded body. The updates are validated, then walked with swim_update_next. */
+/* A body: what the decoder fills and what the encoder's swim_enc_msg reads (the kind's own
+ * fields). The updates are validated, then walked with swim_update_next. */
 typedef struct swim_msg {
     const char *sender;
     size_t sender_len;
@@ -106,6 +110,8 @@ typedef struct swim_msg {
     uint64_t target_gen;
     swim_addr_t target_addr;
     bool join;
+    const uint8_t *app; /* APP: the payload */
+    size_t app_len;
     uint32_t n_updates;
     const uint8_t *updates; /* the first update; swim_update_next walks from here */
     const uint8_t *end;
@@ -122,10 +128,8 @@ typedef struct swim_wbuf {
 /* Body header: the 5 scalar fields; the caller then writes msg and updates. */
 void swim_enc_head(swim_wbuf_t *w, const char *sender, size_t sender_len, uint64_t gen,
                    int64_t sent_ns, uint64_t seq, swim_kind_t kind);
-/* The msg array of each kind. */
-void swim_enc_probe(swim_wbuf_t *w, swim_kind_t kind, uint32_t probe_seq, const char *target,
-                    size_t target_len, uint64_t target_gen, const swim_addr_t *target_addr);
-void swim_enc_pushpull(swim_wbuf_t *w, bool join);
+/* The msg array of m->kind, from m's fields for that kind. */
+void swim_enc_msg(swim_wbuf_t *w, const swim_msg_t *m);
 /* An array32 header whose count is patched later: returns its offset. */
 size_t swim_enc_array_open(swim_wbuf_t *w);
 void swim_enc_array_close(swim_wbuf_t *w, size_t at, uint32_t count);

@@ -65,8 +65,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     swim_core_t *c = core();
     swim_addr_t from = {.family = 4, .port = 7946, .ip = {10, 0, 0, 2}};
     int rc = swim_receive(c, now, &from, data, size, &err);
+    const char *from_id;
+    const uint8_t *payload;
+    size_t from_len, len;
     if (rc < 0)
-        check(swim_member_count(c) == 1 && swim_outbox(c)->n == 0);
+        check(swim_member_count(c) == 1 && swim_outbox(c)->n == 0 &&
+              !swim_app_take(c, &from_id, &from_len, &payload, &len));
+    else if (swim_app_take(c, &from_id, &from_len, &payload, &len))
+        check(len <= SWIM_APP_MAX && from_len >= 1 && from_len <= SWIM_ID_MAX);
     consistent(c);
     swim_tick(c, now + 1000000000);
     consistent(c);

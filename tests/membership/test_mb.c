@@ -159,6 +159,32 @@ Test(mb, a_sealed_pair_converges_and_gossips_metadata)
     unlink(path);
 }
 
+static char got[64];
+
+static void on_app(void *ud, mb_t *mb, const char *from, size_t from_len, const uint8_t *p,
+                   size_t len)
+{
+    snprintf(got, sizeof got, "%.*s:%.*s", (int)from_len, from, (int)len, (const char *)p);
+}
+
+static bool app_seen(fleet_t *f)
+{
+    return got[0] != 0;
+}
+
+Test(mb, an_application_payload_reaches_its_member)
+{
+    fleet_t f = {0};
+    start(&f, 2, NULL);
+    cr_assert(run_until(&f, all_alive, 10000));
+    mb_set_app_handler(f.mb[1], on_app, NULL);
+    cr_assert_eq(mb_send_app(f.mb[0], "node-1", 6, (const uint8_t *)"demand", 6), 0);
+    cr_assert_eq(mb_send_app(f.mb[0], "node-9", 6, (const uint8_t *)"demand", 6), SWIM_EINVAL);
+    cr_assert(run_until(&f, app_seen, 5000));
+    cr_assert_str_eq(got, "node-0:demand");
+    stop(&f);
+}
+
 Test(mb, bad_settings_are_refused_naming_the_field)
 {
     uv_loop_t loop;

@@ -48,6 +48,7 @@ typedef struct craft {
     const char *sender;
     uint8_t meta_len;
     int n_updates;
+    size_t app_len; /* APP: 0 = a small valid payload */
 } craft_t;
 
 /* Encodes a body of the given kind carrying n alive updates "m0".. (and the sender's). */
@@ -57,11 +58,20 @@ static size_t body(const craft_t *k, uint8_t *out, size_t cap)
     const char *sender = k->sender ? k->sender : "peer";
     swim_enc_head(&w, sender, strlen(sender), 7, k->sent_ns ? k->sent_ns : NOW, k->seq ? k->seq : 1,
                   k->kind);
-    swim_addr_t ta = addr(1);
-    if (k->kind == SWIM_PUSHPULL)
-        swim_enc_pushpull(&w, true);
-    else
-        swim_enc_probe(&w, k->kind, 9, "rx", 2, 1, &ta);
+    static const uint8_t app[] = {0x93, 1, 2, 0x90};
+    swim_msg_t om = {.kind = k->kind,
+                     .probe_seq = 9,
+                     .target = "rx",
+                     .target_len = 2,
+                     .target_gen = 1,
+                     .target_addr = addr(1),
+                     .join = true,
+                     .app = app,
+                     .app_len = k->app_len ? k->app_len : sizeof app};
+    uint8_t big[SWIM_APP_MAX + 1] = {0};
+    if (k->app_len)
+        om.app = big;
+    swim_enc_msg(&w, &om);
     size_t at = swim_enc_array_open(&w);
     uint8_t meta[80] = {0};
     for (int i = 0; i < k->n_updates; i++) {
@@ -115,7 +125,8 @@ static void snapshot(swim_core_t *c, char *out, size_t cap)
     n += (size_t)snprintf(out + n, cap - n, "out=%zu", swim_outbox(c)->n);
 }
 
-static const swim_kind_t kinds[] = {SWIM_PING, SWIM_ACK, SWIM_NACK, SWIM_PING_REQ, SWIM_GOSSIP};
+static const swim_kind_t kinds[] = {SWIM_PING,     SWIM_ACK,    SWIM_NACK,
+                                    SWIM_PING_REQ, SWIM_GOSSIP, SWIM_APP};
 
 TestSuite(swim_proto, .init = keys_init);
 
@@ -209,6 +220,40 @@ Test(swim_proto, every_key_of_the_ring_opens_so_keys_rotate_without_a_split)
     swim_free(c);
 }
 
+Test(swim_proto, an_application_payload_is_handed_over_once_with_its_sender)
+{
+    const uint8_t ring[1][SWIM_KEY_BYTES];
+    memcpy((void *)ring[0], key1, SWIM_KEY_BYTES);
+    swim_core_t *c = receiver(ring, 1, "prod");
+    craft_t cr = {.kind = SWIM_APP, .n_updates = 1};
+    uint8_t d[SWIM_DATAGRAM_MAX * 2];
+    size_t len = sealed(&cr, key1, "prod", d);
+    swim_addr_t from = addr(2);
+    swim_err_t err;
+    cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), 0, "%s", err.msg);
+    const char *who;
+    const uint8_t *p;
+    size_t who_len, plen;
+    cr_assert(swim_app_take(c, &who, &who_len, &p, &plen));
+    cr_assert_eq(who_len, 4);
+    cr_assert_eq(memcmp(who, "peer", 4), 0);
+    cr_assert_eq(plen, 4);
+    cr_assert_eq(p[0], 0x93);
+    cr_assert_not(swim_app_take(c, &who, &who_len, &p, &plen), "handed over once");
+    /* replayed: refused, and nothing to take */
+    cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), SWIM_EREPLAY);
+    cr_assert_not(swim_app_take(c, &who, &who_len, &p, &plen));
+    /* sending: to a live member only, within the bound */
+    uint8_t big[SWIM_APP_MAX + 1] = {0};
+    cr_assert_eq(swim_send_app(c, NOW, "peer", 4, big, SWIM_APP_MAX), 0);
+    cr_assert_eq(swim_send_app(c, NOW, "peer", 4, big, SWIM_APP_MAX + 1), SWIM_EINVAL);
+    cr_assert_eq(swim_send_app(c, NOW, "nobody", 6, big, 4), SWIM_EINVAL);
+    cr_assert_eq(swim_send_app(c, NOW, "rx", 2, big, 4), SWIM_EINVAL, "not to ourselves");
+    const swim_outbox_t *ob = swim_outbox(c);
+    cr_assert_leq(ob->dgram[ob->n - 1].len, SWIM_DATAGRAM_MAX);
+    swim_free(c);
+}
+
 Test(swim_proto, without_a_keyring_plaintext_is_read_and_sealed_is_refused)
 {
     swim_core_t *c = receiver(NULL, 0, "");
@@ -254,7 +299,12 @@ Test(swim_proto, decoders_name_the_field_that_was_wrong)
     len = body(&cr, b, sizeof b);
     uint8_t *kind = memchr(b + 1, SWIM_GOSSIP, 32);
     *kind = 9;
-    cr_assert_str_eq(decode_error(b, len), "kind: 9 is above 6");
+    cr_assert_str_eq(decode_error(b, len), "kind: 9 is above 7");
+    /* an application payload above its bound */
+    cr.kind = SWIM_APP;
+    cr.app_len = SWIM_APP_MAX + 1;
+    len = body(&cr, b, sizeof b);
+    cr_assert_str_eq(decode_error(b, len), "msg.payload: 1151 bytes, expected 0..1150");
     /* an array claiming more updates than its bytes can hold */
     const uint8_t huge[] = {0x97, 0xa1, 'p', 1, 1, 1, 5, 0x90, 0xdd, 0x7f, 0xff, 0xff, 0xff};
     cr_assert_str_eq(decode_error(huge, sizeof huge),
@@ -296,7 +346,8 @@ Test(swim_proto, a_datagram_built_by_the_core_never_exceeds_1400_bytes)
         memset(sender, 'a' + i % 26, SWIM_ID_MAX);
         snprintf(sender + SWIM_ID_MAX - 4, 5, "%04d", i);
         swim_enc_head(&w, sender, SWIM_ID_MAX, 1, NOW, 1, SWIM_GOSSIP);
-        swim_enc_probe(&w, SWIM_GOSSIP, 0, NULL, 0, 0, NULL);
+        swim_msg_t om = {.kind = SWIM_GOSSIP};
+        swim_enc_msg(&w, &om);
         size_t at = swim_enc_array_open(&w);
         swim_update_t u = {.state = SWIM_ALIVE,
                            .id = sender,
