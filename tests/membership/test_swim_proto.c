@@ -41,6 +41,14 @@ static swim_core_t *receiver(const uint8_t (*keys)[SWIM_KEY_BYTES], size_t nkeys
     return c;
 }
 
+/* A receiver sealed with key1 under the label "prod". */
+static swim_core_t *keyed(void)
+{
+    uint8_t ring[1][SWIM_KEY_BYTES];
+    memcpy(ring[0], key1, SWIM_KEY_BYTES);
+    return receiver((const uint8_t(*)[SWIM_KEY_BYTES])ring, 1, "prod");
+}
+
 typedef struct craft {
     swim_kind_t kind;
     int64_t sent_ns;
@@ -132,10 +140,8 @@ TestSuite(swim_proto, .init = keys_init);
 
 Test(swim_proto, a_sealed_datagram_of_every_kind_is_accepted_once)
 {
-    const uint8_t ring[1][SWIM_KEY_BYTES];
-    memcpy((void *)ring[0], key1, SWIM_KEY_BYTES);
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-        swim_core_t *c = receiver(ring, 1, "prod");
+        swim_core_t *c = keyed();
         uint8_t d[SWIM_DATAGRAM_MAX * 2];
         craft_t cr = {.kind = kinds[k], .n_updates = 3};
         size_t len = sealed(&cr, key1, "prod", d);
@@ -153,10 +159,8 @@ Test(swim_proto, a_sealed_datagram_of_every_kind_is_accepted_once)
 
 Test(swim_proto, forged_truncated_oversized_wrong_key_and_wrong_label_datagrams_change_nothing)
 {
-    const uint8_t ring[1][SWIM_KEY_BYTES];
-    memcpy((void *)ring[0], key1, SWIM_KEY_BYTES);
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-        swim_core_t *c = receiver(ring, 1, "prod");
+        swim_core_t *c = keyed();
         char before[2048], after[2048];
         snapshot(c, before, sizeof before);
         craft_t cr = {.kind = kinds[k], .n_updates = 2};
@@ -222,9 +226,7 @@ Test(swim_proto, every_key_of_the_ring_opens_so_keys_rotate_without_a_split)
 
 Test(swim_proto, an_application_payload_is_handed_over_once_with_its_sender)
 {
-    const uint8_t ring[1][SWIM_KEY_BYTES];
-    memcpy((void *)ring[0], key1, SWIM_KEY_BYTES);
-    swim_core_t *c = receiver(ring, 1, "prod");
+    swim_core_t *c = keyed();
     craft_t cr = {.kind = SWIM_APP, .n_updates = 1};
     uint8_t d[SWIM_DATAGRAM_MAX * 2];
     size_t len = sealed(&cr, key1, "prod", d);
@@ -313,9 +315,7 @@ Test(swim_proto, decoders_name_the_field_that_was_wrong)
 
 Test(swim_proto, push_pull_bad_input_is_dropped_and_counted)
 {
-    const uint8_t ring[1][SWIM_KEY_BYTES];
-    memcpy((void *)ring[0], key1, SWIM_KEY_BYTES);
-    swim_core_t *c = receiver(ring, 1, "prod");
+    swim_core_t *c = keyed();
     craft_t cr = {.kind = SWIM_PUSHPULL, .n_updates = 4};
     uint8_t d[SWIM_DATAGRAM_MAX * 2];
     size_t len = sealed(&cr, key1, "prod", d);
