@@ -1,7 +1,8 @@
 /*
  * Membership across real processes: eight `tokentriage serve` replicas gossiping on loopback
- * ports (sealed, one keyring), observed with `tokentriage members --json` as a user would.
- * Every wait polls for the expected state with a deadline.
+ * ports (sealed, one keyring), observed with `tokentriage members --json` as a user would;
+ * and bad datagrams thrown at a replica, read back from its /metrics. Every wait polls for the
+ * expected state with a deadline.
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "swim_proto.h"
 
 #define N 8
 #define LIMITS                                                                                     \
@@ -23,7 +25,7 @@
     "      period: 1m\n"
 
 static tt_daemon_t d[N];
-static char keyring[64];
+static char keyring[320];
 
 static void stop_all(void)
 {
@@ -163,4 +165,132 @@ Test(fleet, eight_replicas_converge_see_a_kill_as_dead_and_a_term_as_left)
         nanosleep(&pause, NULL);
     d[5].pid = 0;
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "serve exits 0 after a graceful leave");
+}
+
+/* ---- bad datagrams against a real replica, read back from /metrics ---- */
+
+/* GET /metrics on 127.0.0.1:port into out; 0 or -1. */
+static int scrape(int port, char *out, size_t cap)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct timeval tv = {2, 0};
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(s);
+        return -1;
+    }
+    const char *req = "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n";
+    size_t n = 0;
+    if (write(s, req, strlen(req)) == (ssize_t)strlen(req))
+        for (ssize_t r; n < cap - 1 && (r = read(s, out + n, cap - 1 - n)) > 0;)
+            n += (size_t)r;
+    out[n] = 0;
+    close(s);
+    return n ? 0 : -1;
+}
+
+static long long counter(const char *text, const char *name)
+{
+    const char *p = strstr(text, name);
+    return p ? atoll(p + strlen(name)) : -1;
+}
+
+/* A datagram from "peer" carrying its own alive record (so the replay window knows it). */
+static size_t datagram(uint8_t *out, const uint8_t *key, const char *label, uint64_t seq)
+{
+    uint8_t body[SWIM_DATAGRAM_MAX], nonce[SWIM_NONCE_BYTES] = {0};
+    swim_wbuf_t w = {body, 0, sizeof body, false};
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    swim_enc_head(&w, "peer", 4, 7, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, seq, SWIM_GOSSIP);
+    swim_msg_t om = {.kind = SWIM_GOSSIP};
+    swim_enc_msg(&w, &om);
+    size_t at = swim_enc_array_open(&w);
+    swim_update_t u = {.state = SWIM_ALIVE,
+                       .id = "peer",
+                       .id_len = 4,
+                       .generation = 7,
+                       .addr = {.family = 4, .port = 9, .ip = {127, 0, 0, 1}}};
+    swim_enc_update(&w, &u);
+    swim_enc_array_close(&w, at, 1);
+    memcpy(nonce, &seq, sizeof seq);
+    return swim_seal(key, label, strlen(label), nonce, body, w.len, out);
+}
+
+Test(fleet, bad_datagrams_are_dropped_and_counted_in_metrics)
+{
+    tt_daemon_t *r = &d[0];
+    memset(r, 0, sizeof *r);
+    snprintf(r->dir, sizeof r->dir, "/tmp/tt-test-XXXXXX");
+    cr_assert_not_null(mkdtemp(r->dir));
+    snprintf(r->config, sizeof r->config, "%s/config.yaml", r->dir);
+    snprintf(r->socket, sizeof r->socket, "%s/tt.sock", r->dir);
+    snprintf(r->log, sizeof r->log, "%s/stderr.log", r->dir);
+    snprintf(keyring, sizeof keyring, "%s/gossip.keys", r->dir);
+    uint8_t key[SWIM_KEY_BYTES], other[SWIM_KEY_BYTES];
+    memset(key, 0x11, sizeof key);
+    memset(other, 0x22, sizeof other);
+    FILE *f = fopen(keyring, "w");
+    fprintf(f, "ERERERERERERERERERERERERERERERERERERERERERE=\n");
+    fclose(f);
+    int gport = free_port(), hport = free_port();
+    f = fopen(r->config, "w");
+    fprintf(f,
+            "server:\n  socket: %s\n  http: 127.0.0.1:%d\n"
+            "shared_state:\n  share:\n    node_id: solo\n    bind: 127.0.0.1:%d\n"
+            "    keyring_file: %s\n    cluster: itest\n"
+            "governance:\n  limits:\n" LIMITS,
+            r->socket, hport, gport, keyring);
+    fclose(f);
+    cr_assert_eq(tt_daemon_spawn(r, true), 0);
+
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)gport),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    uint8_t b[2048];
+    size_t len;
+#define SEND(p, n) sendto(s, p, n, 0, (struct sockaddr *)&to, sizeof to)
+    memset(b, 0, sizeof b);
+    SEND(b, SWIM_DATAGRAM_MAX + 1); /* oversize */
+    b[0] = SWIM_WIRE_VERSION;
+    b[1] = SWIM_MODE_SEALED;
+    SEND(b, 10); /* truncated */
+    b[0] = 9;
+    SEND(b, 100); /* version */
+    b[0] = SWIM_WIRE_VERSION;
+    b[1] = SWIM_MODE_PLAIN;
+    SEND(b, 100); /* plaintext to a keyed replica: mode */
+    len = datagram(b, key, "itest", 1);
+    b[len - 1] ^= 1;
+    SEND(b, len); /* forged */
+    len = datagram(b, other, "itest", 2);
+    SEND(b, len); /* another key */
+    len = datagram(b, key, "staging", 3);
+    SEND(b, len); /* another label */
+    len = datagram(b, key, "itest", 4);
+    SEND(b, len); /* good: "peer" joins the view */
+    SEND(b, len); /* replayed */
+#undef SEND
+    close(s);
+
+    static char text[1 << 16];
+    bool ok = false;
+    struct timespec pause = {0, 50 * 1000000L};
+    for (long long deadline = tt_now_ms() + 10000; !ok && tt_now_ms() < deadline;
+         nanosleep(&pause, NULL))
+        ok = scrape(hport, text, sizeof text) == 0 &&
+             counter(text, "tokentriage_gossip_dropped_total{reason=\"replay\"} ") == 1;
+    cr_assert(ok, "no replay counted:\n%s", text);
+    cr_assert_eq(counter(text, "tokentriage_gossip_dropped_total{reason=\"oversize\"} "), 1);
+    cr_assert_eq(counter(text, "tokentriage_gossip_dropped_total{reason=\"truncated\"} "), 1);
+    cr_assert_eq(counter(text, "tokentriage_gossip_dropped_total{reason=\"version\"} "), 1);
+    cr_assert_eq(counter(text, "tokentriage_gossip_dropped_total{reason=\"mode\"} "), 1);
+    cr_assert_eq(counter(text, "tokentriage_gossip_dropped_total{reason=\"auth\"} "), 3);
+    cr_assert_eq(counter(text, "tokentriage_gossip_packets_total{direction=\"rx\"} "), 1);
+    /* still serving, and the one good datagram is the only change to the view */
+    cr_assert_eq(counter(text, "tokentriage_members{state=\"alive\"} "), 2);
 }
