@@ -36,8 +36,8 @@
  * chains stay whole) and is marked by an impossible length. Lookups try the new array, then the
  * old. The move is done long before the new array could fill: it starts at 3/8 of the new
  * capacity and takes at most (old capacity / 64) operations, against the 3/8 of the new
- * capacity that inserts would need. So no operation ever rehashes the whole table; the one
- * that moves the last old slot also returns the old array to the kernel (about 0.14 ms per MB).
+ * capacity that inserts would need. So no operation ever rehashes the whole table, and the
+ * old array goes back to the kernel in 64 KiB slices as the move passes them.
  */
 #include "table.h"
 
@@ -168,6 +168,7 @@ static void slots_free(gov_slot_t *slots, size_t n)
 
 #define MOVED UINT16_MAX /* the length of an old slot already moved to the new array */
 #define MIGRATE_PER_OP 64
+#define RELEASE_BYTES ((size_t)64 * 1024) /* a multiple of the page size */
 
 /* The empty slot where `hash` goes in the new array. */
 static size_t empty_for(const gov_table_t *t, uint64_t hash)
@@ -185,19 +186,49 @@ static void move_across(gov_table_t *t, size_t i, size_t j)
     t->old[i].len = MOVED;
 }
 
-/* Moves up to `budget` old slots across; frees the old array when all are. */
+/*
+ * Returns the old array's moved prefix to the kernel in RELEASE_BYTES slices, so that no single
+ * operation frees a whole array (about 0.14 ms per MB). Slots below t->released are never read
+ * again: every key there has moved, and a probe through that range skips it (see old_step).
+ */
+static void release_moved(gov_table_t *t)
+{
+    size_t done = t->moved * sizeof(gov_slot_t) / RELEASE_BYTES * RELEASE_BYTES;
+    if (done <= t->released_bytes)
+        return;
+    munmap((char *)t->old + t->released_bytes, done - t->released_bytes);
+    t->released_bytes = done;
+    t->released = (done + sizeof(gov_slot_t) - 1) / sizeof(gov_slot_t);
+}
+
+/* Moves up to `budget` old slots across; drops the old array when all are. */
 static void migrate(gov_table_t *t, size_t budget)
 {
-    for (; t->old && budget; budget--) {
+    if (!t->old)
+        return;
+    for (; budget; budget--) {
+        size_t i = t->moved++;
+        if (t->old[i].hash && t->old[i].len != MOVED)
+            move_across(t, i, empty_for(t, t->old[i].hash));
         if (t->moved > t->old_mask) {
             slots_free(t->old, t->old_mask + 1);
             t->old = NULL;
             return;
         }
-        size_t i = t->moved++;
-        if (t->old[i].hash && t->old[i].len != MOVED)
-            move_across(t, i, empty_for(t, t->old[i].hash));
     }
+    release_moved(t);
+}
+
+/*
+ * Old-array probing. A key still in the old array sits at or above `moved`, and its chain from
+ * its home has no empty slot, so jumping over the released range [0, released) (where the
+ * memory is gone) to `released` still reaches it. The walk is bounded by the array's size
+ * because the released range may have held every empty slot.
+ */
+static size_t old_step(const gov_table_t *t, size_t j)
+{
+    j &= t->old_mask;
+    return j < t->released ? t->released : j;
 }
 
 /* Starts a move to a `capacity`-slot array, finishing any move still under way first. */
@@ -210,6 +241,8 @@ static int grow(gov_table_t *t, size_t capacity)
     t->old = t->slots;
     t->old_mask = t->mask;
     t->moved = 0;
+    t->released = 0;
+    t->released_bytes = 0;
     t->slots = slots;
     t->mask = capacity - 1;
     t->cursor = 0;
@@ -300,7 +333,8 @@ static size_t probe(gov_table_t *t, int ident, uint64_t hash, const char *key, s
             return i;
         }
     }
-    for (size_t j = hash & t->old_mask; t->old && t->old[j].hash; j = (j + 1) & t->old_mask) {
+    size_t j = t->old ? old_step(t, hash) : 0;
+    for (size_t n = 0; t->old && n <= t->old_mask && t->old[j].hash; n++, j = old_step(t, j + 1)) {
         if (slot_is(t, &t->old[j], ident, hash, key, len)) { /* a moved one never matches */
             move_across(t, j, i);
             *found = true;
@@ -329,7 +363,8 @@ size_t gov_table_find_ref(gov_table_t *t, int ident, uint64_t hash, uint32_t ref
     for (; t->slots[i].hash; i = (i + 1) & t->mask)
         if (slot_has_ref(&t->slots[i], ident, hash, ref, len))
             return i;
-    for (size_t j = hash & t->old_mask; t->old && t->old[j].hash; j = (j + 1) & t->old_mask) {
+    size_t j = t->old ? old_step(t, hash) : 0;
+    for (size_t n = 0; t->old && n <= t->old_mask && t->old[j].hash; n++, j = old_step(t, j + 1)) {
         if (slot_has_ref(&t->old[j], ident, hash, ref, len)) {
             move_across(t, j, i);
             return i;

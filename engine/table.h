@@ -52,10 +52,12 @@ typedef struct gov_table {
     size_t mask;     /* capacity - 1; capacity is a power of two */
     gov_slot_t *old; /* the array being moved from after a growth, NULL when none */
     size_t old_mask;
-    size_t moved;  /* old slots [0, moved) are across */
-    size_t count;  /* occupied slots */
-    size_t max;    /* the cap */
-    size_t cursor; /* reclamation position */
+    size_t moved;          /* old slots [0, moved) are across */
+    size_t released;       /* old slots [0, released) are returned to the kernel: never read */
+    size_t released_bytes; /* the same in bytes, a multiple of the page size */
+    size_t count;          /* occupied slots */
+    size_t max;            /* the cap */
+    size_t cursor;         /* reclamation position */
     uint64_t seed[2];
     uint64_t reclaimed;
     gov_arena_t arena[GOV_ARENA_CLASSES];

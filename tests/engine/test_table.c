@@ -183,7 +183,7 @@ Test(table, bytes_account_for_slots_and_ids)
 
 /* A random walk against a plain array model: inserts, lookups, idle marks and reclamation
  * slices, with few distinct hashes so clusters are long and deletions shift a lot, through
- * three incremental growths. */
+ * three incremental growths, the last one releasing its old array in slices. */
 Test(table, a_random_walk_agrees_with_a_plain_model)
 {
     enum { KEYS = 6000 };       /* grows 1024 -> 2048 -> 4096 -> 8192 slots on the way */
@@ -191,9 +191,10 @@ Test(table, a_random_walk_agrees_with_a_plain_model)
     for (int i = 0; i < KEYS; i++)
         model[i] = -1;
     uint64_t x = 88172645463325252u;
-    bool grew_during_a_move = false;
-    for (int step = 0; step < 20000; step++) {
+    bool grew_during_a_move = false, released_during_a_move = false;
+    for (int step = 0; step < 30000; step++) {
         grew_during_a_move = grew_during_a_move || t.old != NULL;
+        released_during_a_move = released_during_a_move || (t.old && t.released > 0);
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
@@ -208,7 +209,7 @@ Test(table, a_random_walk_agrees_with_a_plain_model)
             if (model[k] < 0)
                 model[k] = 0;
             cr_assert_eq(t.slots[s].state, model[k]);
-            t.slots[s].state = model[k] = (int64_t)(x >> 40) % 2 ? 100 * S : 0;
+            t.slots[s].state = model[k] = (int64_t)(x >> 40) % 4 ? 100 * S : 0;
         } else if (op < 7) {
             size_t s = gov_table_find(&t, ix, h, id, len);
             if (s == GOV_SLOT_NONE && model[k] == 0)
@@ -217,7 +218,7 @@ Test(table, a_random_walk_agrees_with_a_plain_model)
                 cr_assert_eq(s, GOV_SLOT_NONE, "key %d", k);
             else
                 cr_assert_eq(t.slots[s].state, model[k], "key %d", k);
-        } else if ((x >> 58) % 16) { /* a slice, checked later */
+        } else if ((x >> 57) % 64) { /* a slice, checked later */
             gov_table_reclaim(&t, 50 * S, 1 + (size_t)(x >> 50) % 64);
         } else { /* a slice, and every key checked */
             gov_table_reclaim(&t, 50 * S, 1 + (size_t)(x >> 50) % 64);
@@ -245,4 +246,5 @@ Test(table, a_random_walk_agrees_with_a_plain_model)
     }
     cr_assert_eq(present, t.count, "no key is held twice, none is lost");
     cr_assert(grew_during_a_move, "the walk ran while a growth was under way");
+    cr_assert(released_during_a_move, "and while part of an old array was already released");
 }
