@@ -350,7 +350,6 @@ static int start(daemon_t *d)
 int srv_daemon_run(const srv_daemon_options_t *opt)
 {
     daemon_t d = {.opt = opt};
-    signal(SIGPIPE, SIG_IGN);
     uv_loop_init(&d.loop);
     int rc = start(&d);
     if (rc == EX_OK_)

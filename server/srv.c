@@ -28,6 +28,7 @@
 #include "srv.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -485,6 +486,8 @@ int srv_start(srv_t **out, uv_loop_t *loop, const srv_options_t *opt, struct gov
               srv_metrics_t *metrics, char *err, size_t err_size)
 {
     *out = NULL;
+    /* a client that goes away with answers in flight must cost an EPIPE, not the process */
+    signal(SIGPIPE, SIG_IGN);
     srv_t *s = calloc(1, sizeof(*s));
     if (!s)
         return SRV_ENOMEM;

@@ -8,9 +8,11 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "metrics.h"
+#include "proto.h"
 
 struct gov_engine;
 
@@ -44,9 +46,8 @@ typedef struct srv srv_t;
 
 /*
  * Starts listening on loop. A socket file left by a dead daemon is replaced; one a live
- * daemon answers on is not (SRV_EINUSE). The engine (may be NULL: then only ping, fleet and
- * members answer) and metrics stay the caller's and must outlive the server. The options'
- * strings are copied.
+ * daemon answers on is not (SRV_EINUSE). The engine and metrics stay the caller's and must outlive
+ * the server. The options' strings are copied. SIGPIPE is ignored from here on (process-wide).
  */
 int srv_start(srv_t **out, uv_loop_t *loop, const srv_options_t *opt, struct gov_engine *engine,
               srv_metrics_t *metrics, char *err, size_t err_size);
