@@ -4,6 +4,7 @@
 # shared library and against the static one.
 set -euo pipefail
 build=$1
+extra=${2:-} # the sanitizer flags when the build is sanitized: the library needs their runtime
 prefix=$(mktemp -d /tmp/tt-install-XXXXXX)
 trap 'rm -rf "$prefix"' EXIT
 cmake --install "$build" --prefix "$prefix" >/dev/null
@@ -23,11 +24,11 @@ int main(void)
 }
 C
 flags=$(PKG_CONFIG_PATH=$pc pkg-config --cflags --libs tokentriage)
-cc -Wall -Werror -o "$prefix/hello" "$prefix/hello.c" $flags -Wl,-rpath,"$prefix/lib"
+cc -Wall -Werror $extra -o "$prefix/hello" "$prefix/hello.c" $flags -Wl,-rpath,"$prefix/lib"
 # (outputs captured first: `grep -q` closing a pipe early would fail it under pipefail)
 out=$("$prefix/hello"); [[ $out == *"cannot connect"* ]]
 deps=$(ldd "$prefix/hello"); [[ $deps == *libtokentriage.so* ]]
-cc -Wall -Werror -o "$prefix/hello-static" "$prefix/hello.c" -I"$prefix/include" \
+cc -Wall -Werror $extra -o "$prefix/hello-static" "$prefix/hello.c" -I"$prefix/include" \
   "$(find "$prefix" -name libtokentriage.a)"
 out=$("$prefix/hello-static"); [[ $out == *"cannot connect"* ]]
 # only the public API is exported
