@@ -39,7 +39,17 @@
  *    (or a seed) at join and every 30 s (scaled up above 32 members). The core builds and
  *    merges the message; the shell carries it over TCP. A peer's DEAD becomes our SUSPECT
  *    (it must still time out here), as in memberlist.
- *  - No TCP fallback ping; the simulator shows the indirect probes suffice at 20% loss.
+ *  - The buddy system is persistent: every probe interval, each member we suspect gets a
+ *    ping carrying our suspicion, and a member that hears a suspicion it already refuted
+ *    gossips its alive record again (the ack carries it back). Epidemic dissemination with a
+ *    finite retransmit limit leaves a straggler now and then (at 20% loss about one member
+ *    in 600 misses a given refutation); without this a straggler holds its stale suspicion
+ *    until its timer kills a healthy member (86 false deaths in 100 simulated seconds at 20%
+ *    loss, 64 members, before; none in a simulated hour after).
+ *  - Updates are applied before a ping is answered, so the ack carries a fresh refutation.
+ *  - No TCP fallback ping; the simulator shows the indirect probes and the buddy pings
+ *    suffice at 20% loss.
+ *  - Application payloads (APP) ride the same sealed datagrams, for the share store.
  *  - Dead and left members stay in the table for `reclaim_ns` (60 s): long enough that a
  *    replayed old datagram (the replay window is 30 s) cannot resurrect them, and that a
  *    healed partition can still gossip to them (and push-pull alternates with the seeds).
