@@ -71,41 +71,48 @@ static int members_json(int i, char *out, size_t cap)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* The state replica i's view gives replica `target`, copied into state ("" if absent). */
-static void state_of(const char *json, int target, char *state, size_t cap)
+/* Field `key` of replica `target`'s row in a members answer, copied into out ("" if absent;
+ * strings without their quotes). */
+static void field_of(const char *json, int target, const char *key, char *out, size_t cap)
 {
-    char needle[32];
+    char needle[32], k[32];
     snprintf(needle, sizeof needle, "\"id\":\"r%d\"", target);
-    state[0] = 0;
+    snprintf(k, sizeof k, "\"%s\":", key);
+    out[0] = 0;
     const char *p = strstr(json, needle), *s;
-    if (!p || !(s = strstr(p, "\"state\":\"")))
+    if (!p || !(s = strstr(p, k)))
         return;
-    s += strlen("\"state\":\"");
-    size_t n = strcspn(s, "\"");
-    snprintf(state, cap, "%.*s", (int)(n < cap ? n : cap - 1), s);
+    s += strlen(k);
+    s += *s == '"';
+    size_t n = strcspn(s, "\",}");
+    snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), s);
 }
 
 static bool alive[N];
 
-/* True when every live replica sees `target` in `want` (for target < 0: all live alive). */
+/* True when every running replica sees `target` in `want` (for target < 0: every running
+ * replica alive) and counts exactly the running replicas live. */
 static bool everyone_sees(int target, const char *want)
 {
     static char out[1 << 16];
+    int running = 0;
+    for (int i = 0; i < N; i++)
+        running += alive[i];
+    char live[32];
+    snprintf(live, sizeof live, "\"live\":%d,", running);
     for (int i = 0; i < N; i++) {
         if (!alive[i])
             continue;
-        if (members_json(i, out, sizeof out) != 0)
+        if (members_json(i, out, sizeof out) != 0 || !strstr(out, live))
             return false;
         for (int j = 0; j < N; j++) {
             if (target >= 0 && j != target)
                 continue;
             char st[16];
-            state_of(out, j, st, sizeof st);
+            field_of(out, j, "state", st, sizeof st);
             if (strcmp(st, target >= 0 ? want : (alive[j] ? "alive" : st)) != 0)
                 return false;
         }
-        if (target < 0 && !strstr(out, "\"live\":8"))
-            return false;
     }
     return true;
 }
@@ -143,6 +150,11 @@ Test(fleet, eight_replicas_converge_see_a_kill_as_dead_and_a_term_as_left)
     }
     cr_assert(poll_until(-1, NULL, 30000), "the eight replicas did not converge");
 
+    static char view[1 << 16];
+    char gen_before[32], gen_after[32];
+    cr_assert_eq(members_json(0, view, sizeof view), 0);
+    field_of(view, 3, "generation", gen_before, sizeof gen_before);
+
     /* SIGKILL: detected by failure detection, dead everywhere */
     kill(d[3].pid, SIGKILL);
     waitpid(d[3].pid, NULL, 0);
@@ -165,6 +177,15 @@ Test(fleet, eight_replicas_converge_see_a_kill_as_dead_and_a_term_as_left)
         nanosleep(&pause, NULL);
     d[5].pid = 0;
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "serve exits 0 after a graceful leave");
+
+    /* the killed replica restarts under the same name on a new port: a new generation,
+     * alive everywhere and counted once */
+    cr_assert_eq(tt_daemon_spawn(&d[3], true), 0);
+    alive[3] = true;
+    cr_assert(poll_until(3, "alive", 30000), "the restarted replica was not seen alive");
+    cr_assert_eq(members_json(0, view, sizeof view), 0);
+    field_of(view, 3, "generation", gen_after, sizeof gen_after);
+    cr_assert_str_neq(gen_before, gen_after);
 }
 
 /* ---- bad datagrams against a real replica, read back from /metrics ---- */
