@@ -21,6 +21,9 @@
 #define JOIN_RETRY_MS 1000
 #define LEAVE_GRACE_MS 500
 #define KEYRING_FILE_MAX 65536
+/* Push-pull connections at once: each may buffer up to SWIM_PUSHPULL_MAX before the seal is
+ * checked, so an unauthenticated flood is bounded to this many. */
+#define CONNS_MAX 16
 
 typedef struct conn conn_t;
 
@@ -45,6 +48,7 @@ struct mb {
     } subs[MB_SUBSCRIBERS_MAX];
     int n_subs;
     conn_t *conns;
+    int n_conns;
     mb_app_fn app;
     void *app_ud;
     swim_addr_t self_addr;
@@ -253,6 +257,7 @@ static void conn_close(conn_t *c)
     if (c->next)
         c->next->pprev = c->pprev;
     *c->pprev = c->next;
+    c->mb->n_conns--;
     uv_close((uv_handle_t *)&c->tcp, conn_closed);
     uv_close((uv_handle_t *)&c->timeout, conn_closed);
 }
@@ -274,6 +279,7 @@ static conn_t *conn_new(mb_t *mb, bool initiator)
     c->tcp.data = c->timeout.data = c->connect.data = c->write.data = c;
     c->open = 2;
     mb->pending++;
+    mb->n_conns++;
     c->next = mb->conns;
     c->pprev = &mb->conns;
     if (mb->conns)
@@ -377,7 +383,9 @@ static void on_connection(uv_stream_t *server, int status)
     conn_t *c = conn_new(mb, false);
     if (!c)
         return;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) ||
+    /* accepted even over the cap (libuv stops listening until a connection is accepted),
+     * then closed at once */
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) || mb->n_conns > CONNS_MAX ||
         uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read))
         conn_close(c);
 }
