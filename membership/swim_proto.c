@@ -12,6 +12,8 @@
 static int wbuf_write(void *data, const char *buf, size_t len)
 {
     swim_wbuf_t *w = data;
+    if (len == 0)
+        return 0; /* an empty str/bin body may come with a NULL pointer */
     if (w->overflow || len > w->cap - w->len) {
         w->overflow = true;
         return -1;
