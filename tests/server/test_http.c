@@ -90,6 +90,8 @@ Test(http, metrics_healthz_and_readyz_answer)
     cr_assert(strstr(reply, "# TYPE tokentriage_decision_latency_seconds histogram\n"));
     cr_assert(strstr(reply, "tokentriage_counters{limit=\"team_rpm\"} 1\n"), "%s", reply);
     cr_assert(strstr(reply, "tokentriage_reloads_total{result=\"ok\"} 0\n"));
+    cr_assert(strstr(reply, "\ntokentriage_counter_table_bytes "), "%s", reply);
+    cr_assert(strstr(reply, "\ntokentriage_leases 0\n"), "%s", reply);
     cr_assert_eq(get("/nope"), 404);
 }
 
