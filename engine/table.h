@@ -42,9 +42,10 @@ typedef struct gov_ident {
 } gov_ident_t;
 
 typedef struct gov_arena {
-    uint8_t *buf;
-    uint32_t n, cap; /* chunks used (high-water mark), allocated */
-    uint32_t free;   /* head of the free list (chunk index + 1), 0 when empty */
+    uint8_t **blocks;              /* fixed blocks of chunks: the arena never moves */
+    uint32_t n_blocks, cap_blocks; /* blocks allocated, pointers room */
+    uint32_t n;                    /* chunks used (high-water mark) */
+    uint32_t free;                 /* head of the free list (chunk index + 1), 0 when empty */
 } gov_arena_t;
 
 typedef struct gov_table {
