@@ -1,7 +1,7 @@
 /*
  * membership_sim: the simulator's figures for docs/membership.md.
  *
- *   membership_sim kill  [nodes] [runs]        time to first suspicion and to agreement
+ *   membership_sim kill  [nodes] [runs] [loss] time to first suspicion and to agreement
  *   membership_sim loss  [nodes] [loss] [secs] false deaths and suspicions under loss
  *   membership_sim bytes [nodes] [secs]        steady-state bytes/s per node
  *   membership_sim join  [nodes]               time until every view is complete
@@ -83,7 +83,7 @@ static bool everyone_agrees(sim_t *s, void *arg)
     return true;
 }
 
-static void kill_bench(int n, int runs)
+static void kill_bench(int n, int runs, double loss)
 {
     int64_t *susp = calloc((size_t)runs, sizeof *susp),
             *agree = calloc((size_t)runs, sizeof *agree);
@@ -91,6 +91,7 @@ static void kill_bench(int n, int runs)
     for (int r = 0; r < runs; r++) {
         stats_t st;
         sim_t *s = make(&st, 1000 + (uint64_t)r, n, 0, true);
+        sim_set_loss(s, loss);
         sim_run_until(s, sim_now(s) + (int64_t)(r % 10) * 100 * SIM_MS);
         st.victim = 1 + r % (n - 1);
         int64_t t0 = sim_now(s);
@@ -103,9 +104,10 @@ static void kill_bench(int n, int runs)
         false_deaths += st.false_deaths;
         sim_free(s);
     }
-    printf("kill N=%d runs=%d: first suspicion p50 %.1f s p99 %.1f s; agreement p50 %.1f s "
+    printf("kill N=%d runs=%d loss=%.0f%%: first suspicion p50 %.1f s p99 %.1f s; agreement p50 "
+           "%.1f s "
            "p99 %.1f s; false deaths %d\n",
-           n, runs, pct(susp, runs, 0.5), pct(susp, runs, 0.99), pct(agree, runs, 0.5),
+           n, runs, loss * 100, pct(susp, runs, 0.5), pct(susp, runs, 0.99), pct(agree, runs, 0.5),
            pct(agree, runs, 0.99), false_deaths);
     free(susp);
     free(agree);
@@ -172,7 +174,8 @@ int main(int argc, char **argv)
     const char *what = argc > 1 ? argv[1] : "kill";
     clock_t c0 = clock();
     if (strcmp(what, "kill") == 0)
-        kill_bench(argc > 2 ? atoi(argv[2]) : 64, argc > 3 ? atoi(argv[3]) : 100);
+        kill_bench(argc > 2 ? atoi(argv[2]) : 64, argc > 3 ? atoi(argv[3]) : 100,
+                   argc > 4 ? atof(argv[4]) : 0);
     else if (strcmp(what, "loss") == 0)
         loss_bench(argc > 2 ? atoi(argv[2]) : 64, argc > 3 ? atof(argv[3]) : 0.2,
                    argc > 4 ? atoi(argv[4]) : 3600);
