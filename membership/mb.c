@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define CONN_TIMEOUT_MS 5000
 #define JOIN_RETRY_MS 1000
@@ -556,6 +557,45 @@ static int pick_advertise(mb_t *mb, const struct sockaddr_storage *bound, mb_err
     return 0;
 }
 
+/*
+ * Port 0: a port free for both UDP and TCP. The kernel picks the UDP one; TCP may already use
+ * it, so the pair is tried on plain sockets and handed to libuv bound (no window between the
+ * check and the bind). Fills the chosen port into *bind.
+ */
+static int pick_port(uv_udp_t *udp, uv_tcp_t *tcp, struct sockaddr_storage *bind_addr)
+{
+    socklen_t len =
+        bind_addr->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    for (int tries = 0; tries < 32; tries++) {
+        struct sockaddr_storage a = *bind_addr;
+        socklen_t alen = len;
+        int u = socket(a.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        int t = socket(a.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int one = 1;
+        if (u >= 0 && t >= 0 && bind(u, (struct sockaddr *)&a, len) == 0 &&
+            getsockname(u, (struct sockaddr *)&a, &alen) == 0 &&
+            setsockopt(t, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+            bind(t, (struct sockaddr *)&a, len) == 0) {
+            int rc = uv_udp_open(udp, u);
+            if (rc) {
+                close(u);
+                close(t);
+                return rc;
+            }
+            if ((rc = uv_tcp_open(tcp, t))) /* u belongs to the handle now */
+                close(t);
+            else
+                *bind_addr = a;
+            return rc;
+        }
+        if (u >= 0)
+            close(u);
+        if (t >= 0)
+            close(t);
+    }
+    return UV_EADDRINUSE;
+}
+
 int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, mb_err_t *err)
 {
     *out = NULL;
@@ -581,12 +621,15 @@ int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, mb_err_t *err)
     uv_timer_init(loop, &mb->join_timer);
     mb->open_handles = 4;
     mb->udp.data = mb->listener.data = mb->timer.data = mb->join_timer.data = mb;
-    int namelen = sizeof bind;
-    /* UDP first: with port 0 the kernel picks one, and TCP takes the same */
-    if ((rc = uv_udp_bind(&mb->udp, (const struct sockaddr *)&bind, UV_UDP_REUSEADDR)) ||
-        (rc = uv_udp_getsockname(&mb->udp, (struct sockaddr *)&bind, &namelen)) ||
-        (rc = uv_tcp_bind(&mb->listener, (const struct sockaddr *)&bind, 0)) ||
-        (rc = uv_listen((uv_stream_t *)&mb->listener, 64, on_connection))) {
+    bool any_port = (bind.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bind)->sin6_port
+                                                : ((struct sockaddr_in *)&bind)->sin_port) == 0;
+    if (any_port && (rc = pick_port(&mb->udp, &mb->listener, &bind)) == 0)
+        rc = uv_listen((uv_stream_t *)&mb->listener, 64, on_connection);
+    else if (!any_port &&
+             !(rc = uv_udp_bind(&mb->udp, (const struct sockaddr *)&bind, UV_UDP_REUSEADDR)) &&
+             !(rc = uv_tcp_bind(&mb->listener, (const struct sockaddr *)&bind, 0)))
+        rc = uv_listen((uv_stream_t *)&mb->listener, 64, on_connection);
+    if (rc) {
         fail(err, rc, "shared_state.share.bind: %s: %s", cfg->bind, uv_strerror(rc));
         goto fail_close;
     }

@@ -40,20 +40,29 @@ static void share_cfg(cfg_share_t *c, const char *id, const char *seed, const ch
     c->join_timeout_ns = INT64_C(10) * 1000000000;
 }
 
-static void start(fleet_t *f, int n, const char *keyring)
+/* Node 0 starts alone; the others know it as their seed, by its address or, with by_name,
+ * as localhost:port (resolved on every try). */
+static void start_seeded(fleet_t *f, int n, const char *keyring, bool by_name)
 {
     uv_loop_init(&f->loop);
     f->n = n;
     for (int i = 0; i < n; i++) {
         cfg_share_t c;
-        char id[16];
+        char id[16], seed[64];
         snprintf(id, sizeof id, "node-%d", i);
-        /* node 0 starts alone; the others know it as their seed */
-        share_cfg(&c, id, i ? mb_advertise(f->mb[0]) : NULL, keyring);
+        if (i)
+            snprintf(seed, sizeof seed, "%s%s", by_name ? "localhost" : "",
+                     by_name ? strrchr(mb_advertise(f->mb[0]), ':') : mb_advertise(f->mb[0]));
+        share_cfg(&c, id, i ? seed : NULL, keyring);
         mb_err_t err;
         cr_assert_eq(mb_start(&f->mb[i], &f->loop, &c, &err), 0, "%s", err.msg);
         mb_subscribe(f->mb[i], on_event, f);
     }
+}
+
+static void start(fleet_t *f, int n, const char *keyring)
+{
+    start_seeded(f, n, keyring, false);
 }
 
 static void on_tick(uv_timer_t *t) {}
@@ -182,6 +191,14 @@ Test(mb, an_application_payload_reaches_its_member)
     cr_assert_eq(mb_send_app(f.mb[0], "node-9", 6, (const uint8_t *)"demand", 6), SWIM_EINVAL);
     cr_assert(run_until(&f, app_seen, 5000));
     cr_assert_str_eq(got, "node-0:demand");
+    stop(&f);
+}
+
+Test(mb, a_seed_given_by_name_is_resolved_and_joined)
+{
+    fleet_t f = {0};
+    start_seeded(&f, 3, NULL, true);
+    cr_assert(run_until(&f, all_alive, 10000), "the three did not converge through localhost");
     stop(&f);
 }
 
