@@ -148,7 +148,7 @@ Test(fleet, eight_replicas_converge_see_a_kill_as_dead_and_a_term_as_left)
         cr_assert_eq(tt_daemon_start(&d[i], LIMITS, extra), 0, "replica %d did not start", i);
         alive[i] = true;
     }
-    cr_assert(poll_until(-1, NULL, 30000), "the eight replicas did not converge");
+    cr_assert(poll_until(-1, NULL, 60000), "the eight replicas did not converge");
 
     static char view[1 << 16];
     char gen_before[32], gen_after[32];
@@ -182,7 +182,7 @@ Test(fleet, eight_replicas_converge_see_a_kill_as_dead_and_a_term_as_left)
      * alive everywhere and counted once */
     cr_assert_eq(tt_daemon_spawn(&d[3], true), 0);
     alive[3] = true;
-    cr_assert(poll_until(3, "alive", 30000), "the restarted replica was not seen alive");
+    cr_assert(poll_until(3, "alive", 60000), "the restarted replica was not seen alive");
     cr_assert_eq(members_json(0, view, sizeof view), 0);
     field_of(view, 3, "generation", gen_after, sizeof gen_after);
     cr_assert_str_neq(gen_before, gen_after);
