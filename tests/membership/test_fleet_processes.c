@@ -35,7 +35,7 @@ static void stop_all(void)
     unlink(keyring);
 }
 
-TestSuite(fleet, .fini = stop_all, .timeout = 120);
+TestSuite(fleet, .fini = stop_all, .timeout = 240);
 
 /* A port free for both UDP and TCP on loopback, as the kernel hands one out. */
 static int free_port(void)
