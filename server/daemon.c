@@ -21,6 +21,7 @@
 #include "engine.h"
 #include "log.h"
 #include "mb.h"
+#include "share_node.h"
 #include "srv.h"
 #include "tokentriage.h"
 
@@ -40,8 +41,9 @@ typedef struct daemon {
     uv_signal_t sighup, sigterm, sigint;
     uv_timer_t tick;
     char node[256];
-    mb_t *mb;          /* membership, when shared_state.share is configured */
-    char (*addrs)[64]; /* the members answer's address strings */
+    mb_t *mb;            /* membership, when shared_state.share is configured */
+    share_node_t *share; /* the share store, with membership */
+    char (*addrs)[64];   /* the members answer's address strings */
     size_t addrs_cap;
 } daemon_t;
 
@@ -112,7 +114,9 @@ static void reload(daemon_t *d)
 /* Peers have been told we leave: close membership; the loop ends when its handles are. */
 static void left(void *ud, mb_t *mb)
 {
+    daemon_t *d = ud;
     mb_close(mb, NULL, NULL);
+    share_node_close(d->share);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -201,7 +205,7 @@ static bool ready(void *ud, const char **why)
         *why = "membership not joined";
         return false;
     }
-    return true;
+    return !d->share || share_node_ready(d->share, why);
 }
 
 /* The members answer, from membership's table. */
@@ -252,6 +256,13 @@ static void membership_metrics(proto_out_t *out, void *ud)
 {
     daemon_t *d = ud;
     mb_metrics_write(d->mb, metrics_line, out);
+    share_node_metrics(d->share, d->cfg->limits, d->cfg->n_limits, metrics_line, out);
+}
+
+/* The live replica count for the fleet bound of local and redis limits. */
+static int64_t live_members(void *ud)
+{
+    return mb_live_count(ud);
 }
 
 /* server.socket_group: hand the socket to a group (its mode gives that group access). */
@@ -318,6 +329,16 @@ static int start(daemon_t *d)
         }
         srv_set_members(d->srv, members_rows, d);
         srv_metrics_add_source(d->metrics, membership_metrics, d);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        if (share_node_new(&d->share, &d->cfg->share,
+                           (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec) ||
+            share_node_attach(d->share, &d->loop, d->mb)) {
+            srv_log(SRV_LOG_ERROR, "share store", "detail", "cannot start", NULL);
+            return EX_SOFTWARE_;
+        }
+        gov_engine_set_share(d->engine, &share_node_ops, d->share);
+        gov_engine_set_members(d->engine, live_members, d->mb);
     }
 
     uv_signal_t *sigs[] = {&d->sighup, &d->sigterm, &d->sigint};
@@ -358,11 +379,14 @@ int srv_daemon_run(const srv_daemon_options_t *opt)
         srv_stop(d.srv);
     if (rc != EX_OK_ && d.mb)
         mb_close(d.mb, NULL, NULL);
+    if (rc != EX_OK_ && d.share)
+        share_node_close(d.share);
     /* let every handle finish closing, then free what they pointed at */
     uv_run(&d.loop, UV_RUN_DEFAULT);
     uv_loop_close(&d.loop);
     srv_free(d.srv);
     mb_free(d.mb);
+    share_node_free(d.share);
     free(d.addrs);
     gov_engine_destroy(d.engine);
     srv_metrics_free(d.metrics);

@@ -168,6 +168,13 @@ static void fleet(srv_conn_t *c, uint64_t seq)
             .sustained_bound = e->sustained_bound,
             .burst_bound = e->burst_bound,
             .state = cstr(e->state ? e->state : ""),
+            /* a share replica admits amount / n; a local or redis one the whole amount */
+            .local_share = e->store == CFG_STORE_SHARE ? (e->n > 0 ? e->amount / e->n : 0)
+                                                       : e->amount,
+            .divisor_min = e->divisor_min,
+            .divisor_max = e->divisor_max,
+            .detect_within_s = e->detect_within_s,
+            .converged = e->converged,
         };
     }
     proto_out_t *out = srv__answer_buf(c);

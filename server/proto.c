@@ -959,7 +959,7 @@ static void fleet_body(proto_out_t *out, uint64_t seq, const void *ctx,
     w_array(out, nrows);
     for (uint32_t i = 0; i < nrows; i++) {
         const proto_fleet_limit_t *l = &rows[i];
-        w_map(out, 10 + (l->state.len > 0));
+        w_map(out, 15 + (l->state.len > 0));
         W_KEY(out, "id");
         w_pstr(out, l->id);
         W_KEY(out, "type");
@@ -984,6 +984,16 @@ static void fleet_body(proto_out_t *out, uint64_t seq, const void *ctx,
             W_KEY(out, "state");
             w_pstr(out, l->state);
         }
+        W_KEY(out, "local_share");
+        w_int(out, l->local_share);
+        W_KEY(out, "divisor_min");
+        w_int(out, l->divisor_min);
+        W_KEY(out, "divisor_max");
+        w_int(out, l->divisor_max);
+        W_KEY(out, "detect_within_s");
+        w_int(out, l->detect_within_s);
+        W_KEY(out, "converged");
+        w_bool(out, l->converged);
     }
 }
 

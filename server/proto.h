@@ -159,6 +159,10 @@ typedef struct proto_fleet_limit {
     int64_t sustained_bound; /* fleet-wide units per period this view implies */
     int64_t burst_bound;
     proto_str_t state; /* share: unarmed | armed | held; others: empty (absent) */
+    /* the share store's disclosure (docs/share.md); local and redis: amount, 1, 1, 0, true */
+    int64_t local_share; /* units per period this replica admits */
+    int64_t divisor_min, divisor_max, detect_within_s;
+    bool converged;
 } proto_fleet_limit_t;
 
 /* One row of `members`. */

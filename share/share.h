@@ -4,7 +4,7 @@
  * Input: this replica's membership view (every member's state and gossiped metadata) and `now`.
  * Output: the divisor N this replica runs with, its state (unarmed | armed | held), the effective
  * limiter of each share limit, the metadata payload to gossip, and the fleet bounds its view
- * implies. No clock, no I/O, no allocation: the shell (share/node.c) feeds it and reads it.
+ * implies. No clock, no I/O, no allocation: the shell (share/share_node.c) feeds it and reads it.
  * The design and the accuracy model are in share.c's opening essay and docs/share.md.
  */
 #ifndef TT_SHARE_H

@@ -142,6 +142,7 @@ int fleet_setup(fleet_t *f, int n)
     if (n < 1 || n > FLEET_MAX)
         return -1;
     f->n = n;
+    snprintf(f->join_timeout, sizeof(f->join_timeout), "2s");
     snprintf(f->dir, sizeof(f->dir), "/tmp/ttshare-fleet-%d-XXXXXX", (int)getpid());
     if (!mkdtemp(f->dir)) {
         perror("fleet: mkdtemp");
@@ -177,9 +178,9 @@ int fleet_start(fleet_t *f, int i, const char *limits_yaml)
             "server:\n  socket: %s\n  http: %s\n"
             "governance:\n  limits:\n%s"
             "shared_state:\n  share:\n    node_id: %s\n    bind: %s:%d\n"
-            "    advertise: %s:%d\n    partition_hold: 60s\n    join_timeout: 2s\n    seeds: [",
+            "    advertise: %s:%d\n    partition_hold: 60s\n    join_timeout: %s\n    seeds: [",
             r->sock, r->http, limits_yaml, r->name, f->netns ? "0.0.0.0" : "127.0.0.1", r->port,
-            r->ip, r->port);
+            r->ip, r->port, f->join_timeout);
     const char *sep = "";
     for (int j = 0; j < f->n; j++) {
         if (j == i)
@@ -217,6 +218,29 @@ void fleet_signal(fleet_t *f, int i, int sig)
         usleep(10000);
     }
     r->pid = 0;
+}
+
+bool fleet_ready(fleet_t *f, int i)
+{
+    char url[64];
+    snprintf(url, sizeof(url), "http://%s/readyz", f->r[i].http);
+    if (f->netns)
+        return RUN("ip", "netns", "exec", f->r[i].ns, "curl", "-sf", "-m", "2", "-o", "/dev/null",
+                   url) == 0;
+    return RUN("curl", "-sf", "-m", "2", "-o", "/dev/null", url) == 0;
+}
+
+int fleet_http_get(fleet_t *f, int i, const char *path, char *buf, size_t size)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "%s%s curl -sf -m 2 http://%s%s", f->netns ? "ip netns exec " : "",
+             f->netns ? f->r[i].ns : "", f->r[i].http, path);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    size_t n = fread(buf, 1, size - 1, p);
+    buf[n] = '\0';
+    return pclose(p) == 0 ? 0 : -1;
 }
 
 int fleet_link(fleet_t *f, int i, bool up)

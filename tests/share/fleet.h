@@ -17,6 +17,7 @@
 #define TT_TESTS_FLEET_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -37,9 +38,10 @@ typedef struct fleet_replica {
 
 typedef struct fleet {
     int n;
-    bool netns;    /* false: loopback fallback */
-    char hub[32];  /* the namespace holding the bridge */
-    char dir[256]; /* the run's temporary directory */
+    bool netns;            /* false: loopback fallback */
+    char hub[32];          /* the namespace holding the bridge */
+    char dir[256];         /* the run's temporary directory */
+    char join_timeout[16]; /* shared_state.share.join_timeout written by fleet_start ("2s") */
     fleet_replica_t r[FLEET_MAX];
 } fleet_t;
 
@@ -54,6 +56,12 @@ int fleet_start(fleet_t *f, int i, const char *limits_yaml);
 
 /* Sends sig to replica i; for SIGKILL/SIGTERM waits for it to exit (bounded). */
 void fleet_signal(fleet_t *f, int i, int sig);
+
+/* True when replica i's /readyz answers 200 (curl, inside its namespace). */
+bool fleet_ready(fleet_t *f, int i);
+
+/* GETs `path` from replica i's HTTP listener into buf (NUL-terminated). Returns 0 or -1. */
+int fleet_http_get(fleet_t *f, int i, const char *path, char *buf, size_t size);
 
 /* Cuts (up = false) or heals replica i's link. Returns 0, or -1 on loopback. */
 int fleet_link(fleet_t *f, int i, bool up);

@@ -35,7 +35,7 @@ static fleet_t fleet;
 
 /* What one replica's `fleet` answer says about LIMIT. */
 typedef struct row {
-    int64_t n, sustained_bound, burst_bound, detect_within_s;
+    int64_t n, local_share, sustained_bound, burst_bound, detect_within_s;
     bool converged;
     char state[16];
 } row_t;
@@ -127,6 +127,7 @@ static bool query(int i, row_t *out)
             if (!id || !key_is(id, LIMIT))
                 continue;
             out->n = get_int(l, "n");
+            out->local_share = get_int(l, "local_share");
             out->sustained_bound = get_int(l, "sustained_bound");
             out->burst_bound = get_int(l, "burst_bound");
             out->detect_within_s = get_int(l, "detect_within_s");
@@ -210,6 +211,8 @@ static void start_fleet(void)
     for (int i = 0; i < 3; i++)
         connect_replica(i, deadline);
     wait_all_at(7, 3, "armed", true, 0, 20000);
+    for (int i = 0; i < 3; i++)
+        cr_assert(fleet_ready(&fleet, i), "replica %d: /readyz", i);
 }
 
 TestSuite(fleet, .fini = teardown, .timeout = 240);
@@ -223,7 +226,13 @@ Test(fleet, three_replicas_each_admit_a_third_and_together_the_exact_gcra_count)
         cr_assert_eq(row.n, 3);
         cr_assert_eq(row.sustained_bound, AMOUNT);
         cr_assert_eq(row.burst_bound, BURST);
-        cr_assert_eq(AMOUNT / row.n, 200, "a local share of amount / 3");
+        cr_assert_eq(row.local_share, 200, "a local share of amount / 3");
+        static char metrics[1 << 16];
+        cr_assert_eq(fleet_http_get(&fleet, i, "/metrics", metrics, sizeof(metrics)), 0);
+        cr_assert(strstr(metrics, "tokentriage_share_n{limit=\"" LIMIT "\"} 3\n"));
+        cr_assert(strstr(metrics, "tokentriage_share_sustained_bound{limit=\"" LIMIT "\"} 600\n"));
+        cr_assert(
+            strstr(metrics, "tokentriage_share_state{limit=\"" LIMIT "\",state=\"armed\"} 1\n"));
     }
     /* Saturating load, even over the three, for three periods and a bit. */
     int64_t t0 = fleet_now_ms(), t1 = t0;
@@ -283,12 +292,12 @@ Test(fleet, a_terminated_replica_is_re_divided_within_two_seconds)
 {
     start_fleet();
     int64_t at = fleet_now_ms();
-    fleet_signal(&fleet, 2, SIGTERM);
+    fleet_signal(&fleet, 2, SIGTERM); /* returns once it has exited (the leave takes ~0.5 s) */
     tt_close(io[2].c);
     io[2].c = NULL;
-    int64_t took = wait_all_at(3, 2, "armed", false, 3, 10000);
-    cr_log_info("re-divided %lld ms after SIGTERM (the process exited %lld ms after it)",
-                (long long)took, (long long)(fleet_now_ms() - at - took));
+    wait_all_at(3, 2, "armed", false, 3, 10000);
+    int64_t took = fleet_now_ms() - at;
+    cr_log_info("re-divided within %lld ms of SIGTERM", (long long)took);
     cr_assert_leq(took, 2500);
 }
 
@@ -298,6 +307,7 @@ Test(fleet, a_cut_off_replica_holds_its_share_and_heals)
     cr_assert_eq(fleet_link(&fleet, 2, false), 0, "cutting a link needs namespaces");
     int64_t took = wait_all_at(4, 3, "held", false, 7, 30000);
     cr_log_info("replica 2 held %lld ms after the cut", (long long)took);
+    wait_all_at(3, 2, "armed", false, 7, 30000); /* the other side: two of three, no hold */
     /* While held, replica 2 admits no more than its held share, a third. */
     int64_t base = io[2].admitted, t0 = fleet_now_ms();
     while (fleet_now_ms() - t0 < PERIOD_MS) {
@@ -313,4 +323,26 @@ Test(fleet, a_cut_off_replica_holds_its_share_and_heals)
     cr_assert_eq(fleet_link(&fleet, 2, true), 0);
     took = wait_all_at(7, 3, "armed", true, 0, 90000);
     cr_log_info("healed: all at n=3 %lld ms after the link came back", (long long)took);
+}
+
+Test(fleet, a_replica_stays_unarmed_and_unready_until_it_joins_and_posture_fail_decides)
+{
+    cr_assert_eq(fleet_setup(&fleet, 2), 0);
+    snprintf(fleet.join_timeout, sizeof(fleet.join_timeout), "60s");
+    cr_assert_eq(fleet_start(&fleet, 0, limits_yaml), 0); /* its only seed is not up */
+    connect_replica(0, fleet_now_ms() + 20000);
+    row_t row;
+    cr_assert(query(0, &row));
+    cr_assert_str_eq(row.state, "unarmed");
+    cr_assert_eq(row.n, 0);
+    cr_assert_not(fleet_ready(&fleet, 0), "/readyz while unarmed");
+    load_once(1);
+    cr_assert_eq(io[0].admitted, 0, "posture.fail closed denies while unarmed");
+
+    cr_assert_eq(fleet_start(&fleet, 1, limits_yaml), 0);
+    connect_replica(1, fleet_now_ms() + 20000);
+    wait_all_at(3, 2, "armed", true, 0, 20000);
+    cr_assert(fleet_ready(&fleet, 0));
+    load_once(1);
+    cr_assert_eq(io[0].admitted, 1);
 }

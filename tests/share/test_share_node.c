@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "limit_helper.h"
-#include "node.h"
+#include "share_node.h"
 #include "sim.h"
 
 #define S SIM_S

@@ -4,7 +4,7 @@
  * engine calls the limiter hook on every step of a share limit: that is one
  * ra_limiter_effective (a 128-bit division), nothing allocated, nothing locked.
  */
-#include "node.h"
+#include "share_node.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -192,7 +192,7 @@ int share_node_attach(share_node_t *n, uv_loop_t *loop, mb_t *mb)
 
 void share_node_close(share_node_t *n)
 {
-    if (n->attached && !uv_is_closing((uv_handle_t *)&n->timer))
+    if (n && n->attached && !uv_is_closing((uv_handle_t *)&n->timer))
         uv_close((uv_handle_t *)&n->timer, NULL);
 }
 

@@ -10,8 +10,8 @@
  * each, publishes the metadata, and keeps a timer at the core's next deadline (a hold expiring,
  * the join timeout). Everything runs on the daemon's loop thread.
  */
-#ifndef TT_SHARE_NODE_H
-#define TT_SHARE_NODE_H
+#ifndef TT_SHARE_SHARE_NODE_H
+#define TT_SHARE_SHARE_NODE_H
 
 #include <stdbool.h>
 #include <stddef.h>
