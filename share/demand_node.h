@@ -21,7 +21,7 @@
 #include <uv.h>
 
 #include "demand.h"
-#include "node.h"
+#include "share_node.h"
 
 typedef struct demand_node demand_node_t;
 
