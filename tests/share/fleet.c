@@ -152,7 +152,7 @@ int fleet_setup(fleet_t *f, int n)
         fleet_replica_t *r = &f->r[i];
         snprintf(r->name, sizeof(r->name), "r%d", i);
         snprintf(r->dir, sizeof(r->dir), "%.200s/r%d", f->dir, i);
-        mkdir(r->dir, 0755);
+        mkdir(r->dir, 0700); /* the daemon wants its socket directory closed to others */
         snprintf(r->sock, sizeof(r->sock), "%.200s/r%d/tt.sock", f->dir, i);
     }
     reap_dead_runs();
