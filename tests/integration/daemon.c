@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -70,6 +71,8 @@ int tt_daemon_spawn(tt_daemon_t *d, bool wait)
     if (d->pid < 0)
         return -1;
     if (d->pid == 0) {
+        /* a test killed before its cleanup (a timeout, a crash) takes its daemon along */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
         int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         dup2(fd, 2);
         int null = open("/dev/null", O_RDWR);
