@@ -33,7 +33,7 @@ enum {
 #define CFG_DEPTH_MAX 32           /* nesting of mappings and sequences */
 #define CFG_NODES_MAX 100000       /* nodes in one document */
 #define CFG_SCALAR_MAX 4096        /* bytes in one scalar, after ${VAR} expansion */
-#define CFG_LIMITS_MAX 4096        /* governance.limits entries */
+#define CFG_LIMITS_MAX 512         /* governance.limits entries (the engine holds this many) */
 #define CFG_SEEDS_MAX 64           /* shared_state.share.seeds entries */
 #define CFG_ADDR_MAX 256           /* host:port strings */
 #define CFG_PATH_MAX 4096          /* file paths */

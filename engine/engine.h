@@ -31,7 +31,7 @@
 
 #define GOV_SUBJECT_MAX 16 /* (level, id) pairs in one subject */
 #define GOV_ID_MAX 256     /* bytes in one subject id */
-#define GOV_LIMITS_MAX 512 /* limits in one config */
+#define GOV_LIMITS_MAX CFG_LIMITS_MAX /* limits in one config: validate refuses more */
 #define GOV_APPLY_MAX 128  /* limits that apply to one request */
 #define GOV_SOFT_MAX 16    /* soft-denied ids reported in one result (more: truncated) */
 #define GOV_HEADERS_MAX 10 /* disclosure headers in one result */

@@ -127,7 +127,7 @@ Test(names, every_algorithm_round_trips_through_its_name)
     for (int a = RA_GCRA; a <= RA_TOKEN_BUCKET; a++) {
         ra_algorithm_t back;
         cr_expect_eq(ra_algorithm_parse(ra_algorithm_name((ra_algorithm_t)a), &back), 0);
-        cr_expect_eq(back, a);
+        cr_expect_eq(back, (ra_algorithm_t)a);
     }
     ra_algorithm_t x;
     cr_expect_eq(ra_algorithm_parse("leaky_bucket", &x), RA_EALGORITHM);
