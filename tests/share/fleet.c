@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <msgpack.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,12 +157,14 @@ int fleet_setup(fleet_t *f, int n)
         snprintf(r->sock, sizeof(r->sock), "%.200s/r%d/tt.sock", f->dir, i);
     }
     reap_dead_runs();
-    f->netns = getenv("TT_FLEET_LOOPBACK") == NULL && make_netns(f) == 0;
-    if (!f->netns) {
+    f->netns = getenv("TT_FLEET_LOOPBACK") == NULL;
+    if (f->netns && make_netns(f) != 0) {
         fprintf(stderr, "fleet: network namespaces unavailable, falling back to loopback\n");
         unmake_netns(f); /* whatever part of them was made */
-        make_loopback(f);
+        f->netns = false;
     }
+    if (!f->netns)
+        make_loopback(f);
     return 0;
 }
 
@@ -259,4 +262,72 @@ void fleet_teardown(fleet_t *f)
         RUN("rm", "-rf", f->dir);
     f->dir[0] = '\0';
     f->n = 0;
+}
+
+/* ---- reading a `fleet` answer ---------------------------------------------------------------- */
+
+static bool key_is(const msgpack_object *k, const char *s)
+{
+    return k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(s) &&
+           memcmp(k->via.str.ptr, s, k->via.str.size) == 0;
+}
+
+static const msgpack_object *map_get(const msgpack_object *m, const char *key)
+{
+    if (m->type != MSGPACK_OBJECT_MAP)
+        return NULL;
+    for (uint32_t i = 0; i < m->via.map.size; i++)
+        if (key_is(&m->via.map.ptr[i].key, key))
+            return &m->via.map.ptr[i].val;
+    return NULL;
+}
+
+static int64_t get_int(const msgpack_object *m, const char *key)
+{
+    const msgpack_object *v = map_get(m, key);
+    if (v && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return (int64_t)v->via.u64;
+    if (v && v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+        return v->via.i64;
+    return -1;
+}
+
+static void read_row(const msgpack_object *l, fleet_row_t *out)
+{
+    out->n = get_int(l, "n");
+    out->local_share = get_int(l, "local_share");
+    out->sustained_bound = get_int(l, "sustained_bound");
+    out->burst_bound = get_int(l, "burst_bound");
+    out->detect_within_s = get_int(l, "detect_within_s");
+    const msgpack_object *c = map_get(l, "converged");
+    out->converged = c && c->type == MSGPACK_OBJECT_BOOLEAN && c->via.boolean;
+    const msgpack_object *st = map_get(l, "state");
+    if (st && st->type == MSGPACK_OBJECT_STR)
+        snprintf(out->state, sizeof(out->state), "%.*s", (int)st->via.str.size, st->via.str.ptr);
+}
+
+int fleet_query(tt_client_t *c, const char *id, fleet_row_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    tt_response_t r;
+    if (tt_fleet(c, &r) != 0 || r.kind != TT_KIND_FLEET)
+        return -1;
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    int rc = -1;
+    if (msgpack_unpack_next(&u, (const char *)r.raw, r.raw_len, NULL) == MSGPACK_UNPACK_SUCCESS) {
+        const msgpack_object *limits = map_get(&u.data, "limits");
+        for (uint32_t k = 0; rc != 0 && limits && limits->type == MSGPACK_OBJECT_ARRAY &&
+                             k < limits->via.array.size;
+             k++) {
+            const msgpack_object *l = &limits->via.array.ptr[k];
+            const msgpack_object *lid = map_get(l, "id");
+            if (lid && key_is(lid, id)) {
+                read_row(l, out);
+                rc = 0;
+            }
+        }
+    }
+    msgpack_unpacked_destroy(&u);
+    return rc;
 }

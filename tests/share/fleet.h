@@ -7,7 +7,7 @@
  * to each replica over its unix socket (a filesystem path, reachable from any namespace). A
  * replica's link can be cut (its bridge-side veth set down) and healed. Where namespaces cannot
  * be made (no CAP_NET_ADMIN), the replicas run on loopback with one gossip port each, and
- * cutting a link is not available.
+ * cutting a link is not available; TT_FLEET_LOOPBACK=1 in the environment asks for loopback.
  *
  * Names carry the test's pid, so concurrent runs never collide; fleet_setup first removes what
  * a dead run (a pid no longer alive) left behind, and fleet_teardown removes everything this
@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "tokentriage.h"
 
 #define FLEET_MAX 8
 #define FLEET_GOSSIP_PORT 7946
@@ -68,6 +70,17 @@ int fleet_link(fleet_t *f, int i, bool up);
 
 /* Stops every replica and removes what fleet_setup made. Safe to call twice. */
 void fleet_teardown(fleet_t *f);
+
+/* What a replica's `fleet` answer says about one limit. */
+typedef struct fleet_row {
+    int64_t n, local_share, sustained_bound, burst_bound, detect_within_s;
+    bool converged;
+    char state[16];
+} fleet_row_t;
+
+/* Asks the replica on `c` for its `fleet` answer and reads limit `id`'s row. Returns 0, or -1
+ * when it did not answer or has no such limit. */
+int fleet_query(tt_client_t *c, const char *id, fleet_row_t *out);
 
 /* Monotonic milliseconds, for deadlines. */
 int64_t fleet_now_ms(void);
