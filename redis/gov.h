@@ -1,0 +1,41 @@
+/*
+ * rds gov: the redis store as the engine's redis hook (engine/store.h). The daemon makes one
+ * rds_gov_t per engine, from shared_state.redis, and installs it with rds_gov_attach; every
+ * redis-backed limit then decides through Redis, and through posture.fail (applied by the
+ * engine) whenever Redis cannot answer in time.
+ */
+#ifndef TT_REDIS_GOV_H
+#define TT_REDIS_GOV_H
+
+#include "config.h"
+#include "engine.h"
+#include "redis_store.h"
+
+typedef struct rds_gov {
+    rds_store_t *store; /* owned */
+    gov_engine_t *engine;
+    uint64_t fallbacks;   /* unavailable answers on a fail-open limit: the local limiter decided */
+    uint64_t fail_closed; /* unavailable answers on a fail-closed limit: denied, retry 1 s */
+} rds_gov_t;
+
+/* The store options shared_state.redis asks for. */
+void rds_options_from_config(const cfg_redis_t *redis, rds_options_t *out);
+
+/*
+ * Opens the store on `loop` (rds_store_new) and installs it as `engine`'s redis hook. The
+ * caller owns *g (storage it provides) and must call rds_gov_close before destroying the
+ * engine. Returns 0 or RDS_EADDRESS with the reason in err.
+ */
+int rds_gov_attach(rds_gov_t *g, gov_engine_t *engine, uv_loop_t *loop, const rds_options_t *o,
+                   char *err, size_t errsz);
+
+/* Completes every operation in flight as unavailable, detaches the hook, closes the store. */
+void rds_gov_close(rds_gov_t *g);
+
+/*
+ * Writes the redis store's counters in Prometheus text format (prefix tokentriage_redis_) into
+ * buf; returns the length written (truncated output is cut at a line boundary).
+ */
+size_t rds_gov_metrics(const rds_gov_t *g, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,88 @@
+/*
+ * rds store: one counter shared through Redis, asynchronously, on the daemon's libuv loop.
+ *
+ * A call runs one Lua step (or settle) for one counter key and completes later through a
+ * callback, with either Redis' decision or a reason it has none (not connected, timed out,
+ * an error or a misshapen reply, the connection lost). On a reason, the caller applies
+ * posture.fail: this module never decides on Redis' behalf. See docs/redis.md.
+ */
+#ifndef TT_REDIS_REDIS_STORE_H
+#define TT_REDIS_REDIS_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "script.h"
+
+typedef struct rds_store rds_store_t;
+
+typedef struct rds_options {
+    /* "host:port", "[v6addr]:port", or a unix socket path ("/path" or "unix:/path"). */
+    const char *address;
+    int64_t timeout_ns;     /* a call never waits longer; 0 = 50 ms */
+    int64_t backoff_min_ns; /* reconnect backoff, doubling with jitter; 0 = 25 ms */
+    int64_t backoff_max_ns; /* 0 = 2 s */
+    uint32_t max_in_flight; /* calls held at once (timed-out ones included); 0 = 4096 */
+    void *data;             /* the owner's, handed back in every outcome */
+} rds_options_t;
+
+/* Counters for /metrics, and the last error for logs and /readyz. */
+typedef struct rds_stats {
+    uint64_t calls;       /* sent to Redis */
+    uint64_t decided;     /* answered with a decision */
+    uint64_t errors;      /* error or misshapen replies */
+    uint64_t timeouts;    /* no answer within the timeout */
+    uint64_t unavailable; /* refused at once: not connected, or max_in_flight reached */
+    uint64_t lost;        /* in flight when a connection went */
+    uint64_t connects;    /* connections that completed the script handshake */
+    uint64_t disconnects; /* connections lost or dropped */
+    uint64_t reloads;     /* NOSCRIPT answered by an EVAL that reloads the script */
+    bool ready;           /* connected and the scripts loaded */
+    char last_error[256];
+} rds_stats_t;
+
+/* What a call came to. status 0: `result` is Redis' decision (result.next_state is what the
+ * key now holds on an admission). status < 0: an RDS_E* reason, error says what in words. */
+typedef struct rds_outcome {
+    int status;
+    ra_result_t result;
+    const char *error; /* valid during the callback only */
+    void *data;        /* rds_options_t.data */
+} rds_outcome_t;
+
+typedef void rds_done_fn(void *arg, const rds_outcome_t *outcome);
+
+/*
+ * Creates a store on `loop` and starts connecting (returns before the connection is made).
+ * Returns 0, or RDS_EADDRESS with the reason in err. The store belongs to the caller until
+ * rds_store_close.
+ */
+int rds_store_new(uv_loop_t *loop, const rds_options_t *options, rds_store_t **out, char *err,
+                  size_t errsz);
+
+/*
+ * Completes every call in flight with RDS_ECLOSED, drops the connection and frees the store
+ * once the loop has run its close callbacks. The store must not be used after this call.
+ */
+void rds_store_close(rds_store_t *s);
+
+/*
+ * Runs `op` for limiter `l` on counter `key` (copied). Returns 0 when the call is in flight:
+ * `done` then runs exactly once, later, never from inside this call. Returns a negative
+ * RDS_E* when Redis cannot take it now (not ready, too many in flight, a bad argument): `done`
+ * never runs, and the caller applies the posture at once.
+ */
+int rds_store_call(rds_store_t *s, const ra_limiter_t *l, const char *key, size_t keylen,
+                   const rds_op_t *op, rds_done_fn *done, void *arg);
+
+bool rds_store_ready(const rds_store_t *s);
+void rds_store_stats(const rds_store_t *s, rds_stats_t *out);
+
+/* Parses an address as rds_store_new does: 0 with a unix path or host and port, else
+ * RDS_EADDRESS with a message naming shared_state.redis.address. */
+int rds_address_parse(const char *address, char *host, size_t hostsz, int *port, char *err,
+                      size_t errsz);
+
+#endif

@@ -1,0 +1,171 @@
+/* The test redis-server: see harness.h. */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+long long rh_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A port the kernel just handed out; redis-server binds it a moment later (a retry covers
+ * the rare race with another process). */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t n = sizeof(a);
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &n) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+static bool answers_ping(const rh_server_t *s)
+{
+    redisContext *c = rh_connect(s);
+    if (c == NULL)
+        return false;
+    redisReply *r = redisCommand(c, "PING");
+    bool ok = r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
+    freeReplyObject(r);
+    redisFree(c);
+    return ok;
+}
+
+static int spawn(rh_server_t *s)
+{
+    char port[16], log[128];
+    snprintf(port, sizeof(port), "%d", s->port);
+    snprintf(log, sizeof(log), "%s/redis.log", s->dir);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1",
+               "--unixsocket", s->sock, "--dir", s->dir, "--logfile", log, "--save", "",
+               "--appendonly", "no", "--daemonize", "no", (char *)NULL);
+        _exit(127);
+    }
+    s->pid = pid;
+    long long deadline = rh_now_ms() + 10000;
+    while (rh_now_ms() < deadline) {
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) { /* it exited: port taken, or no binary */
+            s->pid = 0;
+            return -1;
+        }
+        if (answers_ping(s))
+            return 0;
+        usleep(10000); /* polling for readiness, bounded by the deadline */
+    }
+    rh_kill(s);
+    return -1;
+}
+
+int rh_start(rh_server_t *s)
+{
+    memset(s, 0, sizeof(*s));
+    snprintf(s->dir, sizeof(s->dir), "/tmp/tt-redis-XXXXXX");
+    if (mkdtemp(s->dir) == NULL)
+        return -1;
+    snprintf(s->sock, sizeof(s->sock), "%s/redis.sock", s->dir);
+    for (int attempt = 0; attempt < 5; attempt++) {
+        s->port = free_port();
+        snprintf(s->address, sizeof(s->address), "127.0.0.1:%d", s->port);
+        if (s->port > 0 && spawn(s) == 0)
+            return 0;
+    }
+    rh_stop(s);
+    return -1;
+}
+
+int rh_restart(rh_server_t *s)
+{
+    return s->pid ? 0 : spawn(s);
+}
+
+void rh_kill(rh_server_t *s)
+{
+    if (s->pid <= 0)
+        return;
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+    s->pid = 0;
+}
+
+void rh_pause(rh_server_t *s, bool paused)
+{
+    if (s->pid > 0)
+        kill(s->pid, paused ? SIGSTOP : SIGCONT);
+}
+
+void rh_stop(rh_server_t *s)
+{
+    rh_pause(s, false);
+    rh_kill(s);
+    if (s->dir[0] == '\0')
+        return;
+    DIR *d = opendir(s->dir);
+    if (d != NULL) {
+        struct dirent *e;
+        char path[512];
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            snprintf(path, sizeof(path), "%s/%s", s->dir, e->d_name);
+            unlink(path);
+        }
+        closedir(d);
+    }
+    rmdir(s->dir);
+    s->dir[0] = '\0';
+}
+
+redisContext *rh_connect(const rh_server_t *s)
+{
+    struct timeval tv = {.tv_sec = 2};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", s->port, tv);
+    if (c != NULL && c->err) {
+        redisFree(c);
+        return NULL;
+    }
+    if (c != NULL)
+        redisSetTimeout(c, tv);
+    return c;
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    (void)t;
+}
+
+bool rh_run_until(uv_loop_t *loop, bool (*pred)(void *), void *arg, long long ms)
+{
+    uv_timer_t tick;
+    uv_timer_init(loop, &tick);
+    uv_timer_start(&tick, on_tick, 5, 5);
+    long long deadline = rh_now_ms() + ms;
+    bool ok;
+    while (!(ok = pred(arg)) && rh_now_ms() < deadline)
+        uv_run(loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&tick, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
+    return ok;
+}

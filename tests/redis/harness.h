@@ -1,0 +1,48 @@
+/*
+ * A real redis-server for the tests: started on a free loopback port (and a unix socket) in a
+ * temporary directory, polled for readiness with a deadline, killed and restarted on the same
+ * port on demand, and removed with its directory at the end. Prefix rh_ (redis harness).
+ */
+#ifndef TT_TESTS_REDIS_HARNESS_H
+#define TT_TESTS_REDIS_HARNESS_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include <hiredis/hiredis.h>
+#include <uv.h>
+
+typedef struct rh_server {
+    pid_t pid; /* 0 when not running */
+    int port;
+    char dir[64];
+    char sock[96];    /* the unix socket path */
+    char address[32]; /* "127.0.0.1:<port>" */
+} rh_server_t;
+
+/* Starts a server and waits (at most 10 s) until it answers PING. 0 or -1. */
+int rh_start(rh_server_t *s);
+
+/* Starts it again on the same port and socket after rh_kill. 0 or -1. */
+int rh_restart(rh_server_t *s);
+
+/* SIGKILL, then reap: the server is gone at once, as in a crash. */
+void rh_kill(rh_server_t *s);
+
+/* SIGSTOP / SIGCONT: a server that stops answering without closing its connections. */
+void rh_pause(rh_server_t *s, bool paused);
+
+/* Stops the server (if running) and removes the directory. */
+void rh_stop(rh_server_t *s);
+
+/* A synchronous connection for test set-up and checks; the caller frees it. */
+redisContext *rh_connect(const rh_server_t *s);
+
+/* Milliseconds on a monotonic clock, for deadlines. */
+long long rh_now_ms(void);
+
+/* Runs `loop` until pred(arg) holds or `ms` pass (a 5 ms tick re-checks the predicate between
+ * events). Returns whether it holds. */
+bool rh_run_until(uv_loop_t *loop, bool (*pred)(void *), void *arg, long long ms);
+
+#endif

@@ -1,0 +1,565 @@
+/*
+ * The async store against a real redis-server (and against fake ones that answer nonsense):
+ * decisions through Redis, one counter shared by two stores, a Redis killed, paused and
+ * brought back, NOSCRIPT, bad keys and bad replies. Every wait is a poll with a deadline on
+ * the libuv loop; nothing sleeps blindly.
+ */
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "redis_store.h"
+
+#define MS INT64_C(1000000)
+
+static rh_server_t server;
+static uv_loop_t loop;
+
+static void setup(void)
+{
+    cr_assert_eq(rh_start(&server), 0, "redis-server did not start");
+    uv_loop_init(&loop);
+}
+
+static void teardown(void)
+{
+    uv_run(&loop, UV_RUN_DEFAULT); /* the stores' close callbacks */
+    cr_assert_eq(uv_loop_close(&loop), 0, "a handle was left open");
+    rh_stop(&server);
+}
+
+TestSuite(store, .init = setup, .fini = teardown, .timeout = 60);
+
+/* ---- driving the loop --------------------------------------------------------------------- */
+
+static bool run_until(bool (*pred)(void *), void *arg, long long ms)
+{
+    return rh_run_until(&loop, pred, arg, ms);
+}
+
+static bool is_ready(void *s)
+{
+    return rds_store_ready(s);
+}
+
+static bool is_not_ready(void *s)
+{
+    return !rds_store_ready(s);
+}
+
+static rds_store_t *open_store(const char *address, int64_t timeout_ns)
+{
+    rds_options_t o = {.address = address,
+                       .timeout_ns = timeout_ns,
+                       .backoff_min_ns = 10 * MS,
+                       .backoff_max_ns = 100 * MS};
+    rds_store_t *s;
+    char err[256];
+    cr_assert_eq(rds_store_new(&loop, &o, &s, err, sizeof(err)), 0, "%s", err);
+    return s;
+}
+
+/* ---- calls and their outcomes ------------------------------------------------------------- */
+
+typedef struct tally {
+    int sent, answered, admitted, denied, failed;
+    int last_status;
+    long long worst_ms; /* the longest any call waited for its answer */
+    char last_error[256];
+} tally_t;
+
+typedef struct call_ctx {
+    tally_t *tally;
+    long long sent_ms;
+} call_ctx_t;
+
+static void on_done(void *arg, const rds_outcome_t *o)
+{
+    call_ctx_t *ctx = arg;
+    tally_t *t = ctx->tally;
+    long long waited = rh_now_ms() - ctx->sent_ms;
+    if (waited > t->worst_ms)
+        t->worst_ms = waited;
+    t->answered++;
+    t->last_status = o->status;
+    if (o->status == 0 && o->result.admit)
+        t->admitted++;
+    else if (o->status == 0)
+        t->denied++;
+    else {
+        t->failed++;
+        snprintf(t->last_error, sizeof(t->last_error), "%s", o->error);
+    }
+    free(ctx);
+}
+
+/* Sends one step; a call refused at once counts as failed with its status. */
+static int send_step(rds_store_t *s, const ra_limiter_t *l, const char *key, tally_t *t)
+{
+    call_ctx_t *ctx = malloc(sizeof(*ctx));
+    ctx->tally = t;
+    ctx->sent_ms = rh_now_ms();
+    rds_op_t op = {.cost = 1};
+    int rc = rds_store_call(s, l, key, strlen(key), &op, on_done, ctx);
+    if (rc < 0) {
+        free(ctx);
+        t->failed++;
+        t->last_status = rc;
+        return rc;
+    }
+    t->sent++;
+    return 0;
+}
+
+static bool all_answered(void *arg)
+{
+    tally_t *t = arg;
+    return t->answered == t->sent;
+}
+
+static ra_limiter_t team_rpm(void) /* 300/1m burst 60: T = 200 ms, tau = 12 s */
+{
+    ra_limiter_t l;
+    cr_assert_eq(ra_limiter_init(&l, RA_GCRA, 300, 60000 * MS, 60), 0);
+    return l;
+}
+
+/* ---- tests -------------------------------------------------------------------------------- */
+
+Test(store, decides_through_redis_and_denies_past_the_burst)
+{
+    rds_store_t *s = open_store(server.address, 500 * MS);
+    cr_assert(run_until(is_ready, s, 5000), "never became ready");
+    ra_limiter_t l = team_rpm();
+    tally_t t = {0};
+    long long start = rh_now_ms();
+    for (int i = 0; i < 80; i++)
+        send_step(s, &l, "team:a", &t);
+    cr_assert(run_until(all_answered, &t, 5000));
+    long long grace = (rh_now_ms() - start) / 200 + 1; /* one more per 200 ms that passed */
+    cr_assert(t.admitted >= 60 && t.admitted <= 60 + grace, "admitted %d", t.admitted);
+    cr_assert_eq(t.admitted + t.denied, 80);
+    rds_stats_t st;
+    rds_store_stats(s, &st);
+    cr_assert_eq(st.decided, 80);
+    cr_assert_eq(st.connects, 1);
+    rds_store_close(s);
+}
+
+Test(store, a_unix_socket_address_works_too)
+{
+    char address[128];
+    snprintf(address, sizeof(address), "unix:%s", server.sock);
+    rds_store_t *s = open_store(address, 500 * MS);
+    cr_assert(run_until(is_ready, s, 5000), "never became ready");
+    ra_limiter_t l;
+    ra_limiter_init(&l, RA_SLIDING_WINDOW, 10, 8000 * MS, 10);
+    tally_t t = {0};
+    for (int i = 0; i < 12; i++)
+        send_step(s, &l, "team:w", &t);
+    cr_assert(run_until(all_answered, &t, 5000));
+    cr_assert(t.admitted <= 10 && t.admitted >= 1, "admitted %d", t.admitted);
+    cr_assert_eq(t.failed, 0);
+    rds_store_close(s);
+}
+
+Test(store, two_stores_on_one_redis_enforce_one_counter)
+{
+    rds_store_t *a = open_store(server.address, 500 * MS);
+    rds_store_t *b = open_store(server.address, 500 * MS);
+    cr_assert(run_until(is_ready, a, 5000) && run_until(is_ready, b, 5000));
+    ra_limiter_t l = team_rpm();
+    tally_t t = {0};
+    long long start = rh_now_ms();
+    for (int i = 0; i < 60; i++) { /* 120 in one burst, interleaved across both */
+        send_step(a, &l, "team:shared", &t);
+        send_step(b, &l, "team:shared", &t);
+    }
+    cr_assert(run_until(all_answered, &t, 5000));
+    long long grace = (rh_now_ms() - start) / 200 + 1;
+    cr_assert(t.admitted >= 60 && t.admitted <= 60 + grace, "admitted %d of 120, not 60",
+              t.admitted);
+    rds_store_close(a);
+    rds_store_close(b);
+}
+
+Test(store, refuses_at_once_while_not_connected)
+{
+    rh_kill(&server);
+    rds_store_t *s = open_store(server.address, 50 * MS);
+    ra_limiter_t l = team_rpm();
+    tally_t t = {0};
+    cr_assert_eq(send_step(s, &l, "team:a", &t), RDS_EUNAVAILABLE);
+    run_until(is_ready, s, 100); /* a few failed connects and backoffs */
+    rds_stats_t st;
+    rds_store_stats(s, &st);
+    cr_assert_not(st.ready);
+    cr_assert(strstr(st.last_error, "connect"), "%s", st.last_error);
+    rds_store_close(s);
+}
+
+static bool killed_and_answered(void *arg)
+{
+    tally_t *t = arg;
+    return t->answered == t->sent;
+}
+
+Test(store, redis_killed_mid_load_fails_within_the_timeout_then_reconnects_and_resumes)
+{
+    const int64_t timeout = 100 * MS;
+    rds_store_t *s = open_store(server.address, timeout);
+    cr_assert(run_until(is_ready, s, 5000));
+    ra_limiter_t l;
+    ra_limiter_init(&l, RA_GCRA, 1000000, 60000 * MS, 1000000);
+    tally_t t = {0};
+    for (int i = 0; i < 200; i++)
+        send_step(s, &l, "team:load", &t);
+    rh_kill(&server); /* with those in flight, or some of them */
+    for (int i = 0; i < 200; i++)
+        send_step(s, &l, "team:load", &t);
+    cr_assert(run_until(killed_and_answered, &t, 5000), "calls still waiting: no stall allowed");
+    cr_assert_gt(t.failed, 0);
+    cr_assert_leq(t.worst_ms, 100 + 150, "a call waited %lld ms, past the timeout", t.worst_ms);
+    cr_assert(run_until(is_not_ready, s, 2000));
+
+    cr_assert_eq(rh_restart(&server), 0);
+    cr_assert(run_until(is_ready, s, 5000), "did not reconnect");
+    tally_t after = {0};
+    for (int i = 0; i < 10; i++)
+        send_step(s, &l, "team:load", &after);
+    cr_assert(run_until(all_answered, &after, 5000));
+    cr_assert_eq(after.admitted, 10, "after the restart: %d admitted, %d failed (%s)",
+                 after.admitted, after.failed, after.last_error);
+    rds_stats_t st;
+    rds_store_stats(s, &st);
+    cr_assert_geq(st.connects, 2);
+    cr_assert_geq(st.disconnects, 1);
+    rds_store_close(s);
+}
+
+Test(store, a_paused_redis_times_out_and_the_stalled_connection_is_remade)
+{
+    const int64_t timeout = 80 * MS;
+    rds_store_t *s = open_store(server.address, timeout);
+    cr_assert(run_until(is_ready, s, 5000));
+    ra_limiter_t l = team_rpm();
+    rh_pause(&server, true);
+    tally_t t = {0};
+    for (int i = 0; i < 5; i++)
+        send_step(s, &l, "team:p", &t);
+    bool done = run_until(all_answered, &t, 3000);
+    rh_pause(&server, false);
+    cr_assert(done, "calls never answered");
+    cr_assert_eq(t.last_status, RDS_ETIMEDOUT);
+    cr_assert_leq(t.worst_ms, 80 + 150);
+    cr_assert(run_until(is_ready, s, 5000), "did not come back after SIGCONT");
+    rds_stats_t st;
+    rds_store_stats(s, &st);
+    cr_assert_eq(st.timeouts, 5);
+    cr_assert_geq(st.connects, 2, "the stalled connection was not remade");
+    rds_store_close(s);
+}
+
+Test(store, noscript_is_answered_by_reloading_the_script)
+{
+    rds_store_t *s = open_store(server.address, 500 * MS);
+    cr_assert(run_until(is_ready, s, 5000));
+    redisContext *c = rh_connect(&server);
+    freeReplyObject(redisCommand(c, "SCRIPT FLUSH"));
+    redisFree(c);
+    ra_limiter_t l = team_rpm();
+    tally_t t = {0};
+    send_step(s, &l, "team:n", &t);
+    send_step(s, &l, "team:n", &t);
+    cr_assert(run_until(all_answered, &t, 5000));
+    cr_assert_eq(t.admitted, 2, "%s", t.last_error);
+    rds_stats_t st;
+    rds_store_stats(s, &st);
+    cr_assert_geq(st.reloads, 1);
+    rds_store_close(s);
+}
+
+Test(store, a_key_holding_garbage_is_an_error_not_a_decision)
+{
+    rds_store_t *s = open_store(server.address, 500 * MS);
+    cr_assert(run_until(is_ready, s, 5000));
+    ra_limiter_t l = team_rpm();
+    char key[RDS_KEY_MAX];
+    int n = rds_key(key, 42, "bad", 3);
+    cr_assert_gt(n, 0);
+    key[n] = '\0';
+    redisContext *c = rh_connect(&server);
+    freeReplyObject(redisCommand(c, "SET %s %s", key, "not-a-number"));
+    redisFree(c);
+    tally_t t = {0};
+    send_step(s, &l, key, &t);
+    cr_assert(run_until(all_answered, &t, 5000));
+    cr_assert_eq(t.last_status, RDS_EREDIS);
+    cr_assert(strstr(t.last_error, "holds no int64 state"), "%s", t.last_error);
+    cr_assert(rds_store_ready(s), "an error reply must not cost the connection");
+    rds_store_close(s);
+}
+
+Test(store, in_flight_calls_are_bounded)
+{
+    rds_options_t o = {.address = server.address, .timeout_ns = 500 * MS, .max_in_flight = 8};
+    rds_store_t *s;
+    char err[256];
+    cr_assert_eq(rds_store_new(&loop, &o, &s, err, sizeof(err)), 0);
+    cr_assert(run_until(is_ready, s, 5000));
+    ra_limiter_t l = team_rpm();
+    tally_t t = {0};
+    int refused = 0;
+    for (int i = 0; i < 20; i++)
+        refused += send_step(s, &l, "team:b", &t) == RDS_EFULL;
+    cr_assert_eq(refused, 12);
+    cr_assert(run_until(all_answered, &t, 5000));
+    rds_store_close(s);
+}
+
+Test(store, closing_answers_every_call_in_flight)
+{
+    rds_store_t *s = open_store(server.address, 500 * MS);
+    cr_assert(run_until(is_ready, s, 5000));
+    ra_limiter_t l = team_rpm();
+    tally_t t = {0};
+    for (int i = 0; i < 10; i++)
+        send_step(s, &l, "team:c", &t);
+    rds_store_close(s);
+    cr_assert_eq(t.answered, 10);
+    cr_assert_eq(t.last_status, RDS_ECLOSED);
+}
+
+Test(store, bad_addresses_are_named)
+{
+    static const char *const bad[] = {"",           "localhost", "host:",     "host:0",
+                                      "host:70000", ":6379",     "[::1:6379", "host:12ab"};
+    char host[64], err[256];
+    int port;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cr_assert_eq(rds_address_parse(bad[i], host, sizeof(host), &port, err, sizeof(err)),
+                     RDS_EADDRESS, "%s", bad[i]);
+        cr_assert(strstr(err, "shared_state.redis.address"), "%s", err);
+    }
+    cr_assert_eq(rds_address_parse("[::1]:6380", host, sizeof(host), &port, err, sizeof(err)), 0);
+    cr_assert_str_eq(host, "::1");
+    cr_assert_eq(port, 6380);
+    cr_assert_eq(rds_address_parse("/run/redis.sock", host, sizeof(host), &port, err, sizeof(err)),
+                 0);
+    cr_assert_eq(port, 0);
+}
+
+/* ---- a fake Redis on a unix socket that answers what we tell it to ------------------------ */
+
+typedef enum fake_mode {
+    FAKE_GARBAGE,        /* bytes that are not RESP at all */
+    FAKE_WRONG_TYPE,     /* SCRIPT LOAD answered properly, the script with an integer */
+    FAKE_SHORT_ARRAY,    /* the script answered with an array of 2 */
+    FAKE_BAD_NUMBER,     /* the script answered with a non-decimal remaining */
+    FAKE_STATUS_FOR_SHA, /* SCRIPT LOAD answered +OK */
+} fake_mode_t;
+
+typedef struct fake {
+    uv_pipe_t listener;
+    uv_pipe_t peer;
+    bool has_peer;
+    fake_mode_t mode;
+    char path[128];
+    char buf[1 << 16];
+    size_t len;
+} fake_t;
+
+/* One complete RESP command at buf (an array of bulk strings): its length and name, or 0. */
+static size_t parse_command(const char *buf, size_t len, char *name, size_t namesz)
+{
+    const char *p = buf, *end = buf + len;
+    if (len < 4 || *p != '*')
+        return 0;
+    long n = strtol(p + 1, NULL, 10);
+    if ((p = memchr(p, '\n', (size_t)(end - p))) == NULL)
+        return 0;
+    p++;
+    for (long i = 0; i < n; i++) {
+        if (p >= end || *p != '$')
+            return 0;
+        long blen = strtol(p + 1, NULL, 10);
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (nl == NULL || end - (nl + 1) < blen + 2)
+            return 0;
+        if (i == 0)
+            snprintf(name, namesz, "%.*s", (int)(blen < 32 ? blen : 32), nl + 1);
+        p = nl + 1 + blen + 2;
+    }
+    return (size_t)(p - buf);
+}
+
+static void fake_write(fake_t *f, const char *text)
+{
+    uv_buf_t b = uv_buf_init((char *)text, (unsigned)strlen(text));
+    uv_try_write((uv_stream_t *)&f->peer, &b, 1);
+}
+
+static void fake_answer(fake_t *f, const char *cmd)
+{
+    static const char sha[] = "$40\r\n0123456789abcdef0123456789abcdef01234567\r\n";
+    bool load = strcasecmp(cmd, "SCRIPT") == 0;
+    switch (f->mode) {
+    case FAKE_GARBAGE:
+        fake_write(f, "%%this is not redis\r\n");
+        break;
+    case FAKE_STATUS_FOR_SHA:
+        fake_write(f, "+OK\r\n");
+        break;
+    case FAKE_WRONG_TYPE:
+        fake_write(f, load ? sha : ":7\r\n");
+        break;
+    case FAKE_SHORT_ARRAY:
+        fake_write(f, load ? sha : "*2\r\n:1\r\n:0\r\n");
+        break;
+    case FAKE_BAD_NUMBER:
+        fake_write(f, load ? sha : "*6\r\n:1\r\n:0\r\n$3\r\n1e3\r\n:0\r\n:1\r\n$1\r\n5\r\n");
+        break;
+    }
+}
+
+static void fake_alloc(uv_handle_t *h, size_t want, uv_buf_t *buf)
+{
+    fake_t *f = h->data;
+    (void)want;
+    *buf = uv_buf_init(f->buf + f->len, (unsigned)(sizeof(f->buf) - f->len));
+}
+
+static void fake_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+{
+    fake_t *f = st->data;
+    (void)buf;
+    if (n < 0) {
+        uv_read_stop(st);
+        return;
+    }
+    f->len += (size_t)n;
+    char name[40];
+    size_t used;
+    while ((used = parse_command(f->buf, f->len, name, sizeof(name))) > 0) {
+        fake_answer(f, name);
+        memmove(f->buf, f->buf + used, f->len - used);
+        f->len -= used;
+    }
+}
+
+static void fake_accept(uv_stream_t *listener, int status)
+{
+    fake_t *f = listener->data;
+    if (status < 0)
+        return;
+    if (f->has_peer) { /* one client at a time: a reconnect replaces the old one */
+        uv_close((uv_handle_t *)&f->peer, NULL);
+        uv_run(&loop, UV_RUN_NOWAIT);
+    }
+    uv_pipe_init(&loop, &f->peer, 0);
+    f->peer.data = f;
+    f->len = 0;
+    if (uv_accept(listener, (uv_stream_t *)&f->peer) == 0) {
+        f->has_peer = true;
+        uv_read_start((uv_stream_t *)&f->peer, fake_alloc, fake_read);
+    }
+}
+
+static void fake_start(fake_t *f, fake_mode_t mode)
+{
+    memset(f, 0, sizeof(*f));
+    f->mode = mode;
+    snprintf(f->path, sizeof(f->path), "%s/fake.sock", server.dir);
+    uv_pipe_init(&loop, &f->listener, 0);
+    f->listener.data = f;
+    cr_assert_eq(uv_pipe_bind(&f->listener, f->path), 0);
+    cr_assert_eq(uv_listen((uv_stream_t *)&f->listener, 8, fake_accept), 0);
+}
+
+static void fake_stop(fake_t *f)
+{
+    if (f->has_peer)
+        uv_close((uv_handle_t *)&f->peer, NULL);
+    uv_close((uv_handle_t *)&f->listener, NULL);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    unlink(f->path);
+}
+
+typedef struct connected_wait {
+    rds_store_t *s;
+    uint64_t disconnects;
+} connected_wait_t;
+
+static bool dropped_twice(void *arg)
+{
+    connected_wait_t *w = arg;
+    rds_stats_t st;
+    rds_store_stats(w->s, &st);
+    return st.disconnects >= w->disconnects;
+}
+
+static void expect_never_ready(fake_mode_t mode, const char *want_error)
+{
+    fake_t f;
+    fake_start(&f, mode);
+    rds_store_t *s = open_store(f.path, 100 * MS);
+    connected_wait_t w = {s, 2};
+    cr_assert(run_until(dropped_twice, &w, 5000), "the bad server was not dropped and retried");
+    rds_stats_t st;
+    rds_store_stats(s, &st);
+    cr_assert_not(st.ready);
+    cr_assert_eq(st.connects, 0);
+    cr_assert(strstr(st.last_error, want_error), "%s", st.last_error);
+    ra_limiter_t l = team_rpm();
+    tally_t t = {0};
+    cr_assert_eq(send_step(s, &l, "team:f", &t), RDS_EUNAVAILABLE);
+    rds_store_close(s);
+    fake_stop(&f);
+}
+
+Test(store, a_server_answering_garbage_is_dropped_with_a_clear_error)
+{
+    expect_never_ready(FAKE_GARBAGE, "Protocol error");
+}
+
+Test(store, a_server_answering_status_to_script_load_is_never_used)
+{
+    expect_never_ready(FAKE_STATUS_FOR_SHA, "SCRIPT LOAD answered a status");
+}
+
+static void expect_reply_error(fake_mode_t mode, const char *want_error)
+{
+    fake_t f;
+    fake_start(&f, mode);
+    rds_store_t *s = open_store(f.path, 200 * MS);
+    cr_assert(run_until(is_ready, s, 5000), "the handshake with the fake did not complete");
+    ra_limiter_t l = team_rpm();
+    tally_t t = {0};
+    for (int i = 0; i < 3; i++)
+        send_step(s, &l, "team:f", &t);
+    cr_assert(run_until(all_answered, &t, 5000));
+    cr_assert_eq(t.failed, 3);
+    cr_assert_eq(t.last_status, RDS_EREPLY);
+    cr_assert(strstr(t.last_error, want_error), "%s", t.last_error);
+    rds_store_close(s);
+    fake_stop(&f);
+}
+
+Test(store, a_script_answered_with_an_integer_is_a_wrong_type_error)
+{
+    expect_reply_error(FAKE_WRONG_TYPE, "an integer of 0 elements, want an array of 6");
+}
+
+Test(store, a_script_answered_with_a_short_array_is_a_shape_error)
+{
+    expect_reply_error(FAKE_SHORT_ARRAY, "an array of 2 elements");
+}
+
+Test(store, a_script_answered_with_a_non_decimal_field_is_named)
+{
+    expect_reply_error(FAKE_BAD_NUMBER, "field 3 (remaining) is not a decimal int64: 1e3");
+}
