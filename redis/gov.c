@@ -86,7 +86,7 @@ void rds_gov_close(rds_gov_t *g)
     gov_engine_set_redis(g->engine, NULL, NULL);
 }
 
-size_t rds_gov_metrics(const rds_gov_t *g, char *buf, size_t cap)
+void rds_gov_metrics(const rds_gov_t *g, void (*emit)(void *ud, const char *line), void *ud)
 {
     rds_stats_t st = {0};
     if (g->store)
@@ -111,19 +111,13 @@ size_t rds_gov_metrics(const rds_gov_t *g, char *buf, size_t cap)
          g->fail_closed},
         {"up", "1 when connected and the scripts are loaded.", st.ready},
     };
-    size_t used = 0;
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         const char *type = strcmp(rows[i].name, "up") == 0 ? "gauge" : "counter";
         char line[320];
-        int n =
-            snprintf(line, sizeof(line),
-                     "# HELP tokentriage_redis_%s %s\n# TYPE tokentriage_redis_%s %s\n"
-                     "tokentriage_redis_%s %" PRIu64 "\n",
-                     rows[i].name, rows[i].help, rows[i].name, type, rows[i].name, rows[i].value);
-        if (n < 0 || used + (size_t)n >= cap)
-            break;
-        memcpy(buf + used, line, (size_t)n + 1);
-        used += (size_t)n;
+        snprintf(line, sizeof(line),
+                 "# HELP tokentriage_redis_%s %s\n# TYPE tokentriage_redis_%s %s\n"
+                 "tokentriage_redis_%s %" PRIu64 "\n",
+                 rows[i].name, rows[i].help, rows[i].name, type, rows[i].name, rows[i].value);
+        emit(ud, line);
     }
-    return used;
 }

@@ -32,10 +32,8 @@ int rds_gov_attach(rds_gov_t *g, gov_engine_t *engine, uv_loop_t *loop, const rd
 /* Completes every operation in flight as unavailable, detaches the hook, closes the store. */
 void rds_gov_close(rds_gov_t *g);
 
-/*
- * Writes the redis store's counters in Prometheus text format (prefix tokentriage_redis_) into
- * buf; returns the length written (truncated output is cut at a line boundary).
- */
-size_t rds_gov_metrics(const rds_gov_t *g, char *buf, size_t cap);
+/* Emits the redis store's counters in Prometheus text format (prefix tokentriage_redis_), one
+ * family (HELP, TYPE, sample; under 320 bytes) per call of emit. */
+void rds_gov_metrics(const rds_gov_t *g, void (*emit)(void *ud, const char *line), void *ud);
 
 #endif

@@ -198,7 +198,11 @@ static void answer(rds_call_t *c, int status, const ra_result_t *result, const c
 
 /* ---- the connection ----------------------------------------------------------------------- */
 
-/* Drops the connection: its slots come back through NULL replies, then on_disconnect. */
+static void schedule_reconnect(rds_store_t *s);
+
+/* Drops the connection: its slots come back through NULL replies. hiredis reports the end
+ * (on_disconnect) only for a connection that completed its connect, so the reconnect is
+ * scheduled here too: a connect that never completes is dropped by the handshake's deadline. */
 static void drop(rds_store_t *s, const char *why)
 {
     set_error(s, why);
@@ -208,6 +212,7 @@ static void drop(rds_store_t *s, const char *why)
         s->ac = NULL;
         redisAsyncFree(ac); /* deferred by hiredis when called from one of its callbacks */
     }
+    schedule_reconnect(s);
 }
 
 static void on_reconnect(uv_timer_t *t)

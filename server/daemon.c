@@ -19,6 +19,7 @@
 
 #include "config.h"
 #include "engine.h"
+#include "gov.h" /* redis/: the redis store as the engine's hook */
 #include "log.h"
 #include "mb.h"
 #include "share_node.h"
@@ -43,6 +44,7 @@ typedef struct daemon {
     char node[256];
     mb_t *mb;            /* membership, when shared_state.share is configured */
     share_node_t *share; /* the share store, with membership */
+    rds_gov_t redis;     /* the redis store, when shared_state.redis is configured */
     char (*addrs)[64];   /* the members answer's address strings */
     size_t addrs_cap;
 } daemon_t;
@@ -127,6 +129,7 @@ static void on_signal(uv_signal_t *h, int signum)
         return;
     }
     srv_log(SRV_LOG_INFO, "stopping", "signal", signum == SIGTERM ? "SIGTERM" : "SIGINT", NULL);
+    rds_gov_close(&d->redis); /* first: what is in flight completes while the server answers */
     srv_stop(d->srv);
     if (d->mb)
         mb_leave(d->mb, left, d);
@@ -266,6 +269,13 @@ static int64_t live_members(void *ud)
 }
 
 /* server.socket_group: hand the socket to a group (its mode gives that group access). */
+/* /metrics: the redis store's families (calls, errors, timeouts, fallbacks, up). */
+static void redis_metrics(proto_out_t *out, void *ud)
+{
+    daemon_t *d = ud;
+    rds_gov_metrics(&d->redis, metrics_line, out);
+}
+
 static void chgrp_socket(const char *path, const char *group)
 {
     if (!*group)
@@ -292,6 +302,15 @@ static int start(daemon_t *d)
     if (!(d->metrics = srv_metrics_new()))
         return EX_SOFTWARE_;
     srv_metrics_add_source(d->metrics, engine_metrics, d);
+    if (d->cfg->redis.present) { /* connects in the background; posture.fail covers the wait */
+        rds_options_t ro;
+        rds_options_from_config(&d->cfg->redis, &ro);
+        if (rds_gov_attach(&d->redis, d->engine, &d->loop, &ro, err, sizeof(err)) != 0) {
+            srv_log(SRV_LOG_ERROR, "redis", "detail", err, NULL);
+            return EX_CONFIG_;
+        }
+        srv_metrics_add_source(d->metrics, redis_metrics, d);
+    }
 
     /* the config's socket counts only when it differs from the built-in default, so that the
      * default's non-root fallback (tt_socket_path) applies to a config that leaves it be */
@@ -381,6 +400,8 @@ int srv_daemon_run(const srv_daemon_options_t *opt)
         mb_close(d.mb, NULL, NULL);
     if (rc != EX_OK_ && d.share)
         share_node_close(d.share);
+    if (rc != EX_OK_)
+        rds_gov_close(&d.redis);
     /* let every handle finish closing, then free what they pointed at */
     uv_run(&d.loop, UV_RUN_DEFAULT);
     uv_loop_close(&d.loop);

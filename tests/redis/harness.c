@@ -4,11 +4,13 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -58,6 +60,15 @@ static int spawn(rh_server_t *s)
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        /* die with the test (even one killed by a sanitizer or a timeout), and hold none of
+         * its descriptors: ctest and Criterion wait for every holder of their pipes */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int null = open("/dev/null", O_RDWR);
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(null, 2);
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
         execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1",
                "--unixsocket", s->sock, "--dir", s->dir, "--logfile", log, "--save", "",
                "--appendonly", "no", "--daemonize", "no", (char *)NULL);

@@ -241,6 +241,26 @@ Test(store, redis_killed_mid_load_fails_within_the_timeout_then_reconnects_and_r
     rds_store_close(s);
 }
 
+static bool a_reconnect_failed(void *arg)
+{
+    rds_stats_t st;
+    rds_store_stats(arg, &st);
+    return strstr(st.last_error, "stalled") || strstr(st.last_error, "connect");
+}
+
+Test(store, a_redis_down_through_several_reconnect_attempts_is_found_again)
+{
+    rds_store_t *s = open_store(server.address, 50 * MS);
+    cr_assert(run_until(is_ready, s, 5000));
+    rh_kill(&server);
+    cr_assert(run_until(is_not_ready, s, 2000));
+    cr_assert(run_until(a_reconnect_failed, s, 2000), "no reconnect attempt failed");
+    cr_assert(!run_until(is_ready, s, 300)); /* a few more attempts, all failing */
+    cr_assert_eq(rh_restart(&server), 0);
+    cr_assert(run_until(is_ready, s, 5000), "did not reconnect after repeated failures");
+    rds_store_close(s);
+}
+
 Test(store, a_paused_redis_times_out_and_the_stalled_connection_is_remade)
 {
     const int64_t timeout = 80 * MS;
