@@ -491,10 +491,19 @@ static void load_redis(struct ctx *c, const cfg_node_t *n)
     if (!m)
         return;
     r->present = true;
+    const char *path = "shared_state.redis.address", *s;
     if (!(v = at(m, "address")))
-        err(c, "shared_state.redis.address", m, "missing; write the Redis host:port");
-    else
-        get_address(c, v, "shared_state.redis.address", r->address, false, false);
+        err(c, path, m, "missing; write the Redis host:port or unix socket path");
+    else if (v->kind == CFG_NODE_SCALAR && !v->null && !v->failed && (s = v->text) &&
+             (s[0] == '/' || strncmp(s, "unix:", 5) == 0)) {
+        /* a unix socket path (redis/: rds_address_parse); sun_path holds 107 bytes */
+        const char *sock = s[0] == '/' ? s : s + 5;
+        if (sock[0] != '/' || strlen(sock) > 107 || sock[strlen(sock) - 1] == '/')
+            err(c, path, v, "\"%s\" is not a unix socket path (absolute, at most 107 bytes)", s);
+        else
+            memcpy(r->address, s, strlen(s) + 1);
+    } else
+        get_address(c, v, path, r->address, false, false);
     if ((v = at(m, "timeout")))
         get_duration(c, v, "shared_state.redis.timeout", 1000000, INT64_C(60) * 1000000000,
                      &r->timeout_ns);

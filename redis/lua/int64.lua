@@ -18,7 +18,6 @@ local B32 = 4294967296
 local MAXH, MAXL = 2147483647, 4294967295 -- INT64_MAX
 local MINH = -2147483648 -- INT64_MIN is (MINH, 0)
 local NS = 1000000000
-local POW10 = {10, 100, 1000, 10000, 100000, 1000000}
 
 local function lt(ah, al, bh, bl)
   return ah < bh or (ah == bh and al < bl)
@@ -68,22 +67,22 @@ local function sub(ah, al, bh, bl)
   return clamp(subr(ah, al, bh, bl))
 end
 
--- unsigned 64 x 64 -> 128 bits as four 32-bit limbs, high first, through 16-bit digits
+-- unsigned 64 x 64 -> 128 bits as four 32-bit limbs, high first, through 16-bit digits (no
+-- table: this runs several times per decision)
 local function umul(ah, al, bh, bl)
   local a3, a2 = split16(ah)
   local a1, a0 = split16(al)
   local b3, b2 = split16(bh)
   local b1, b0 = split16(bl)
-  local c = {a0 * b0, a1 * b0 + a0 * b1, a2 * b0 + a1 * b1 + a0 * b2,
-             a3 * b0 + a2 * b1 + a1 * b2 + a0 * b3, a3 * b1 + a2 * b2 + a1 * b3,
-             a3 * b2 + a2 * b3, a3 * b3, 0}
-  local k = 0
-  for i = 1, 8 do
-    local t = c[i] + k
-    k = floor(t / B16)
-    c[i] = t - k * B16
-  end
-  return c[8] * B16 + c[7], c[6] * B16 + c[5], c[4] * B16 + c[3], c[2] * B16 + c[1]
+  local t, k, d0, d1, d2, d3, d4, d5, d6
+  t = a0 * b0; k = floor(t / B16); d0 = t - k * B16
+  t = a1 * b0 + a0 * b1 + k; k = floor(t / B16); d1 = t - k * B16
+  t = a2 * b0 + a1 * b1 + a0 * b2 + k; k = floor(t / B16); d2 = t - k * B16
+  t = a3 * b0 + a2 * b1 + a1 * b2 + a0 * b3 + k; k = floor(t / B16); d3 = t - k * B16
+  t = a3 * b1 + a2 * b2 + a1 * b3 + k; k = floor(t / B16); d4 = t - k * B16
+  t = a3 * b2 + a2 * b3 + k; k = floor(t / B16); d5 = t - k * B16
+  t = a3 * b3 + k; k = floor(t / B16); d6 = t - k * B16
+  return k * B16 + d6, d5 * B16 + d4, d3 * B16 + d2, d1 * B16 + d0
 end
 
 -- signed int64 product: h, l, or nil when it leaves int64 (__builtin_mul_overflow)
@@ -114,25 +113,33 @@ end
 
 -- unsigned a / d for a < 2^64, 0 < d < 2^63: qh, ql, rh, rl
 local function udivmod(ah, al, dh, dl)
+  if ah < 1048576 and dh < 1048576 then -- a, d < 2^52: one exact double division, corrected
+    local a, d = ah * B32 + al, dh * B32 + dl
+    local q = floor(a / d)
+    local r = a - q * d
+    if r < 0 then q = q - 1; r = r + d elseif r >= d then q = q + 1; r = r - d end
+    local qh, ql = from_num(q)
+    local rh, rl = from_num(r)
+    return qh, ql, rh, rl
+  end
   if dh >= 16 then -- d >= 2^36, so the quotient is below 2^28
     local q, rh, rl = udiv_est(0, ah, al, dh, dl)
     return 0, q, rh, rl
   end
-  -- d < 2^36: long division by 16-bit digits; each partial dividend stays below 2^52
   local d = dh * B32 + dl
-  local digits = {0, 0, 0, 0}
-  digits[1], digits[2] = split16(ah)
-  digits[3], digits[4] = split16(al)
-  local r = 0
-  for i = 1, 4 do
-    local t = r * B16 + digits[i]
-    local q = floor(t / d)
-    r = t - q * d
-    if r < 0 then q = q - 1; r = r + d elseif r >= d then q = q + 1; r = r - d end
-    digits[i] = q
-  end
+  -- d < 2^36: long division by 16-bit digits; each partial dividend stays below 2^52
+  local a3, a2 = split16(ah)
+  local a1, a0 = split16(al)
+  local q3, q2, q1, q0, t
+  q3 = floor(a3 / d); local r = a3 - q3 * d
+  t = r * B16 + a2; q2 = floor(t / d); r = t - q2 * d
+  if r < 0 then q2 = q2 - 1; r = r + d elseif r >= d then q2 = q2 + 1; r = r - d end
+  t = r * B16 + a1; q1 = floor(t / d); r = t - q1 * d
+  if r < 0 then q1 = q1 - 1; r = r + d elseif r >= d then q1 = q1 + 1; r = r - d end
+  t = r * B16 + a0; q0 = floor(t / d); r = t - q0 * d
+  if r < 0 then q0 = q0 - 1; r = r + d elseif r >= d then q0 = q0 + 1; r = r - d end
   local rh, rl = from_num(r)
-  return digits[1] * B16 + digits[2], digits[3] * B16 + digits[4], rh, rl
+  return q3 * B16 + q2, q1 * B16 + q0, rh, rl
 end
 
 -- floor division and modulo of a signed a by a positive d: qh, ql, rh, rl with 0 <= r < d
@@ -166,16 +173,17 @@ local function parse(s)
   if type(s) ~= 'string' then return nil end
   local sign, digits = string.match(s, '^(%-?)(%d+)$')
   if not digits or #digits > 19 then return nil end
-  local mh, ml, i, n = 0, 0, 1, #digits
-  while i <= n do
-    local j = math.min(n, i + 5)
-    local m = POW10[j - i + 1]
-    local t = ml * m + tonumber(string.sub(digits, i, j))
-    local carry = floor(t / B32)
-    ml = t - carry * B32
-    mh = mh * m + carry
+  local n, mh, ml = #digits, 0, 0
+  if n <= 15 then -- below 10^15 < 2^53: one exact number
+    mh, ml = from_num(tonumber(digits))
+  else -- hi x 10^9 + lo, with hi (at most 10 digits) split at 2^16 so every product is exact
+    local hi = tonumber(string.sub(digits, 1, n - 9))
+    local lo = tonumber(string.sub(digits, n - 8))
+    local q, r = split16(hi)
+    local a1, a0 = split16(q * NS) -- hi x 10^9 = q x 10^9 x 2^16 + r x 10^9
+    mh, ml = from_num(a0 * B16 + r * NS + lo)
+    mh = mh + a1
     if mh > 2147483648 then return nil end -- beyond 2^63 whatever the sign
-    i = j + 1
   end
   if sign == '-' then
     if mh == 2147483648 and ml > 0 then return nil end
