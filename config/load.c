@@ -493,7 +493,7 @@ static void load_redis(struct ctx *c, const cfg_node_t *n)
     r->present = true;
     const char *path = "shared_state.redis.address", *s;
     if (!(v = at(m, "address")))
-        err(c, path, m, "missing; write the Redis host:port or unix socket path");
+        err(c, path, m, "missing; write the Redis host:port");
     else if (v->kind == CFG_NODE_SCALAR && !v->null && !v->failed && (s = v->text) &&
              (s[0] == '/' || strncmp(s, "unix:", 5) == 0)) {
         /* a unix socket path (redis/: rds_address_parse); sun_path holds 107 bytes */

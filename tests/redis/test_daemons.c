@@ -18,14 +18,16 @@ static tt_client_t *ca, *cb;
 static void setup(void)
 {
     cr_assert_eq(rh_start(&server), 0, "redis-server did not start");
-    char limits[1024];
-    snprintf(limits, sizeof(limits),
-             "    - id: team_rpm\n      attach: { level: team }\n      type: rpm\n"
-             "      amount: 300\n      period: 1m\n      burst: 60\n      store: redis\n"
-             "      posture: { fail: open }\n"
-             "shared_state:\n  redis: { address: \"%s\", timeout: 100ms }\n",
-             server.address);
+    /* a reaches Redis over TCP, b over its unix socket: one server either way */
+    char limits[1024], address[128];
+    const char *fmt = "    - id: team_rpm\n      attach: { level: team }\n      type: rpm\n"
+                      "      amount: 300\n      period: 1m\n      burst: 60\n      store: redis\n"
+                      "      posture: { fail: open }\n"
+                      "shared_state:\n  redis: { address: \"%s\", timeout: 100ms }\n";
+    snprintf(limits, sizeof(limits), fmt, server.address);
     cr_assert_eq(tt_daemon_start(&a, limits, NULL), 0, "daemon a did not start");
+    snprintf(address, sizeof(address), "unix:%s", server.sock);
+    snprintf(limits, sizeof(limits), fmt, address);
     cr_assert_eq(tt_daemon_start(&b, limits, NULL), 0, "daemon b did not start");
     cr_assert((ca = tt_daemon_client(&a)) && (cb = tt_daemon_client(&b)));
     tt_set_timeout(ca, 5000);
