@@ -180,3 +180,17 @@ bool rh_run_until(uv_loop_t *loop, bool (*pred)(void *), void *arg, long long ms
     uv_run(loop, UV_RUN_NOWAIT);
     return ok;
 }
+
+int rh_suite_start(rh_server_t *s, uv_loop_t *loop)
+{
+    uv_loop_init(loop);
+    return rh_start(s);
+}
+
+int rh_suite_stop(rh_server_t *s, uv_loop_t *loop)
+{
+    uv_run(loop, UV_RUN_DEFAULT); /* the stores' close callbacks */
+    int rc = uv_loop_close(loop);
+    rh_stop(s);
+    return rc;
+}

@@ -41,6 +41,13 @@ redisContext *rh_connect(const rh_server_t *s);
 /* Milliseconds on a monotonic clock, for deadlines. */
 long long rh_now_ms(void);
 
+/* A suite's set-up: a server and a fresh loop. 0 or -1. */
+int rh_suite_start(rh_server_t *s, uv_loop_t *loop);
+
+/* A suite's tear-down: runs the loop until every handle closed, closes it, stops the server.
+ * Returns uv_loop_close's answer (nonzero: a handle was left open). */
+int rh_suite_stop(rh_server_t *s, uv_loop_t *loop);
+
 /* Runs `loop` until pred(arg) holds or `ms` pass (a 5 ms tick re-checks the predicate between
  * events). Returns whether it holds. */
 bool rh_run_until(uv_loop_t *loop, bool (*pred)(void *), void *arg, long long ms);

@@ -20,15 +20,12 @@ static uv_loop_t loop;
 
 static void setup(void)
 {
-    cr_assert_eq(rh_start(&server), 0, "redis-server did not start");
-    uv_loop_init(&loop);
+    cr_assert_eq(rh_suite_start(&server, &loop), 0, "redis-server did not start");
 }
 
 static void teardown(void)
 {
-    uv_run(&loop, UV_RUN_DEFAULT);
-    cr_assert_eq(uv_loop_close(&loop), 0, "a handle was left open");
-    rh_stop(&server);
+    cr_assert_eq(rh_suite_stop(&server, &loop), 0, "a handle was left open");
 }
 
 TestSuite(gov, .init = setup, .fini = teardown, .timeout = 60);
