@@ -39,7 +39,9 @@
  * by that largest N, in state held, until the drop has lasted partition_hold. Graceful leaves
  * are not a drop: with L(t) the leaves reported so far, the hold compares 2 x N(now) against
  * max over the window of (N(s) + L(s)) - L(now), i.e. the largest N seen, less the members
- * that left since. The windowed maximum is a monotone deque (values strictly decreasing from
+ * that left since. (A leave reported for a member this view had already declared dead
+ * discounts one member too many for one window: the hold is then more lenient by one member.)
+ * The windowed maximum is a monotone deque (values strictly decreasing from
  * the front, each stamped with when it was last in effect), so the hold is stateless beyond
  * it: held iff the window's peak is at least twice the live count, and it ends exactly
  * partition_hold after the peak was last seen. A drop in two steps holds on the older peak,
@@ -251,6 +253,8 @@ static void peak_expire(share_core_t *c, int64_t now)
 
 void share_update(share_core_t *c, const share_view_t *v, int64_t now)
 {
+    if (c->npeaks && now < c->peaks[c->npeaks - 1].seen_ns)
+        now = c->peaks[c->npeaks - 1].seen_ns; /* the wall clock stepped back: time stands */
     read_view(c, v);
     if (v->left_total > c->left_total)
         c->left_total = v->left_total; /* monotone: a smaller figure is a shell's mistake */

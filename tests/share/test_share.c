@@ -570,3 +570,18 @@ Test(share, init_rejects_a_negative_hold)
     cr_assert_str_eq(share_strerror(SHARE_EUNARMED),
                      "share store not armed yet (membership has not joined)");
 }
+
+Test(share, a_clock_that_steps_back_neither_ends_nor_extends_a_hold_early)
+{
+    fake_view_t f;
+    view_init(&f, 5, 6);
+    share_core_t c = core_seeing(&f, 60 * S);
+    set_state(&f, 3, 6, SHARE_MEMBER_DEAD);
+    share_update(&c, &f.v, T0 + 10 * S);
+    cr_assert_eq(share_state(&c), SHARE_HELD);
+    share_update(&c, &f.v, T0 - 3600 * S); /* the wall clock stepped back an hour */
+    cr_assert_eq(share_state(&c), SHARE_HELD);
+    cr_assert_eq(share_next_deadline(&c), T0 + 70 * S);
+    share_update(&c, &f.v, T0 + 70 * S);
+    cr_assert_eq(share_state(&c), SHARE_ARMED);
+}
