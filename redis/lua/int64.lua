@@ -87,6 +87,10 @@ end
 
 -- signed int64 product: h, l, or nil when it leaves int64 (__builtin_mul_overflow)
 local function mul(ah, al, bh, bl)
+  if ah >= 0 and bh >= 0 and ah < 2097152 and bh < 2097152 then -- both below 2^53
+    local p = (ah * B32 + al) * (bh * B32 + bl)
+    if p < 4503599627370496 then return from_num(p) end -- below 2^52: the double is exact
+  end
   local negative = false
   if ah < 0 then ah, al = neg(ah, al); negative = true end
   if bh < 0 then bh, bl = neg(bh, bl); negative = not negative end
@@ -168,6 +172,15 @@ local function ceil_s(h, l)
   return ceil_div(h, l, NS)
 end
 
+-- hi x 10^9 + lo as a pair, for 0 <= hi < 2^34 and 0 <= lo < 10^9 (a decimal's halves, or
+-- TIME's seconds and nanoseconds): hi is split at 2^16 so that every product is exact
+local function billions(hi, lo)
+  local q, r = split16(hi)
+  local a1, a0 = split16(q * NS) -- hi x 10^9 = q x 10^9 x 2^16 + r x 10^9
+  local h, l = from_num(a0 * B16 + r * NS + lo)
+  return h + a1, l
+end
+
 -- decimal text -> h, l; nil for anything but an optional '-' and 1..19 digits within int64
 local function parse(s)
   if type(s) ~= 'string' then return nil end
@@ -177,12 +190,7 @@ local function parse(s)
   if n <= 15 then -- below 10^15 < 2^53: one exact number
     mh, ml = from_num(tonumber(digits))
   else -- hi x 10^9 + lo, with hi (at most 10 digits) split at 2^16 so every product is exact
-    local hi = tonumber(string.sub(digits, 1, n - 9))
-    local lo = tonumber(string.sub(digits, n - 8))
-    local q, r = split16(hi)
-    local a1, a0 = split16(q * NS) -- hi x 10^9 = q x 10^9 x 2^16 + r x 10^9
-    mh, ml = from_num(a0 * B16 + r * NS + lo)
-    mh = mh + a1
+    mh, ml = billions(tonumber(string.sub(digits, 1, n - 9)), tonumber(string.sub(digits, n - 8)))
     if mh > 2147483648 then return nil end -- beyond 2^63 whatever the sign
   end
   if sign == '-' then
@@ -195,6 +203,9 @@ end
 
 -- h, l -> decimal text, as C's %lld writes it
 local function to_dec(h, l)
+  if h >= -2097152 and h < 2097152 then -- |value| <= 2^53: one exact number
+    return string.format('%.0f', h * B32 + l)
+  end
   local sign = ''
   if h < 0 then sign = '-'; h, l = neg(h, l) end
   local qh, ql, _, r0 = udivmod(h, l, 0, NS)
@@ -210,10 +221,7 @@ end
 local function decision_now(arg)
   if arg ~= nil and arg ~= '' then return parse(arg) end
   local t = redis.call('TIME')
-  local sh, sl = from_num(tonumber(t[1]))
-  sh, sl = mul(sh, sl, 0, NS)
-  local uh, ul = from_num(tonumber(t[2]) * 1000)
-  return add(sh, sl, uh, ul)
+  return billions(tonumber(t[1]), tonumber(t[2]) * 1000)
 end
 
 -- Error replies name the script, the argument and (clipped) what was wrong.
