@@ -516,15 +516,20 @@ static int reserve(gov_engine_t *e, size_t n, int64_t now, gov_result_t *out)
     return 0;
 }
 
-/* The limiter in force: the share store's effective one for share limits. -1: unarmed or the
- * store could not say. */
-static int limiter_in_force(gov_engine_t *e, probe_t *p, int64_t now)
+/* The limiter in force: the share store's effective one for share limits, per key when the
+ * store answers per key (`cost` is the arrival it counts). -1: unarmed or the store could not
+ * say. */
+static int limiter_in_force(gov_engine_t *e, probe_t *p, int64_t cost, int64_t now)
 {
     p->lim = p->l->cfg.limiter;
-    if (p->l->cfg.store != CFG_STORE_SHARE || !e->share.limiter)
+    if (p->l->cfg.store != CFG_STORE_SHARE || (!e->share.limiter && !e->share.key_limiter))
         return 0; /* local; and share before the share store is wired: plain (N = 1), armed */
     bool armed = false;
-    if (e->share.limiter(e->share_ctx, &p->l->cfg, now, &p->lim, &armed) < 0 || !armed) {
+    const cfg_limit_t *l = &p->l->cfg;
+    int rc = e->share.key_limiter ? e->share.key_limiter(e->share_ctx, l, p->key, p->key_len, cost,
+                                                         now, &p->lim, &armed)
+                                  : e->share.limiter(e->share_ctx, l, now, &p->lim, &armed);
+    if (rc < 0 || !armed) {
         p->lim = p->l->cfg.limiter;
         return -1;
     }
@@ -750,7 +755,7 @@ static int decide_run(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, int
                 else
                     posture_fail(q);
             }
-        } else if (limiter_in_force(e, q, now) < 0) {
+        } else if (limiter_in_force(e, q, replies ? 0 : cost, now) < 0) {
             store_failed(e, q);
         } else {
             local_step(e, q, now, cost);
@@ -994,7 +999,7 @@ int gov_settle(gov_engine_t *e, const gov_subject_t *s, int64_t reserved, int64_
         if (p[i].l->cfg.store == CFG_STORE_REDIS)
             continue;
         /* unarmed or unanswered: the replica's own state is settled anyway (plain limiter) */
-        (void)limiter_in_force(e, &p[i], now);
+        (void)limiter_in_force(e, &p[i], 0, now);
         local_settle_probe(e, &p[i], now, reserved, actual, &settled);
     }
     e->m.settles++;

@@ -2,11 +2,11 @@
  * How the stores plug into the engine.
  *
  * - local: built in (the counter table + ratealg). Nothing to plug.
- * - share: the share module answers, per share limit, the effective limiter in force now
- *   (ra_limiter_effective with its current share and unit cfg_type_unit(type)) and whether the
- *   store is armed. The engine keeps the replica's own state in its counter table, exactly as
- *   for local. Until a provider is installed, share limits run the plain limiter (N = 1) and
- *   count as armed.
+ * - share: the share module answers, per share limit (or per key, in demand mode), the
+ *   effective limiter in force now (ra_limiter_effective with its current share and unit
+ *   cfg_type_unit(type)) and whether the store is armed. The engine keeps the replica's own state
+ * in its counter table, exactly as for local. Until a provider is installed, share limits run the
+ * plain limiter (N = 1) and count as armed.
  * - redis: the redis module runs each operation asynchronously and completes it with a result
  *   or "unavailable"; posture.fail then decides (open: the local fallback limiter built from
  *   the same config, in the same counter table; closed: deny, retry 1 s).
@@ -29,6 +29,13 @@ typedef struct gov_share_ops {
      * error; posture.fail decides). */
     int (*limiter)(void *ctx, const cfg_limit_t *limit, int64_t now, ra_limiter_t *out,
                    bool *armed);
+    /* Optional, preferred over `limiter` when set: the limiter in force for one key (the subject
+     * id for the limit's level, "" for global) of a share limit, for demand-aware division
+     * (SPEC §6b), which counts the arrival of `cost` units. Called once per decision per share
+     * limit with the decision's cost (rpm: 1, tpm: the tokens); with cost 0 from settle and from
+     * the second pass of a decision that waited for redis (already counted). Same returns. */
+    int (*key_limiter)(void *ctx, const cfg_limit_t *limit, const char *key, size_t key_len,
+                       int64_t cost, int64_t now, ra_limiter_t *out, bool *armed);
     /* Optional: fills the share fields of a fleet entry (n, bounds, state, divisors, ...). */
     void (*fleet)(void *ctx, const cfg_limit_t *limit, int64_t now, gov_fleet_entry_t *out);
 } gov_share_ops_t;

@@ -392,6 +392,104 @@ Test(share, settle_uses_the_share_in_force)
     gov_engine_destroy(e);
 }
 
+/* ---- a fake per-key share provider (demand mode) ------------------------------------------ */
+
+typedef struct fake_keyed {
+    int calls;
+    char key[32];
+    size_t key_len;
+    int64_t counted; /* the sum of the costs it was handed */
+    int64_t n_hot;   /* the divisor for key "hot"; every other key runs on 1/10 */
+} fake_keyed_t;
+
+static int keyed_limiter(void *ctx, const cfg_limit_t *l, const char *key, size_t key_len,
+                         int64_t cost, int64_t now, ra_limiter_t *out, bool *armed)
+{
+    fake_keyed_t *f = ctx;
+    f->calls++;
+    cr_assert(key_len < sizeof(f->key));
+    memcpy(f->key, key, key_len);
+    f->key_len = key_len;
+    f->counted += cost;
+    *armed = true;
+    int64_t n = key_len == 3 && memcmp(key, "hot", 3) == 0 ? f->n_hot : 10;
+    return ra_limiter_effective(&l->limiter, 1, n, cfg_type_unit(l->type), out);
+}
+
+/* Both hooks set: the per-key one wins; the per-limit one would fail the test. */
+static int limiter_never(void *ctx, const cfg_limit_t *l, int64_t now, ra_limiter_t *out,
+                         bool *armed)
+{
+    cr_assert_fail("the per-limit hook was asked while a per-key hook is installed");
+    return -1;
+}
+
+static const gov_share_ops_t keyed_ops = {.limiter = limiter_never, .key_limiter = keyed_limiter};
+
+Test(share, a_per_key_hook_sees_each_key_and_the_decision_cost)
+{
+    cfg_limit_t l = rpm("fleet_rpm", "team", 300, 60 * S, 60);
+    l.store = CFG_STORE_SHARE;
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    fake_keyed_t f = {.n_hot = 1};
+    gov_engine_set_share(e, &keyed_ops, &f);
+    gov_subject_t hot, cold;
+    subj(&hot, "team", "hot", NULL);
+    subj(&cold, "team", "cold", NULL);
+    /* the whole amount for "hot": 60 of depth, one spent */
+    gov_result_t r = decide(e, &hot, GOV_NO_TOKENS, T0);
+    cr_assert_eq(r.remaining, 59);
+    cr_assert_eq(f.key_len, 3);
+    cr_assert_eq(memcmp(f.key, "hot", 3), 0);
+    /* 1/10 for "cold": tau stays 12 s, T = 2 s: 6 of depth, one spent */
+    r = decide(e, &cold, GOV_NO_TOKENS, T0);
+    cr_assert_eq(r.remaining, 5);
+    cr_assert_eq(memcmp(f.key, "cold", 4), 0);
+    cr_assert_eq(f.calls, 2, "once per decision per share limit");
+    cr_assert_eq(f.counted, 2, "rpm: each decision counts 1");
+    gov_engine_destroy(e);
+}
+
+Test(share, a_per_key_hook_counts_tokens_on_decide_and_nothing_on_settle)
+{
+    cfg_limit_t l = tpm("fleet_tpm", "team", 100000, 60 * S, 20000);
+    l.store = CFG_STORE_SHARE;
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    fake_keyed_t f = {.n_hot = 2};
+    gov_engine_set_share(e, &keyed_ops, &f);
+    gov_subject_t s;
+    subj(&s, "team", "hot", NULL);
+    cr_assert(decide(e, &s, 8000, T0).admit);
+    cr_assert_eq(f.counted, 8000);
+    gov_result_t r;
+    cr_assert_eq(gov_settle(e, &s, 8000, 1000, T0, &r, NULL, NULL), 0);
+    cr_assert_eq(r.settled, 1);
+    cr_assert_eq(f.calls, 2);
+    cr_assert_eq(f.counted, 8000, "settle counts nothing");
+    /* the settle ran on the key's share (N = 2), as in settle_uses_the_share_in_force */
+    r = decide(e, &s, 0, T0);
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Remaining-Tokens"), "15384");
+    gov_engine_destroy(e);
+}
+
+Test(share, a_decision_that_waits_for_redis_counts_its_share_arrival_once)
+{
+    cfg_limit_t ls[] = {rpm("fleet_rpm", "team", 300, 60 * S, 60),
+                        redis_rpm("shared", "team", 100, true)};
+    ls[0].store = CFG_STORE_SHARE;
+    fake_redis_t fr = {0};
+    gov_engine_t *e = with_redis(ls, 2, &fr);
+    fake_keyed_t f = {.n_hot = 1};
+    gov_engine_set_share(e, &keyed_ops, &f);
+    gov_subject_t s;
+    subj(&s, "team", "hot", NULL);
+    gov_result_t r = via_redis(e, &fr, &s, GOV_NO_TOKENS, false);
+    cr_assert(r.admit);
+    cr_assert_eq(f.calls, 2, "asked on both passes");
+    cr_assert_eq(f.counted, 1, "but the arrival counted on the first only");
+    gov_engine_destroy(e);
+}
+
 /* ---- fleet -------------------------------------------------------------------------------- */
 
 static int64_t five(void *ctx)
