@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #define NS_PREFIX "ttshare-"
+#define DIR_PREFIX "ttshare-fleet-"
 
 int64_t fleet_now_ms(void)
 {
@@ -61,19 +62,34 @@ int fleet_run(const char *const *argv)
 
 #define RUN(...) fleet_run((const char *const[]){__VA_ARGS__, NULL})
 
-/* Removes the namespaces whose owning test (the pid in the name) is gone. */
+/* True when `name` is `prefix` followed by the pid of a process that is gone. */
+static bool dead_owner(const char *name, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    int pid;
+    return strncmp(name, prefix, n) == 0 && sscanf(name + n, "%d-", &pid) == 1 && pid > 0 &&
+           kill(pid, 0) < 0 && errno == ESRCH;
+}
+
+/* Removes what runs that died without their teardown left: namespaces and directories. */
 static void reap_dead_runs(void)
 {
     DIR *d = opendir("/run/netns");
-    if (!d)
-        return;
     struct dirent *e;
-    while ((e = readdir(d))) {
-        int pid;
-        if (sscanf(e->d_name, NS_PREFIX "%d-", &pid) == 1 && kill(pid, 0) < 0 && errno == ESRCH)
+    while (d && (e = readdir(d)))
+        if (dead_owner(e->d_name, NS_PREFIX))
             RUN("ip", "netns", "del", e->d_name);
+    if (d)
+        closedir(d);
+    d = opendir("/tmp");
+    while (d && (e = readdir(d))) {
+        char path[300];
+        snprintf(path, sizeof(path), "/tmp/%s", e->d_name);
+        if (dead_owner(e->d_name, DIR_PREFIX))
+            RUN("rm", "-rf", "--", path);
     }
-    closedir(d);
+    if (d)
+        closedir(d);
 }
 
 /* The bridge lives in a namespace of its own (the hub), so nothing touches the host's network
@@ -144,7 +160,7 @@ int fleet_setup(fleet_t *f, int n)
         return -1;
     f->n = n;
     snprintf(f->join_timeout, sizeof(f->join_timeout), "2s");
-    snprintf(f->dir, sizeof(f->dir), "/tmp/ttshare-fleet-%d-XXXXXX", (int)getpid());
+    snprintf(f->dir, sizeof(f->dir), "/tmp/" DIR_PREFIX "%d-XXXXXX", (int)getpid());
     if (!mkdtemp(f->dir)) {
         perror("fleet: mkdtemp");
         return -1;

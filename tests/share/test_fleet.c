@@ -215,8 +215,9 @@ Test(fleet, a_killed_replica_is_re_divided_within_detect_within_and_the_bounds_h
     }
     cr_log_info("re-divided %lld ms after SIGKILL; disclosed detect_within_s %lld", (long long)took,
                 (long long)before.detect_within_s);
-    /* polled every 100 ms, each poll taking a few: allow the poll period */
-    cr_assert_leq(took, before.detect_within_s * 1000 + 200);
+    /* Polled every 100 ms; and the bound is for healthy survivors, which a build machine
+     * shared with other test runs may starve for a moment: a second of slack for both. */
+    cr_assert_leq(took, before.detect_within_s * 1000 + 1000);
 }
 
 Test(fleet, a_terminated_replica_is_re_divided_within_two_seconds)
