@@ -723,11 +723,35 @@ static void decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n,
  * and counted in *n_redis; with replies (the second pass) they take their answers in order.
  * Returns GOV_PENDING when redis must be asked, else 0 with the decision finished.
  */
+/*
+ * How many counters this decision may add: n, unless the table is at its cap, where every one
+ * already in place is one less. There a decision on keys the table holds (the usual case under
+ * load) then skips the cap's 1024-slot reclamation slice, which it does not need: paid by every
+ * decision, that slice made each one cost about 12 us instead of under 1 us with the table full
+ * (bench/footprint.py reclaim, docs/performance.md) -- and made filling the table a way to
+ * slow every client down. Only at the cap are the keys hashed and looked up an extra time.
+ */
+static size_t counters_needed(gov_engine_t *e, const probe_t *p, size_t n)
+{
+    gov_table_t *t = &e->table;
+    if (t->count + n <= t->max)
+        return n;
+    size_t missing = 0;
+    for (size_t i = 0; i < n; i++) {
+        int ix = p[i].l->ident;
+        if (ix < 0 || !t->idents[ix].alive ||
+            gov_table_find(t, ix, gov_table_hash(t, ix, p[i].key, p[i].key_len), p[i].key,
+                           p[i].key_len) == GOV_SLOT_NONE)
+            missing++;
+    }
+    return missing;
+}
+
 static int decide_run(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, int64_t tokens,
                       int64_t now, const gov_redis_reply_t *replies, size_t *n_redis,
                       gov_result_t *out)
 {
-    int rc = reserve(e, n, now, out);
+    int rc = reserve(e, counters_needed(e, p, n), now, out);
     if (rc < 0)
         return rc;
     size_t ri = 0;

@@ -588,6 +588,27 @@ Test(cap, idle_counters_make_room_before_new_keys_are_refused)
     gov_engine_destroy(e);
 }
 
+Test(cap, decisions_on_held_keys_at_the_cap_reclaim_nothing)
+{
+    cfg_limit_t l = rpm("key_rpm", "key", 1, 60 * S, 1);
+    gov_engine_t *e = capped(&l, 1, 2);
+    gov_subject_t a, b, c;
+    cr_assert(decide(e, subj(&a, "key", "a", NULL), GOV_NO_TOKENS, T0).admit);
+    cr_assert(decide(e, subj(&b, "key", "b", NULL), GOV_NO_TOKENS, T0).admit);
+    /* a minute later both are idle, the table full: a's decision needs no room, takes none */
+    cr_assert(decide(e, &a, GOV_NO_TOKENS, T0 + 61 * S).admit);
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.counters_reclaimed, 0, "a held key does not pay the cap's reclamation");
+    cr_assert_eq(m.counters, 2);
+    /* a new key still gets room from the idle one */
+    cr_assert(decide(e, subj(&c, "key", "c", NULL), GOV_NO_TOKENS, T0 + 61 * S).admit);
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.counters_reclaimed, 1);
+    cr_assert_eq(m.cap_hits, 0);
+    gov_engine_destroy(e);
+}
+
 /* ---- metrics -------------------------------------------------------------------------------- */
 
 Test(metrics, decisions_are_counted_by_verdict_and_limit)
