@@ -118,7 +118,7 @@ int cli_print_json(const tt_response_t *r)
 }
 
 #define MAX_ROWS 256
-#define MAX_COLS 16
+#define MAX_COLS 24 /* fleet: 21 in demand mode */
 #define CELL 64
 
 /* One scalar as text: strings as they are, other values as their JSON. */

@@ -29,12 +29,12 @@
 #include "config.h"
 #include "limit.h"
 
-#define GOV_SUBJECT_MAX 16 /* (level, id) pairs in one subject */
-#define GOV_ID_MAX 256     /* bytes in one subject id */
+#define GOV_SUBJECT_MAX 16            /* (level, id) pairs in one subject */
+#define GOV_ID_MAX 256                /* bytes in one subject id */
 #define GOV_LIMITS_MAX CFG_LIMITS_MAX /* limits in one config: validate refuses more */
-#define GOV_APPLY_MAX 128  /* limits that apply to one request */
-#define GOV_SOFT_MAX 16    /* soft-denied ids reported in one result (more: truncated) */
-#define GOV_HEADERS_MAX 10 /* disclosure headers in one result */
+#define GOV_APPLY_MAX 128             /* limits that apply to one request */
+#define GOV_SOFT_MAX 16               /* soft-denied ids reported in one result (more: truncated) */
+#define GOV_HEADERS_MAX 10            /* disclosure headers in one result */
 #define GOV_HEADER_VALUE_MAX 160
 #define GOV_ERROR_MAX 160
 #define GOV_TOKENS_MAX (INT64_C(1) << 40) /* tokens, reserved, actual: 0 ..= 2^40 */
@@ -204,6 +204,11 @@ typedef struct gov_fleet_entry {
     /* share only (filled by the share store): */
     int64_t divisor_min, divisor_max, detect_within_s;
     bool converged;
+    /* share in demand mode only (SPEC §6b; filled by the demand store): */
+    bool demand;
+    int64_t keys_leased, keys_owned; /* keys holding a lease here; keys owned here */
+    int64_t largest_lease_age_ms;    /* the oldest live lease here since its grant; 0: none */
+    bool moving; /* within one lease lifetime of an ownership change (bounds doubled) */
 } gov_fleet_entry_t;
 
 /* Fills up to `cap` entries, one per rate-class limit in config order. Returns how many the

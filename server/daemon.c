@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "demand_node.h"
 #include "engine.h"
 #include "gov.h" /* redis/: the redis store as the engine's hook */
 #include "log.h"
@@ -42,10 +43,11 @@ typedef struct daemon {
     uv_signal_t sighup, sigterm, sigint;
     uv_timer_t tick;
     char node[256];
-    mb_t *mb;            /* membership, when shared_state.share is configured */
-    share_node_t *share; /* the share store, with membership */
-    rds_gov_t redis;     /* the redis store, when shared_state.redis is configured */
-    char (*addrs)[64];   /* the members answer's address strings */
+    mb_t *mb;              /* membership, when shared_state.share is configured */
+    share_node_t *share;   /* the share store, with membership */
+    demand_node_t *demand; /* beside it when shared_state.share.division is demand */
+    rds_gov_t redis;       /* the redis store, when shared_state.redis is configured */
+    char (*addrs)[64];     /* the members answer's address strings */
     size_t addrs_cap;
 } daemon_t;
 
@@ -119,6 +121,8 @@ static void left(void *ud, mb_t *mb)
     daemon_t *d = ud;
     mb_close(mb, NULL, NULL);
     share_node_close(d->share);
+    if (d->demand)
+        demand_node_close(d->demand);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -139,12 +143,18 @@ static void on_signal(uv_signal_t *h, int signum)
     uv_close((uv_handle_t *)&d->tick, NULL);
 }
 
+/* SPEC §2: every time is CLOCK_REALTIME in nanoseconds. */
+static int64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static void on_tick(uv_timer_t *t)
 {
     daemon_t *d = t->data;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    gov_engine_tick(d->engine, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
+    gov_engine_tick(d->engine, wall_ns());
 }
 
 /* /metrics: the engine's families, decisions by limit and outcome first. */
@@ -228,9 +238,7 @@ static size_t members_rows(void *ud, proto_member_t *rows, size_t cap, int64_t *
         d->addrs = a;
         d->addrs_cap = cap;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    int64_t now = wall_ns();
     for (size_t i = 0; i < cap; i++) {
         swim_member_view_t v;
         mb_member_get(d->mb, i, &v);
@@ -260,6 +268,41 @@ static void membership_metrics(proto_out_t *out, void *ud)
     daemon_t *d = ud;
     mb_metrics_write(d->mb, metrics_line, out);
     share_node_metrics(d->share, d->cfg->limits, d->cfg->n_limits, metrics_line, out);
+    if (d->demand)
+        demand_node_metrics(d->demand, d->cfg->limits, d->cfg->n_limits, wall_ns(), metrics_line,
+                            out);
+}
+
+/* Demand mode's datagrams ride membership's sealed APP datagrams, both ways. A send that
+ * fails (the owner just died) is dropped: the reporter's lease lapses to the cold share. */
+static void demand_send(void *ctx, const char *to, size_t to_len, const uint8_t *bytes, size_t len)
+{
+    (void)mb_send_app(ctx, to, to_len, bytes, len);
+}
+
+static void demand_received(void *ud, mb_t *mb, const char *from, size_t from_len,
+                            const uint8_t *payload, size_t len)
+{
+    (void)mb;
+    /* a bad payload changes nothing and is counted in demand_rx_bad_total */
+    (void)demand_node_receive(ud, from, from_len, payload, len, wall_ns());
+}
+
+/* The demand store beside the share store: -1 when it cannot start (logged). */
+static int start_demand(daemon_t *d)
+{
+    char err[256] = "";
+    if (demand_node_new(&d->demand, &d->cfg->share, err, sizeof(err)) != 0) {
+        srv_log(SRV_LOG_ERROR, "demand store", "detail", err, NULL);
+        return -1;
+    }
+    if (demand_node_attach(d->demand, &d->loop, d->mb, d->share, demand_send, d->mb) != 0) {
+        srv_log(SRV_LOG_ERROR, "demand store", "detail", "cannot start", NULL);
+        return -1;
+    }
+    mb_set_app_handler(d->mb, demand_received, d->demand);
+    gov_engine_set_share(d->engine, &demand_node_ops, d->demand);
+    return 0;
 }
 
 /* The live replica count for the fleet bound of local and redis limits. */
@@ -348,16 +391,15 @@ static int start(daemon_t *d)
         }
         srv_set_members(d->srv, members_rows, d);
         srv_metrics_add_source(d->metrics, membership_metrics, d);
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        if (share_node_new(&d->share, &d->cfg->share,
-                           (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec) ||
+        if (share_node_new(&d->share, &d->cfg->share, wall_ns()) ||
             share_node_attach(d->share, &d->loop, d->mb)) {
             srv_log(SRV_LOG_ERROR, "share store", "detail", "cannot start", NULL);
             return EX_SOFTWARE_;
         }
         gov_engine_set_share(d->engine, &share_node_ops, d->share);
         gov_engine_set_members(d->engine, live_members, d->mb);
+        if (d->cfg->share.division == CFG_DIVISION_DEMAND && start_demand(d) != 0)
+            return EX_SOFTWARE_;
     }
 
     uv_signal_t *sigs[] = {&d->sighup, &d->sigterm, &d->sigint};
@@ -400,6 +442,8 @@ int srv_daemon_run(const srv_daemon_options_t *opt)
         mb_close(d.mb, NULL, NULL);
     if (rc != EX_OK_ && d.share)
         share_node_close(d.share);
+    if (rc != EX_OK_ && d.demand)
+        demand_node_close(d.demand);
     if (rc != EX_OK_)
         rds_gov_close(&d.redis);
     /* let every handle finish closing, then free what they pointed at */
@@ -408,6 +452,7 @@ int srv_daemon_run(const srv_daemon_options_t *opt)
     srv_free(d.srv);
     mb_free(d.mb);
     share_node_free(d.share);
+    demand_node_free(d.demand);
     free(d.addrs);
     gov_engine_destroy(d.engine);
     srv_metrics_free(d.metrics);

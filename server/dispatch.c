@@ -169,12 +169,17 @@ static void fleet(srv_conn_t *c, uint64_t seq)
             .burst_bound = e->burst_bound,
             .state = cstr(e->state ? e->state : ""),
             /* a share replica admits amount / n; a local or redis one the whole amount */
-            .local_share = e->store == CFG_STORE_SHARE ? (e->n > 0 ? e->amount / e->n : 0)
-                                                       : e->amount,
+            .local_share =
+                e->store == CFG_STORE_SHARE ? (e->n > 0 ? e->amount / e->n : 0) : e->amount,
             .divisor_min = e->divisor_min,
             .divisor_max = e->divisor_max,
             .detect_within_s = e->detect_within_s,
             .converged = e->converged,
+            .demand = e->demand,
+            .keys_leased = e->keys_leased,
+            .keys_owned = e->keys_owned,
+            .largest_lease_age_ms = e->largest_lease_age_ms,
+            .moving = e->moving,
         };
     }
     proto_out_t *out = srv__answer_buf(c);

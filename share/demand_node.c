@@ -145,7 +145,7 @@ void demand_node_close(demand_node_t *n)
         uv_close((uv_handle_t *)&n->timer, NULL);
 }
 
-/* ---- the engine's hook, fleet -------------------------------------------------------------- */
+/* ---- the engine's hooks, fleet ------------------------------------------------------------- */
 
 int demand_node_limiter(void *ctx, const cfg_limit_t *limit, const char *key, size_t key_len,
                         int64_t cost, int64_t now, ra_limiter_t *out, bool *armed)
@@ -163,7 +163,22 @@ void demand_node_fleet(const demand_node_t *n, const cfg_limit_t *limit, int64_t
     demand_disclose(n->core, limit, now, &d);
     out->sustained_bound = d.sustained_bound;
     out->burst_bound = d.burst_bound;
+    out->demand = true;
+    out->keys_leased = d.keys_leased;
+    out->keys_owned = d.keys_owned;
+    out->largest_lease_age_ms = d.largest_lease_age_ns / 1000000;
+    out->moving = d.moving;
 }
+
+/* The share store's entry (N, state, divisors), then demand mode's bounds and figures. */
+static void hook_fleet(void *ctx, const cfg_limit_t *limit, int64_t now, gov_fleet_entry_t *out)
+{
+    const demand_node_t *n = ctx;
+    share_node_ops.fleet((void *)n->share, limit, now, out);
+    demand_node_fleet(n, limit, now, out);
+}
+
+const gov_share_ops_t demand_node_ops = {.key_limiter = demand_node_limiter, .fleet = hook_fleet};
 
 /* ---- /metrics ------------------------------------------------------------------------------- */
 

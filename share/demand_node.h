@@ -8,9 +8,9 @@
  * Two layers. demand_node_refresh / demand_node_receive / the hooks are pure apart from reading
  * the member table they are handed, so tests drive them without sockets. demand_node_attach is
  * the libuv glue: it subscribes to the membership shell, ticks the core every demand_interval
- * and sends through the `send` function it is given. The membership shell carries no
- * application payloads yet; `send` and demand_node_receive are where they plug in (see
- * docs/share.md, "Not yet wired"). Everything runs on the daemon's loop thread.
+ * and sends through the `send` function it is given; the daemon passes an adapter over
+ * mb_send_app and routes membership's APP payloads (mb_set_app_handler) to
+ * demand_node_receive. Everything runs on the daemon's loop thread.
  */
 #ifndef TT_SHARE_DEMAND_NODE_H
 #define TT_SHARE_DEMAND_NODE_H
@@ -56,16 +56,21 @@ void demand_node_close(demand_node_t *node);
 
 /*
  * The engine's hook for a demand-mode share limit, per key (ctx is the demand_node_t): counts
- * the arrival of `cost` and writes the limiter for the key's share. engine/store.h's share hook
- * is per limit today; this is the shape demand mode needs from it. *armed is false while the
+ * the arrival of `cost` and writes the limiter for the key's share (gov_share_ops_t's
+ * key_limiter, in demand_node_ops). *armed is false while the
  * share store is unarmed (posture.fail decides). Returns 0 or a RA_E* code.
  */
 int demand_node_limiter(void *ctx, const cfg_limit_t *limit, const char *key, size_t key_len,
                         int64_t cost, int64_t now, ra_limiter_t *out, bool *armed);
 
-/* Overwrites the bounds of a share limit's fleet entry with demand mode's (demand_disclose). */
+/* Overwrites the bounds of a share limit's fleet entry with demand mode's (demand_disclose) and
+ * fills its demand fields (keys leased and owned, largest lease age, moving). */
 void demand_node_fleet(const demand_node_t *node, const cfg_limit_t *limit, int64_t now,
                        gov_fleet_entry_t *out);
+
+/* The engine's hooks in demand mode (ctx: the attached demand_node_t): the per-key limiter, and
+ * fleet entries that are the share node's with demand_node_fleet over them. */
+extern const gov_share_ops_t demand_node_ops;
 
 /* Appends the demand gauges of every share limit among `limits`, and the core's counters, in
  * Prometheus text through `emit` (whole lines). */

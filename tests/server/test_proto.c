@@ -297,6 +297,36 @@ Test(proto, a_decision_reads_back_as_json)
     proto_out_free(&json);
 }
 
+Test(proto, a_demand_mode_fleet_row_carries_its_division_figures_and_others_do_not)
+{
+    proto_fleet_limit_t rows[] = {
+        {.id = {"a", 1}, .type = {"rpm", 3}, .store = {"local", 5}, .algorithm = {"gcra", 4}},
+        {.id = {"d", 1},
+         .type = {"rpm", 3},
+         .store = {"share", 5},
+         .algorithm = {"gcra", 4},
+         .state = {"armed", 5},
+         .demand = true,
+         .keys_leased = 2,
+         .keys_owned = 3,
+         .largest_lease_age_ms = 1400,
+         .moving = true}};
+    out.len = 0;
+    cr_assert_eq(proto_enc_fleet(&out, 9, "r0", 4, rows, 2), 0);
+    proto_reader_t r = {out.data, out.data + out.len};
+    proto_out_t json = {0};
+    cr_assert_eq(proto_to_json(&r, &json), 0);
+    proto_out_append(&json, "", 1);
+    const char *j = (const char *)json.data;
+    const char *d = strstr(j, "\"id\":\"d\"");
+    cr_assert(d, "%s", j);
+    cr_assert(strstr(d, "\"converged\":false,\"division\":\"demand\",\"keys_leased\":2,"
+                        "\"keys_owned\":3,\"largest_lease_age_ms\":1400,\"moving\":true}"),
+              "%s", j);
+    cr_assert(strstr(j, "division") > d, "the local row has no demand fields");
+    proto_out_free(&json);
+}
+
 Test(proto, every_prefix_of_every_response_is_either_more_or_whole)
 {
     out.len = 0;

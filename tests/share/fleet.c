@@ -197,9 +197,9 @@ int fleet_start(fleet_t *f, int i, const char *limits_yaml)
             "server:\n  socket: %s\n  http: %s\n"
             "governance:\n  limits:\n%s"
             "shared_state:\n  share:\n    node_id: %s\n    bind: %s:%d\n"
-            "    advertise: %s:%d\n    partition_hold: 60s\n    join_timeout: %s\n    seeds: [",
+            "    advertise: %s:%d\n    partition_hold: 60s\n    join_timeout: %s\n%s    seeds: [",
             r->sock, r->http, limits_yaml, r->name, f->netns ? "0.0.0.0" : "127.0.0.1", r->port,
-            r->ip, r->port, f->join_timeout);
+            r->ip, r->port, f->join_timeout, f->share_extra);
     const char *sep = "";
     for (int j = 0; j < f->n; j++) {
         if (j == i)
@@ -317,6 +317,11 @@ static void read_row(const msgpack_object *l, fleet_row_t *out)
     out->detect_within_s = get_int(l, "detect_within_s");
     const msgpack_object *c = map_get(l, "converged");
     out->converged = c && c->type == MSGPACK_OBJECT_BOOLEAN && c->via.boolean;
+    out->keys_leased = get_int(l, "keys_leased");
+    out->keys_owned = get_int(l, "keys_owned");
+    out->largest_lease_age_ms = get_int(l, "largest_lease_age_ms");
+    const msgpack_object *mv = map_get(l, "moving");
+    out->moving = mv && mv->type == MSGPACK_OBJECT_BOOLEAN && mv->via.boolean;
     const msgpack_object *st = map_get(l, "state");
     if (st && st->type == MSGPACK_OBJECT_STR)
         snprintf(out->state, sizeof(out->state), "%.*s", (int)st->via.str.size, st->via.str.ptr);

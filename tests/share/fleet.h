@@ -44,6 +44,7 @@ typedef struct fleet {
     char hub[32];          /* the namespace holding the bridge */
     char dir[256];         /* the run's temporary directory */
     char join_timeout[16]; /* shared_state.share.join_timeout written by fleet_start ("2s") */
+    char share_extra[128]; /* more lines under shared_state.share ("    division: demand\n") */
     fleet_replica_t r[FLEET_MAX];
 } fleet_t;
 
@@ -76,6 +77,9 @@ typedef struct fleet_row {
     int64_t n, local_share, sustained_bound, burst_bound, detect_within_s;
     bool converged;
     char state[16];
+    /* demand mode (-1 otherwise) */
+    int64_t keys_leased, keys_owned, largest_lease_age_ms;
+    bool moving;
 } fleet_row_t;
 
 /* Asks the replica on `c` for its `fleet` answer and reads limit `id`'s row. Returns 0, or -1
