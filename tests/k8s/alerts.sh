@@ -15,7 +15,8 @@ if [ -z "$promtool" ]; then
   flock 9
   if [ ! -x "$promtool" ]; then
     tmp=$(mktemp -d)
-    (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1) \
+    # (the package lists may be missing on a fresh machine: update them once and retry)
+    (cd "$tmp" && { apt-get download -qq prometheus || { apt-get update -qq && apt-get download -qq prometheus; }; } >/dev/null 2>&1) \
       || { rm -rf "$tmp"; echo "SKIP: promtool not on PATH and apt-get download prometheus failed" >&2; exit 77; }
     dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x"
     mkdir -p "$cache/promtool/usr/bin" && mv "$tmp/x/usr/bin/promtool" "$promtool"
