@@ -264,7 +264,7 @@ static int rd_bytes(rd_t *r, bool is_str, size_t min, size_t max, const uint8_t 
 
 static int rd_id(rd_t *r, const char **id, size_t *len, const char *field)
 {
-    const uint8_t *p;
+    const uint8_t *p = NULL;
     if (rd_bytes(r, true, 1, SWIM_ID_MAX, &p, len, field))
         return SWIM_EMALFORMED;
     if (memchr(p, 0, *len))
@@ -275,8 +275,8 @@ static int rd_id(rd_t *r, const char **id, size_t *len, const char *field)
 
 static int rd_addr(rd_t *r, swim_addr_t *a, const char *field)
 {
-    const uint8_t *p;
-    size_t n;
+    const uint8_t *p = NULL;
+    size_t n = 0;
     if (rd_bytes(r, false, 7, 19, &p, &n, field))
         return SWIM_EMALFORMED;
     if (!((p[0] == 4 && n == 7) || (p[0] == 6 && n == 19)))
@@ -291,7 +291,7 @@ static int rd_addr(rd_t *r, swim_addr_t *a, const char *field)
 /* An array of exactly `want` elements. */
 static int rd_tuple(rd_t *r, uint32_t want, const char *field)
 {
-    uint32_t n;
+    uint32_t n = 0;
     if (rd_array(r, &n, field))
         return SWIM_EMALFORMED;
     if (n != want)
@@ -335,7 +335,7 @@ int swim_update_next(const uint8_t **pos, const uint8_t *end, swim_update_t *u, 
 static int rd_msg(rd_t *r, swim_msg_t *m)
 {
     uint64_t v = 0;
-    uint32_t n;
+    uint32_t n = 0;
     if (rd_tuple(r, 7, "body") || rd_id(r, &m->sender, &m->sender_len, "sender_id") ||
         rd_uint(r, UINT64_MAX, &m->sender_gen, "sender_gen") || rd_int(r, &m->sent_ns, "sent_ns") ||
         rd_uint(r, UINT64_MAX, &m->seq, "seq") || rd_uint(r, SWIM_APP, &v, "kind"))

@@ -2,7 +2,7 @@
 # ctest packaging_dockerfile: the Dockerfile can't be built here (no container engine), so this
 # checks what can go wrong offline:
 #  - the runtime stage installs the Debian package of every library the built binaries link
-#    directly (NEEDED), and nothing links a library from a -dev-only path;
+#    directly (NEEDED) and no other, and nothing links a library from a -dev-only path;
 #  - the build stage's -dev packages are all in scripts/deps.sh (the list the suite builds with);
 #  - every file the build stage copies out of `cmake --install` is installed by it.
 # usage: dockerfile.sh SOURCE_DIR BINARY_DIR
@@ -26,6 +26,7 @@ runtime_pkgs=$(stage_pkgs 2 | sort -u)
 objs=("$bin/cmd/tokentriage")
 while IFS= read -r so; do objs+=("$so"); done < <(find "$bin" -name 'libtokentriage.so.*' -type f)
 
+linked_pkgs=""
 for o in "${objs[@]}"; do
   while read -r soname path; do
     real=$(readlink -f "$path")
@@ -35,11 +36,18 @@ for o in "${objs[@]}"; do
       libc6 | libgcc-s1) continue ;; # in every Debian base image
       libasan* | libubsan* | liblsan* | libtsan*) continue ;; # a sanitizer build; the image is not one
       "") bad "$(basename "$o") links $soname ($path), which no Debian package owns" ;;
-      *) grep -qx "$pkg" <<<"$runtime_pkgs" && ok "$(basename "$o") links $soname: runtime stage installs $pkg" \
+      *) linked_pkgs+="$pkg"$'\n'
+         grep -qx "$pkg" <<<"$runtime_pkgs" && ok "$(basename "$o") links $soname: runtime stage installs $pkg" \
            || bad "$(basename "$o") links $soname from $pkg, missing in the runtime stage's apt-get install" ;;
     esac
   done < <(ldd "$o" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' |
              grep -Fwf <(readelf -d "$o" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'))
+done
+
+# ...and nothing more: a runtime package no shipped binary links only grows the image.
+for p in $runtime_pkgs; do
+  grep -qx "$p" <<<"$linked_pkgs" && ok "runtime stage package $p is linked" \
+    || bad "runtime stage package $p is linked by no shipped binary"
 done
 
 deps=$(sed -n '/^pkgs=(/,/)/p' "$src/scripts/deps.sh" | tr -d '()' | tr -s ' \n' '\n' | sed 's/^pkgs=//')
