@@ -120,8 +120,9 @@ static void decide_at(int i)
     io[i].admitted += r.admit != 0;
 }
 
-/* Drives the offered rates until `until_us` (decisions made when due, never more than a few
- * behind: a slow round trip does not turn into a burst). */
+/* Drives the offered rates until `until_us`: decisions are made when due, and a stall (a slow
+ * round trip on a loaded machine) is made up afterwards, up to a second of it, so the offered
+ * total holds; GCRA admits a catch-up burst no more than it would the paced arrivals. */
 static void drive(int64_t until_us)
 {
     for (;;) {
@@ -132,8 +133,8 @@ static void drive(int64_t until_us)
             if (io[i].rate <= 0)
                 continue;
             int64_t step = (int64_t)(1e6 / io[i].rate);
-            if (io[i].due_us < t - 4 * step)
-                io[i].due_us = t - 4 * step;
+            if (io[i].due_us < t - 1000000)
+                io[i].due_us = t - 1000000;
             while (io[i].due_us <= t) {
                 decide_at(i);
                 io[i].due_us += step;
