@@ -155,18 +155,15 @@ static int parse_args(int argc, char **argv, struct sim *s)
 
 /*
  * Arms the limit as validate --arm would, and derives the limiter a replica steps. The one
- * validate-phase check that can apply here (tpm takes gcra only) is repeated with the config
- * loader's wording. Returns 0 or EX_CONFIG_ after printing the error.
+ * validate-phase check that can apply here (tpm takes gcra only) is the config loader's own
+ * (cfg_type_algorithm_check). Returns 0 or EX_CONFIG_ after printing the error.
  */
 static int arm(struct sim *s, ra_limiter_t *out)
 {
     cfg_limit_t *l = &s->limit;
     char msg[512];
-    if (l->type == CFG_TYPE_TPM && l->algorithm != RA_GCRA) {
-        fprintf(stderr,
-                "Error: --algorithm: type tpm takes algorithm \"gcra\" only; \"%s\" is not "
-                "available for a token rate\n",
-                ra_algorithm_name(l->algorithm));
+    if (cfg_type_algorithm_check(l->type, l->algorithm, msg, sizeof(msg)) < 0) {
+        fprintf(stderr, "Error: --algorithm: %s\n", msg);
         return EX_CONFIG_;
     }
     if (cfg_limit_arm(l, msg, sizeof(msg)) < 0) {

@@ -22,6 +22,16 @@ const char *cfg_store_name(cfg_store_t s)
     return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
 }
 
+int cfg_type_algorithm_check(cfg_type_t t, ra_algorithm_t alg, char *msg, size_t msg_size)
+{
+    if (t != CFG_TYPE_TPM || alg == RA_GCRA)
+        return 0;
+    snprintf(msg, msg_size,
+             "type tpm takes algorithm \"gcra\" only; \"%s\" is not available for a token rate",
+             ra_algorithm_name(alg));
+    return -1;
+}
+
 /* FNV-1a, 64 bits: stable across versions and platforms, which is all an identity needs. */
 static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
 {

@@ -70,6 +70,13 @@ const char *cfg_type_name(cfg_type_t t);
 const char *cfg_store_name(cfg_store_t s);
 
 /*
+ * The validate-phase pairing rule of type and algorithm: tpm takes gcra only. Returns 0, or
+ * -1 with the config loader's message (no path, no "Error: " prefix) in msg. Shared
+ * by the loader and `tokentriage simulate`, which builds its limit from flags.
+ */
+int cfg_type_algorithm_check(cfg_type_t t, ra_algorithm_t alg, char *msg, size_t msg_size);
+
+/*
  * Arms one validated limit: the store/algorithm checks, then the seed's three domain checks
  * (window ceiling, tau overflow, tpm burst below the reserve cap), then the limiter and the
  * counter identity. Returns 0, or -1 with the seed's message, word for word and without the

@@ -625,11 +625,9 @@ static int load_algorithm(struct ctx *c, const cfg_node_t *m, const char *base, 
                 list(all, sizeof(all), algorithm_names));
         return -1;
     }
-    if (l->type == CFG_TYPE_TPM && alg != RA_GCRA) {
-        err(c, path, v,
-            "type tpm takes algorithm \"gcra\" only; \"%s\" is not available for a "
-            "token rate",
-            algorithm_names[alg]);
+    char why[128];
+    if (cfg_type_algorithm_check(l->type, alg, why, sizeof(why)) < 0) {
+        err(c, path, v, "%s", why);
         return -1;
     }
     l->algorithm = alg;
