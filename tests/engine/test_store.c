@@ -197,7 +197,7 @@ Test(redis, unavailable_and_fail_open_runs_the_local_fallback_limiter)
     gov_fleet_entry_t fl;
     cr_assert_eq(gov_fleet(e, T0, &fl, 1), 1);
     cr_assert(fl.fallback);
-    cr_assert_eq(fl.sustained_bound, 1, "N = 1 until membership is wired: 1 x amount");
+    cr_assert_eq(fl.sustained_bound, 1, "N = 1 without a members hook: 1 x amount");
     gov_engine_destroy(e);
 }
 
