@@ -14,36 +14,6 @@
 /* redis/embed.cmake writes this from redis/lua/ at build time, in rds_script_id_t order. */
 extern const rds_script_t rds_scripts[RDS_SCRIPT_COUNT];
 
-const char *rds_strerror(int err)
-{
-    switch (err) {
-    case 0:
-        return "ok";
-    case RDS_EUNAVAILABLE:
-        return "redis unavailable (not connected)";
-    case RDS_ETIMEDOUT:
-        return "redis did not answer within the timeout";
-    case RDS_EREDIS:
-        return "redis answered an error";
-    case RDS_EREPLY:
-        return "redis answered with the wrong shape or type";
-    case RDS_ECONN:
-        return "redis connection lost with the call in flight";
-    case RDS_EFULL:
-        return "too many redis calls in flight";
-    case RDS_EADDRESS:
-        return "redis address is neither host:port nor a socket path";
-    case RDS_EARG:
-        return "invalid redis store argument";
-    case RDS_ECLOSED:
-        return "redis store closed";
-    case RDS_ENOSCRIPT:
-        return "redis does not hold the script";
-    default:
-        return "unknown error";
-    }
-}
-
 const rds_script_t *rds_script(rds_script_id_t id)
 {
     return (unsigned)id < RDS_SCRIPT_COUNT ? &rds_scripts[id] : NULL;

@@ -29,8 +29,6 @@ enum {
     RDS_ENOSCRIPT = -10,   /* Redis does not hold the script (reloaded, then retried once) */
 };
 
-const char *rds_strerror(int err);
-
 typedef enum rds_script_id {
     RDS_SCRIPT_GCRA = 0,
     RDS_SCRIPT_WINDOW,

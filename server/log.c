@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 static srv_log_format_t format = SRV_LOG_LOGFMT;
-static srv_log_level_t min_level = SRV_LOG_INFO;
+static const srv_log_level_t min_level = SRV_LOG_INFO;
 
 int srv_log_parse_format(const char *name, srv_log_format_t *out)
 {
@@ -24,11 +24,6 @@ int srv_log_parse_format(const char *name, srv_log_format_t *out)
 void srv_log_set_format(srv_log_format_t f)
 {
     format = f;
-}
-
-void srv_log_set_level(srv_log_level_t l)
-{
-    min_level = l;
 }
 
 /* A line being built; overflow truncates (the line still ends in a newline). */

@@ -21,7 +21,6 @@ typedef enum srv_log_format {
 /* Process-wide settings, set once at start. Parses "logfmt" or "json"; returns 0 or -1. */
 int srv_log_parse_format(const char *name, srv_log_format_t *out);
 void srv_log_set_format(srv_log_format_t f);
-void srv_log_set_level(srv_log_level_t l);
 
 /*
  * Logs one line: msg, then key/value string pairs, ended by NULL:

@@ -522,16 +522,6 @@ void srv_set_ready(srv_t *s, srv_ready_fn fn, void *ud)
     s->ready_ud = ud;
 }
 
-const char *srv_socket_path(const srv_t *s)
-{
-    return s->path;
-}
-
-unsigned srv_connections(const srv_t *s)
-{
-    return s->nconns;
-}
-
 void srv_stop(srv_t *s)
 {
     if (s->stopping)

@@ -60,15 +60,9 @@ void srv_set_ready(srv_t *s, srv_ready_fn fn, void *ud);
 typedef size_t (*srv_members_fn)(void *ud, proto_member_t *rows, size_t cap, int64_t *live);
 void srv_set_members(srv_t *s, srv_members_fn fn, void *ud);
 
-/* The socket path in use. */
-const char *srv_socket_path(const srv_t *s);
-
 /* Stops listening, removes the socket file and closes every connection (their leases are
  * released). The handles close on the loop: run it until it is empty, then srv_free(). */
 void srv_stop(srv_t *s);
 void srv_free(srv_t *s);
-
-/* How many connections are open. */
-unsigned srv_connections(const srv_t *s);
 
 #endif
