@@ -63,11 +63,17 @@ static void check_answers(const proto_request_t *req)
     proto_str_t soft[PROTO_MAX_LEVELS];
     for (uint32_t i = 0; i < req->nsubject; i++)
         soft[i] = req->subject[i].id;
-    proto_decision_t d = {.admit = req->tokens & 1, .verdict = {"deny", 4},
+    proto_decision_t d = {.admit = req->tokens & 1,
+                          .verdict = {"deny", 4},
                           .limit = req->nsubject ? req->subject[0].level : (proto_str_t){"", 0},
-                          .remaining = req->tokens - 1, .retry_after = req->reserved,
-                          .reset_after = -req->actual, .nsoft = req->nsubject, .soft_denied = soft,
-                          .nheaders = req->nsubject, .headers = h, .has_lease = req->lease != 0,
+                          .remaining = req->tokens - 1,
+                          .retry_after = req->reserved,
+                          .reset_after = -req->actual,
+                          .nsoft = req->nsubject,
+                          .soft_denied = soft,
+                          .nheaders = req->nsubject,
+                          .headers = h,
+                          .has_lease = req->lease != 0,
                           .lease = req->lease};
     check(proto_enc_decision(&out, req->seq, &d) == 0);
     check(proto_enc_settled(&out, req->seq, req->actual - req->reserved) == 0);
