@@ -196,7 +196,7 @@ typedef struct gov_fleet_entry {
     cfg_store_t store;
     ra_algorithm_t algorithm;
     int64_t amount, period_ns, burst;
-    int64_t n;               /* replicas counted (local: membership count, 1 until wired) */
+    int64_t n;               /* replicas counted (local: the members hook, 1 without one) */
     int64_t sustained_bound; /* units per period the fleet may admit at most */
     int64_t burst_bound;     /* the one-time allowance the fleet may admit at most */
     bool fallback;           /* redis: the local fallback limiter is deciding */
