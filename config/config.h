@@ -35,6 +35,7 @@ enum {
 #define CFG_SCALAR_MAX 4096        /* bytes in one scalar, after ${VAR} expansion */
 #define CFG_LIMITS_MAX 512         /* governance.limits entries (the engine holds this many) */
 #define CFG_SEEDS_MAX 64           /* shared_state.share.seeds entries */
+#define CFG_ALLOW_MAX 32           /* server.allow_uids / server.allow_gids entries */
 #define CFG_ADDR_MAX 256           /* host:port strings */
 #define CFG_PATH_MAX 4096          /* file paths */
 #define CFG_SOCKET_PATH_MAX 107    /* a unix socket path (sun_path less its NUL) */
@@ -62,6 +63,12 @@ typedef struct cfg_server {
     char http[CFG_ADDR_MAX + 1];          /* host:port of /metrics etc.; "" = off */
     int64_t max_counters;                 /* live counters held before new keys are refused */
     int64_t max_connections;              /* concurrent socket clients */
+    /* SO_PEERCRED allow-list: when either list is non-empty, a peer is served only when its
+     * uid is in allow_uids or its gid in allow_gids; both empty = the file mode alone decides */
+    uint32_t allow_uids[CFG_ALLOW_MAX];
+    size_t n_allow_uids;
+    uint32_t allow_gids[CFG_ALLOW_MAX];
+    size_t n_allow_gids;
 } cfg_server_t;
 
 typedef enum cfg_division {

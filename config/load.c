@@ -380,8 +380,31 @@ static const cfg_node_t *at(const cfg_node_t *map, const char *key)
 
 /* ---- sections ---- */
 
-static const char *const server_keys[] = {
-    "socket", "socket_mode", "socket_group", "http", "max_counters", "max_connections", NULL};
+static const char *const server_keys[] = {"socket",     "socket_mode",  "socket_group",
+                                          "http",       "max_counters", "max_connections",
+                                          "allow_uids", "allow_gids",   NULL};
+
+/* server.allow_uids / allow_gids: a sequence of numeric ids (names would need NSS at load). */
+static void get_ids(struct ctx *c, const cfg_node_t *v, const char *key, uint32_t *ids, size_t *n)
+{
+    char p[PATH_SIZE];
+    snprintf(p, sizeof(p), "server.%s", key);
+    if (v->kind != CFG_NODE_SEQ) {
+        err(c, p, v, "expected a sequence of numeric ids, got %s",
+            v->null ? "an empty value" : kind_name(v));
+        return;
+    }
+    if (v->n > CFG_ALLOW_MAX) {
+        err(c, p, v, "%zu ids; at most %d", v->n, CFG_ALLOW_MAX);
+        return;
+    }
+    for (size_t i = 0; i < v->n; i++) {
+        int64_t id;
+        snprintf(p, sizeof(p), "server.%s[%zu]", key, i);
+        if (get_int(c, v->items[i], p, 0, UINT32_MAX - 1, &id) == 0)
+            ids[(*n)++] = (uint32_t)id;
+    }
+}
 
 static void load_server(struct ctx *c, const cfg_node_t *n)
 {
@@ -411,6 +434,10 @@ static void load_server(struct ctx *c, const cfg_node_t *n)
         get_int(c, v, join(p, "server", "max_counters"), 1, 100000000, &s->max_counters);
     if ((v = at(m, "max_connections")))
         get_int(c, v, join(p, "server", "max_connections"), 1, 65536, &s->max_connections);
+    if ((v = at(m, "allow_uids")))
+        get_ids(c, v, "allow_uids", s->allow_uids, &s->n_allow_uids);
+    if ((v = at(m, "allow_gids")))
+        get_ids(c, v, "allow_gids", s->allow_gids, &s->n_allow_gids);
 }
 
 static const char *const share_keys[] = {

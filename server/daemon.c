@@ -86,7 +86,10 @@ static void warn_server_change(const cfg_server_t *old, const cfg_server_t *new)
 {
     if (strcmp(old->socket, new->socket) != 0 || old->socket_mode != new->socket_mode ||
         strcmp(old->socket_group, new->socket_group) != 0 || strcmp(old->http, new->http) != 0 ||
-        old->max_connections != new->max_connections)
+        old->max_connections != new->max_connections || old->n_allow_uids != new->n_allow_uids ||
+        old->n_allow_gids != new->n_allow_gids ||
+        memcmp(old->allow_uids, new->allow_uids, sizeof(old->allow_uids)) != 0 ||
+        memcmp(old->allow_gids, new->allow_gids, sizeof(old->allow_gids)) != 0)
         srv_log(SRV_LOG_WARN, "reload: the server section changed; it applies after a restart",
                 NULL);
 }
@@ -375,6 +378,10 @@ static int start(daemon_t *d)
         .max_connections = (unsigned)d->cfg->server.max_connections,
         .node = d->node,
         .version = opt->version,
+        .allow_uids = d->cfg->server.allow_uids,
+        .n_allow_uids = d->cfg->server.n_allow_uids,
+        .allow_gids = d->cfg->server.allow_gids,
+        .n_allow_gids = d->cfg->server.n_allow_gids,
     };
     int rc = srv_start(&d->srv, &d->loop, &so, d->engine, d->metrics, err, sizeof(err));
     if (rc != 0) {

@@ -25,6 +25,7 @@
  * message or header beyond 64 KiB) gets one error answer and is closed once it is written.
  * Every other bad request is answered with its error and the stream goes on.
  */
+#define _GNU_SOURCE /* struct ucred, SO_PEERCRED */
 #include "srv.h"
 
 #include <errno.h>
@@ -371,6 +372,27 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     maybe_finish(c);
 }
 
+/* The allow-list (srv_options_t): true when it is empty, or the peer's credentials as the
+ * kernel gives them (SO_PEERCRED: not forgeable by the peer) name an allowed uid or gid. */
+static bool peer_allowed(const srv_t *s, uv_pipe_t *pipe)
+{
+    if (s->n_allow_uids == 0 && s->n_allow_gids == 0)
+        return true;
+    uv_os_fd_t fd;
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    if (uv_fileno((uv_handle_t *)pipe, &fd) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+        return false;
+    for (size_t i = 0; i < s->n_allow_uids; i++)
+        if (s->allow_uids[i] == cred.uid)
+            return true;
+    for (size_t i = 0; i < s->n_allow_gids; i++)
+        if (s->allow_gids[i] == cred.gid)
+            return true;
+    return false;
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     srv_t *s = server->data;
@@ -391,6 +413,16 @@ static void on_connection(uv_stream_t *server, int status)
     srv_metrics_connections(s->metrics, 1);
     if (uv_accept(server, (uv_stream_t *)&c->pipe) != 0) {
         conn_close(c);
+        return;
+    }
+    if (!peer_allowed(s, &c->pipe)) {
+        static unsigned long refused;
+        if (refused++ % 1000 == 0)
+            srv_log(SRV_LOG_WARN, "connection refused: peer not in server.allow_uids/allow_gids",
+                    NULL);
+        srv__error(c, 0, "peer_not_allowed", "this uid/gid is not allowed on this socket");
+        c->draining = true;
+        flush(c);
         return;
     }
     if (s->nconns > s->max_connections) {
@@ -496,6 +528,18 @@ int srv_start(srv_t **out, uv_loop_t *loop, const srv_options_t *opt, struct gov
     s->metrics = metrics;
     s->max_connections = opt->max_connections ? opt->max_connections : SRV_DEFAULT_MAX_CONNECTIONS;
     s->out_limit = opt->out_limit ? opt->out_limit : SRV_DEFAULT_OUT_LIMIT;
+    s->n_allow_uids = opt->n_allow_uids;
+    s->n_allow_gids = opt->n_allow_gids;
+    if (s->n_allow_uids > SRV_ALLOW_MAX || s->n_allow_gids > SRV_ALLOW_MAX) {
+        snprintf(err, err_size, "at most %d allowed uids and %d gids", SRV_ALLOW_MAX,
+                 SRV_ALLOW_MAX);
+        free(s);
+        return SRV_ELISTEN;
+    }
+    if (s->n_allow_uids)
+        memcpy(s->allow_uids, opt->allow_uids, s->n_allow_uids * sizeof(uint32_t));
+    if (s->n_allow_gids)
+        memcpy(s->allow_gids, opt->allow_gids, s->n_allow_gids * sizeof(uint32_t));
     s->path = strdup(opt->socket_path);
     s->node = strdup(opt->node ? opt->node : "localhost");
     s->version = strdup(opt->version ? opt->version : "");

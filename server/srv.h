@@ -19,6 +19,7 @@ struct gov_engine;
 #define SRV_DEFAULT_MODE 0660
 #define SRV_DEFAULT_MAX_CONNECTIONS 16384
 #define SRV_DEFAULT_OUT_LIMIT (1024 * 1024)
+#define SRV_ALLOW_MAX 32 /* entries in each of srv_options_t's allow lists */
 
 /* Errors from srv_start, beside a message in the caller's buffer. */
 enum {
@@ -36,6 +37,11 @@ typedef struct srv_options {
                                  0: SRV_DEFAULT_OUT_LIMIT */
     const char *node;         /* this replica's name, for fleet and members */
     const char *version;
+    /* peer allow-list checked with SO_PEERCRED at accept (copied): with either list non-empty,
+     * a peer whose uid is not in allow_uids and whose gid is not in allow_gids is told
+     * "peer_not_allowed" and closed */
+    const uint32_t *allow_uids, *allow_gids;
+    size_t n_allow_uids, n_allow_gids;
 } srv_options_t;
 
 /* /readyz: true when the daemon is armed (and, once membership lands, joined). Sets *why

@@ -53,6 +53,8 @@ struct srv {
     char *version;
     unsigned max_connections;
     size_t out_limit;
+    uint32_t allow_uids[SRV_ALLOW_MAX], allow_gids[SRV_ALLOW_MAX]; /* srv_options_t's allow lists */
+    size_t n_allow_uids, n_allow_gids;
     struct gov_engine *engine;
     srv_metrics_t *metrics;
     struct srv_http *http;

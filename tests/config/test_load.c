@@ -224,3 +224,29 @@ Test(reload, a_bad_load_leaves_the_serving_model_untouched)
     free(bad);
     cfg_free(serving);
 }
+
+Test(schema, the_peer_allow_lists_read_numeric_ids)
+{
+    cfg_config_t *cfg;
+    char *text = load_text("server:\n  allow_uids: [0, 1000]\n  allow_gids: [65534]\n", 0, &cfg);
+    cr_assert_str_eq(text, "");
+    cr_assert_eq(cfg->server.n_allow_uids, 2);
+    cr_assert_eq(cfg->server.allow_uids[1], 1000);
+    cr_assert_eq(cfg->server.n_allow_gids, 1);
+    cr_assert_eq(cfg->server.allow_gids[0], 65534);
+    free(text);
+    cfg_free(cfg);
+}
+
+Test(schema, a_bad_allow_list_is_refused_naming_the_entry)
+{
+    char *text = load_text("server:\n  allow_uids: [0, root]\n", 0, NULL);
+    cr_assert(strstr(text, "server.allow_uids[1]") && strstr(text, "not an integer"), "%s", text);
+    free(text);
+    text = load_text("server:\n  allow_gids: 5\n", 0, NULL);
+    cr_assert(strstr(text, "server.allow_gids") && strstr(text, "sequence"), "%s", text);
+    free(text);
+    text = load_text("server:\n  allow_uids: [-1]\n", 0, NULL);
+    cr_assert(strstr(text, "server.allow_uids[0]"), "%s", text);
+    free(text);
+}

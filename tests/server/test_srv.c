@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -272,6 +273,26 @@ Test(srv, connections_past_the_cap_are_told_and_closed)
     }
     cr_assert(served);
     close(b);
+}
+
+/* SO_PEERCRED reports the effective ids at connect(): dropping them around the connect makes
+ * this (root) test a peer from another uid and gid. */
+Test(srv, a_peer_outside_the_allow_list_is_told_and_closed)
+{
+    cr_assert_eq(tt_daemon_start(&d, LIMITS, "  socket_mode: 0666\n  allow_uids: [0]\n"), 0);
+    if (geteuid() != 0)
+        cr_skip_test("needs root to connect as another uid");
+    cr_assert_eq(chmod(d.dir, 0711), 0);
+    cr_assert_eq(setegid(65534), 0);
+    cr_assert_eq(seteuid(65534), 0);
+    int fd = raw_connect();
+    cr_assert_eq(seteuid(0), 0);
+    cr_assert_eq(setegid(0), 0);
+    expect_error(fd, "peer_not_allowed", 0);
+    expect_closed(fd);
+    close(fd);
+    cr_assert(tt_daemon_log_has(&d, "peer not in server.allow_uids", 5000));
+    others_are_served(); /* uid 0 is on the list */
 }
 
 Test(srv, ten_thousand_idle_connections_cost_little_and_block_no_one)
