@@ -4,6 +4,8 @@
  * 4 KiB, 10 seconds to send it, at most 64 connections at once: enough for a scraper and a
  * kubelet, and nothing a stranger on the port can grow.
  */
+#include <arpa/inet.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,7 +238,21 @@ int srv__http_start(srv_t *s, const char *addr, char *err, size_t err_size)
         snprintf(err, err_size, "server.http: cannot listen on %s: %s", addr, uv_strerror(rc));
         return SRV_ELISTEN;
     }
-    srv_log(SRV_LOG_INFO, "http listening", "address", addr, NULL);
+    /* the bound address, so that port 0 tells which port the kernel gave */
+    char bound[INET6_ADDRSTRLEN + 8] = "";
+    int len = sizeof(ss);
+    if (uv_tcp_getsockname(&h->listener, (struct sockaddr *)&ss, &len) == 0) {
+        char ip[INET6_ADDRSTRLEN] = "";
+        bool v6 = ss.ss_family == AF_INET6;
+        if (v6)
+            uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
+        else
+            uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
+        int port = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                            : ((struct sockaddr_in *)&ss)->sin_port);
+        snprintf(bound, sizeof(bound), v6 ? "[%s]:%d" : "%s:%d", ip, port);
+    }
+    srv_log(SRV_LOG_INFO, "http listening", "address", bound[0] ? bound : addr, NULL);
     return 0;
 }
 

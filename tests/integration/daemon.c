@@ -64,6 +64,13 @@ int tt_daemon_start(tt_daemon_t *d, const char *limits_yaml, const char *server_
     return tt_daemon_spawn(d, true);
 }
 
+/* Under valgrind a daemon starts and stops ~20x slower: the deadlines stretch with it. */
+static int slow(void)
+{
+    const char *vg = getenv("TT_VALGRIND");
+    return vg && *vg ? 20 : 1;
+}
+
 int tt_daemon_spawn(tt_daemon_t *d, bool wait)
 {
     d->exit_status = -1;
@@ -79,11 +86,19 @@ int tt_daemon_spawn(tt_daemon_t *d, bool wait)
         dup2(null, 0);
         dup2(null, 1);
         unsetenv("TOKENTRIAGE_SOCKET");
+        const char *vg = getenv("TT_VALGRIND"); /* scripts/valgrind.sh: memcheck, logs there */
+        if (vg && *vg) {
+            char log[512];
+            snprintf(log, sizeof(log), "--log-file=%s/vg.%%p.log", vg);
+            execlp("valgrind", "valgrind", "--leak-check=full", "--error-exitcode=99",
+                   "--track-fds=no", log, TT_BINARY_DIR "/cmd/tokentriage", "serve", "-c",
+                   d->config, (char *)NULL);
+        }
         execl(TT_BINARY_DIR "/cmd/tokentriage", "tokentriage", "serve", "-c", d->config,
               (char *)NULL);
         _exit(127);
     }
-    for (long long deadline = tt_now_ms() + 10000; tt_now_ms() < deadline; pause_ms(5)) {
+    for (long long deadline = tt_now_ms() + 10000 * slow(); tt_now_ms() < deadline; pause_ms(5)) {
         int st;
         if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
             d->exit_status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -103,7 +118,7 @@ int tt_daemon_spawn(tt_daemon_t *d, bool wait)
                 return 0;
         }
     }
-    fprintf(stderr, "tokentriage serve did not answer within 10 s\n");
+    fprintf(stderr, "tokentriage serve did not answer within %d s\n", 10 * slow());
     return -1;
 }
 
@@ -151,7 +166,7 @@ int tt_daemon_stop(tt_daemon_t *d)
     int status = -1;
     if (d->pid > 0) {
         kill(d->pid, SIGTERM);
-        long long deadline = tt_now_ms() + 10000;
+        long long deadline = tt_now_ms() + 10000 * slow();
         int st;
         while (waitpid(d->pid, &st, WNOHANG) == 0) {
             if (tt_now_ms() >= deadline) {

@@ -37,23 +37,20 @@ static void stop_all(void)
 
 TestSuite(fleet, .fini = stop_all, .timeout = 240);
 
-/* A port free for both UDP and TCP on loopback, as the kernel hands one out. */
-static int free_port(void)
+/* The port a replica bound on 127.0.0.1 (given port 0, so no port is picked here and raced for
+ * with a parallel test): read from its log line containing `after`, then "127.0.0.1:". */
+static int bound_port(const tt_daemon_t *r, const char *after)
 {
-    for (int tries = 0; tries < 20; tries++) {
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        socklen_t len = sizeof a;
-        int u = socket(AF_INET, SOCK_DGRAM, 0);
-        bind(u, (struct sockaddr *)&a, sizeof a);
-        getsockname(u, (struct sockaddr *)&a, &len);
-        int t = socket(AF_INET, SOCK_STREAM, 0);
-        int ok = bind(t, (struct sockaddr *)&a, sizeof a) == 0;
-        close(u);
-        close(t);
-        if (ok)
-            return ntohs(a.sin_port);
-    }
-    return -1;
+    static char log[1 << 16];
+    cr_assert(tt_daemon_log_has(r, after, 10000), "no \"%s\" in %s", after, r->log);
+    FILE *f = fopen(r->log, "r");
+    cr_assert_not_null(f);
+    size_t n = fread(log, 1, sizeof log - 1, f);
+    fclose(f);
+    log[n] = 0;
+    const char *p = strstr(strstr(log, after), "127.0.0.1:");
+    cr_assert_not_null(p, "no address after \"%s\" in %s", after, r->log);
+    return atoi(p + strlen("127.0.0.1:"));
 }
 
 /* `tokentriage members --json` against replica i; the output in out. */
@@ -134,18 +131,21 @@ Test(fleet, eight_replicas_converge_see_a_kill_as_dead_and_a_term_as_left)
     const char *key = "# primary\nERERERERERERERERERERERERERERERERERERERERERE=\n";
     cr_assert_eq(write(fd, key, strlen(key)), (ssize_t)strlen(key));
     close(fd);
-    /* the first replica needs a known port (the others' seed); the rest let the kernel pick */
-    int port0 = free_port();
-    cr_assert_gt(port0, 0);
+    /* every replica lets the kernel pick its port; the first one's is the others' seed */
+    int port0 = 0;
     for (int i = 0; i < N; i++) {
-        /* the shared_state section goes after the server lines; the seed list includes the
-         * first replica itself */
-        char extra[1024];
+        /* the shared_state section goes after the server lines; the first replica starts
+         * alone (no seed), the others seed to it */
+        char extra[1024], seeds[64] = "";
+        if (i > 0)
+            snprintf(seeds, sizeof seeds, "    seeds: [\"127.0.0.1:%d\"]\n", port0);
         snprintf(extra, sizeof extra,
-                 "shared_state:\n  share:\n    node_id: r%d\n    bind: 127.0.0.1:%d\n"
-                 "    seeds: [\"127.0.0.1:%d\"]\n    keyring_file: %s\n    cluster: itest\n",
-                 i, i ? 0 : port0, port0, keyring);
+                 "shared_state:\n  share:\n    node_id: r%d\n    bind: 127.0.0.1:0\n%s"
+                 "    keyring_file: %s\n    cluster: itest\n",
+                 i, seeds, keyring);
         cr_assert_eq(tt_daemon_start(&d[i], LIMITS, extra), 0, "replica %d did not start", i);
+        if (i == 0)
+            port0 = bound_port(&d[0], "membership started");
         alive[i] = true;
     }
     cr_assert(poll_until(-1, NULL, 60000), "the eight replicas did not converge");
@@ -257,16 +257,16 @@ Test(fleet, bad_datagrams_are_dropped_and_counted_in_metrics)
     FILE *f = fopen(keyring, "w");
     fprintf(f, "ERERERERERERERERERERERERERERERERERERERERERE=\n");
     fclose(f);
-    int gport = free_port(), hport = free_port();
     f = fopen(r->config, "w");
     fprintf(f,
-            "server:\n  socket: %s\n  http: 127.0.0.1:%d\n"
-            "shared_state:\n  share:\n    node_id: solo\n    bind: 127.0.0.1:%d\n"
+            "server:\n  socket: %s\n  http: 127.0.0.1:0\n"
+            "shared_state:\n  share:\n    node_id: solo\n    bind: 127.0.0.1:0\n"
             "    keyring_file: %s\n    cluster: itest\n"
             "governance:\n  limits:\n" LIMITS,
-            r->socket, hport, gport, keyring);
+            r->socket, keyring);
     fclose(f);
     cr_assert_eq(tt_daemon_spawn(r, true), 0);
+    int gport = bound_port(r, "membership started"), hport = bound_port(r, "http listening");
 
     int s = socket(AF_INET, SOCK_DGRAM, 0);
     struct sockaddr_in to = {.sin_family = AF_INET,

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The tests that start the real daemon, with every daemon under valgrind memcheck
+# (--leak-check=full --error-exitcode=99; tests/integration/daemon.c honours TT_VALGRIND=<dir>).
+# Passes when every test passes and no daemon's log shows an error or a leak.
+# Usage: scripts/valgrind.sh [build-dir]   (a plain, non-sanitizer build; default build-vg)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:-build-vg}
+[ -f "$dir/CMakeCache.txt" ] || scripts/build.sh "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$dir" -j2 >/dev/null
+logs=$(mktemp -d /tmp/tt-valgrind-XXXXXX)
+trap 'rm -rf "$logs"' EXIT
+rc=0
+TT_VALGRIND=$logs ctest --test-dir "$dir" --output-on-failure --timeout 1800 \
+  -R '^test_(integration|server_srv|server_http|redis_daemons)' || rc=1
+n=$(ls "$logs" | wc -l)
+bad=$(grep -L 'ERROR SUMMARY: 0 errors' "$logs"/vg.*.log || true)
+echo "valgrind: $n daemon runs checked"
+for f in $bad; do
+  echo "== $f"; grep -A40 -E '^==[0-9]+== (Invalid|Conditional|Syscall|.*definitely lost|.*possibly lost|ERROR SUMMARY)' "$f" | head -80
+  rc=1
+done
+[ "$n" -gt 0 ] || { echo "valgrind: no daemon ran under valgrind"; rc=1; }
+exit $rc
