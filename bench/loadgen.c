@@ -24,9 +24,10 @@
  *
  * Timing: the first -w milliseconds are a warm-up and not counted; then answers are counted
  * for -d milliseconds. Latency is per batch (a request's round trip from the write that sent
- * it to the read that completed it), exact percentiles over every batch. With --pid, the target's
- * CPU time over the window is read too: its share of a CPU and its CPU time per answer, the figure
- * that stays meaningful when other work shares the machine. Prints one JSON line.
+ * it to the read that completed it), exact percentiles over every batch. max_us is the slowest
+ * batch. With --pid, the target's CPU time over the window is read too: its share of a CPU and its
+ * CPU time per answer, the figure that stays meaningful when other work shares the machine. Prints
+ * one JSON line.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -564,12 +565,13 @@ int main(int argc, char **argv)
     qsort(samples, nsamples, sizeof(*samples), by_ns);
     printf("{\"proto\":\"%s\",\"connections\":%u,\"depth\":%u,\"keys\":%llu,\"answers\":%llu,"
            "\"seconds\":%.3f,\"per_s\":%.0f,\"admitted\":%llu,\"denied\":%llu,\"errors\":%llu,"
-           "\"unexpected\":%llu,\"p50_us\":%.1f,\"p99_us\":%.1f",
+           "\"unexpected\":%llu,\"p50_us\":%.1f,\"p99_us\":%.1f,\"max_us\":%.1f",
            opt.proto == P_MSGPACK ? "msgpack" : "resp", opt.conns, opt.depth,
            (unsigned long long)opt.keys, (unsigned long long)st.answers, secs,
            (double)st.answers / secs, (unsigned long long)st.admitted,
            (unsigned long long)st.denied, (unsigned long long)st.errors,
-           (unsigned long long)st.unexpected, percentile(0.5) / 1e3, percentile(0.99) / 1e3);
+           (unsigned long long)st.unexpected, percentile(0.5) / 1e3, percentile(0.99) / 1e3,
+           nsamples ? (double)samples[nsamples - 1].ns / 1e3 : 0.0);
     if (cpu_from >= 0 && cpu_to >= 0 && st.answers)
         printf(",\"cpu_share\":%.3f,\"cpu_ns_per_answer\":%.0f",
                (double)(cpu_to - cpu_from) / (double)(counted_to - counted_from),
