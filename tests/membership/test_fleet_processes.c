@@ -38,7 +38,7 @@ static void stop_all(void)
 TestSuite(fleet, .fini = stop_all, .timeout = 240);
 
 /* The port a replica bound on 127.0.0.1 (given port 0, so no port is picked here and raced for
- * with a parallel test): read from its log line containing `after`, then "127.0.0.1:". */
+ * with a parallel test): read from its last log line containing `after`, then "127.0.0.1:". */
 static int bound_port(const tt_daemon_t *r, const char *after)
 {
     static char log[1 << 16];
@@ -48,7 +48,10 @@ static int bound_port(const tt_daemon_t *r, const char *after)
     size_t n = fread(log, 1, sizeof log - 1, f);
     fclose(f);
     log[n] = 0;
-    const char *p = strstr(strstr(log, after), "127.0.0.1:");
+    const char *last = strstr(log, after);
+    for (const char *q; (q = strstr(last + 1, after));)
+        last = q;
+    const char *p = strstr(last, "127.0.0.1:");
     cr_assert_not_null(p, "no address after \"%s\" in %s", after, r->log);
     return atoi(p + strlen("127.0.0.1:"));
 }
@@ -314,4 +317,115 @@ Test(fleet, bad_datagrams_are_dropped_and_counted_in_metrics)
     cr_assert_eq(counter(text, "tokentriage_gossip_packets_total{direction=\"rx\"} "), 1);
     /* still serving, and the one good datagram is the only change to the view */
     cr_assert_eq(counter(text, "tokentriage_members{state=\"alive\"} "), 2);
+}
+
+/* The live count in replica i's members answer, or -1. */
+static int live_of(int i)
+{
+    static char out[1 << 16];
+    if (members_json(i, out, sizeof out) != 0)
+        return -1;
+    const char *p = strstr(out, "\"live\":");
+    return p ? atoi(p + strlen("\"live\":")) : -1;
+}
+
+static bool both_count_two(int ms)
+{
+    for (long long deadline = tt_now_ms() + ms; tt_now_ms() < deadline;) {
+        if (live_of(0) == 2 && live_of(1) == 2)
+            return true;
+        struct timespec pause = {0, 50 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+    return false;
+}
+
+#define KEY_A "ERERERERERERERERERERERERERERERERERERERERERE=" /* 32 x 0x11 */
+#define KEY_B "IiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiI=" /* 32 x 0x22 */
+
+static char rings[3][64];
+
+static void write_ring(int i, const char *text)
+{
+    FILE *f = fopen(rings[i], "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Replica i's config: its own keyring, HTTP on a kernel-given port, seeded to `seed` (0: none). */
+static void replica_config(int i, int seed, char *out, size_t cap)
+{
+    char seeds[64] = "";
+    if (seed)
+        snprintf(seeds, sizeof seeds, "    seeds: [\"127.0.0.1:%d\"]\n", seed);
+    snprintf(out, cap,
+             "  http: 127.0.0.1:0\nshared_state:\n  share:\n    node_id: k%d\n"
+             "    bind: 127.0.0.1:0\n%s    keyring_file: %s\n    cluster: itest\n",
+             i, seeds, rings[i]);
+}
+
+static void unlink_rings(void)
+{
+    stop_all();
+    for (int i = 0; i < 3; i++)
+        if (rings[i][0])
+            unlink(rings[i]);
+}
+
+/* The security of the gossip on real processes: an outsider with another key is refused (its
+ * datagrams fail authentication, nobody's view changes); then the key rotates on the live pair
+ * by restarts (add the new key, make it primary, remove the old) and the pair is whole (each
+ * counts 2 live) after every single restart. */
+Test(fleet, an_outsider_cannot_join_and_a_key_rotates_without_a_split, .fini = unlink_rings)
+{
+    for (int i = 0; i < 3; i++) {
+        snprintf(rings[i], sizeof rings[i], "/tmp/tt-ring-XXXXXX");
+        int fd = mkstemp(rings[i]);
+        cr_assert_geq(fd, 0);
+        close(fd);
+        write_ring(i, i < 2 ? KEY_A "\n" : KEY_B "\n");
+    }
+    char extra[1024];
+    replica_config(0, 0, extra, sizeof extra);
+    cr_assert_eq(tt_daemon_start(&d[0], LIMITS, extra), 0);
+    int port0 = bound_port(&d[0], "membership started");
+    replica_config(1, port0, extra, sizeof extra);
+    cr_assert_eq(tt_daemon_start(&d[1], LIMITS, extra), 0);
+    cr_assert(both_count_two(30000), "the keyed pair did not converge");
+
+    replica_config(2, port0, extra, sizeof extra);
+    cr_assert_eq(tt_daemon_start(&d[2], LIMITS, extra), 0);
+    int hport0 = bound_port(&d[0], "http listening");
+    static char text[1 << 16];
+    bool refused = false;
+    for (long long deadline = tt_now_ms() + 20000; !refused && tt_now_ms() < deadline;)
+        refused = scrape(hport0, text, sizeof text) == 0 &&
+                  counter(text, "tokentriage_gossip_dropped_total{reason=\"auth\"} ") > 0;
+    cr_assert(refused, "the outsider's datagrams were never refused:\n%s", text);
+    cr_assert_eq(live_of(0), 2);
+    cr_assert_eq(live_of(1), 2);
+    cr_assert_eq(live_of(2), 1, "the outsider sees someone");
+    tt_daemon_stop(&d[2]);
+
+    static const char *const steps[] = {
+        "# primary\n" KEY_A "\n" KEY_B "\n", /* add the new key */
+        "# primary\n" KEY_B "\n" KEY_A "\n", /* make it primary */
+        KEY_B "\n",                          /* remove the old */
+    };
+    for (size_t s = 0; s < sizeof steps / sizeof *steps; s++)
+        for (int i = 0; i < 2; i++) {
+            write_ring(i, steps[s]);
+            kill(d[i].pid, SIGTERM);
+            waitpid(d[i].pid, NULL, 0);
+            int other = bound_port(&d[1 - i], "membership started");
+            replica_config(i, other, extra, sizeof extra);
+            FILE *f = fopen(d[i].config, "w");
+            cr_assert_not_null(f);
+            fprintf(f, "server:\n  socket: %s\n%sgovernance:\n  limits:\n" LIMITS, d[i].socket,
+                    extra);
+            fclose(f);
+            cr_assert_eq(tt_daemon_spawn(&d[i], true), 0);
+            cr_assert(both_count_two(30000), "split after step %zu, replica %d restarted", s, i);
+        }
 }
