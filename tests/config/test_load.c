@@ -250,3 +250,20 @@ Test(schema, a_bad_allow_list_is_refused_naming_the_entry)
     cr_assert(strstr(text, "server.allow_uids[0]"), "%s", text);
     free(text);
 }
+
+Test(schema, more_limits_than_the_engine_holds_are_refused)
+{
+    size_t cap = (CFG_LIMITS_MAX + 1) * 96 + 64, n = 0;
+    char *yaml = malloc(cap);
+    cr_assert_not_null(yaml);
+    n += (size_t)snprintf(yaml + n, cap - n, "governance:\n  limits:\n");
+    for (int i = 0; i <= CFG_LIMITS_MAX; i++)
+        n += (size_t)snprintf(yaml + n, cap - n,
+                              "    - { id: l%d, attach: { level: key }, type: rpm, amount: 1 }\n",
+                              i);
+    char *text = load_text(yaml, 0, NULL);
+    cr_assert(strstr(text, "governance.limits") && strstr(text, "513 limits; at most 512"), "%s",
+              text);
+    free(text);
+    free(yaml);
+}
