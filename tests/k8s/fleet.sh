@@ -11,6 +11,11 @@ tt_k8s_tools "$cache"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# The replicas run as the DaemonSet's non-root user, who may not be able to reach a build tree
+# under a private (0700) directory: they run a copy from this world-readable one.
+chmod 0755 "$work"
+install -m 0755 "$tt" "$work/tokentriage"
+tt=$work/tokentriage
 rel=$(realpath --relative-to="$work/ov" "$src/k8s")
 mkdir "$work/ov"
 head -c 32 /dev/urandom | base64 > "$work/ov/gossip.keys"
