@@ -206,7 +206,8 @@ Test(demand_processes, one_loaded_replica_takes_nearly_the_whole_cap_within_two_
 }
 
 /* Offers 1.2 x the cap split by `parts` (percent per replica), lets the leases settle for 4 s
- * (demand is smoothed over 2 s), then returns what the fleet admitted in three periods over the cap. */
+ * (demand is smoothed over 2 s), then returns what the fleet admitted in three periods over the
+ * cap. */
 static double split(const int parts[N], const char *name)
 {
     start_fleet();
