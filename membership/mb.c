@@ -8,6 +8,7 @@
  * at most 5 s and carries at most SWIM_PUSHPULL_MAX bytes each way.
  */
 #include "mb.h"
+#include "tt_clock.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -74,13 +75,6 @@ struct conn {
     uint8_t *in;
     size_t in_len, in_cap;
 };
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void log_line(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void log_line(const char *level, const char *fmt, ...)
@@ -198,7 +192,7 @@ static void pump(mb_t *mb)
         for (int s = 0; s < mb->n_subs; s++)
             mb->subs[s].fn(mb->subs[s].ud, mb, &ev[k]);
     swim_events_clear(mb->core);
-    int64_t wait = swim_next_deadline(mb->core) - now_ns();
+    int64_t wait = swim_next_deadline(mb->core) - tt_wall_ns();
     uint64_t ms = wait <= 0 ? 0 : (uint64_t)((wait + 999999) / 1000000);
     uv_timer_start(&mb->timer, on_timer, ms, 0);
 }
@@ -206,7 +200,7 @@ static void pump(mb_t *mb)
 static void on_timer(uv_timer_t *t)
 {
     mb_t *mb = t->data;
-    swim_tick(mb->core, now_ns());
+    swim_tick(mb->core, tt_wall_ns());
     pump(mb);
 }
 
@@ -229,7 +223,7 @@ static void on_udp(uv_udp_t *udp, ssize_t nread, const uv_buf_t *buf, const stru
     const char *app_from;
     const uint8_t *payload;
     size_t from_len, plen;
-    if (swim_receive(mb->core, now_ns(), &from, (const uint8_t *)buf->base, len, NULL) == 0 &&
+    if (swim_receive(mb->core, tt_wall_ns(), &from, (const uint8_t *)buf->base, len, NULL) == 0 &&
         swim_app_take(mb->core, &app_from, &from_len, &payload, &plen) && mb->app)
         mb->app(mb->app_ud, mb, app_from, from_len, payload, plen);
     pump(mb);
@@ -304,8 +298,8 @@ static int conn_send_state(conn_t *c)
     mb_t *mb = c->mb;
     size_t cap = 4 + swim_pushpull_bound(mb->core), len;
     c->out = malloc(cap);
-    if (!c->out ||
-        swim_pushpull_encode(mb->core, now_ns(), !swim_joined(mb->core), c->out + 4, cap - 4, &len))
+    if (!c->out || swim_pushpull_encode(mb->core, tt_wall_ns(), !swim_joined(mb->core), c->out + 4,
+                                        cap - 4, &len))
         return -1;
     c->out[0] = (uint8_t)(len >> 24);
     c->out[1] = (uint8_t)(len >> 16);
@@ -354,7 +348,7 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     uv_read_stop(s);
     swim_err_t err;
-    int rc = swim_pushpull_receive(mb->core, now_ns(), c->in + 4, need, &err);
+    int rc = swim_pushpull_receive(mb->core, tt_wall_ns(), c->in + 4, need, &err);
     if (rc)
         log_line("warn", "push-pull dropped: %s: %s", swim_strerror(rc), err.msg);
     pump(mb);
@@ -478,7 +472,7 @@ static void on_join_timer(uv_timer_t *t)
     }
     if (swim_joined(mb->core))
         return;
-    if (!mb->solo && now_ns() >= mb->join_deadline) {
+    if (!mb->solo && tt_wall_ns() >= mb->join_deadline) {
         mb->solo = true;
         log_line("warn", "no seed answered within the join timeout: running solo, still trying");
     }
@@ -644,19 +638,19 @@ int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, mb_err_t *err)
     swim_config_t sc;
     swim_config_default(&sc);
     sc.id = cfg->node_id;
-    sc.generation = (uint64_t)now_ns(); /* a restart is a new generation */
+    sc.generation = (uint64_t)tt_wall_ns(); /* a restart is a new generation */
     sc.addr = mb->self_addr;
     sc.keys = (const uint8_t(*)[SWIM_KEY_BYTES])mb->keys;
     sc.nkeys = mb->nkeys;
     sc.label = cfg->cluster;
     randombytes_buf(&sc.seed, sizeof sc.seed);
     swim_err_t se;
-    if ((rc = swim_new(&mb->core, &sc, now_ns(), &se))) {
+    if ((rc = swim_new(&mb->core, &sc, tt_wall_ns(), &se))) {
         fail(err, rc, "shared_state.share: %s", se.msg);
         goto fail_close;
     }
     uv_udp_recv_start(&mb->udp, on_alloc, on_udp);
-    mb->join_deadline = now_ns() + cfg->join_timeout_ns;
+    mb->join_deadline = tt_wall_ns() + cfg->join_timeout_ns;
     if (cfg->n_seeds == 0)
         mb->solo = true;
     log_line("info", "membership started: node %s at %s, %s, %zu seeds", cfg->node_id,
@@ -699,7 +693,7 @@ int mb_member_get(const mb_t *mb, size_t i, swim_member_view_t *v)
 {
     int rc = swim_member_get(mb->core, i, v);
     if (rc == 0 && v->self)
-        v->last_heard_ns = now_ns();
+        v->last_heard_ns = tt_wall_ns();
     return rc;
 }
 
@@ -710,7 +704,7 @@ int mb_live_count(const mb_t *mb)
 
 int mb_set_meta(mb_t *mb, const uint8_t *meta, size_t len)
 {
-    int rc = swim_set_meta(mb->core, now_ns(), meta, len);
+    int rc = swim_set_meta(mb->core, tt_wall_ns(), meta, len);
     if (rc == 0)
         pump(mb);
     return rc;
@@ -720,7 +714,7 @@ int mb_send_app(mb_t *mb, const char *to_id, size_t to_len, const uint8_t *paylo
 {
     if (mb->closing)
         return SWIM_EINVAL;
-    int rc = swim_send_app(mb->core, now_ns(), to_id, to_len, payload, len);
+    int rc = swim_send_app(mb->core, tt_wall_ns(), to_id, to_len, payload, len);
     if (rc == 0)
         pump(mb);
     return rc;
@@ -826,7 +820,7 @@ void mb_leave(mb_t *mb, mb_done_fn done, void *ud)
     mb->leaving = true;
     mb->leave_done = done;
     mb->leave_ud = ud;
-    swim_leave(mb->core, now_ns());
+    swim_leave(mb->core, tt_wall_ns());
     pump(mb);
     uv_timer_start(&mb->join_timer, on_join_timer, LEAVE_GRACE_MS, 0);
     log_line("info", "left the cluster gracefully");

@@ -14,13 +14,7 @@
 #include <time.h>
 
 #include "store.h" /* engine/store.h: the redis hook */
-
-static int64_t realtime_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * RA_NS_PER_S + ts.tv_nsec;
-}
+#include "tt_clock.h"
 
 static void count_unavailable(rds_gov_t *g, const gov_redis_op_t *op)
 {
@@ -36,7 +30,7 @@ static void on_done(void *arg, const rds_outcome_t *o)
     if (o->status < 0)
         count_unavailable(o->data, op);
     gov_redis_reply_t reply = {.unavailable = o->status < 0, .r = o->result};
-    gov_redis_complete(op, &reply, realtime_ns());
+    gov_redis_complete(op, &reply, tt_wall_ns());
 }
 
 static int submit(void *ctx, gov_redis_op_t *op)

@@ -25,6 +25,7 @@
 #include "mb.h"
 #include "share_node.h"
 #include "srv.h"
+#include "tt_clock.h"
 #include "tokentriage.h"
 
 #define EX_OK_ 0
@@ -146,18 +147,10 @@ static void on_signal(uv_signal_t *h, int signum)
     uv_close((uv_handle_t *)&d->tick, NULL);
 }
 
-/* SPEC §2: every time is CLOCK_REALTIME in nanoseconds. */
-static int64_t wall_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void on_tick(uv_timer_t *t)
 {
     daemon_t *d = t->data;
-    gov_engine_tick(d->engine, wall_ns());
+    gov_engine_tick(d->engine, tt_wall_ns());
 }
 
 /* /metrics: the engine's families, decisions by limit and outcome first. */
@@ -241,7 +234,7 @@ static size_t members_rows(void *ud, proto_member_t *rows, size_t cap, int64_t *
         d->addrs = a;
         d->addrs_cap = cap;
     }
-    int64_t now = wall_ns();
+    int64_t now = tt_wall_ns();
     for (size_t i = 0; i < cap; i++) {
         swim_member_view_t v;
         mb_member_get(d->mb, i, &v);
@@ -272,7 +265,7 @@ static void membership_metrics(proto_out_t *out, void *ud)
     mb_metrics_write(d->mb, metrics_line, out);
     share_node_metrics(d->share, d->cfg->limits, d->cfg->n_limits, metrics_line, out);
     if (d->demand)
-        demand_node_metrics(d->demand, d->cfg->limits, d->cfg->n_limits, wall_ns(), metrics_line,
+        demand_node_metrics(d->demand, d->cfg->limits, d->cfg->n_limits, tt_wall_ns(), metrics_line,
                             out);
 }
 
@@ -288,7 +281,7 @@ static void demand_received(void *ud, mb_t *mb, const char *from, size_t from_le
 {
     (void)mb;
     /* a bad payload changes nothing and is counted in demand_rx_bad_total */
-    (void)demand_node_receive(ud, from, from_len, payload, len, wall_ns());
+    (void)demand_node_receive(ud, from, from_len, payload, len, tt_wall_ns());
 }
 
 /* The demand store beside the share store: -1 when it cannot start (logged). */
@@ -398,7 +391,7 @@ static int start(daemon_t *d)
         }
         srv_set_members(d->srv, members_rows, d);
         srv_metrics_add_source(d->metrics, membership_metrics, d);
-        if (share_node_new(&d->share, &d->cfg->share, wall_ns()) ||
+        if (share_node_new(&d->share, &d->cfg->share, tt_wall_ns()) ||
             share_node_attach(d->share, &d->loop, d->mb)) {
             srv_log(SRV_LOG_ERROR, "share store", "detail", "cannot start", NULL);
             return EX_SOFTWARE_;

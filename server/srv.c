@@ -41,6 +41,7 @@
 
 #include "log.h"
 #include "srv_int.h"
+#include "tt_clock.h"
 
 #define IN_CAP (2 * PROTO_MAX_MESSAGE)
 #define MAX_SLOTS 4096 /* answers waiting behind a pending one, per connection */
@@ -266,9 +267,7 @@ static void handle_framed(srv_conn_t *c, const uint8_t *msg, size_t len, bool de
 static size_t process(srv_conn_t *c, const uint8_t *data, size_t len)
 {
     size_t off = 0;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    c->srv->batch_wall_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    c->srv->batch_wall_ns = tt_wall_ns();
     c->srv->batch_mono_ns = uv_hrtime();
     while (off < len && !c->closed && !c->draining) {
         if (over_limit(c)) {

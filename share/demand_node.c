@@ -4,6 +4,7 @@
  * file only moves things. The hook is one table look-up and one ra_limiter_effective.
  */
 #include "demand_node.h"
+#include "tt_clock.h"
 
 #include <inttypes.h>
 #include <stddef.h>
@@ -85,21 +86,9 @@ int demand_node_receive(demand_node_t *n, const char *from, size_t from_len, con
 
 /* ---- the daemon's glue ---------------------------------------------------------------------- */
 
-static int64_t wall_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts); /* SPEC §2: every time is CLOCK_REALTIME ns */
-    return (int64_t)ts.tv_sec * RA_NS_PER_S + ts.tv_nsec;
-}
-
-static int mb_get(const void *ctx, size_t i, swim_member_view_t *v)
-{
-    return mb_member_get(ctx, i, v);
-}
-
 static void refresh_from_mb(demand_node_t *n, int64_t now)
 {
-    share_members_t m = {.ctx = n->mb, .count = mb_member_count(n->mb), .get = mb_get};
+    share_members_t m = share_node_members(n->mb);
     demand_node_refresh(n, &m, share_divisor(share_node_core(n->share)), now);
 }
 
@@ -107,13 +96,13 @@ static void on_event(void *ud, mb_t *mb, const swim_event_t *ev)
 {
     (void)mb;
     (void)ev;
-    refresh_from_mb(ud, wall_ns());
+    refresh_from_mb(ud, tt_wall_ns());
 }
 
 static void on_tick(uv_timer_t *t)
 {
     demand_node_t *n = t->data;
-    int64_t now = wall_ns();
+    int64_t now = tt_wall_ns();
     /* the share core may have changed its divisor (a hold ending) without a member event */
     if (share_divisor(share_node_core(n->share)) != n->divisor)
         refresh_from_mb(n, now);
@@ -134,7 +123,7 @@ int demand_node_attach(demand_node_t *n, uv_loop_t *loop, mb_t *mb, const share_
     n->attached = true;
     if ((rc = mb_subscribe(mb, on_event, n)) < 0)
         return rc;
-    refresh_from_mb(n, wall_ns());
+    refresh_from_mb(n, tt_wall_ns());
     uint64_t ms = (uint64_t)((n->interval_ns + 999999) / 1000000);
     return uv_timer_start(&n->timer, on_tick, ms, ms);
 }

@@ -5,6 +5,7 @@
  * ra_limiter_effective (a 128-bit division), nothing allocated, nothing locked.
  */
 #include "share_node.h"
+#include "tt_clock.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -132,16 +133,17 @@ bool share_node_ready(const share_node_t *n, const char **why)
 
 /* ---- the daemon's glue ---------------------------------------------------------------------- */
 
-static int64_t wall_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts); /* SPEC §2: every time is CLOCK_REALTIME ns */
-    return (int64_t)ts.tv_sec * RA_NS_PER_S + ts.tv_nsec;
-}
-
 static int mb_get(const void *ctx, size_t i, swim_member_view_t *v)
 {
     return mb_member_get(ctx, i, v);
+}
+
+share_members_t share_node_members(const mb_t *mb)
+{
+    return (share_members_t){.ctx = mb,
+                             .count = mb_member_count(mb),
+                             .get = mb_get,
+                             .joined = mb_joined(mb) || mb_solo(mb)};
 }
 
 static void on_timer(uv_timer_t *t);
@@ -149,11 +151,8 @@ static void on_timer(uv_timer_t *t);
 /* Re-reads membership, publishes a changed divisor, and re-arms the deadline timer. */
 static void refresh_from_mb(share_node_t *n, size_t left_events)
 {
-    int64_t now = wall_ns();
-    share_members_t m = {.ctx = n->mb,
-                         .count = mb_member_count(n->mb),
-                         .get = mb_get,
-                         .joined = mb_joined(n->mb) || mb_solo(n->mb)};
+    int64_t now = tt_wall_ns();
+    share_members_t m = share_node_members(n->mb);
     if (share_node_refresh(n, &m, left_events, now) == 1)
         mb_set_meta(n->mb, n->meta, sizeof(n->meta));
     int64_t deadline = share_node_deadline(n);

@@ -57,6 +57,10 @@ int64_t share_node_deadline(const share_node_t *node);
 
 const share_core_t *share_node_core(const share_node_t *node);
 
+/* The membership shell's live table as the core's member view (borrowed: valid until the next
+ * membership event). Shared by every share-side node that reads `mb`. */
+share_members_t share_node_members(const mb_t *mb);
+
 /* The daemon's glue: subscribes to `mb`, refreshes now and on every membership event and
  * deadline, publishes the metadata with mb_set_meta. Returns 0 or a negative code. */
 int share_node_attach(share_node_t *node, uv_loop_t *loop, mb_t *mb);
