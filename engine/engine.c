@@ -1167,6 +1167,7 @@ size_t gov_fleet(gov_engine_t *e, int64_t now, gov_fleet_entry_t *out, size_t ca
                                      .period_ns = l->cfg.period_ns,
                                      .burst = l->cfg.burst,
                                      .n = 1,
+                                     .local_share = l->cfg.amount,
                                      .sustained_bound = l->cfg.amount,
                                      .burst_bound = depth,
                                      .state = "armed",

@@ -197,6 +197,7 @@ typedef struct gov_fleet_entry {
     ra_algorithm_t algorithm;
     int64_t amount, period_ns, burst;
     int64_t n;               /* replicas counted (local: the members hook, 1 without one) */
+    int64_t local_share;     /* units per period this replica admits (share: amount / N) */
     int64_t sustained_bound; /* units per period the fleet may admit at most */
     int64_t burst_bound;     /* the one-time allowance the fleet may admit at most */
     bool fallback;           /* redis: the local fallback limiter is deciding */
@@ -208,6 +209,7 @@ typedef struct gov_fleet_entry {
     bool demand;
     int64_t keys_leased, keys_owned; /* keys holding a lease here; keys owned here */
     int64_t largest_lease_age_ms;    /* the oldest live lease here since its grant; 0: none */
+    int64_t largest_lease; /* units per period of the largest live lease here; 0: none */
     bool moving; /* within one lease lifetime of an ownership change (bounds doubled) */
 } gov_fleet_entry_t;
 

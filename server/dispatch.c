@@ -168,9 +168,7 @@ static void fleet(srv_conn_t *c, uint64_t seq)
             .sustained_bound = e->sustained_bound,
             .burst_bound = e->burst_bound,
             .state = cstr(e->state ? e->state : ""),
-            /* a share replica admits amount / n; a local or redis one the whole amount */
-            .local_share =
-                e->store == CFG_STORE_SHARE ? (e->n > 0 ? e->amount / e->n : 0) : e->amount,
+            .local_share = e->local_share,
             .divisor_min = e->divisor_min,
             .divisor_max = e->divisor_max,
             .detect_within_s = e->detect_within_s,
@@ -179,6 +177,7 @@ static void fleet(srv_conn_t *c, uint64_t seq)
             .keys_leased = e->keys_leased,
             .keys_owned = e->keys_owned,
             .largest_lease_age_ms = e->largest_lease_age_ms,
+            .largest_lease = e->largest_lease,
             .moving = e->moving,
         };
     }

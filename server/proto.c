@@ -959,7 +959,7 @@ static void fleet_body(proto_out_t *out, uint64_t seq, const void *ctx,
     w_array(out, nrows);
     for (uint32_t i = 0; i < nrows; i++) {
         const proto_fleet_limit_t *l = &rows[i];
-        w_map(out, 15 + (l->state.len > 0) + 5 * l->demand);
+        w_map(out, 15 + (l->state.len > 0) + 6 * l->demand);
         W_KEY(out, "id");
         w_pstr(out, l->id);
         W_KEY(out, "type");
@@ -1003,6 +1003,8 @@ static void fleet_body(proto_out_t *out, uint64_t seq, const void *ctx,
             w_int(out, l->keys_owned);
             W_KEY(out, "largest_lease_age_ms");
             w_int(out, l->largest_lease_age_ms);
+            W_KEY(out, "largest_lease");
+            w_int(out, l->largest_lease);
             W_KEY(out, "moving");
             w_bool(out, l->moving);
         }

@@ -164,9 +164,9 @@ typedef struct proto_fleet_limit {
     int64_t divisor_min, divisor_max, detect_within_s;
     bool converged;
     /* share in demand mode only (SPEC §6b), sent when `demand`: "division": "demand", then
-     * keys_leased, keys_owned, largest_lease_age_ms, moving */
+     * keys_leased, keys_owned, largest_lease_age_ms, largest_lease, moving */
     bool demand;
-    int64_t keys_leased, keys_owned, largest_lease_age_ms;
+    int64_t keys_leased, keys_owned, largest_lease_age_ms, largest_lease;
     bool moving;
 } proto_fleet_limit_t;
 

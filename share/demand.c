@@ -25,8 +25,11 @@
  * (elapsed x amount)) into a ring of window / interval buckets (4 with the defaults: 2 s). The
  * smoothed demand is the ring's mean, except that a rise is followed at once: the estimate is
  * max(mean, newest bucket). Under-estimating a rising demand costs admissions; over-estimating a
- * falling one only lends the surplus for at most the window, after which a stopped key's demand
- * is exactly 0 (a sliding mean forgets in finite time, an EWMA never quite does).
+ * falling one only lends the surplus for at most the window (a sliding mean forgets in finite
+ * time, an EWMA never quite does). A stop is the exception: a bucket the cold share covers
+ * empties the ring, so a site whose traffic went elsewhere releases at its next tick instead of
+ * holding half the amount while its mean fades (the price: traffic that pauses for a whole
+ * interval starts its next burst on the cold share until its next report is answered).
  *
  * Who reports. A key reports when its smoothed demand exceeds the cold share c / N, or while it
  * holds a lease. A leased key whose demand falls to the cold share or below drops its lease at
@@ -46,8 +49,12 @@
  * share. A reporter that has not reported for a lease lifetime leaves R.
  *
  * Timing. A demand change is in the next report (at most one interval), and in the owner's next
- * grants (at most one more): shares follow a reported demand within two intervals. A demand that
- * stops is released once the mean drops to the cold share (at most the window).
+ * grants (at most one more): shares follow a reported demand within two intervals. A change in
+ * who reports a key (a new reporter, a release) is answered at once rather than at the owner's
+ * tick (demand_flush; passes at least interval / 8 apart). So when demand moves from site A to
+ * site B, B reports at its first tick, A releases at its second (its first bucket with no
+ * arrivals) and the owner hands B the released share on receipt: within two intervals of the
+ * move, plus the network. A partial fall follows the mean (at most the window).
  *
  * The bound. Within one owner's grants the fleet stays within the amount (up to grants in
  * flight: a lowered and a raised lease do not arrive at the same instant). When ownership moves,
@@ -148,6 +155,7 @@ typedef struct owned {
     uint32_t head; /* reporter list, NIL-terminated */
     uint32_t nrep;
     uint32_t epoch; /* ownership checked at this member epoch */
+    bool changed;   /* a reporter joined or left since the last grants: answer early */
 } owned_t;
 
 /* One reporter of an owned key: one lease this owner grants. */
@@ -261,6 +269,9 @@ struct demand_core {
 
     int64_t last_tick, next_tick;
     bool ticked;
+    /* Early grants (demand_flush): when they are due (INT64_MAX: nothing changed), and when the
+     * last early pass's quiet gap ends (at most one pass per flush gap). */
+    int64_t flush_at, flush_quiet_until;
 
     /* scratch, sized at demand_new */
     pending_t *pend; /* max(keys_max, leases_max) */
@@ -394,6 +405,8 @@ int demand_new(demand_core_t **out, const demand_config_t *cfg, const char *self
     c->nbuckets = (uint32_t)((cfg->window_ns + cfg->interval_ns - 1) / cfg->interval_ns);
     c->lease_ns = cfg->lease_intervals * cfg->interval_ns;
     c->epoch = 1;
+    c->flush_at = INT64_MAX;
+    c->flush_quiet_until = INT64_MIN;
 
     bool ok = true;
     uint32_t pend = cfg->keys_max > cfg->leases_max ? cfg->keys_max : cfg->leases_max;
@@ -459,6 +472,11 @@ void demand_free(demand_core_t *c)
 const demand_counters_t *demand_counters(const demand_core_t *c)
 {
     return &c->counters;
+}
+
+int64_t demand_units(int64_t amount, uint32_t num)
+{
+    return amount <= 0 ? 0 : (int64_t)((__int128)amount * num / DEMAND_SHARE_DEN);
 }
 
 uint32_t demand_cold_num(uint32_t c_num, uint32_t divisor)
@@ -660,6 +678,23 @@ static void owned_release(demand_core_t *c, uint32_t oi)
     c->owned_free.idx[c->owned_free.n++] = oi;
 }
 
+/* The gap between two early grant passes: changes closer together wait for one pass, so churn
+ * at the cold-share threshold costs at most interval / gap extra passes per interval. */
+#define FLUSH_GAPS_PER_INTERVAL 8
+
+/* A reporter of `o` joined or left: its reporters' shares change, so grants go out early (at once,
+ * or when the quiet gap after the last early pass ends) rather than at the next tick. */
+static void owner_changed(demand_core_t *c, owned_t *o, int64_t now)
+{
+    int64_t gap = c->cfg.interval_ns / FLUSH_GAPS_PER_INTERVAL;
+    /* the quiet gap, clamped so a clock that went back cannot push the pass past one gap */
+    int64_t wait = c->flush_quiet_until > now ? c->flush_quiet_until - now : 0;
+    int64_t at = now + (wait < gap ? wait : gap);
+    o->changed = true;
+    if (at < c->flush_at)
+        c->flush_at = at;
+}
+
 /* A report from `member` about a key: records its demand (0 removes it). */
 static void owner_accept(demand_core_t *c, uint64_t member, const demand_item_t *it, int64_t now)
 {
@@ -699,6 +734,8 @@ static void owner_accept(demand_core_t *c, uint64_t member, const demand_item_t 
             c->rep_free.idx[c->rep_free.n++] = r;
             if (--o->nrep == 0)
                 owned_release(c, oi);
+            else
+                owner_changed(c, o, now);
         }
         return;
     }
@@ -711,6 +748,7 @@ static void owner_accept(demand_core_t *c, uint64_t member, const demand_item_t 
         c->reporters[r] = (reporter_t){.member = member, .next = o->head};
         o->head = r;
         o->nrep++;
+        owner_changed(c, o, now);
     }
     reporter_t *rp = &c->reporters[*link == NIL ? o->head : *link];
     rp->need = it->value > DEMAND_SHARE_DEN ? DEMAND_SHARE_DEN : it->value;
@@ -834,6 +872,12 @@ static uint32_t entry_close(demand_core_t *c, entry_t *e, int64_t elapsed, int64
 {
     uint32_t rate = bucket_rate(e, elapsed);
     e->count = 0;
+    /* A bucket the cold share covers ends the claim at once: the site's arrivals stopped (the
+     * demand moved elsewhere) or fell to what c / N serves, and a lease kept while the mean
+     * fades would hold share another site needs for up to the whole window. The ring restarts
+     * from this bucket. */
+    if (rate <= cold(c))
+        memset(e->rates, 0, sizeof(e->rates));
     e->rates[e->ring_pos] = rate;
     e->ring_pos = (uint8_t)((e->ring_pos + 1) % c->nbuckets);
     uint64_t sum = 0;
@@ -906,15 +950,18 @@ static void tick_reports(demand_core_t *c, int64_t elapsed, int64_t now, demand_
     batch_flush(c, &b);
 }
 
-/* Owner side: drop what lapsed or moved away, divide, and grant per reporter (self directly). */
-static void tick_grants(demand_core_t *c, int64_t now, demand_emit_fn emit, void *ctx)
+/* Owner side: drop what lapsed or moved away, divide, and grant per reporter (self directly).
+ * Every owned key at a tick; only the keys whose reporters changed in an early pass. */
+static void grant_pass(demand_core_t *c, int64_t now, bool changed_only, demand_emit_fn emit,
+                       void *ctx)
 {
     uint32_t np = 0, self = member_find(c, c->self_hash), cold_n = cold(c);
     uint32_t ttl_ms = (uint32_t)(c->lease_ns / MS);
     for (uint32_t oi = 0; oi < c->cfg.owned_max; oi++) {
         owned_t *o = &c->owned[oi];
-        if (!o->used)
+        if (!o->used || (changed_only && !o->changed))
             continue;
+        o->changed = false;
         if (o->epoch != c->epoch) {
             o->epoch = c->epoch;
             if (c->members[owner_of(c, o->k.hash)].hash != c->self_hash) {
@@ -977,12 +1024,27 @@ void demand_tick(demand_core_t *c, int64_t now, demand_emit_fn emit, void *ctx)
     if (c->divisor == 0)
         return; /* unarmed: nothing is measured, nothing is owned */
     tick_reports(c, elapsed, now, emit, ctx);
-    tick_grants(c, now, emit, ctx);
+    grant_pass(c, now, false, emit, ctx);
+    c->flush_at = INT64_MAX; /* every change is answered */
 }
 
 int64_t demand_next_deadline(const demand_core_t *c)
 {
     return c->ticked ? c->next_tick : INT64_MIN;
+}
+
+void demand_flush(demand_core_t *c, int64_t now, demand_emit_fn emit, void *ctx)
+{
+    if (now < c->flush_at)
+        return;
+    c->flush_at = INT64_MAX;
+    c->flush_quiet_until = now + c->cfg.interval_ns / FLUSH_GAPS_PER_INTERVAL;
+    grant_pass(c, now, true, emit, ctx);
+}
+
+int64_t demand_flush_deadline(const demand_core_t *c)
+{
+    return c->flush_at;
 }
 
 /* ---- receiving ----------------------------------------------------------------------------- */
@@ -1034,6 +1096,8 @@ void demand_disclose(const demand_core_t *c, const cfg_limit_t *limit, int64_t n
         out->keys_hot += e->hot;
         if (lease_live(e, now)) {
             out->keys_leased++;
+            if (e->lease > out->largest_lease_num)
+                out->largest_lease_num = e->lease;
             if (now - e->lease_at > out->largest_lease_age_ns)
                 out->largest_lease_age_ns = now - e->lease_at;
         }

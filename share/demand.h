@@ -74,6 +74,7 @@ typedef struct demand_disclosure {
     uint32_t keys_owned;          /* keys of this limit owned here with at least one reporter */
     uint32_t leases_granted;      /* (key, reporter) pairs this replica grants as owner */
     int64_t largest_lease_age_ns; /* oldest live lease here since its last grant; 0 if none */
+    uint32_t largest_lease_num;   /* the largest live lease here, num / DEMAND_SHARE_DEN; 0: none */
     uint32_t cold_num;            /* the cold share c / N in use, num / DEMAND_SHARE_DEN */
     /* Fleet-wide units per period: amount, or 2 x amount while ownership moves (an old owner's
      * leases still valid beside the new owner's, for at most one lease lifetime). */
@@ -161,6 +162,17 @@ void demand_tick(demand_core_t *core, int64_t now, demand_emit_fn emit, void *ct
 int64_t demand_next_deadline(const demand_core_t *core);
 
 /*
+ * Early grants. When a reporter joins or leaves a key this replica owns (a datagram handed to
+ * demand_receive), the key's shares change; the owner answers then, not at its next tick, so a
+ * demand that moves is followed within the reporters' two ticks. demand_flush sends the grants
+ * for those keys once demand_flush_deadline has come (INT64_MAX: nothing waits); passes are at
+ * least interval / 8 apart, so churn costs a bounded number of extra grants. Call it after
+ * demand_receive, and when the deadline comes.
+ */
+void demand_flush(demand_core_t *core, int64_t now, demand_emit_fn emit, void *ctx);
+int64_t demand_flush_deadline(const demand_core_t *core);
+
+/*
  * A datagram from member `from` (the id the sealed transport authenticated). It is decoded
  * completely before anything is applied: a bad one changes nothing. Returns 0, DEMAND_EWIRE
  * (err names the field) or DEMAND_ESENDER.
@@ -179,6 +191,9 @@ const demand_counters_t *demand_counters(const demand_core_t *core);
  * disclosure and the shell's logs. */
 bool demand_owner(const demand_core_t *core, uint64_t identity, const void *key, size_t key_len,
                   const char **id, size_t *id_len);
+
+/* What a share of num / DEMAND_SHARE_DEN of `amount` is, in whole units (rounded down). */
+int64_t demand_units(int64_t amount, uint32_t num);
 
 /* The cold share c / N as num / DEMAND_SHARE_DEN for divisor N >= 1 (never below 1). */
 uint32_t demand_cold_num(uint32_t c_num, uint32_t divisor);

@@ -24,7 +24,8 @@ struct demand_node {
     const share_node_t *share;
     demand_emit_fn send;
     void *send_ctx;
-    uv_timer_t timer;
+    uv_timer_t timer;       /* every demand_interval: demand_tick */
+    uv_timer_t flush_timer; /* when early grants are due: demand_flush */
     bool attached;
 };
 
@@ -78,13 +79,35 @@ void demand_node_refresh(demand_node_t *n, const share_members_t *m, uint32_t di
     demand_set_members(n->core, n->members, used, divisor, now);
 }
 
+static void flush_or_arm(demand_node_t *n, int64_t now);
+
 int demand_node_receive(demand_node_t *n, const char *from, size_t from_len, const uint8_t *bytes,
                         size_t len, int64_t now)
 {
-    return demand_receive(n->core, now, from, from_len, bytes, len, NULL, 0);
+    int rc = demand_receive(n->core, now, from, from_len, bytes, len, NULL, 0);
+    if (n->attached)
+        flush_or_arm(n, now);
+    return rc;
 }
 
 /* ---- the daemon's glue ---------------------------------------------------------------------- */
+
+static void on_flush(uv_timer_t *t)
+{
+    flush_or_arm(t->data, tt_wall_ns());
+}
+
+/* Sends the early grants due now, and arms the flush timer for those due later. */
+static void flush_or_arm(demand_node_t *n, int64_t now)
+{
+    demand_flush(n->core, now, n->send, n->send_ctx);
+    int64_t at = demand_flush_deadline(n->core);
+    if (at == INT64_MAX) {
+        uv_timer_stop(&n->flush_timer);
+        return;
+    }
+    uv_timer_start(&n->flush_timer, on_flush, (uint64_t)((at - now + 999999) / 1000000), 0);
+}
 
 static void refresh_from_mb(demand_node_t *n, int64_t now)
 {
@@ -107,15 +130,17 @@ static void on_tick(uv_timer_t *t)
     if (share_divisor(share_node_core(n->share)) != n->divisor)
         refresh_from_mb(n, now);
     demand_tick(n->core, now, n->send, n->send_ctx);
+    flush_or_arm(n, now); /* the tick answered every change: stops the flush timer */
 }
 
 int demand_node_attach(demand_node_t *n, uv_loop_t *loop, mb_t *mb, const share_node_t *share,
                        demand_emit_fn send, void *send_ctx)
 {
     int rc = uv_timer_init(loop, &n->timer);
-    if (rc < 0)
+    if (rc < 0 || (rc = uv_timer_init(loop, &n->flush_timer)) < 0)
         return rc;
     n->timer.data = n;
+    n->flush_timer.data = n;
     n->mb = mb;
     n->share = share;
     n->send = send;
@@ -130,8 +155,10 @@ int demand_node_attach(demand_node_t *n, uv_loop_t *loop, mb_t *mb, const share_
 
 void demand_node_close(demand_node_t *n)
 {
-    if (n->attached && !uv_is_closing((uv_handle_t *)&n->timer))
+    if (n->attached && !uv_is_closing((uv_handle_t *)&n->timer)) {
         uv_close((uv_handle_t *)&n->timer, NULL);
+        uv_close((uv_handle_t *)&n->flush_timer, NULL);
+    }
 }
 
 /* ---- the engine's hooks, fleet ------------------------------------------------------------- */
@@ -156,6 +183,9 @@ void demand_node_fleet(const demand_node_t *n, const cfg_limit_t *limit, int64_t
     out->keys_leased = d.keys_leased;
     out->keys_owned = d.keys_owned;
     out->largest_lease_age_ms = d.largest_lease_age_ns / 1000000;
+    /* an unleased key runs on the cold share; a leased one on its lease */
+    out->local_share = demand_units(limit->amount, d.cold_num);
+    out->largest_lease = demand_units(limit->amount, d.largest_lease_num);
     out->moving = d.moving;
 }
 
@@ -181,6 +211,7 @@ static const struct {
     {"demand_keys_owned", "Keys owned here with at least one reporter."},
     {"demand_leases_granted", "Leases this replica grants as owner."},
     {"demand_largest_lease_age_milliseconds", "Time since the oldest live lease was granted."},
+    {"demand_largest_lease", "The largest live lease here in 2^-20 of the amount (0: none)."},
     {"demand_cold_share", "The cold share c/N in 2^-20 of the amount."},
     {"demand_sustained_bound", "Units per period the fleet may admit (x2 while ownership moves)."},
     {"demand_burst_bound", "Units the fleet may admit at once (burst x2 while moving, + N units)."},
@@ -190,10 +221,10 @@ static const struct {
 
 static void disclosure_values(const demand_disclosure_t *d, int64_t v[NGAUGES])
 {
-    int64_t all[] = {d->keys_tracked, d->keys_hot,        d->keys_leased,
-                     d->keys_owned,   d->leases_granted,  d->largest_lease_age_ns / 1000000,
-                     d->cold_num,     d->sustained_bound, d->burst_bound,
-                     d->moving};
+    int64_t all[] = {d->keys_tracked,      d->keys_hot,       d->keys_leased,
+                     d->keys_owned,        d->leases_granted, d->largest_lease_age_ns / 1000000,
+                     d->largest_lease_num, d->cold_num,       d->sustained_bound,
+                     d->burst_bound,       d->moving};
     _Static_assert(sizeof(all) / sizeof(all[0]) == NGAUGES, "one value per gauge");
     memcpy(v, all, sizeof(all));
 }

@@ -215,6 +215,7 @@ static void hook_fleet(void *ctx, const cfg_limit_t *limit, int64_t now, gov_fle
     if (share_disclose(&n->core, limit, &d) != 0)
         return;
     out->n = d.n;
+    out->local_share = d.local_share;
     out->sustained_bound = d.sustained_bound;
     out->burst_bound = d.burst_bound;
     out->state = share_state_name(d.state);

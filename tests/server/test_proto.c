@@ -310,6 +310,7 @@ Test(proto, a_demand_mode_fleet_row_carries_its_division_figures_and_others_do_n
          .keys_leased = 2,
          .keys_owned = 3,
          .largest_lease_age_ms = 1400,
+         .largest_lease = 190,
          .moving = true}};
     out.len = 0;
     cr_assert_eq(proto_enc_fleet(&out, 9, "r0", 4, rows, 2), 0);
@@ -321,7 +322,8 @@ Test(proto, a_demand_mode_fleet_row_carries_its_division_figures_and_others_do_n
     const char *d = strstr(j, "\"id\":\"d\"");
     cr_assert(d, "%s", j);
     cr_assert(strstr(d, "\"converged\":false,\"division\":\"demand\",\"keys_leased\":2,"
-                        "\"keys_owned\":3,\"largest_lease_age_ms\":1400,\"moving\":true}"),
+                        "\"keys_owned\":3,\"largest_lease_age_ms\":1400,\"largest_lease\":190,"
+                        "\"moving\":true}"),
               "%s", j);
     cr_assert(strstr(j, "division") > d, "the local row has no demand fields");
     proto_out_free(&json);

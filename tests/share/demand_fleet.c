@@ -97,9 +97,14 @@ static int64_t next_event(const dfleet_t *f)
     for (uint32_t k = 0; k < f->nwire; k++)
         if (f->wire[k].at < t)
             t = f->wire[k].at;
-    for (int i = 0; i < f->n; i++)
-        if (!f->dead[i] && f->next_tick[i] < t)
+    for (int i = 0; i < f->n; i++) {
+        if (f->dead[i])
+            continue;
+        if (f->next_tick[i] < t)
             t = f->next_tick[i];
+        if (demand_flush_deadline(f->core[i]) < t)
+            t = demand_flush_deadline(f->core[i]);
+    }
     return t;
 }
 
@@ -127,9 +132,12 @@ void df_run(dfleet_t *f, int64_t until)
             f->nwire--;
         }
         for (int i = 0; i < f->n; i++) {
-            if (f->dead[i] || f->next_tick[i] != t)
+            if (f->dead[i])
                 continue;
             f->sender = i;
+            demand_flush(f->core[i], t, emit, f); /* early grants, when due */
+            if (f->next_tick[i] != t)
+                continue;
             demand_tick(f->core[i], t, emit, f);
             f->next_tick[i] = demand_next_deadline(f->core[i]);
         }

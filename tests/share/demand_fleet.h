@@ -53,7 +53,7 @@ void df_view(dfleet_t *f, int i, const bool *live);
 /* Replica i stops: it ticks no more, and what is sent to or from it is lost. */
 void df_kill(dfleet_t *f, int i);
 
-/* Runs the clock to `until`: deliveries and ticks in time order. */
+/* Runs the clock to `until`: deliveries, early grants and ticks in time order. */
 void df_run(dfleet_t *f, int64_t until);
 
 /* Which replica owns (limit, key) in replica i's view (-1: none). */

@@ -320,6 +320,7 @@ static void read_row(const msgpack_object *l, fleet_row_t *out)
     out->keys_leased = get_int(l, "keys_leased");
     out->keys_owned = get_int(l, "keys_owned");
     out->largest_lease_age_ms = get_int(l, "largest_lease_age_ms");
+    out->largest_lease = get_int(l, "largest_lease");
     const msgpack_object *mv = map_get(l, "moving");
     out->moving = mv && mv->type == MSGPACK_OBJECT_BOOLEAN && mv->via.boolean;
     const msgpack_object *st = map_get(l, "state");

@@ -78,7 +78,7 @@ typedef struct fleet_row {
     bool converged;
     char state[16];
     /* demand mode (-1 otherwise) */
-    int64_t keys_leased, keys_owned, largest_lease_age_ms;
+    int64_t keys_leased, keys_owned, largest_lease_age_ms, largest_lease;
     bool moving;
 } fleet_row_t;
 

@@ -297,7 +297,7 @@ Test(demand_lease, a_key_that_goes_quiet_releases_its_share_and_is_forgotten)
     demand_disclosure_t d;
     demand_disclose(f.core[1], &l, f.now, &d);
     cr_assert_eq(d.leases_granted, 1);
-    offer(&f, &ld, 0, 0, 3 * S); /* the 2 s window empties, then one release */
+    offer(&f, &ld, 0, 0, 3 * S); /* one release, then the window empties */
     demand_disclose(f.core[1], &l, f.now, &d);
     cr_expect_eq(d.keys_owned, 0);
     demand_disclose(f.core[0], &l, f.now, &d);
@@ -306,6 +306,117 @@ Test(demand_lease, a_key_that_goes_quiet_releases_its_share_and_is_forgotten)
     uint64_t sent = f.packets_sent[0];
     offer(&f, &ld, 0, 0, 3 * S);
     cr_expect_eq(f.packets_sent[0], sent, "a forgotten key still costs traffic");
+    df_free(&f);
+}
+
+Test(demand_lease, a_site_whose_arrivals_stop_releases_at_its_next_tick_not_after_the_window)
+{
+    dfleet_t f;
+    cfg_limit_t l;
+    df_load_t ld;
+    char key[16];
+    hot_at_r0(&f, &l, &ld, 1, key);
+    uint32_t cold = demand_cold_num(52429, 4);
+    cr_assert_gt(demand_share(f.core[0], &l, key, strlen(key), f.now), cold);
+    /* stop just after r0's tick: the next bucket holds no arrivals at all */
+    offer(&f, &ld, 0, 2000, f.next_tick[0] - f.now + DF_MS);
+    int64_t stopped = f.now, next = f.next_tick[0];
+    offer(&f, &ld, 0, 0, next - f.now + 2 * DF_MS); /* r0's tick, its release, 1 ms on the wire */
+    cr_expect_eq(demand_share(f.core[0], &l, key, strlen(key), f.now), cold);
+    demand_disclosure_t d;
+    demand_disclose(f.core[1], &l, f.now, &d);
+    cr_expect_eq(d.keys_owned, 0, "the owner dropped the key %ld ms after the stop",
+                 (long)((f.now - stopped) / DF_MS));
+    df_free(&f);
+}
+
+/* ---- early grants -------------------------------------------------------------------------- */
+
+Test(demand_flush, an_owner_answers_a_new_reporter_on_receipt_not_at_its_next_tick)
+{
+    dfleet_t f;
+    df_init(&f, 4, NULL);
+    cfg_limit_t l = df_limit(1000, S, 100);
+    df_load_t ld;
+    char key[16];
+    df_key_owned_by(&f, &l, 1, key, sizeof(key));
+    df_load_init(&ld, &l, key);
+    df_run(&f, f.next_tick[0] + DF_MS); /* just after r0's tick */
+    int64_t report_at = f.next_tick[0], owner_tick = f.next_tick[1];
+    while (owner_tick < report_at)
+        owner_tick += INTERVAL;
+    cr_assert_gt(owner_tick - report_at, 100 * DF_MS, "r1 ticks well after r0 reports");
+    offer(&f, &ld, 0, 2000, report_at - f.now + 2 * DF_MS); /* report, then grant: 1 ms each */
+    cr_assert_lt(f.now, owner_tick);
+    cr_expect_gt(demand_share(f.core[0], &l, key, strlen(key), f.now), demand_cold_num(52429, 4),
+                 "leased before the owner's tick, %ld ms away",
+                 (long)((owner_tick - f.now) / DF_MS));
+    df_free(&f);
+}
+
+/* Collects what a core emits. */
+typedef struct sent {
+    int datagrams;
+    int items;
+} sent_t;
+
+static void count_sent(void *ctx, const char *to, size_t to_len, const uint8_t *bytes, size_t len)
+{
+    (void)to, (void)to_len;
+    sent_t *s = ctx;
+    demand_msg_t m;
+    cr_assert_eq(demand_wire_decode(bytes, len, &m, NULL, 0), 0);
+    cr_assert_eq(m.kind, DEMAND_GRANT);
+    s->datagrams++;
+    s->items += (int)m.n;
+}
+
+/* A report of `demand` for `key` from member `from` to core `to`. */
+static void report(dfleet_t *f, int to, const char *from, const cfg_limit_t *l, const char *key,
+                   uint32_t demand)
+{
+    demand_item_t it = {.identity = l->identity,
+                        .key = (const uint8_t *)key,
+                        .key_len = (uint32_t)strlen(key),
+                        .value = demand};
+    uint8_t buf[1400];
+    int len = demand_wire_encode(DEMAND_REPORT, &it, 1, buf, sizeof(buf));
+    cr_assert_gt(len, 0);
+    cr_assert_eq(demand_receive(f->core[to], f->now, from, strlen(from), buf, (size_t)len, NULL, 0),
+                 0);
+}
+
+Test(demand_flush, only_a_change_in_who_reports_is_answered_early_and_passes_are_spaced)
+{
+    dfleet_t f;
+    df_init(&f, 3, NULL);
+    cfg_limit_t l = df_limit(1000, S, 100);
+    char key[16];
+    df_key_owned_by(&f, &l, 0, key, sizeof(key));
+    demand_core_t *owner = f.core[0];
+    sent_t s = {0};
+    cr_expect_eq(demand_flush_deadline(owner), INT64_MAX, "nothing waits");
+    report(&f, 0, "r1", &l, key, DEN / 2); /* r1 joins: answered at once */
+    cr_expect_eq(demand_flush_deadline(owner), f.now);
+    demand_flush(owner, f.now, count_sent, &s);
+    cr_expect_eq(s.items, 1);
+    report(&f, 0, "r1", &l, key, DEN / 3); /* only its demand changed: waits for the tick */
+    cr_expect_eq(demand_flush_deadline(owner), INT64_MAX);
+    f.now += DF_MS;
+    report(&f, 0, "r2", &l, key, DEN / 2); /* r2 joins 1 ms after a pass: the gap holds it */
+    int64_t due = demand_flush_deadline(owner);
+    cr_expect_eq(due, f.now - DF_MS + INTERVAL / 8);
+    demand_flush(owner, f.now, count_sent, &s);
+    cr_expect_eq(s.items, 1, "sent within the gap");
+    demand_flush(owner, due, count_sent, &s);
+    cr_expect_eq(s.items, 3, "both reporters get their new shares");
+    cr_expect_eq(s.datagrams, 3);
+    cr_expect_eq(demand_flush_deadline(owner), INT64_MAX);
+    f.now = due + S;
+    report(&f, 0, "r2", &l, key, 0); /* a release, after the gap: at once, to r1 */
+    cr_expect_eq(demand_flush_deadline(owner), f.now);
+    demand_flush(owner, f.now, count_sent, &s);
+    cr_expect_eq(s.items, 4);
     df_free(&f);
 }
 
@@ -430,7 +541,9 @@ Test(demand_bounds, keys_coming_and_going_are_found_again_and_never_tracked_twic
             keys[k] = (int)(x % 100);
             char key[16];
             snprintf(key, sizeof(key), "k%d", keys[k]);
-            demand_arrive(f.core[0], &l, key, strlen(key), (int64_t)(x >> 60), f.now);
+            /* costs of 0 .. 63: most buckets above the cold share (25 per second here), so keys
+             * stay hot for a while and the table fills */
+            demand_arrive(f.core[0], &l, key, strlen(key), (int64_t)(x >> 58), f.now);
         }
         demand_disclosure_t before, after;
         demand_disclose(f.core[0], &l, f.now, &before);
