@@ -20,6 +20,15 @@ static void check(int ok)
 static demand_msg_t a, b;
 static uint8_t buf[DEMAND_WIRE_DATAGRAM_MAX * 2];
 static demand_core_t *core;
+static int64_t now = 1;
+
+/* What the core answers (early grants, ticks) must decode and fit the datagram. */
+static void emitted(void *ctx, const char *to, size_t to_len, const uint8_t *bytes, size_t len)
+{
+    (void)ctx;
+    check(to_len == 4 && memcmp(to, "peer", 4) == 0);
+    check(len <= 1150 && demand_wire_decode(bytes, len, &b, NULL, 0) == 0);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -50,9 +59,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     uint64_t before =
         demand_counters(core)->reports_received + demand_counters(core)->grants_received;
-    rc = demand_receive(core, 1, "peer", 4, data, size, NULL, 0);
+    now += 1000000; /* 1 ms per input: early grant passes are 62.5 ms apart */
+    rc = demand_receive(core, now, "peer", 4, data, size, NULL, 0);
     if (rc < 0)
         check(demand_counters(core)->reports_received + demand_counters(core)->grants_received ==
               before);
+    demand_flush(core, now, emitted, NULL);
+    if (demand_flush_deadline(core) != INT64_MAX)
+        check(demand_flush_deadline(core) <= now + 500000000 / 8);
+    if (size && data[0] == 0x93 && (now / 1000000) % 64 == 0)
+        demand_tick(core, now, emitted, NULL); /* now and then, the owner's tick */
     return 0;
 }
