@@ -148,6 +148,16 @@ void cfg_free(cfg_config_t *cfg);
 /* The limit with this id, or NULL. */
 const cfg_limit_t *cfg_find_limit(const cfg_config_t *cfg, const char *id);
 
+/* The sections a running daemon reads at start only: `server` (with max_counters),
+ * `shared_state.share` (membership and division) and `shared_state.redis`. */
+#define CFG_RESTART_SECTIONS 3
+
+/* Names the start-only sections that differ between the running config and a reloaded one
+ * (names[i] are static strings) and returns how many; a reload applies its limits and says that
+ * these apply after a restart. */
+size_t cfg_restart_sections(const cfg_config_t *running, const cfg_config_t *reloaded,
+                            const char *names[CFG_RESTART_SECTIONS]);
+
 /* Writes each finding as one line, "Error: ..." or "Warning: ...". */
 void cfg_report_print(const cfg_report_t *report, FILE *to);
 void cfg_report_free(cfg_report_t *report);

@@ -4,8 +4,9 @@
  * Reload follows nginx: the new file is loaded and armed aside; only when all of it succeeded
  * does the engine swap its limits (keeping every counter whose identity is unchanged) and the
  * old model is freed. A failed reload logs every error and leaves the running config serving.
- * The server section (socket, http, connection cap) is read at start only: a reload that
- * changes it says so and keeps the old values until a restart.
+ * The server section (listeners, caps) and shared_state (membership, division, Redis) are read
+ * at start only: a reload that changes them says which and keeps the old values until a
+ * restart (cfg_restart_sections).
  */
 #include "daemon.h"
 
@@ -83,16 +84,14 @@ static void log_reload(void *ctx, const char *limit_id, gov_reload_action_t acti
             NULL);
 }
 
-static void warn_server_change(const cfg_server_t *old, const cfg_server_t *new)
+/* The sections read at start only: a reload that changes them keeps the running values. */
+static void warn_restart_sections(const cfg_config_t *running, const cfg_config_t *reloaded)
 {
-    if (strcmp(old->socket, new->socket) != 0 || old->socket_mode != new->socket_mode ||
-        strcmp(old->socket_group, new->socket_group) != 0 || strcmp(old->http, new->http) != 0 ||
-        old->max_connections != new->max_connections || old->n_allow_uids != new->n_allow_uids ||
-        old->n_allow_gids != new->n_allow_gids ||
-        memcmp(old->allow_uids, new->allow_uids, sizeof(old->allow_uids)) != 0 ||
-        memcmp(old->allow_gids, new->allow_gids, sizeof(old->allow_gids)) != 0)
-        srv_log(SRV_LOG_WARN, "reload: the server section changed; it applies after a restart",
-                NULL);
+    const char *names[CFG_RESTART_SECTIONS];
+    size_t n = cfg_restart_sections(running, reloaded, names);
+    for (size_t i = 0; i < n; i++)
+        srv_log(SRV_LOG_WARN, "reload: a section changed that applies after a restart", "section",
+                names[i], NULL);
 }
 
 static void reload(daemon_t *d)
@@ -111,7 +110,7 @@ static void reload(daemon_t *d)
         srv_log(SRV_LOG_ERROR, "reload failed; the running configuration keeps serving", NULL);
         return;
     }
-    warn_server_change(&d->cfg->server, &cfg->server);
+    warn_restart_sections(d->cfg, cfg);
     cfg_free(d->cfg);
     d->cfg = cfg;
     char n[16];

@@ -223,8 +223,11 @@ Test(decisions, a_reload_keeps_counters_and_resets_only_what_changed)
         remaining(team);
         remaining(key);
     }
-    cr_assert_eq(tt_daemon_rewrite(&d, RELOAD_V2, NULL), 0);
+    /* the counter table's size is read at start only: the reload says so, and applies the rest */
+    cr_assert_eq(tt_daemon_rewrite(&d, RELOAD_V2, "  max_counters: 5000\n"), 0);
     cr_assert(tt_daemon_log_has(&d, "msg=reloaded", 5000), "no reload logged");
+    cr_assert(tt_daemon_log_has(&d, "section=server", 0), "the server change went unmentioned");
+    cr_assert(!tt_daemon_log_has(&d, "section=shared_state", 0));
     cr_assert(tt_daemon_log_has(&d, "limit=a_rpm counters=kept", 0));
     cr_assert(tt_daemon_log_has(&d, "limit=b_rpm counters=reset", 0));
     cr_assert(tt_daemon_log_has(&d, "limit=c_rpm counters=added", 0));

@@ -1,0 +1,53 @@
+/*
+ * What a reload cannot change in a running daemon. Limits swap live (gov_engine_reload_config);
+ * the listeners, the counter table's size, membership and the Redis connection are built once
+ * at start. Field by field, not memcmp: the structs are copied around and their padding is not
+ * guaranteed to match.
+ */
+#include <string.h>
+
+#include "config.h"
+
+static bool server_differs(const cfg_server_t *a, const cfg_server_t *b)
+{
+    return strcmp(a->socket, b->socket) != 0 || a->socket_mode != b->socket_mode ||
+           strcmp(a->socket_group, b->socket_group) != 0 || strcmp(a->http, b->http) != 0 ||
+           a->max_counters != b->max_counters || a->max_connections != b->max_connections ||
+           a->n_allow_uids != b->n_allow_uids || a->n_allow_gids != b->n_allow_gids ||
+           memcmp(a->allow_uids, b->allow_uids, a->n_allow_uids * sizeof(a->allow_uids[0])) != 0 ||
+           memcmp(a->allow_gids, b->allow_gids, a->n_allow_gids * sizeof(a->allow_gids[0])) != 0;
+}
+
+static bool share_differs(const cfg_share_t *a, const cfg_share_t *b)
+{
+    if (a->present != b->present || a->n_seeds != b->n_seeds)
+        return true;
+    for (size_t i = 0; i < a->n_seeds; i++)
+        if (strcmp(a->seeds[i], b->seeds[i]) != 0)
+            return true;
+    return strcmp(a->node_id, b->node_id) != 0 || strcmp(a->bind, b->bind) != 0 ||
+           strcmp(a->advertise, b->advertise) != 0 ||
+           strcmp(a->keyring_file, b->keyring_file) != 0 || strcmp(a->cluster, b->cluster) != 0 ||
+           a->partition_hold_ns != b->partition_hold_ns ||
+           a->join_timeout_ns != b->join_timeout_ns || a->division != b->division ||
+           a->cold_share != b->cold_share || a->demand_interval_ns != b->demand_interval_ns;
+}
+
+static bool redis_differs(const cfg_redis_t *a, const cfg_redis_t *b)
+{
+    return a->present != b->present || strcmp(a->address, b->address) != 0 ||
+           a->timeout_ns != b->timeout_ns;
+}
+
+size_t cfg_restart_sections(const cfg_config_t *running, const cfg_config_t *reloaded,
+                            const char *names[CFG_RESTART_SECTIONS])
+{
+    size_t n = 0;
+    if (server_differs(&running->server, &reloaded->server))
+        names[n++] = "server";
+    if (share_differs(&running->share, &reloaded->share))
+        names[n++] = "shared_state.share";
+    if (redis_differs(&running->redis, &reloaded->redis))
+        names[n++] = "shared_state.redis";
+    return n;
+}
