@@ -56,8 +56,7 @@ struct mb {
     void *app_ud;
     swim_addr_t self_addr;
     char advertise[80];
-    uint8_t keys[SWIM_KEYRING_MAX][SWIM_KEY_BYTES];
-    size_t nkeys;
+    mb_keyring_t keyring; /* n 0: plaintext */
     uint8_t rxbuf[65536];
 };
 
@@ -495,14 +494,14 @@ static int fail(mb_err_t *err, int rc, const char *fmt, ...)
     return rc;
 }
 
-static int load_keyring(mb_t *mb, mb_err_t *err)
+void mb_keyring_wipe(mb_keyring_t *kr)
 {
-    const char *path = mb->cfg.keyring_file;
-    if (!path[0]) {
-        log_line("warn", "GOSSIP IS NOT ENCRYPTED: shared_state.share.keyring_file is not set; "
-                         "any host that can reach the gossip port can join or forge membership");
-        return 0;
-    }
+    sodium_memzero(kr, sizeof *kr);
+}
+
+int mb_keyring_read(const char *path, mb_keyring_t *out, mb_err_t *err)
+{
+    out->n = 0;
     FILE *f = fopen(path, "rb");
     if (!f)
         return fail(err, SWIM_EKEYRING, "shared_state.share.keyring_file: %s: %s", path,
@@ -515,17 +514,45 @@ static int load_keyring(mb_t *mb, mb_err_t *err)
     swim_err_t e;
     int rc = len > KEYRING_FILE_MAX
                  ? SWIM_EKEYRING
-                 : swim_keyring_parse(text, len, mb->keys, SWIM_KEYRING_MAX, &mb->nkeys, &e);
+                 : swim_keyring_parse(text, len, out->keys, SWIM_KEYRING_MAX, &out->n, &e);
     sodium_memzero(text, KEYRING_FILE_MAX + 1);
     free(text);
+    if (rc)
+        mb_keyring_wipe(out); /* a line that parsed before the bad one is no keyring */
     if (len > KEYRING_FILE_MAX)
         return fail(err, rc, "shared_state.share.keyring_file: %s: above %d bytes", path,
                     KEYRING_FILE_MAX);
     if (rc)
         return fail(err, rc, "shared_state.share.keyring_file: %s: %s", path, e.msg);
-    if (mb->nkeys == 0)
+    if (out->n == 0)
         return fail(err, SWIM_EKEYRING, "shared_state.share.keyring_file: %s: no key", path);
     return 0;
+}
+
+int mb_set_keyring(mb_t *mb, const mb_keyring_t *kr, mb_err_t *err)
+{
+    if (mb->keyring.n == 0 || kr->n == 0)
+        return fail(err, SWIM_EINVAL,
+                    "shared_state.share.keyring_file: a replica started %s stays so until a "
+                    "restart",
+                    mb->keyring.n ? "sealed" : "plaintext");
+    int rc = swim_set_keys(mb->core, (const uint8_t(*)[SWIM_KEY_BYTES])kr->keys, kr->n);
+    if (rc)
+        return fail(err, rc, "shared_state.share.keyring_file: not applied");
+    mb_keyring_wipe(&mb->keyring);
+    mb->keyring = *kr;
+    log_line("info", "keyring reloaded: %zu keys, the first seals", kr->n);
+    return 0;
+}
+
+static int load_keyring(mb_t *mb, mb_err_t *err)
+{
+    if (!mb->cfg.keyring_file[0]) {
+        log_line("warn", "GOSSIP IS NOT ENCRYPTED: shared_state.share.keyring_file is not set; "
+                         "any host that can reach the gossip port can join or forge membership");
+        return 0;
+    }
+    return mb_keyring_read(mb->cfg.keyring_file, &mb->keyring, err);
 }
 
 /* The advertised address: configured, or the bind address, or (bound to any) the first
@@ -640,8 +667,8 @@ int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, mb_err_t *err)
     sc.id = cfg->node_id;
     sc.generation = (uint64_t)tt_wall_ns(); /* a restart is a new generation */
     sc.addr = mb->self_addr;
-    sc.keys = (const uint8_t(*)[SWIM_KEY_BYTES])mb->keys;
-    sc.nkeys = mb->nkeys;
+    sc.keys = (const uint8_t(*)[SWIM_KEY_BYTES])mb->keyring.keys;
+    sc.nkeys = mb->keyring.n;
     sc.label = cfg->cluster;
     randombytes_buf(&sc.seed, sizeof sc.seed);
     swim_err_t se;
@@ -654,7 +681,7 @@ int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, mb_err_t *err)
     if (cfg->n_seeds == 0)
         mb->solo = true;
     log_line("info", "membership started: node %s at %s, %s, %zu seeds", cfg->node_id,
-             mb->advertise, mb->nkeys ? "sealed" : "PLAINTEXT", cfg->n_seeds);
+             mb->advertise, mb->keyring.n ? "sealed" : "PLAINTEXT", cfg->n_seeds);
     on_join_timer(&mb->join_timer);
     pump(mb);
     *out = mb;
@@ -668,7 +695,7 @@ fail_close:
     uv_close((uv_handle_t *)&mb->join_timer, NULL);
     uv_run(loop, UV_RUN_NOWAIT);
 fail_free:
-    sodium_memzero(mb->keys, sizeof mb->keys);
+    mb_keyring_wipe(&mb->keyring);
     swim_free(mb->core);
     free(mb);
     return rc < 0 ? rc : SWIM_EINVAL;
@@ -852,7 +879,7 @@ void mb_free(mb_t *mb)
 {
     if (!mb)
         return;
-    sodium_memzero(mb->keys, sizeof mb->keys);
+    mb_keyring_wipe(&mb->keyring);
     swim_free(mb->core);
     free(mb);
 }

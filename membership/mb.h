@@ -71,6 +71,21 @@ typedef void (*mb_app_fn)(void *ud, mb_t *mb, const char *from_id, size_t from_l
 int mb_send_app(mb_t *mb, const char *to_id, size_t to_len, const uint8_t *payload, size_t len);
 void mb_set_app_handler(mb_t *mb, mb_app_fn fn, void *ud);
 
+/*
+ * The keyring file, read again for a reload (SIGHUP): rotation without a restart. mb_keyring_read
+ * reads and parses `path` (the checks and messages of the start) into *out; mb_set_keyring puts
+ * it in use (the first key seals from now on). A replica started plaintext stays plaintext, and
+ * one started sealed stays sealed: that takes a restart. The daemon reads the file before it
+ * applies a reload, so a bad keyring fails the reload whole. mb_keyring_wipe zeroes *kr.
+ */
+typedef struct mb_keyring {
+    uint8_t keys[SWIM_KEYRING_MAX][SWIM_KEY_BYTES];
+    size_t n;
+} mb_keyring_t;
+int mb_keyring_read(const char *path, mb_keyring_t *out, mb_err_t *err);
+int mb_set_keyring(mb_t *mb, const mb_keyring_t *kr, mb_err_t *err);
+void mb_keyring_wipe(mb_keyring_t *kr);
+
 /* Writes the membership families in Prometheus text (tokentriage_members, _gossip_*): one
  * call of emit per line, newline included. The server's /metrics source relays them. */
 void mb_metrics_write(const mb_t *mb, void (*emit)(void *ud, const char *line), void *ud);

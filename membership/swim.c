@@ -71,6 +71,7 @@
 #include "swim_proto.h"
 
 #include <math.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1142,10 +1143,21 @@ int swim_new(swim_core_t **out, const swim_config_t *cfg, int64_t now, swim_err_
     return 0;
 }
 
+int swim_set_keys(swim_core_t *c, const uint8_t (*keys)[SWIM_KEY_BYTES], size_t n)
+{
+    if (c->cfg.nkeys == 0 || n == 0 || n > SWIM_KEYRING_MAX)
+        return SWIM_EINVAL;
+    sodium_memzero(c->keys, sizeof c->keys);
+    memcpy(c->keys, keys, n * SWIM_KEY_BYTES);
+    c->cfg.nkeys = n;
+    return 0;
+}
+
 void swim_free(swim_core_t *c)
 {
     if (!c)
         return;
+    sodium_memzero(c->keys, sizeof c->keys);
     free(c->m);
     free(c->index);
     free(c->scratch);

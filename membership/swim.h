@@ -228,4 +228,10 @@ const swim_counters_t *swim_counters(const swim_core_t *core);
 int swim_keyring_parse(const char *text, size_t len, uint8_t (*keys)[SWIM_KEY_BYTES], size_t max,
                        size_t *n, swim_err_t *err);
 
+/* Replaces a sealed core's keyring (rotation without a restart): 1..SWIM_KEYRING_MAX keys, the
+ * first seals from now on, every one opens. A plaintext core stays plaintext and an empty ring
+ * is refused (SWIM_EINVAL, nothing changed): sealing is decided at start. The old keys are
+ * wiped. */
+int swim_set_keys(swim_core_t *core, const uint8_t (*keys)[SWIM_KEY_BYTES], size_t n);
+
 #endif

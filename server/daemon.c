@@ -6,7 +6,8 @@
  * old model is freed. A failed reload logs every error and leaves the running config serving.
  * The server section (listeners, caps) and shared_state (membership, division, Redis) are read
  * at start only: a reload that changes them says which and keeps the old values until a
- * restart (cfg_restart_sections).
+ * restart (cfg_restart_sections). The one exception is the keyring file's content, read again
+ * on every reload so keys rotate without restarts.
  */
 #include "daemon.h"
 
@@ -94,17 +95,37 @@ static void warn_restart_sections(const cfg_config_t *running, const cfg_config_
                 names[i], NULL);
 }
 
+/* A sealed replica whose keyring file is still the same path reads it again on reload (key
+ * rotation, docs/membership.md); another path, or sealing switched on or off, needs a restart. */
+static bool rereads_keyring(const daemon_t *d, const cfg_config_t *cfg)
+{
+    return d->mb && d->cfg->share.keyring_file[0] &&
+           strcmp(d->cfg->share.keyring_file, cfg->share.keyring_file) == 0;
+}
+
 static void reload(daemon_t *d)
 {
     const char *path = d->opt->config_path;
     srv_log(SRV_LOG_INFO, "reload requested", "config", path ? path : "<default>", NULL);
     cfg_config_t *cfg = load(path, "reload: config");
     char err[256] = "";
+    /* everything is read and checked before anything applies: a bad keyring fails it whole */
+    mb_keyring_t keyring = {0};
+    mb_err_t merr;
+    bool rekey = cfg && rereads_keyring(d, cfg);
+    if (rekey && mb_keyring_read(cfg->share.keyring_file, &keyring, &merr) != 0) {
+        srv_log(SRV_LOG_ERROR, "reload: keyring", "detail", merr.msg, NULL);
+        cfg_free(cfg);
+        cfg = NULL;
+    }
     if (cfg && gov_engine_reload_config(d->engine, cfg, log_reload, d, err, sizeof(err)) != 0) {
         srv_log(SRV_LOG_ERROR, "reload: engine", "detail", err, NULL);
         cfg_free(cfg);
         cfg = NULL;
     }
+    if (cfg && rekey && mb_set_keyring(d->mb, &keyring, &merr) != 0)
+        srv_log(SRV_LOG_ERROR, "reload: keyring", "detail", merr.msg, NULL);
+    mb_keyring_wipe(&keyring);
     srv_metrics_reload(d->metrics, cfg != NULL);
     if (!cfg) {
         srv_log(SRV_LOG_ERROR, "reload failed; the running configuration keeps serving", NULL);

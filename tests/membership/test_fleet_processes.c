@@ -429,3 +429,84 @@ Test(fleet, an_outsider_cannot_join_and_a_key_rotates_without_a_split, .fini = u
             cr_assert(both_count_two(30000), "split after step %zu, replica %d restarted", s, i);
         }
 }
+
+/* Replica i's count of `reason` drops, or of reloads with `result`, from its /metrics. */
+static long long metric_of(int hport, const char *name)
+{
+    static char text[1 << 16];
+    return scrape(hport, text, sizeof text) == 0 ? counter(text, name) : -1;
+}
+
+#define AUTH_DROPS "tokentriage_gossip_dropped_total{reason=\"auth\"} "
+
+/* SIGHUP replica i and wait until its /metrics counts `want` reloads with `result`. */
+static void reload_and_wait(int i, int hport, const char *result, long long want)
+{
+    char name[96];
+    snprintf(name, sizeof name, "tokentriage_reloads_total{result=\"%s\"} ", result);
+    kill(d[i].pid, SIGHUP);
+    struct timespec pause = {0, 20 * 1000000L};
+    long long deadline = tt_now_ms() + 10000;
+    while (metric_of(hport, name) != want && tt_now_ms() < deadline)
+        nanosleep(&pause, NULL);
+    cr_assert_eq(metric_of(hport, name), want, "replica %d: reloads %s", i, result);
+}
+
+/* The same rotation with no restart at all: each step is a keyring file edit and a SIGHUP. Not
+ * one datagram is refused on the way, and the pair stays whole; then the reload is shown to have
+ * taken effect (a replica back on the removed key is refused), and a bad keyring fails the
+ * reload whole. */
+Test(fleet, a_key_rotates_by_reload_without_a_restart_or_a_refused_datagram, .fini = unlink_rings)
+{
+    for (int i = 0; i < 2; i++) {
+        snprintf(rings[i], sizeof rings[i], "/tmp/tt-ring-XXXXXX");
+        int fd = mkstemp(rings[i]);
+        cr_assert_geq(fd, 0);
+        close(fd);
+        write_ring(i, KEY_A "\n");
+    }
+    char extra[1024];
+    replica_config(0, 0, extra, sizeof extra);
+    cr_assert_eq(tt_daemon_start(&d[0], LIMITS, extra), 0);
+    int port0 = bound_port(&d[0], "membership started");
+    replica_config(1, port0, extra, sizeof extra);
+    cr_assert_eq(tt_daemon_start(&d[1], LIMITS, extra), 0);
+    cr_assert(both_count_two(30000), "the keyed pair did not converge");
+    int hport[2] = {bound_port(&d[0], "http listening"), bound_port(&d[1], "http listening")};
+    pid_t pid[2] = {d[0].pid, d[1].pid};
+
+    static const char *const steps[] = {
+        "# primary\n" KEY_A "\n" KEY_B "\n", /* add the new key */
+        "# primary\n" KEY_B "\n" KEY_A "\n", /* make it primary */
+        KEY_B "\n",                          /* remove the old */
+    };
+    long long ok = 0;
+    for (size_t s = 0; s < sizeof steps / sizeof *steps; s++) {
+        ok++;
+        for (int i = 0; i < 2; i++) {
+            write_ring(i, steps[s]);
+            reload_and_wait(i, hport[i], "ok", ok);
+            cr_assert(both_count_two(5000), "split after step %zu at replica %d", s, i);
+        }
+    }
+    cr_assert(tt_daemon_log_has(&d[0], "keyring reloaded: 1 keys", 0));
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(d[i].pid, pid[i], "replica %d was restarted", i);
+        cr_assert_eq(metric_of(hport[i], AUTH_DROPS), 0, "replica %d refused a datagram", i);
+    }
+
+    /* replica 1 back on the removed key alone: replica 0 now refuses what it sends */
+    write_ring(1, KEY_A "\n");
+    reload_and_wait(1, hport[1], "ok", ok + 1);
+    struct timespec pause = {0, 50 * 1000000L};
+    long long deadline = tt_now_ms() + 10000;
+    while (metric_of(hport[0], AUTH_DROPS) <= 0 && tt_now_ms() < deadline)
+        nanosleep(&pause, NULL);
+    cr_assert_gt(metric_of(hport[0], AUTH_DROPS), 0, "the reloaded key was not in use");
+
+    /* a keyring that does not parse fails the reload whole; the replica keeps serving */
+    write_ring(0, "not base64\n");
+    reload_and_wait(0, hport[0], "failed", 1);
+    cr_assert(tt_daemon_log_has(&d[0], "reload: keyring", 0));
+    cr_assert_eq(live_of(0) >= 1, true, "replica 0 stopped answering");
+}

@@ -224,6 +224,28 @@ Test(swim_proto, every_key_of_the_ring_opens_so_keys_rotate_without_a_split)
     swim_free(c);
 }
 
+Test(swim_proto, a_keyring_replaced_in_place_opens_only_its_own_keys_and_sealing_stays_decided)
+{
+    swim_core_t *c = keyed(); /* key1 */
+    uint8_t ring[1][SWIM_KEY_BYTES];
+    memcpy(ring[0], key2, SWIM_KEY_BYTES);
+    cr_assert_eq(swim_set_keys(c, (const uint8_t(*)[SWIM_KEY_BYTES])ring, 0), SWIM_EINVAL);
+    cr_assert_eq(swim_set_keys(c, (const uint8_t(*)[SWIM_KEY_BYTES])ring, 1), 0);
+    craft_t cr = {.kind = SWIM_GOSSIP, .n_updates = 1};
+    uint8_t d[SWIM_DATAGRAM_MAX * 2];
+    swim_addr_t from = addr(2);
+    swim_err_t err;
+    size_t len = sealed(&cr, key1, "prod", d);
+    cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), SWIM_EAUTH, "the old key was removed");
+    cr.seq = 2;
+    len = sealed(&cr, key2, "prod", d);
+    cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), 0, "%s", err.msg);
+    swim_free(c);
+    c = receiver(NULL, 0, "prod"); /* plaintext stays plaintext until a restart */
+    cr_assert_eq(swim_set_keys(c, (const uint8_t(*)[SWIM_KEY_BYTES])ring, 1), SWIM_EINVAL);
+    swim_free(c);
+}
+
 Test(swim_proto, an_application_payload_is_handed_over_once_with_its_sender)
 {
     swim_core_t *c = keyed();
