@@ -35,7 +35,7 @@
  * single-threaded, on a loaded 2-core machine) made late by up to 1 s is admitted as if it had
  * come on time. With burst 20 (200 ms) a stall of the generator alone, not the fleet, loses
  * the admissions due during it beyond 200 ms. A larger tolerance could also carry unspent
- * credit across the window's edges; split() checks that it does not (check_edge). */
+ * credit across the window's edges; full_edge() makes sure it does not. */
 #define SPLIT_BURST 100
 
 /* governance.limits for one rpm limit per team of AMOUNT per 2 s with the given burst. */
@@ -284,9 +284,9 @@ static int64_t full_edge(const int parts[N], int loaded, int64_t t)
 
 /* Offers 1.2 x the cap split by `parts` (percent per replica), lets the leases settle for 4 s
  * (demand is smoothed over 2 s), then asserts that what the fleet admitted of the decisions due
- * in the next three periods (full_edge() to full_edge()) is within [lo, hi] x the cap, and
+ * in the next `periods` periods (full_edge() to full_edge()) is within [lo, hi] x the cap, and
  * returns it over the cap. */
-static double split(const int parts[N], const char *name, double lo, double hi)
+static double split(const int parts[N], const char *name, int periods, double lo, double hi)
 {
     start_fleet(SPLIT_BURST);
     int loaded = 0;
@@ -298,7 +298,7 @@ static double split(const int parts[N], const char *name, double lo, double hi)
     int64_t t1 = full_edge(parts, loaded, now_us() + 4000000);
     generator_stalls(&late_us, &skipped, true);
     int64_t before = admitted_total();
-    int64_t t2 = full_edge(parts, loaded, t1 + 3 * PERIOD_US);
+    int64_t t2 = full_edge(parts, loaded, t1 + periods * PERIOD_US);
     int64_t got = admitted_total() - before;
     double cap = AMOUNT * (double)(t2 - t1) / PERIOD_US;
     generator_stalls(&late_us, &skipped, false);
@@ -315,19 +315,29 @@ static double split(const int parts[N], const char *name, double lo, double hi)
 
 Test(demand_processes, a_90_10_split_at_1_2x_the_cap_uses_95_percent_of_it_fleet_wide)
 {
-    split((const int[N]){90, 10, 0, 0}, "90/10", 0.95, 1.05);
+    split((const int[N]){90, 10, 0, 0}, "90/10", 3, 0.95, 1.05);
 }
 
 /* Both sites are offered 60% of the cap and granted 48.75% each (A = 97.5% shared evenly). */
 Test(demand_processes, a_50_50_split_at_1_2x_the_cap_uses_95_percent_of_it_fleet_wide)
 {
-    split((const int[N]){50, 50, 0, 0}, "50/50", 0.95, 1.05);
+    split((const int[N]){50, 50, 0, 0}, "50/50", 3, 0.95, 1.05);
 }
 
 Test(demand_processes, even_load_over_all_four_admits_what_equal_division_would_within_1_percent)
 {
-    /* equal division admits the cap exactly under saturating even load (test_fleet.c) */
-    split((const int[N]){25, 25, 25, 25}, "even over four", 0.99, 1.01);
+    /* equal division admits the cap exactly under saturating even load (test_fleet.c). Six
+     * periods, not three: each edge is exact to about a unit per replica, 8 units in all, which
+     * must stay well inside 1% of the window's cap */
+    split((const int[N]){25, 25, 25, 25}, "even over four", 6, 0.99, 1.01);
+    /* and the division itself is equal division's: every replica leased amount / 4 */
+    for (int i = 0; i < N; i++) {
+        fleet_row_t row;
+        cr_assert(query(i, &row));
+        cr_assert_eq(row.keys_leased, 1, "replica %d", i);
+        cr_assert_eq(row.largest_lease, AMOUNT / N, "replica %d leased %lld", i,
+                     (long long)row.largest_lease);
+    }
 }
 
 /* What the replicas still running disclose, polled, and the fleet's count checked against it:
