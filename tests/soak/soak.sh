@@ -2,7 +2,7 @@
 # Soak: the daemon under steady load while the world around it changes. Bounded in time and
 # self-cleaning (every process it starts is killed by its pid on exit, its directory removed).
 #
-#   tests/soak/soak.sh [--quick] [--minutes M] [--build DIR]
+#   tests/soak/soak.sh [--quick] [--minutes M] [--build DIR] [--division equal|demand]
 #
 # What runs (default 10 minutes; --quick: 40 seconds, 100k keys, one of each fault):
 #   - replica r0 of a 3-replica share fleet (r0, r1, r2; sealed gossip on loopback), loaded by
@@ -21,16 +21,22 @@
 #   - the fleet: after each restart r0 counts 3 live members again (polled, 30 s deadline);
 #   - RSS flat: r0's RSS after warm-up (the first 30%) grows less than 10%;
 #   - no decision stalled over 100 ms: the slowest round trip of every load run (loadgen max_us).
+# --division demand (SPEC 6b) adds a share limit at the key level, `fleet_key`, 60 a minute per
+# key, so the load's keys run through demand division: with 100k keys (--quick) every tracked
+# key is above its cold share and reports to its owner among the three; with 1M keys the
+# 4096-key table fills and churns. Checked besides: r0 holds and grants leases at the end, and
+# no demand datagram was dropped as undecodable (rx_bad 0 in `fleet`'s metrics).
 # Prints one line per tick and a summary; exits non-zero when a check failed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-minutes=10 quick=0 build=build
+minutes=10 quick=0 build=build division=equal
 while [ $# -gt 0 ]; do
   case $1 in
   --quick) quick=1 ;;
   --minutes) minutes=$2; shift ;;
   --build) build=$2; shift ;;
-  *) echo "usage: $0 [--quick] [--minutes M] [--build DIR]" >&2; exit 64 ;;
+  --division) division=$2; shift ;;
+  *) echo "usage: $0 [--quick] [--minutes M] [--build DIR] [--division equal|demand]" >&2; exit 64 ;;
   esac
   shift
 done
@@ -38,6 +44,12 @@ tt=$PWD/$build/cmd/tokentriage loadgen=$PWD/$build/bench/loadgen
 [ -x "$tt" ] && [ -x "$loadgen" ] || { echo "soak: build $build first (scripts/build.sh $build)" >&2; exit 2; }
 if [ $quick = 1 ]; then total=40 tick=5 kill_every=20 keys=100000; else
   total=$((minutes * 60)) tick=10 kill_every=60 keys=1000000; fi
+case $division in
+equal) demand_limit="" ;;
+demand) demand_limit="
+    - { id: fleet_key, attach: { level: key }, type: rpm, amount: 60, period: 1m, store: share }" ;;
+*) echo "soak: --division equal|demand" >&2; exit 64 ;;
+esac
 
 dir=$(mktemp -d /tmp/tt-soak-XXXXXX)
 chmod 700 "$dir"
@@ -69,14 +81,15 @@ printf '# primary\n%s\n' "$(head -c 32 /dev/urandom | base64)" >"$dir/keyring"
 chmod 600 "$dir/keyring"
 gport=$(free_port)
 
-# config NAME BIND SEEDS CHURN_AMOUNT
+hport=$(free_port) # r0's /metrics
+# config NAME BIND SEEDS CHURN_AMOUNT [HTTP]
 config() {
   local d=$dir/$1
   mkdir -p "$d" && chmod 700 "$d"
   cat >"$d/config.yaml.new" <<EOF
 server:
   socket: $d/tt.sock
-  http: ""
+  http: "${5:-}"
   max_counters: 4000000
 governance:
   limits:
@@ -84,7 +97,7 @@ governance:
     - { id: sentinel, attach: { level: team }, type: rpm, amount: 1, period: 1h }
     - { id: churn, attach: { level: team }, type: rpm, amount: $4, period: 1h }
     - { id: fleet_team, attach: { level: team }, type: rpm, amount: 100000, period: 1m, store: share }
-    - { id: redis_sentinel, attach: { level: org }, type: rpm, amount: 1, period: 1h, store: redis }
+    - { id: redis_sentinel, attach: { level: org }, type: rpm, amount: 1, period: 1h, store: redis }$demand_limit
 shared_state:
   share:
     node_id: $1
@@ -92,6 +105,7 @@ shared_state:
     seeds: [$3]
     keyring_file: $dir/keyring
     cluster: soak
+    division: $division
   redis: { address: "127.0.0.1:$rport", timeout: 50ms }
 EOF
   mv "$d/config.yaml.new" "$d/config.yaml"
@@ -105,7 +119,7 @@ serve() {
   done
   bad "$1 did not come up (see its log)"; tail -5 "$dir/$1/stderr.log"
 }
-config r0 "127.0.0.1:$gport" "" 10
+config r0 "127.0.0.1:$gport" "" 10 "127.0.0.1:$hport"
 serve r0
 config r1 127.0.0.1:0 "\"127.0.0.1:$gport\"" 10 && serve r1
 config r2 127.0.0.1:0 "\"127.0.0.1:$gport\"" 10 && serve r2
@@ -141,7 +155,7 @@ while [ $((SECONDS - start)) -lt "$total" ]; do
   pid[load]=$!
   # a reload: the churned limit changes identity; the others keep theirs
   churn=$((churn == 10 ? 20 : 10))
-  config r0 "127.0.0.1:$gport" "" $churn
+  config r0 "127.0.0.1:$gport" "" $churn "127.0.0.1:$hport"
   kill -HUP "${pid[r0]}"
   reloads=$((reloads + 1))
   check_sentinels "reload $reloads"
@@ -179,7 +193,25 @@ if [ -n "$rss_warm" ]; then
   awk -v a="$rss_warm" -v b="$rss_max" 'BEGIN{exit !(b <= a * 1.10)}' ||
     bad "RSS grew after warm-up: $rss_warm -> $rss_max KiB"
 fi
+demand=""
+if [ "$division" = demand ]; then
+  # the demand exchange kept working through the reloads and kills: leases held and granted
+  # here at the end, grants received, and not one undecodable or foreign demand datagram
+  row=$("$tt" fleet -s "$sock" --json 2>/dev/null | python3 -c '
+import json, sys
+r = [l for l in json.load(sys.stdin)["limits"] if l["id"] == "fleet_key"][0]
+print(r["keys_leased"], r["keys_owned"])')
+  metric() { curl -s "127.0.0.1:$hport/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+  leased=${row% *} owned=${row#* } granted=$(metric tokentriage_demand_grants_received_total)
+  rx_bad=$(metric tokentriage_demand_rx_bad_total) untracked=$(metric tokentriage_demand_untracked_arrivals_total)
+  [ "${leased:-0}" -gt 0 ] || bad "demand: r0 holds no lease at the end"
+  [ "${owned:-0}" -gt 0 ] || bad "demand: r0 owns no key at the end"
+  [ "${granted:-0}" -gt 0 ] || bad "demand: r0 never received a grant"
+  [ "${rx_bad:-1}" = 0 ] || bad "demand: $rx_bad demand datagrams dropped as bad"
+  demand=" demand_leased=$leased demand_owned=$owned grants_received=$granted rx_bad=$rx_bad untracked_arrivals=$untracked"
+fi
 echo "soak: summary: ${total}s answers=$answers errors=$errors worst_us=$worst_us reloads=$reloads" \
   "replica_kills=$kills redis_restarts=$redis_restarts rss_after_warmup_kib=$rss_warm" \
-  "rss_max_kib=$rss_max load=$(cut -d' ' -f1-3 /proc/loadavg) result=$([ $fail = 0 ] && echo PASS || echo FAIL)"
+  "rss_max_kib=$rss_max division=$division$demand load=$(cut -d' ' -f1-3 /proc/loadavg)" \
+  "result=$([ $fail = 0 ] && echo PASS || echo FAIL)"
 exit $fail
