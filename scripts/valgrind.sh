@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The tests that start the real daemon, with every daemon under valgrind memcheck
-# (--leak-check=full --error-exitcode=99; tests/integration/daemon.c honours TT_VALGRIND=<dir>).
+# (--leak-check=full --error-exitcode=99; tests/integration/daemon.c and the fleet harness
+# tests/share/fleet.c honour TT_VALGRIND=<dir>), the multi-replica fleets included.
 # Passes when every test passes and no daemon's log shows an error or a leak (a leak counts as
 # an error with --error-exitcode). A daemon a test SIGKILLs on purpose writes no summary: counted.
 # Usage: scripts/valgrind.sh [build-dir]   (a plain, non-sanitizer build; default build-vg)
@@ -13,7 +14,8 @@ logs=$(mktemp -d /tmp/tt-valgrind-XXXXXX)
 trap 'rm -rf "$logs"' EXIT
 rc=0
 TT_VALGRIND=$logs ctest --test-dir "$dir" --output-on-failure --timeout 1800 \
-  -R '^test_(integration|server_srv|server_http|redis_daemons)' || rc=1
+  -R '^test_(integration_.*|server_srv|server_http|redis_daemons|membership_fleet|share_fleet|demand_processes)$' \
+  || rc=1
 n=$(ls "$logs" | wc -l)
 bad=$(grep -l 'ERROR SUMMARY: [1-9]' "$logs"/vg.*.log || true)
 clean=$(grep -l 'ERROR SUMMARY: 0 errors' "$logs"/vg.*.log | wc -l)

@@ -209,23 +209,30 @@ int fleet_start(fleet_t *f, int i, const char *limits_yaml)
     }
     fprintf(c, "]\n");
     fclose(c);
-    const char *bin = TT_BINARY_DIR "/cmd/tokentriage";
-    if (f->netns)
-        r->pid = spawn(
-            (const char *const[]){"ip", "netns", "exec", r->ns, bin, "serve", "-c", conf, NULL},
-            log);
-    else
-        r->pid = spawn((const char *const[]){bin, "serve", "-c", conf, NULL}, log);
+    /* [ip netns exec NS] [valgrind ...] tokentriage serve -c CONF; TT_VALGRIND=<dir> runs every
+     * replica under memcheck with its log there, as tests/integration/daemon.c does */
+    const char *argv[16], *vg = getenv("TT_VALGRIND");
+    char vglog[512];
+    int k = 0;
+    if (f->netns) {
+        argv[k++] = "ip", argv[k++] = "netns", argv[k++] = "exec", argv[k++] = r->ns;
+    }
+    if (vg && *vg) {
+        snprintf(vglog, sizeof(vglog), "--log-file=%s/vg.%%p.log", vg);
+        argv[k++] = "valgrind", argv[k++] = "--leak-check=full", argv[k++] = "--error-exitcode=99";
+        argv[k++] = vglog;
+    }
+    argv[k++] = TT_BINARY_DIR "/cmd/tokentriage", argv[k++] = "serve", argv[k++] = "-c";
+    argv[k++] = conf, argv[k] = NULL;
+    r->pid = spawn(argv, log);
     return r->pid > 0 ? 0 : -1;
 }
 
-void fleet_signal(fleet_t *f, int i, int sig)
+/* Waits (bounded) for replica i to exit after a SIGKILL or SIGTERM; SIGKILL after 10 s. */
+static void reap(fleet_t *f, int i)
 {
     fleet_replica_t *r = &f->r[i];
     if (r->pid <= 0)
-        return;
-    kill(r->pid, sig);
-    if (sig != SIGKILL && sig != SIGTERM)
         return;
     int64_t deadline = fleet_now_ms() + 10000;
     while (waitpid(r->pid, NULL, WNOHANG) == 0) {
@@ -237,6 +244,15 @@ void fleet_signal(fleet_t *f, int i, int sig)
         usleep(10000);
     }
     r->pid = 0;
+}
+
+void fleet_signal(fleet_t *f, int i, int sig)
+{
+    if (f->r[i].pid <= 0)
+        return;
+    kill(f->r[i].pid, sig);
+    if (sig == SIGKILL || sig == SIGTERM)
+        reap(f, i);
 }
 
 bool fleet_ready(fleet_t *f, int i)
@@ -271,8 +287,15 @@ int fleet_link(fleet_t *f, int i, bool up)
 
 void fleet_teardown(fleet_t *f)
 {
+    /* Under TT_VALGRIND the replicas are stopped with SIGTERM, all at once (a graceful leave),
+     * so memcheck writes its summary; otherwise SIGKILL, the quickest. */
+    const char *vg = getenv("TT_VALGRIND");
+    int sig = vg && *vg ? SIGTERM : SIGKILL;
     for (int i = 0; i < f->n; i++)
-        fleet_signal(f, i, SIGKILL);
+        if (f->r[i].pid > 0)
+            kill(f->r[i].pid, sig);
+    for (int i = 0; i < f->n; i++)
+        reap(f, i);
     unmake_netns(f);
     if (f->dir[0])
         RUN("rm", "-rf", f->dir);
