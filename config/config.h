@@ -53,6 +53,9 @@ enum {
 #define CFG_DEFAULT_JOIN_TIMEOUT_NS (INT64_C(10) * 1000000000)
 #define CFG_DEFAULT_COLD_SHARE 0.05
 #define CFG_DEFAULT_DEMAND_INTERVAL_NS (INT64_C(500) * 1000000)
+#define CFG_DEFAULT_DEMAND_KEYS 4096
+#define CFG_DEMAND_KEYS_MIN 64
+#define CFG_DEMAND_KEYS_MAX 65536
 #define CFG_DEFAULT_REDIS_TIMEOUT_NS (INT64_C(50) * 1000000)
 
 /* server: the decision socket and the operations endpoint. */
@@ -91,6 +94,7 @@ typedef struct cfg_share {
     cfg_division_t division;
     double cold_share;          /* c in (0, 1): the share without a lease (demand mode) */
     int64_t demand_interval_ns; /* demand reports and lease refresh */
+    int64_t demand_keys;        /* keys measured (and owned) per replica in demand mode */
 } cfg_share_t;
 
 /* shared_state.redis: the one shared counter store. */

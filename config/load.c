@@ -440,9 +440,19 @@ static void load_server(struct ctx *c, const cfg_node_t *n)
         get_ids(c, v, "allow_gids", s->allow_gids, &s->n_allow_gids);
 }
 
-static const char *const share_keys[] = {
-    "node_id",        "bind",         "advertise", "seeds",      "keyring_file",    "cluster",
-    "partition_hold", "join_timeout", "division",  "cold_share", "demand_interval", NULL};
+static const char *const share_keys[] = {"node_id",
+                                         "bind",
+                                         "advertise",
+                                         "seeds",
+                                         "keyring_file",
+                                         "cluster",
+                                         "partition_hold",
+                                         "join_timeout",
+                                         "division",
+                                         "cold_share",
+                                         "demand_interval",
+                                         "demand_keys",
+                                         NULL};
 static const char *const division_names[] = {"equal", "demand", NULL};
 
 static void load_share(struct ctx *c, const cfg_node_t *n)
@@ -507,6 +517,9 @@ static void load_share(struct ctx *c, const cfg_node_t *n)
     if ((v = at(m, "demand_interval")))
         get_duration(c, v, join(p, base, "demand_interval"), INT64_C(10) * 1000000,
                      INT64_C(60) * 1000000000, &s->demand_interval_ns);
+    if ((v = at(m, "demand_keys")))
+        get_int(c, v, join(p, base, "demand_keys"), CFG_DEMAND_KEYS_MIN, CFG_DEMAND_KEYS_MAX,
+                &s->demand_keys);
 }
 
 static const char *const redis_keys[] = {"address", "timeout", NULL};
@@ -817,6 +830,7 @@ static void set_defaults(cfg_config_t *cfg)
     cfg->share.join_timeout_ns = CFG_DEFAULT_JOIN_TIMEOUT_NS;
     cfg->share.cold_share = CFG_DEFAULT_COLD_SHARE;
     cfg->share.demand_interval_ns = CFG_DEFAULT_DEMAND_INTERVAL_NS;
+    cfg->share.demand_keys = CFG_DEFAULT_DEMAND_KEYS;
     cfg->redis.timeout_ns = CFG_DEFAULT_REDIS_TIMEOUT_NS;
 }
 

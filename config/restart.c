@@ -30,7 +30,8 @@ static bool share_differs(const cfg_share_t *a, const cfg_share_t *b)
            strcmp(a->keyring_file, b->keyring_file) != 0 || strcmp(a->cluster, b->cluster) != 0 ||
            a->partition_hold_ns != b->partition_hold_ns ||
            a->join_timeout_ns != b->join_timeout_ns || a->division != b->division ||
-           a->cold_share != b->cold_share || a->demand_interval_ns != b->demand_interval_ns;
+           a->cold_share != b->cold_share || a->demand_interval_ns != b->demand_interval_ns ||
+           a->demand_keys != b->demand_keys;
 }
 
 static bool redis_differs(const cfg_redis_t *a, const cfg_redis_t *b)

@@ -311,6 +311,10 @@ void demand_config_from_share(demand_config_t *out, const cfg_share_t *share)
     if (w > DEMAND_WINDOW_MAX * out->interval_ns)
         w = DEMAND_WINDOW_MAX * out->interval_ns;
     out->window_ns = w;
+    /* shared_state.share.demand_keys: keys measured and keys owned; four reporters per owned
+     * key on average before reports are refused */
+    out->keys_max = out->owned_max = (uint32_t)share->demand_keys;
+    out->leases_max = 4 * out->keys_max;
 }
 
 const char *demand_strerror(int err)

@@ -104,9 +104,10 @@ typedef struct demand_core demand_core_t;
 void demand_config_default(demand_config_t *cfg);
 
 /*
- * The demand settings of shared_state.share (SPEC §4, §6b): demand_interval, and cold_share as
- * the nearest num / 2^20 (at least 1). The smoothing window is 2 s clamped to 1 .. 8 intervals;
- * the lease lifetime stays 3 intervals and the table bounds keep their defaults.
+ * The demand settings of shared_state.share (SPEC §4, §6b): demand_interval, cold_share as the
+ * nearest num / 2^20 (at least 1), and demand_keys as keys_max = owned_max (leases_max four
+ * times that). The smoothing window is 2 s clamped to 1 .. 8 intervals; the lease lifetime
+ * stays 3 intervals.
  */
 void demand_config_from_share(demand_config_t *out, const cfg_share_t *share);
 

@@ -130,6 +130,7 @@ Test(defaults, omitted_settings_take_their_documented_defaults)
     cr_assert_eq(cfg->share.partition_hold_ns, INT64_C(60000000000));
     cr_assert_eq(cfg->share.division, CFG_DIVISION_EQUAL);
     cr_assert_eq(cfg->share.demand_interval_ns, INT64_C(500000000));
+    cr_assert_eq(cfg->share.demand_keys, 4096);
     cr_assert_eq(cfg->redis.timeout_ns, INT64_C(50000000));
     const cfg_limit_t *l = cfg_find_limit(cfg, "a");
     cr_assert_not_null(l);
@@ -154,6 +155,7 @@ Test(schema, every_section_reads_what_it_is_given)
         "    advertise: ${TT_TEST_IP}:7000\n    seeds: [a:1, \"b.example:2\"]\n"
         "    keyring_file: /k\n    cluster: prod\n    partition_hold: 0s\n    join_timeout: 1m30s\n"
         "    division: demand\n    cold_share: 0.1\n    demand_interval: 250ms\n"
+        "    demand_keys: 16384\n"
         "  redis: { address: \"[::1]:6379\", timeout: 1s }\n",
         0, &cfg);
     cr_assert_str_eq(text, "");
@@ -177,6 +179,7 @@ Test(schema, every_section_reads_what_it_is_given)
     cr_assert_eq(cfg->share.division, CFG_DIVISION_DEMAND);
     cr_assert_float_eq(cfg->share.cold_share, 0.1, 1e-12);
     cr_assert_eq(cfg->share.demand_interval_ns, INT64_C(250000000));
+    cr_assert_eq(cfg->share.demand_keys, 16384);
     cr_assert_str_eq(cfg->redis.address, "[::1]:6379");
     cr_assert_eq(cfg->redis.timeout_ns, INT64_C(1000000000));
     free(text);
@@ -266,4 +269,17 @@ Test(schema, more_limits_than_the_engine_holds_are_refused)
               text);
     free(text);
     free(yaml);
+}
+
+Test(schema, demand_keys_out_of_range_is_refused_naming_the_field)
+{
+    char *text = load_text("shared_state:\n  share: { node_id: n1, demand_keys: 10 }\n", 0, NULL);
+    cr_assert(strstr(text, "shared_state.share.demand_keys"), "%s", text);
+    free(text);
+    text = load_text("shared_state:\n  share: { node_id: n1, demand_keys: 65537 }\n", 0, NULL);
+    cr_assert(strstr(text, "shared_state.share.demand_keys"), "%s", text);
+    free(text);
+    text = load_text("shared_state:\n  share: { node_id: n1, demand_keys: 65536 }\n", 0, NULL);
+    cr_assert_str_eq(text, "");
+    free(text);
 }

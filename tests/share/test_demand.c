@@ -671,9 +671,12 @@ Test(demand_receive, a_datagram_from_a_non_member_or_garbage_changes_nothing)
 
 Test(demand_config, follows_shared_state_share)
 {
-    cfg_share_t s = {.cold_share = 0.05, .demand_interval_ns = 500 * DF_MS};
+    cfg_share_t s = {.cold_share = 0.05, .demand_interval_ns = 500 * DF_MS, .demand_keys = 100000};
     demand_config_t cfg;
     demand_config_from_share(&cfg, &s);
+    cr_expect_eq(cfg.keys_max, 100000);
+    cr_expect_eq(cfg.owned_max, 100000);
+    cr_expect_eq(cfg.leases_max, 400000);
     cr_expect_eq(cfg.cold_num, 52429);
     cr_expect_eq(cfg.interval_ns, 500 * DF_MS);
     cr_expect_eq(cfg.window_ns, 2 * S);

@@ -30,7 +30,8 @@ static int table_get(const void *ctx, size_t i, swim_member_view_t *v)
 
 static demand_node_t *node_for(const char *self)
 {
-    cfg_share_t cfg = {.cold_share = 0.05, .demand_interval_ns = 500 * MS};
+    cfg_share_t cfg = {
+        .cold_share = 0.05, .demand_interval_ns = 500 * MS, .demand_keys = CFG_DEFAULT_DEMAND_KEYS};
     snprintf(cfg.node_id, sizeof(cfg.node_id), "%s", self);
     demand_node_t *n;
     char err[128];
