@@ -365,6 +365,30 @@ static void replica_config(int i, int seed, char *out, size_t cap)
              i, seeds, rings[i]);
 }
 
+/* Makes replica i's keyring file holding `text`. */
+static void make_ring(int i, const char *text)
+{
+    snprintf(rings[i], sizeof rings[i], "/tmp/tt-ring-XXXXXX");
+    int fd = mkstemp(rings[i]);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    write_ring(i, text);
+}
+
+/* Starts replicas 0 and 1 on their keyrings, 1 seeded to 0, and waits until both count 2 live.
+ * Returns replica 0's gossip port. */
+static int start_pair(void)
+{
+    char extra[1024];
+    replica_config(0, 0, extra, sizeof extra);
+    cr_assert_eq(tt_daemon_start(&d[0], LIMITS, extra), 0);
+    int port0 = bound_port(&d[0], "membership started");
+    replica_config(1, port0, extra, sizeof extra);
+    cr_assert_eq(tt_daemon_start(&d[1], LIMITS, extra), 0);
+    cr_assert(both_count_two(30000), "the keyed pair did not converge");
+    return port0;
+}
+
 static void unlink_rings(void)
 {
     stop_all();
@@ -379,21 +403,10 @@ static void unlink_rings(void)
  * counts 2 live) after every single restart. */
 Test(fleet, an_outsider_cannot_join_and_a_key_rotates_without_a_split, .fini = unlink_rings)
 {
-    for (int i = 0; i < 3; i++) {
-        snprintf(rings[i], sizeof rings[i], "/tmp/tt-ring-XXXXXX");
-        int fd = mkstemp(rings[i]);
-        cr_assert_geq(fd, 0);
-        close(fd);
-        write_ring(i, i < 2 ? KEY_A "\n" : KEY_B "\n");
-    }
+    for (int i = 0; i < 3; i++)
+        make_ring(i, i < 2 ? KEY_A "\n" : KEY_B "\n");
+    int port0 = start_pair();
     char extra[1024];
-    replica_config(0, 0, extra, sizeof extra);
-    cr_assert_eq(tt_daemon_start(&d[0], LIMITS, extra), 0);
-    int port0 = bound_port(&d[0], "membership started");
-    replica_config(1, port0, extra, sizeof extra);
-    cr_assert_eq(tt_daemon_start(&d[1], LIMITS, extra), 0);
-    cr_assert(both_count_two(30000), "the keyed pair did not converge");
-
     replica_config(2, port0, extra, sizeof extra);
     cr_assert_eq(tt_daemon_start(&d[2], LIMITS, extra), 0);
     int hport0 = bound_port(&d[0], "http listening");
@@ -458,20 +471,9 @@ static void reload_and_wait(int i, int hport, const char *result, long long want
  * reload whole. */
 Test(fleet, a_key_rotates_by_reload_without_a_restart_or_a_refused_datagram, .fini = unlink_rings)
 {
-    for (int i = 0; i < 2; i++) {
-        snprintf(rings[i], sizeof rings[i], "/tmp/tt-ring-XXXXXX");
-        int fd = mkstemp(rings[i]);
-        cr_assert_geq(fd, 0);
-        close(fd);
-        write_ring(i, KEY_A "\n");
-    }
-    char extra[1024];
-    replica_config(0, 0, extra, sizeof extra);
-    cr_assert_eq(tt_daemon_start(&d[0], LIMITS, extra), 0);
-    int port0 = bound_port(&d[0], "membership started");
-    replica_config(1, port0, extra, sizeof extra);
-    cr_assert_eq(tt_daemon_start(&d[1], LIMITS, extra), 0);
-    cr_assert(both_count_two(30000), "the keyed pair did not converge");
+    for (int i = 0; i < 2; i++)
+        make_ring(i, KEY_A "\n");
+    start_pair();
     int hport[2] = {bound_port(&d[0], "http listening"), bound_port(&d[1], "http listening")};
     pid_t pid[2] = {d[0].pid, d[1].pid};
 
