@@ -209,7 +209,7 @@ typedef struct gov_fleet_entry {
     bool demand;
     int64_t keys_leased, keys_owned; /* keys holding a lease here; keys owned here */
     int64_t largest_lease_age_ms;    /* the oldest live lease here since its grant; 0: none */
-    int64_t largest_lease; /* units per period of the largest live lease here; 0: none */
+    int64_t largest_lease;           /* units per period of the largest live lease here; 0: none */
     bool moving; /* within one lease lifetime of an ownership change (bounds doubled) */
 } gov_fleet_entry_t;
 
