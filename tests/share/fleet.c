@@ -184,6 +184,14 @@ int fleet_setup(fleet_t *f, int n)
     return 0;
 }
 
+/* TT_VALGRIND=<dir> (as in tests/integration/daemon.c): every replica under memcheck, logging
+ * there. NULL when unset. */
+static const char *valgrind_dir(void)
+{
+    const char *vg = getenv("TT_VALGRIND");
+    return vg && *vg ? vg : NULL;
+}
+
 int fleet_start(fleet_t *f, int i, const char *limits_yaml)
 {
     fleet_replica_t *r = &f->r[i];
@@ -209,15 +217,14 @@ int fleet_start(fleet_t *f, int i, const char *limits_yaml)
     }
     fprintf(c, "]\n");
     fclose(c);
-    /* [ip netns exec NS] [valgrind ...] tokentriage serve -c CONF; TT_VALGRIND=<dir> runs every
-     * replica under memcheck with its log there, as tests/integration/daemon.c does */
-    const char *argv[16], *vg = getenv("TT_VALGRIND");
+    /* [ip netns exec NS] [valgrind ...] tokentriage serve -c CONF */
+    const char *argv[16], *vg = valgrind_dir();
     char vglog[512];
     int k = 0;
     if (f->netns) {
         argv[k++] = "ip", argv[k++] = "netns", argv[k++] = "exec", argv[k++] = r->ns;
     }
-    if (vg && *vg) {
+    if (vg) {
         snprintf(vglog, sizeof(vglog), "--log-file=%s/vg.%%p.log", vg);
         argv[k++] = "valgrind", argv[k++] = "--leak-check=full", argv[k++] = "--error-exitcode=99";
         argv[k++] = vglog;
@@ -289,8 +296,7 @@ void fleet_teardown(fleet_t *f)
 {
     /* Under TT_VALGRIND the replicas are stopped with SIGTERM, all at once (a graceful leave),
      * so memcheck writes its summary; otherwise SIGKILL, the quickest. */
-    const char *vg = getenv("TT_VALGRIND");
-    int sig = vg && *vg ? SIGTERM : SIGKILL;
+    int sig = valgrind_dir() ? SIGTERM : SIGKILL;
     for (int i = 0; i < f->n; i++)
         if (f->r[i].pid > 0)
             kill(f->r[i].pid, sig);
