@@ -91,12 +91,14 @@ Test(lease, two_gauges_are_taken_all_or_none)
     gov_result_t b = acquire(e, &s2, 1);
     cr_assert_not(b.admit);
     cr_assert_str_eq(b.limit, "team_conc");
-    /* key_conc was not taken by the denied acquire: 4 more fit on another team */
-    gov_subject_t other;
-    subj(&other, "team", "u", "key", "k", NULL);
-    gov_result_t c = acquire(e, &other, 1);
+    /* key_conc was not taken by the denied acquire: an acquire naming the key alone reads its
+     * gauge, held once by `a`, so after this one 5 - 2 are left */
+    gov_subject_t key;
+    subj(&key, "key", "k", NULL);
+    gov_result_t c = acquire(e, &key, 1);
     cr_assert(c.admit);
-    cr_assert_eq(c.remaining, 0, "team u's gauge is now full");
+    cr_assert_str_eq(c.limit, "key_conc");
+    cr_assert_eq(c.remaining, 3, "the denied acquire took a slot of key_conc");
     gov_limit_metrics_t m[2];
     gov_engine_limit_metrics(e, m, 2);
     cr_assert_eq(m[1].counters, 1);
@@ -140,10 +142,16 @@ Test(lease, the_lease_cap_is_a_clear_error_and_takes_nothing)
     gov_subject_t s;
     subj(&s, "key", "k", NULL);
     acquire(e, &s, 1);
-    acquire(e, &s, 1);
+    uint64_t second = acquire(e, &s, 1).lease;
     gov_result_t r;
     cr_assert_eq(gov_acquire(e, &s, 1, T0, &r), GOV_ELEASES);
     cr_assert_str_eq(gov_strcode(r.status), "lease_cap");
+    /* the refused acquire took no slot: with one lease back, the gauge holds 1, and the next
+     * acquire leaves 100 - 2 */
+    cr_assert_eq(gov_release(e, second), 0);
+    r = acquire(e, &s, 1);
+    cr_assert(r.admit);
+    cr_assert_eq(r.remaining, 98, "the refused acquire took a slot");
     cr_assert_eq(gov_release_owner(e, 1), 2);
     gov_engine_destroy(e);
 }

@@ -130,7 +130,12 @@ Test(redis, a_redis_limit_answers_through_the_callback)
     cr_assert_eq(r2.verdict, GOV_DENY);
     cr_assert_str_eq(r2.limit, "shared");
     cr_assert_eq(r2.retry_after_s, 60);
-    cr_assert_str_eq(hdr(&r2, "X-Ratelimit-Remaining-Requests"), "9", "local not charged");
+    /* the header reads the state the decision found, so it cannot tell: a request naming the
+     * key alone reads the local counter itself, charged once before this one */
+    gov_subject_t k;
+    gov_result_t r3 = decide(e, subj(&k, "key", "k", NULL), GOV_NO_TOKENS, T0);
+    cr_assert_str_eq(r3.limit, "local");
+    cr_assert_eq(r3.remaining, 8, "the local limit was charged by a decision redis denied");
     gov_engine_destroy(e);
 }
 
@@ -271,6 +276,37 @@ Test(redis, a_reload_while_pending_finishes_against_the_old_config)
     cr_assert_eq(r.status, 0);
     /* "local" was dropped by the reload: its store cannot answer, fail open lets it through */
     cr_assert(r.admit);
+    gov_engine_destroy(e);
+}
+
+Test(redis, a_late_answer_after_two_reloads_never_commits_a_reused_identity)
+{
+    /* issue 16, defect 2: "old" is dropped by the first reload, its counters reclaimed, and the
+     * second reload gives its table identity to "new". The decision that started under the
+     * first config must not step "new"'s counter with "old"'s settings when redis answers. */
+    cfg_limit_t first[] = {rpm("old", "key", 1000, 60 * S, 1000),
+                           redis_rpm("shared", "team", 5, true)};
+    cfg_limit_t second[] = {redis_rpm("shared", "team", 5, true)};
+    cfg_limit_t third[] = {rpm("new", "key", 10, 60 * S, 10), redis_rpm("shared", "team", 5, true)};
+    fake_redis_t f = {0};
+    gov_engine_t *e = with_redis(first, 2, &f);
+    gov_subject_t s, k;
+    gov_result_t r;
+    done_log_t d = {0};
+    subj(&s, "team", "t", "key", "k", NULL);
+    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, on_done, &d), GOV_PENDING);
+    char err[256];
+    cr_assert_eq(gov_engine_reload(e, second, 1, true, NULL, NULL, err, sizeof(err)), 0, "%s", err);
+    gov_engine_tick(e, T0); /* "old"'s counter is reclaimed: its identity is free again */
+    cr_assert_eq(gov_engine_reload(e, third, 2, true, NULL, NULL, err, sizeof(err)), 0, "%s", err);
+    fake_answer(&f, 0, T0);
+    cr_assert_eq(d.calls, 1);
+    cr_assert_eq(r.status, 0);
+    cr_assert(r.admit, "\"old\" is gone: its store cannot answer, fail open lets it through");
+    /* "new" has seen no request: the first one leaves 10 - 1 */
+    r = decide(e, subj(&k, "key", "k", NULL), GOV_NO_TOKENS, T0);
+    cr_assert_str_eq(r.limit, "new");
+    cr_assert_eq(r.remaining, 9, "the late answer committed \"new\"'s counter");
     gov_engine_destroy(e);
 }
 

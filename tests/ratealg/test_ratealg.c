@@ -109,6 +109,29 @@ Test(gcra, settling_refunds_down_to_now_and_always_charges_an_overrun)
     cr_expect_eq(ra_settle(&w, 77, now, 0, 5), 77, "windows do not settle");
 }
 
+Test(gcra, a_huge_overrun_stays_a_deny_whose_retry_says_how_long)
+{
+    /* issue 23, item 3: tpm 16384/1h, 2^40 tokens charged after the fact. The TAT must not
+     * saturate where the next step cannot add its cost: any cost that fits the burst is then a
+     * denial with a retry, never "unfittable" (which tells the caller never to retry). */
+    ra_limiter_t l;
+    cr_assert_eq(ra_limiter_init(&l, RA_GCRA, 16384, 3600 * S, 16384), 0);
+    int64_t now = INT64_C(1700000000) * S;
+    int64_t tat = ra_settle(&l, 0, now, 0, INT64_C(1) << 40);
+    cr_assert_gt(tat, now + 3600 * S, "the overrun is charged");
+    for (int64_t cost = 1; cost <= 16384; cost *= 4) {
+        ra_result_t r = ra_step(&l, tat, now, cost);
+        cr_assert_not(r.unfittable, "cost %lld reads as unfittable", (long long)cost);
+        cr_assert_not(r.admit);
+        cr_assert_gt(r.retry_after_s, 0);
+        cr_assert_eq(r.next_state, tat, "a denial leaves the state as it was");
+    }
+    /* a second overrun on top never pushes it past where a fitting cost still adds */
+    int64_t again = ra_settle(&l, tat, now, 0, INT64_C(1) << 40);
+    cr_assert_geq(again, tat);
+    cr_assert_not(ra_step(&l, again, now, 16384).unfittable);
+}
+
 Test(state, idle_means_a_fresh_key_would_decide_the_same)
 {
     ra_limiter_t g, f;
