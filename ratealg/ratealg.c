@@ -257,8 +257,18 @@ int64_t ra_settle(const ra_limiter_t *l, int64_t state, int64_t now, int64_t res
     int64_t delta = sat_sub(actual, reserved), shift;
     if (__builtin_mul_overflow(delta, l->emission_ns, &shift))
         shift = delta > 0 ? INT64_MAX : INT64_MIN;
-    if (shift >= 0) /* an overrun is charged from wherever the TAT stands */
-        return sat_add(state > now ? state : now, shift);
+    if (shift >= 0) {
+        /* An overrun is charged from wherever the TAT stands, up to INT64_MAX - tau: from there
+         * every cost that fits the burst still adds to the TAT without leaving int64, so a later
+         * step is a denial whose retry says how long, never "unfittable" (never retry). */
+        int64_t base = state > now ? state : now, ceiling = INT64_MAX - l->tolerance_ns;
+        int64_t room; /* ceiling - base; past INT64_MAX only when base is far below 0 */
+        if (base >= ceiling)
+            return base;
+        if (__builtin_sub_overflow(ceiling, base, &room) || shift < room)
+            return base + shift;
+        return ceiling;
+    }
     if (state <= now) /* a full bucket stays full */
         return state;
     int64_t refunded = sat_add(state, shift);

@@ -102,7 +102,8 @@ int64_t ra_observe_remaining(const ra_limiter_t *l, int64_t state, int64_t now);
 /*
  * Settles a reservation against a gcra (or token_bucket) state: moves the TAT by
  * (actual - reserved) x T. A refund never moves the TAT below `now` (a full bucket stays full);
- * an overrun is always charged, saturating at INT64_MAX. Returns the new state. Settling is a
+ * an overrun is always charged, but never past INT64_MAX - tau, so a later cost that fits the
+ * burst is denied with a retry rather than called unfittable. Returns the new state. Settling is a
  * tpm operation and tpm is gcra only: a window state is returned unchanged.
  */
 int64_t ra_settle(const ra_limiter_t *l, int64_t state, int64_t now, int64_t reserved,

@@ -48,8 +48,9 @@ local function gcra_step(key, sh, sl, nh, nl, th, tl, tauh, taul, ch, cl)
 end
 
 -- ra_settle: move the TAT by (actual - reserved) x T; a refund never below now, an overrun
--- always charged (saturating).
-local function gcra_settle(key, sh, sl, nh, nl, th, tl, rh, rl, ah, al)
+-- always charged but never past INT64_MAX - tau (a later fitting cost is a denial with a retry,
+-- never unfittable).
+local function gcra_settle(key, sh, sl, nh, nl, th, tl, tauh, taul, rh, rl, ah, al)
   local dh, dl = sub(ah, al, rh, rl)
   local xh, xl = mul(dh, dl, th, tl)
   if xh == nil then
@@ -59,7 +60,13 @@ local function gcra_settle(key, sh, sl, nh, nl, th, tl, rh, rl, ah, al)
   if xh >= 0 then
     local tath, tatl = sh, sl
     if lt(sh, sl, nh, nl) then tath, tatl = nh, nl end
-    new_h, new_l = add(tath, tatl, xh, xl)
+    local ch, cl = subr(MAXH, MAXL, tauh, taul)
+    new_h, new_l = addr(tath, tatl, xh, xl)
+    if not lt(tath, tatl, ch, cl) then
+      new_h, new_l = tath, tatl
+    elseif lt(ch, cl, new_h, new_l) then
+      new_h, new_l = ch, cl
+    end
   elseif not lt(nh, nl, sh, sl) then
     new_h, new_l = sh, sl -- a full bucket stays full
   else
@@ -105,4 +112,4 @@ if rh == nil or ah == nil then
   return bad('gcra', 'ARGV[5] (reserved) and ARGV[6] (actual) must be int64s',
              tostring(ARGV[5]) .. ' ' .. tostring(ARGV[6]))
 end
-return gcra_settle(KEYS[1], sh, sl, nh, nl, th, tl, rh, rl, ah, al)
+return gcra_settle(KEYS[1], sh, sl, nh, nl, th, tl, tauh, taul, rh, rl, ah, al)

@@ -284,10 +284,26 @@ Test(lua, random_steps_over_the_int64_domain_agree_with_ratealg)
     }
 }
 
-Test(lua, random_settles_agree_with_ratealg)
+/* One settle through the script against ra_settle: the same new state, stored the same way. */
+static void check_settle(const ra_limiter_t *l, int64_t state, int64_t now, int64_t reserved,
+                         int64_t actual, const char *where)
 {
     static const char key[] = "vec:settle";
-    char where[128], err[256];
+    char err[256];
+    put_state(key, state);
+    rds_op_t op = {
+        .settle = true, .has_now = true, .now_ns = now, .reserved = reserved, .actual = actual};
+    ra_result_t got;
+    cr_assert_eq(run(l, key, &op, &got, err, sizeof(err)), 0, "%s: %s", where, err);
+    int64_t want = ra_settle(l, state, now, reserved, actual);
+    cr_assert_eq(got.next_state, want, "%s: lua %" PRId64 ", ratealg %" PRId64, where,
+                 got.next_state, want);
+    check_stored(l, key, want == state ? state : want, now, where);
+}
+
+Test(lua, random_settles_agree_with_ratealg)
+{
+    char where[128];
     for (int i = 0; i < 1500; i++) {
         ra_limiter_t l;
         do
@@ -296,16 +312,24 @@ Test(lua, random_settles_agree_with_ratealg)
         int64_t now = pick(INT64_C(1700000000000000000), INT64_C(120000000000));
         int64_t state = next_u64() % 4 == 0 ? pick(0, 1000) : pick(now, INT64_C(60000000000));
         int64_t reserved = pick(16384, 32768), actual = pick(1000, 100000);
-        put_state(key, state);
-        rds_op_t op = {
-            .settle = true, .has_now = true, .now_ns = now, .reserved = reserved, .actual = actual};
-        ra_result_t got;
         snprintf(where, sizeof(where), "random settle %d", i);
-        cr_assert_eq(run(&l, key, &op, &got, err, sizeof(err)), 0, "%s: %s", where, err);
-        int64_t want = ra_settle(&l, state, now, reserved, actual);
-        cr_assert_eq(got.next_state, want, "%s: lua %" PRId64 ", ratealg %" PRId64, where,
-                     got.next_state, want);
-        check_stored(&l, key, want == state ? state : want, now, where);
+        check_settle(&l, state, now, reserved, actual, where);
+    }
+}
+
+Test(lua, huge_overruns_stop_where_ratealg_stops)
+{
+    /* issue 23, item 3: 2^40 tokens on 16384/1h pass INT64_MAX - tau; from a fresh key, from
+     * the ceiling itself, and from beyond it (a state no settle writes, left as it is) */
+    ra_limiter_t l;
+    ra_limiter_init(&l, RA_GCRA, 16384, INT64_C(3600000000000), 16384);
+    int64_t now = INT64_C(1700000000000000000), ceiling = INT64_MAX - l.tolerance_ns;
+    const int64_t states[] = {0, now + 1, ceiling - 1, ceiling, ceiling + 1, INT64_MAX};
+    char where[128];
+    for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++) {
+        snprintf(where, sizeof(where), "overrun from %" PRId64, states[i]);
+        check_settle(&l, states[i], now, 0, INT64_C(1) << 40, where);
+        check_settle(&l, states[i], now, 5, 6, where);
     }
 }
 
