@@ -1,0 +1,272 @@
+/*
+ * The two-phase decision.
+ *
+ * A decision walks the generation's limits in order and keeps those that apply (probe.c). Each
+ * is then probed without committing anything: ra_step returns the state to store on admission
+ * instead of storing it. Only when no hard limit denies is anything written, and then every
+ * admitted probe is written at once. So a denial in one limit consumes nothing in any other:
+ * probing is reading.
+ *
+ * Verdicts. An unfittable hard limit makes the verdict unfittable (the caller must not retry
+ * that cost, whatever else said); otherwise a hard denial makes it deny, naming the denying
+ * limit with the largest retry; otherwise admit, naming the tightest limit (lowest remaining
+ * over depth). A soft limit never blocks: its would-be denial is reported in soft_denied and
+ * nothing is committed for it. When a limit's store cannot answer (the counter cap reached, a
+ * share store not armed, redis unavailable), posture.fail decides: open skips the limit for
+ * this request (redis: the local fallback limiter built from the same config decides); closed
+ * denies with a retry of 1 s.
+ *
+ * Redis makes a decision asynchronous. The local and share limits are probed first; if one of
+ * them denies hard, redis is never asked. Otherwise one operation per redis limit is submitted
+ * (the Lua script checks and commits atomically on its side) and gov_decide answers
+ * GOV_PENDING (pending.c). When the last reply arrives the whole decision runs again at the
+ * reply's time against the generation it started under, with the redis answers in hand, and
+ * commits the local side only if everything admits and only into counters whose handles are
+ * still live. Best effort, as SPEC section 5 allows: a redis limit that admitted has consumed
+ * there even if a local limit denies on the second pass.
+ */
+#include <string.h>
+
+#include "engine_int.h"
+
+static bool blocks(const probe_t *p)
+{
+    return p->evaluated && !p->r.admit && p->l->cfg.posture.enforce_hard;
+}
+
+int64_t gov__depth_of(const ra_limiter_t *lim)
+{
+    if (lim->algorithm == RA_GCRA || lim->algorithm == RA_TOKEN_BUCKET)
+        return lim->tolerance_ns / lim->emission_ns;
+    return lim->amount;
+}
+
+/*
+ * What a non-committing unit probe reads on the state after the decision. When the probe's
+ * own step was committed, its `remaining` already is that reading (a unit probe on the new
+ * state admits iff one more unit fits, and then reads the same level), so the second step is
+ * skipped.
+ */
+static gov_obs_t observe(const probe_t *p, bool committed, int64_t now)
+{
+    const ra_limiter_t *lim = &p->lim;
+    int64_t state = committed ? p->r.next_state : p->state;
+    gov_obs_t o = {.limit = &p->l->cfg, .depth = gov__depth_of(lim)};
+    o.remaining = committed ? p->r.remaining : ra_observe_remaining(lim, state, now);
+    if (lim->algorithm == RA_GCRA || lim->algorithm == RA_TOKEN_BUCKET) {
+        int64_t ahead;
+        o.reset_s =
+            __builtin_sub_overflow(state, now, &ahead) ? INT64_MAX / RA_NS_PER_S : ra_ceil_s(ahead);
+    } else {
+        int64_t into = now % lim->period_ns;
+        if (into < 0)
+            into += lim->period_ns;
+        o.reset_s = ra_ceil_s(lim->period_ns - into);
+    }
+    return o;
+}
+
+void gov__add_soft(gov_result_t *out, const gov_limit_t *l)
+{
+    if (out->n_soft_denied == GOV_SOFT_MAX) {
+        out->soft_truncated = true;
+        return;
+    }
+    memcpy(out->soft_denied[out->n_soft_denied++], l->cfg.id, CFG_ID_MAX + 1);
+}
+
+void gov__fill_from(gov_result_t *out, const probe_t *p)
+{
+    memcpy(out->limit, p->l->cfg.id, sizeof(out->limit));
+    out->remaining = p->r.remaining;
+    out->retry_after_s = p->r.retry_after_s;
+    out->reset_after_s = p->r.reset_after_s;
+}
+
+/* Verdict, commit, metrics, result and disclosure over the evaluated probes. */
+static void decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, int64_t now,
+                          gov_result_t *out)
+{
+    const probe_t *deny = NULL, *unfit = NULL, *tight = NULL;
+    gov_obs_t tight_obs = {0};
+    for (size_t i = 0; i < n; i++) {
+        probe_t *q = &p[i];
+        if (!q->evaluated)
+            continue;
+        if (q->r.admit)
+            continue;
+        bool hard = q->l->cfg.posture.enforce_hard;
+        if (q->outcome != GOV_OUT_FAIL_CLOSED)
+            q->outcome = !hard             ? GOV_OUT_SOFT_DENY
+                         : q->r.unfittable ? GOV_OUT_UNFITTABLE
+                                           : GOV_OUT_DENY;
+        if (!hard)
+            gov__add_soft(out, q->l);
+        else if (q->outcome == GOV_OUT_UNFITTABLE)
+            unfit = unfit ? unfit : q;
+        else if (!deny || q->r.retry_after_s > deny->r.retry_after_s)
+            deny = q;
+    }
+    out->verdict = unfit ? GOV_UNFITTABLE : deny ? GOV_DENY : GOV_ADMIT;
+    out->admit = out->verdict == GOV_ADMIT;
+    e->m.decisions[out->verdict]++;
+    for (size_t i = 0; i < n; i++) {
+        probe_t *q = &p[i];
+        if (!q->evaluated)
+            continue;
+        q->l->outcomes[q->outcome]++;
+        if (!q->r.admit || q->outcome == GOV_OUT_FAIL_OPEN)
+            continue;
+        if (out->admit && q->slot != GOV_SLOT_NONE)
+            e->table.slots[q->slot].state = q->r.next_state;
+        gov_obs_t o = {
+            .limit = &q->l->cfg, .remaining = q->r.remaining, .depth = gov__depth_of(&q->lim)};
+        if (gov_obs_tighter(&o, &tight_obs)) {
+            tight_obs = o;
+            tight = q;
+        }
+    }
+    if (unfit) {
+        gov__fill_from(out, unfit);
+        out->retry_after_s = 0;
+        out->code = "quota_cost_unfittable";
+    } else if (deny) {
+        gov__fill_from(out, deny);
+    } else if (tight) {
+        gov__fill_from(out, tight);
+    }
+    int64_t retry = out->verdict == GOV_DENY ? out->retry_after_s : -1;
+    if (!set->disclose) {
+        gov_disclose(out, NULL, NULL, NULL, retry);
+        return;
+    }
+    gov_obs_t best = {0}, rpm = {0}, tpm = {0};
+    for (size_t i = 0; i < n; i++) {
+        const probe_t *q = &p[i];
+        if (!q->observed)
+            continue;
+        gov_obs_t o = observe(q, out->admit && q->r.admit, now);
+        gov_obs_t *by_type = q->l->cfg.type == CFG_TYPE_TPM ? &tpm : &rpm;
+        if (gov_obs_tighter(&o, &best))
+            best = o;
+        if (gov_obs_tighter(&o, by_type))
+            *by_type = o;
+    }
+    gov_disclose(out, &best, &rpm, &tpm, retry);
+}
+
+/*
+ * How many counters this decision may add: n, unless the table is at its cap, where every one
+ * already in place is one less. There a decision on keys the table holds (the usual case under
+ * load) then skips the cap's 1024-slot reclamation slice, which it does not need: paid by every
+ * decision, that slice made each one cost about 12 us instead of under 1 us with the table full
+ * (bench/footprint.py reclaim, docs/performance.md) -- and made filling the table a way to
+ * slow every client down. Only at the cap are the keys hashed and looked up an extra time.
+ */
+static size_t counters_needed(gov_engine_t *e, const probe_t *p, size_t n)
+{
+    gov_table_t *t = &e->table;
+    if (t->count + n <= t->max)
+        return n;
+    size_t missing = 0;
+    for (size_t i = 0; i < n; i++) {
+        int ix = p[i].l->ident.index;
+        if (!gov__handle_live(t, p[i].l->ident) ||
+            gov_table_find(t, ix, gov_table_hash(t, ix, p[i].key, p[i].key_len), p[i].key,
+                           p[i].key_len) == GOV_SLOT_NONE)
+            missing++;
+    }
+    return missing;
+}
+
+/*
+ * Probes every limit. With `replies` NULL (the first pass) redis limits are left unevaluated
+ * and counted in *n_redis; with replies (the second pass) they take their answers in order.
+ * Returns GOV_PENDING when redis must be asked, else 0 with the decision finished.
+ */
+static int decide_run(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, int64_t tokens,
+                      int64_t now, const gov_redis_reply_t *replies, size_t *n_redis,
+                      gov_result_t *out)
+{
+    int rc = gov__reserve(e, counters_needed(e, p, n), now, out);
+    if (rc < 0)
+        return rc;
+    size_t ri = 0;
+    bool blocked = false;
+    for (size_t i = 0; i < n; i++) {
+        probe_t *q = &p[i];
+        int64_t cost = q->l->cfg.type == CFG_TYPE_TPM ? tokens : 1;
+        if (q->l->cfg.store == CFG_STORE_REDIS) {
+            if (!replies) {
+                ri++;
+                continue;
+            }
+            const gov_redis_reply_t *rep = &replies[ri++];
+            q->l->fallback = rep->unavailable;
+            if (!rep->unavailable) {
+                q->r = rep->r;
+                q->r.next_state = 0;
+                q->evaluated = true;
+                q->outcome = GOV_OUT_ADMIT;
+            } else {
+                q->l->store_errors++;
+                e->m.store_errors++;
+                if (q->l->cfg.posture.fail_open) /* the local fallback limiter decides */
+                    gov__local_step(e, q, now, cost);
+                else
+                    gov__posture_fail(q);
+            }
+        } else if (gov__limiter_in_force(e, q, replies ? 0 : cost, now) < 0) {
+            gov__store_failed(e, q);
+        } else {
+            gov__local_step(e, q, now, cost);
+        }
+        blocked = blocked || blocks(q);
+    }
+    *n_redis = ri;
+    if (ri && !replies && !blocked)
+        return GOV_PENDING;
+    decide_finish(e, set, p, n, now, out);
+    return 0;
+}
+
+/* The second pass of a decision that waited for redis (pending.c). */
+static void decide_resume(gov_pending_t *pd, probe_t *p, size_t n, int64_t now)
+{
+    size_t n_redis = 0;
+    (void)decide_run(pd->e, pd->set, p, n, pd->tokens, now, pd->replies, &n_redis, pd->out);
+}
+
+int gov_decide(gov_engine_t *e, const gov_subject_t *s, int64_t tokens, int64_t now,
+               gov_result_t *out, gov_done_fn done, void *ctx)
+{
+    probe_t p[GOV_APPLY_MAX];
+    size_t n = 0, n_redis = 0, held = e->table.count;
+    gov__result_init(out);
+    int rc = gov__prepare(e->set, s, RATE_TYPES, p, &n, out);
+    if (rc < 0)
+        return rc;
+    if (tokens != GOV_NO_TOKENS && (tokens < 0 || tokens > GOV_TOKENS_MAX))
+        return gov__fail(out, GOV_ERANGE, "tokens: %lld is outside 0..2^40", (long long)tokens);
+    for (size_t i = 0; i < n && tokens == GOV_NO_TOKENS; i++)
+        if (p[i].l->cfg.type == CFG_TYPE_TPM)
+            return gov__fail(out, GOV_ETOKENS, "tokens: required: tpm limit \"%s\" applies",
+                             p[i].l->cfg.id);
+    rc = decide_run(e, e->set, p, n, tokens, now, NULL, &n_redis, out);
+    if (rc == GOV_PENDING) {
+        gov_pending_t tmpl = {.types = RATE_TYPES,
+                              .finish = decide_resume,
+                              .tokens = tokens,
+                              .done = done,
+                              .ctx = ctx};
+        gov_pending_t *pd = gov__pending_new(e, s, n_redis, &tmpl, out);
+        rc = pd ? gov__pending_start(pd, GOV_REDIS_STEP, p, n, now)
+                : gov__fail(out, GOV_ENOMEM, "out of memory starting a redis operation");
+    }
+    /* Reclamation keeps pace with what this decision added. A decision on counters that already
+     * exist (most of them, under load) examines nothing here: that was 4-6% of the daemon's CPU
+     * at 10k keys (docs/performance.md); the tick's slices sweep for idle keys meanwhile. */
+    if (e->table.count > held)
+        gov_table_reclaim(&e->table, now, RECLAIM_PER_OP * (e->table.count - held));
+    return rc;
+}

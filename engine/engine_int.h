@@ -1,0 +1,183 @@
+/*
+ * The engine's internals, shared by its files (not installed; the API is engine.h and store.h).
+ * Cross-file helpers carry the gov__ prefix (libuv's uv__), file-local ones none.
+ *
+ * The files, one seam each:
+ *   engine.c   create, destroy, hooks, tick, names, metrics
+ *   gen.c      configuration generations: building, binding to counter identities, reload
+ *   probe.c    subjects to applicable limits, the limiter in force, the local counter
+ *   decide.c   the two-phase decision and its disclosure
+ *   pending.c  requests waiting on the redis store
+ *   settle.c   settle
+ *   acquire.c  concurrency leases (lease.c holds the pool)
+ *   fleet.c    the fleet bounds
+ */
+#ifndef TT_ENGINE_INT_H
+#define TT_ENGINE_INT_H
+
+#include "disclose.h"
+#include "engine.h"
+#include "lease.h"
+#include "store.h"
+#include "table.h"
+
+#define RECLAIM_PER_OP 4    /* slots examined after every operation (decide: per counter added) */
+#define RECLAIM_AT_CAP 1024 /* slots examined before an operation at the cap */
+#define LEVEL_GLOBAL UINT16_MAX
+
+#define TYPE_BIT(t) (1u << (t))
+#define RATE_TYPES (TYPE_BIT(CFG_TYPE_RPM) | TYPE_BIT(CFG_TYPE_TPM))
+
+/*
+ * A counter identity as something that outlives a call must find it again: the table index
+ * and the generation that index had when the configuration was bound. Indices are reused once
+ * a reload dropped an identity and its counters were reclaimed, so the index alone may name
+ * another limit by the time a deferred completion (a redis answer, a reservation, a lease)
+ * comes back; the generation tells. index -1: the limit holds no counters (ledger types).
+ */
+typedef struct gov_handle {
+    int index;
+    uint32_t gen;
+} gov_handle_t;
+
+typedef struct gov_limit {
+    cfg_limit_t cfg;
+    gov_handle_t ident; /* its counter identity in the table */
+    uint16_t level;     /* index into gov_set_t.levels, or LEVEL_GLOBAL */
+    bool fallback;      /* redis: the last answer was "unavailable" and the fallback decided */
+    uint64_t outcomes[GOV_OUT_COUNT];
+    uint64_t store_errors;
+} gov_limit_t;
+
+typedef struct gov_level {
+    char name[CFG_LEVEL_MAX + 1];
+    size_t len;
+} gov_level_t;
+
+/* One configuration generation: its limits and the distinct levels they attach to. Reference
+ * counted: the engine holds the live one, every pending request the one it started under. */
+typedef struct gov_set {
+    unsigned refs;
+    bool disclose;
+    size_t n, n_levels;
+    gov_level_t levels[GOV_LIMITS_MAX];
+    gov_limit_t limits[];
+} gov_set_t;
+
+struct gov_engine {
+    gov_set_t *set;
+    gov_table_t table;
+    gov_leases_t leases;
+    gov_metrics_t m;
+    size_t pending; /* asynchronous requests in flight */
+    gov_share_ops_t share;
+    void *share_ctx;
+    gov_redis_ops_t redis;
+    void *redis_ctx;
+    gov_members_fn members;
+    void *members_ctx;
+};
+
+/* One applicable limit in one request. */
+typedef struct probe {
+    gov_limit_t *l;
+    int pair; /* the subject pair holding the key; -1 for a global limit */
+    const char *key;
+    size_t key_len;
+    size_t slot; /* the local counter, GOV_SLOT_NONE when none was read */
+    ra_limiter_t lim;
+    int64_t state;
+    ra_result_t r;
+    gov_outcome_t outcome;
+    bool evaluated; /* r holds an answer or a posture.fail verdict */
+    bool observed;  /* r came from a local counter that may be disclosed */
+} probe_t;
+
+/* ---- engine.c ---------------------------------------------------------------------------- */
+
+int gov__fail(gov_result_t *out, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void gov__result_init(gov_result_t *out);
+
+/* ---- gen.c ------------------------------------------------------------------------------- */
+
+/* True while `h` still names the identity it was bound to (alive, same generation). */
+bool gov__handle_live(const gov_table_t *t, gov_handle_t h);
+
+/* Copies and checks limits into a new generation (refs 1); NULL with a message in err. */
+gov_set_t *gov__set_build(const cfg_limit_t *limits, size_t n, bool disclose, char *err,
+                          size_t err_size);
+/* Binds every counting limit of `set` to a table identity, keeping those of `old` with the same
+ * id and identity. All or nothing: -1 with a message, the fresh identities released. */
+int gov__set_bind(gov_engine_t *e, gov_set_t *set, const gov_set_t *old,
+                  gov_reload_action_t *actions, char *err, size_t err_size);
+void gov__set_unref(gov_set_t *set);
+
+/* ---- probe.c ----------------------------------------------------------------------------- */
+
+/* The bytes of a subject's levels and ids, and a copy of it whose pointers go into `bytes`
+ * (gov__subject_bytes of them; the subject must have been checked by gov__prepare first). */
+size_t gov__subject_bytes(const gov_subject_t *s);
+void gov__subject_copy(gov_subject_t *dst, char *bytes, const gov_subject_t *src);
+
+/* Resolves the subject against `set` and collects the limits of `types` that apply, in config
+ * order. A negative GOV_E* code with out->error on a malformed subject. */
+int gov__prepare(gov_set_t *set, const gov_subject_t *s, unsigned types, probe_t *p, size_t *n,
+                 gov_result_t *out);
+/* Room for `n` new counters, so slot numbers stay valid for the whole call. */
+int gov__reserve(gov_engine_t *e, size_t n, int64_t now, gov_result_t *out);
+/* Sets p->lim to the limiter in force (share: the store's effective one, counting `cost` when
+ * the store counts arrivals). -1 when the share store is unarmed or cannot say. */
+int gov__limiter_in_force(gov_engine_t *e, probe_t *p, int64_t cost, int64_t now);
+/* Finds (or, with create, makes) the local counter into p->slot. -1 when the table cannot hold
+ * it or the limit's identity is no longer the one it was bound to. */
+int gov__local_slot(gov_engine_t *e, probe_t *p, bool create);
+/* posture.fail for a limit whose store could not answer, with or without counting an error. */
+void gov__posture_fail(probe_t *p);
+void gov__store_failed(gov_engine_t *e, probe_t *p);
+/* A non-committing step of the local counter (r.next_state is what a commit writes). */
+void gov__local_step(gov_engine_t *e, probe_t *p, int64_t now, int64_t cost);
+
+/* ---- decide.c ---------------------------------------------------------------------------- */
+
+int64_t gov__depth_of(const ra_limiter_t *lim);
+void gov__add_soft(gov_result_t *out, const gov_limit_t *l);
+/* The result's limit, remaining, retry and reset from one probe. */
+void gov__fill_from(gov_result_t *out, const probe_t *p);
+
+/* ---- pending.c --------------------------------------------------------------------------- */
+
+typedef struct gov_pending gov_pending_t;
+
+/* Runs the end of an asynchronous request once every reply is in: re-collects the probes of
+ * pd->types on pd->set (same subject, same config: the order of the first pass) and writes
+ * pd->out. */
+typedef void (*gov_finish_fn)(gov_pending_t *pd, probe_t *p, size_t n, int64_t now);
+
+struct gov_pending {
+    gov_engine_t *e;
+    gov_set_t *set; /* the generation the request started under (a reference) */
+    unsigned types;
+    gov_finish_fn finish;
+    int64_t tokens, reserved, actual;
+    int64_t settled; /* settle: limits corrected before redis was asked */
+    gov_result_t *out;
+    gov_done_fn done;
+    void *ctx;
+    uint32_t outstanding, n_ops;
+    gov_subject_t subject; /* a copy: its bytes follow the replies */
+    gov_redis_op_t *ops;
+    gov_redis_reply_t *replies; /* in the order of the redis probes */
+};
+
+/* Allocates an asynchronous request over the live generation from `tmpl` (its scalar fields),
+ * copying the subject. NULL when out of memory (nothing changed). */
+gov_pending_t *gov__pending_new(gov_engine_t *e, const gov_subject_t *s, size_t n_ops,
+                                const gov_pending_t *tmpl, gov_result_t *out);
+/* Submits one op per redis probe (kind STEP or SETTLE). Returns GOV_PENDING, or 0 when every op
+ * finished (or failed to start) before this returned: then the request is finished and freed
+ * here and no callback runs. */
+int gov__pending_start(gov_pending_t *pd, gov_redis_kind_t kind, const probe_t *p, size_t n,
+                       int64_t now);
+
+#endif

@@ -1,0 +1,167 @@
+/*
+ * Configuration generations.
+ *
+ * A generation (gov_set_t) is one armed configuration: its limits, copied, and the distinct
+ * levels they attach to. Reload builds the next generation aside, binds it to the counter table
+ * and swaps it in whole, or changes nothing. Generations are reference counted: a request
+ * waiting on redis holds the one it started under and finishes against it.
+ *
+ * Counters live in one table keyed by a limit's identity, through a small table index. A kept
+ * limit (same id, same identity) reuses the old index; the others get a fresh one, and the old
+ * index is dropped: its counters are reclaimed by the ticks, after which the index may be
+ * given to another limit. So anything that outlives a call holds a gov_handle_t (index and
+ * generation) and checks it (gov__handle_live) before it touches a counter: a redis answer that
+ * comes back after two reloads must not step a limit it never asked about.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_int.h"
+
+bool gov__handle_live(const gov_table_t *t, gov_handle_t h)
+{
+    return h.index >= 0 && t->idents[h.index].alive && t->idents[h.index].gen == h.gen;
+}
+
+static bool counts(const cfg_limit_t *l)
+{
+    return cfg_type_is_rate(l->type) || l->type == CFG_TYPE_CONCURRENCY;
+}
+
+void gov__set_unref(gov_set_t *set)
+{
+    if (set && --set->refs == 0)
+        free(set);
+}
+
+static const gov_limit_t *set_find(const gov_set_t *set, const char *id)
+{
+    for (size_t i = 0; set && i < set->n; i++)
+        if (strcmp(set->limits[i].cfg.id, id) == 0)
+            return &set->limits[i];
+    return NULL;
+}
+
+gov_set_t *gov__set_build(const cfg_limit_t *limits, size_t n, bool disclose, char *err,
+                          size_t err_size)
+{
+    if (n > GOV_LIMITS_MAX) {
+        snprintf(err, err_size, "governance.limits: %zu limits, at most %d", n, GOV_LIMITS_MAX);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const cfg_limit_t *l = &limits[i];
+        size_t id_len = strnlen(l->id, sizeof(l->id)), lv_len = strnlen(l->level, sizeof(l->level));
+        if (id_len == 0 || id_len > CFG_ID_MAX || lv_len == 0 || lv_len > CFG_LEVEL_MAX) {
+            snprintf(err, err_size, "governance.limits[%zu]: id or level empty or too long", i);
+            return NULL;
+        }
+        if (cfg_type_is_rate(l->type) && (l->limiter.amount <= 0 || l->limiter.period_ns <= 0)) {
+            snprintf(err, err_size, "governance.limits[%zu] (\"%s\"): not armed", i, l->id);
+            return NULL;
+        }
+        if (l->type == CFG_TYPE_CONCURRENCY && l->amount <= 0) {
+            snprintf(err, err_size, "governance.limits[%zu] (\"%s\"): amount must be positive", i,
+                     l->id);
+            return NULL;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(limits[j].id, l->id) == 0) {
+                snprintf(err, err_size, "governance.limits[%zu]: duplicate id \"%s\"", i, l->id);
+                return NULL;
+            }
+        }
+    }
+    gov_set_t *set = calloc(1, sizeof(*set) + n * sizeof(gov_limit_t));
+    if (!set) {
+        snprintf(err, err_size, "out of memory");
+        return NULL;
+    }
+    set->refs = 1;
+    set->disclose = disclose;
+    set->n = n;
+    for (size_t i = 0; i < n; i++) {
+        gov_limit_t *l = &set->limits[i];
+        l->cfg = limits[i];
+        l->ident = (gov_handle_t){.index = -1};
+        if (strcmp(l->cfg.level, "global") == 0) {
+            l->level = LEVEL_GLOBAL;
+            continue;
+        }
+        size_t k = 0;
+        while (k < set->n_levels && strcmp(set->levels[k].name, l->cfg.level) != 0)
+            k++;
+        if (k == set->n_levels) {
+            memcpy(set->levels[k].name, l->cfg.level, sizeof(set->levels[k].name));
+            set->levels[k].len = strlen(l->cfg.level);
+            set->n_levels++;
+        }
+        l->level = (uint16_t)k;
+    }
+    return set;
+}
+
+int gov__set_bind(gov_engine_t *e, gov_set_t *set, const gov_set_t *old,
+                  gov_reload_action_t *actions, char *err, size_t err_size)
+{
+    for (size_t i = 0; i < set->n; i++) {
+        gov_limit_t *l = &set->limits[i];
+        const gov_limit_t *was = set_find(old, l->cfg.id);
+        bool same = was && was->cfg.identity == l->cfg.identity;
+        actions[i] = !was ? GOV_RELOAD_ADDED : same ? GOV_RELOAD_KEPT : GOV_RELOAD_RESET;
+        if (was) { /* Prometheus counters never go backwards: a limit keeps its counts */
+            memcpy(l->outcomes, was->outcomes, sizeof(l->outcomes));
+            l->store_errors = was->store_errors;
+        }
+        if (!counts(&l->cfg))
+            continue;
+        if (same && was->ident.index >= 0) {
+            l->ident = was->ident;
+            continue;
+        }
+        int ix = gov_table_ident_add(&e->table, l->cfg.identity, &l->cfg.limiter,
+                                     l->cfg.type == CFG_TYPE_CONCURRENCY);
+        if (ix < 0) {
+            for (size_t j = 0; j < i; j++)
+                if (actions[j] != GOV_RELOAD_KEPT && set->limits[j].ident.index >= 0)
+                    gov_table_ident_drop(&e->table, set->limits[j].ident.index);
+            snprintf(err, err_size,
+                     "too many counter identities alive (%d): the counters of earlier reloads "
+                     "are still being reclaimed; retry the reload shortly",
+                     GOV_IDENTS_MAX);
+            return -1;
+        }
+        l->ident = (gov_handle_t){.index = ix, .gen = e->table.idents[ix].gen};
+    }
+    return 0;
+}
+
+int gov_engine_reload(gov_engine_t *e, const cfg_limit_t *limits, size_t n, bool disclose,
+                      gov_reload_fn report, void *ctx, char *err, size_t err_size)
+{
+    gov_reload_action_t actions[GOV_LIMITS_MAX];
+    gov_set_t *set = gov__set_build(limits, n, disclose, err, err_size);
+    if (!set)
+        return GOV_ELIMITS;
+    if (gov__set_bind(e, set, e->set, actions, err, err_size) < 0) {
+        gov__set_unref(set);
+        return GOV_ELIMITS;
+    }
+    gov_set_t *old = e->set;
+    for (size_t i = 0; i < set->n; i++)
+        if (report)
+            report(ctx, set->limits[i].cfg.id, actions[i]);
+    for (size_t i = 0; i < old->n; i++) {
+        const gov_limit_t *l = &old->limits[i];
+        const gov_limit_t *now_l = set_find(set, l->cfg.id);
+        if (l->ident.index >= 0 && (!now_l || now_l->ident.index != l->ident.index))
+            gov_table_ident_drop(&e->table, l->ident.index);
+        if (!now_l && report)
+            report(ctx, l->cfg.id, GOV_RELOAD_REMOVED);
+    }
+    e->set = set;
+    gov__set_unref(old);
+    e->m.reloads++;
+    return 0;
+}

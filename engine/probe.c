@@ -1,0 +1,203 @@
+/*
+ * From a request to the limits it meets: the subject resolved against the generation's levels,
+ * the limits of the operation's types that apply (mode on; "global" always, with the empty id as
+ * its one key), the limiter in force for each, and its local counter. Shared by decide, settle
+ * and acquire.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "engine_int.h"
+
+static const uint8_t no_key[1] = {0};
+
+/* For each subject pair, the config level it names (index into gov_set_t.levels) or -1. */
+typedef struct gov_resolved {
+    int level[GOV_SUBJECT_MAX];
+} gov_resolved_t;
+
+size_t gov__subject_bytes(const gov_subject_t *s)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < s->n; i++)
+        bytes += s->pairs[i].level_len + s->pairs[i].id_len;
+    return bytes;
+}
+
+void gov__subject_copy(gov_subject_t *dst, char *bytes, const gov_subject_t *src)
+{
+    dst->n = src->n;
+    for (size_t i = 0; i < src->n; i++) {
+        const gov_pair_t *from = &src->pairs[i];
+        gov_pair_t *to = &dst->pairs[i];
+        memcpy(bytes, from->level, from->level_len);
+        to->level = bytes;
+        to->level_len = from->level_len;
+        bytes += from->level_len;
+        if (from->id_len)
+            memcpy(bytes, from->id, from->id_len);
+        to->id = bytes;
+        to->id_len = from->id_len;
+        bytes += from->id_len;
+    }
+}
+
+static int resolve(const gov_set_t *set, const gov_subject_t *s, gov_resolved_t *res,
+                   gov_result_t *out)
+{
+    if (s->n > GOV_SUBJECT_MAX)
+        return gov__fail(out, GOV_ESUBJECT, "subject: %zu levels, at most %d", s->n,
+                         GOV_SUBJECT_MAX);
+    for (size_t i = 0; i < s->n; i++) {
+        const gov_pair_t *p = &s->pairs[i];
+        if (!p->level || p->level_len == 0 || p->level_len > CFG_LEVEL_MAX)
+            return gov__fail(out, GOV_ESUBJECT, "subject: a level name must be 1 to %d bytes",
+                             CFG_LEVEL_MAX);
+        int lv = (int)p->level_len;
+        if (p->id_len > GOV_ID_MAX || (!p->id && p->id_len))
+            return gov__fail(out, GOV_ESUBJECT, "subject.%.*s: id longer than %d bytes", lv,
+                             p->level, GOV_ID_MAX);
+        for (size_t j = 0; j < i; j++)
+            if (s->pairs[j].level_len == p->level_len &&
+                memcmp(s->pairs[j].level, p->level, p->level_len) == 0)
+                return gov__fail(out, GOV_ESUBJECT, "subject.%.*s: level given twice", lv,
+                                 p->level);
+        res->level[i] = -1;
+        for (size_t k = 0; k < set->n_levels; k++) {
+            if (set->levels[k].len == p->level_len &&
+                memcmp(set->levels[k].name, p->level, p->level_len) == 0) {
+                res->level[i] = (int)k;
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The limits of `types` that apply, in config order. -1 when more than GOV_APPLY_MAX do. */
+static int collect(gov_set_t *set, const gov_subject_t *s, const gov_resolved_t *res,
+                   unsigned types, probe_t *p, size_t *n_out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < set->n; i++) {
+        gov_limit_t *l = &set->limits[i];
+        if (!l->cfg.posture.on || !(types & TYPE_BIT(l->cfg.type)))
+            continue;
+        int pair = -1;
+        if (l->level != LEVEL_GLOBAL) {
+            for (size_t k = 0; k < s->n && pair < 0; k++)
+                if (res->level[k] == l->level)
+                    pair = (int)k;
+            if (pair < 0)
+                continue;
+        }
+        if (n == GOV_APPLY_MAX)
+            return -1;
+        probe_t *q = &p[n++];
+        *q = (probe_t){.l = l, .pair = pair, .slot = GOV_SLOT_NONE, .lim = l->cfg.limiter};
+        if (pair < 0 || !s->pairs[pair].id_len) {
+            q->key = (const char *)no_key;
+        } else {
+            q->key = s->pairs[pair].id;
+            q->key_len = s->pairs[pair].id_len;
+        }
+    }
+    *n_out = n;
+    return 0;
+}
+
+int gov__prepare(gov_set_t *set, const gov_subject_t *s, unsigned types, probe_t *p, size_t *n,
+                 gov_result_t *out)
+{
+    gov_resolved_t res;
+    int rc = resolve(set, s, &res, out);
+    if (rc < 0)
+        return rc;
+    if (collect(set, s, &res, types, p, n) < 0)
+        return gov__fail(out, GOV_ESUBJECT, "subject: more than %d limits apply", GOV_APPLY_MAX);
+    return 0;
+}
+
+/* At the cap a larger slice of reclamation runs first. */
+int gov__reserve(gov_engine_t *e, size_t n, int64_t now, gov_result_t *out)
+{
+    if (e->table.count + n > e->table.max)
+        gov_table_reclaim(&e->table, now, RECLAIM_AT_CAP);
+    if (gov_table_reserve(&e->table, n) < 0)
+        return gov__fail(out, GOV_ENOMEM, "out of memory growing the counter table");
+    return 0;
+}
+
+/* The limiter in force: the share store's effective one for share limits, per key when the
+ * store answers per key (`cost` is the arrival it counts). -1: unarmed or the store could not
+ * say. */
+int gov__limiter_in_force(gov_engine_t *e, probe_t *p, int64_t cost, int64_t now)
+{
+    p->lim = p->l->cfg.limiter;
+    if (p->l->cfg.store != CFG_STORE_SHARE || (!e->share.limiter && !e->share.key_limiter))
+        return 0; /* local; and share before the share store is wired: plain (N = 1), armed */
+    bool armed = false;
+    const cfg_limit_t *l = &p->l->cfg;
+    int rc = e->share.key_limiter ? e->share.key_limiter(e->share_ctx, l, p->key, p->key_len, cost,
+                                                         now, &p->lim, &armed)
+                                  : e->share.limiter(e->share_ctx, l, now, &p->lim, &armed);
+    if (rc < 0 || !armed) {
+        p->lim = p->l->cfg.limiter;
+        return -1;
+    }
+    return 0;
+}
+
+/* The handle is checked, not the index: a reload may have dropped the identity while an
+ * asynchronous request was in flight, and a later one given its index to another limit. */
+int gov__local_slot(gov_engine_t *e, probe_t *p, bool create)
+{
+    gov_table_t *t = &e->table;
+    if (!gov__handle_live(t, p->l->ident))
+        return -1;
+    int ix = p->l->ident.index;
+    uint64_t h = gov_table_hash(t, ix, p->key, p->key_len);
+    if (!create) {
+        p->slot = gov_table_find(t, ix, h, p->key, p->key_len);
+        return 0;
+    }
+    int rc = gov_table_get(t, ix, h, p->key, p->key_len, &p->slot);
+    if (rc == -1)
+        e->m.cap_hits++;
+    return rc < 0 ? -1 : 0;
+}
+
+/* posture.fail for a limit whose store could not answer. */
+void gov__posture_fail(probe_t *p)
+{
+    p->evaluated = true;
+    p->observed = false;
+    p->slot = GOV_SLOT_NONE;
+    if (p->l->cfg.posture.fail_open) {
+        p->outcome = GOV_OUT_FAIL_OPEN;
+        p->r = (ra_result_t){.admit = true, .remaining = -1};
+    } else {
+        p->outcome = GOV_OUT_FAIL_CLOSED;
+        p->r = (ra_result_t){.admit = false, .retry_after_s = 1, .reset_after_s = 1};
+    }
+}
+
+void gov__store_failed(gov_engine_t *e, probe_t *p)
+{
+    p->l->store_errors++;
+    e->m.store_errors++;
+    gov__posture_fail(p);
+}
+
+void gov__local_step(gov_engine_t *e, probe_t *p, int64_t now, int64_t cost)
+{
+    if (gov__local_slot(e, p, true) < 0) {
+        gov__store_failed(e, p);
+        return;
+    }
+    p->state = e->table.slots[p->slot].state;
+    p->r = ra_step(&p->lim, p->state, now, cost);
+    p->evaluated = true;
+    p->observed = p->l->cfg.store != CFG_STORE_REDIS; /* redis limits are never disclosed */
+    p->outcome = GOV_OUT_ADMIT;
+}
