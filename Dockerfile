@@ -7,7 +7,7 @@ FROM debian:bookworm AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config \
-      libuv1-dev libmsgpack-dev libyaml-dev libsodium-dev libhiredis-dev \
+      libuv1-dev libmsgpack-dev libyaml-dev libsodium-dev libhiredis-dev libhttp-parser-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -25,7 +25,7 @@ FROM debian:bookworm-slim
 # list against the binary's NEEDED entries).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libuv1 libyaml-0-2 libsodium23 libhiredis0.14 \
+      libuv1 libyaml-0-2 libsodium23 libhiredis0.14 libhttp-parser2.9 \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 65532 tokentriage \
  && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \

@@ -1,8 +1,20 @@
 /*
- * A tiny HTTP/1.1 responder for the operations endpoints: GET /metrics, /healthz, /readyz.
- * One request per connection (answered with Connection: close), a request head of at most
- * 4 KiB, 10 seconds to send it, at most 64 connections at once: enough for a scraper and a
- * kubelet, and nothing a stranger on the port can grow.
+ * The HTTP listener's libuv shell: connections, timeouts and the connection budget. Parsing is
+ * hreq's (libhttp-parser), the routes and the answers' bytes are hdoor's; this file moves
+ * bytes and fires timers.
+ *
+ * HTTP/1.1 as clients expect it: keep-alive, and pipelined requests answered in order, one
+ * at a time (a request is answered before the next is parsed, so order needs no queue).
+ * Answers gather in `fill` while a read is processed and go out in one write; a client whose
+ * unsent answers pass OUT_LIMIT is not read until they drain.
+ *
+ * Nothing a client does can keep the probes out (issue 23). Connections are kept in order of
+ * their last completed request (or their accept); when the listener is at its budget
+ * (server.max_connections), a new connection closes the one that has gone longest without
+ * completing a request. A kubelet probe connects, asks and is answered within milliseconds,
+ * so a client holding every slot idle, or dripping a request head, loses its oldest slots to
+ * the probe instead of starving it. On top, a request must arrive whole within REQUEST_MS of
+ * its first byte (408) and an idle keep-alive connection is closed after IDLE_MS.
  */
 #include <arpa/inet.h>
 #include <stdbool.h>
@@ -10,40 +22,79 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hdoor.h"
+#include "hreq.h"
 #include "log.h"
 #include "srv_int.h"
 
-#define HEAD_MAX 4096
-#define MAX_CONNS 64
-#define TIMEOUT_MS 10000
+#define REQUEST_MS 10000  /* from a request's first byte to its last */
+#define IDLE_MS 60000     /* a keep-alive connection with nothing to do */
+#define OUT_LIMIT 1048576 /* unsent answer bytes before a connection stops being read */
+#define KEEP_CAP 16384    /* answer buffers larger than this are freed once written */
 
 struct srv_http {
     uv_tcp_t listener;
     srv_t *srv;
-    unsigned nconns;
-    struct http_conn *conns;
+    unsigned nconns, max_conns;
+    struct http_conn *oldest, *newest; /* by last completed request, see above */
     bool stopped; /* freed once the listener and every connection have closed */
     bool listener_closed;
+    uint8_t rbuf[64 * 1024]; /* every read lands here first */
 };
 
 typedef struct http_conn {
-    uv_tcp_t tcp;
-    struct http_conn *prev, *next;
+    union {
+        uv_handle_t handle;
+        uv_stream_t stream;
+        uv_tcp_t tcp;
+    } h;
     uv_timer_t timer;
     struct srv_http *http;
+    struct http_conn *older, *newer;
     int open_handles;
-    bool answered;
-    bool head_only; /* a HEAD request: the headers of a GET, no body */
-    size_t len;
-    char head[HEAD_MAX];
-    proto_out_t out;
+    bool closed;
+    bool held;           /* not read: answers to drain first (in/in_len hold what was read) */
+    bool last;           /* no request after the current one: close once written */
+    bool request_timing; /* the timer runs the REQUEST_MS deadline of a request under way */
+    hreq_reader_t rd;
+    uint8_t *in; /* read but not parsed yet, while the connection is held back */
+    size_t in_len;
+    proto_out_t fill, flight;
     uv_write_t wr;
+    bool writing;
 } http_conn_t;
+
+static void flush(http_conn_t *c);
 
 static void maybe_free(struct srv_http *h)
 {
     if (h->stopped && h->listener_closed && h->nconns == 0)
         free(h);
+}
+
+static void unlink_conn(http_conn_t *c)
+{
+    struct srv_http *h = c->http;
+    if (c->older)
+        c->older->newer = c->newer;
+    else
+        h->oldest = c->newer;
+    if (c->newer)
+        c->newer->older = c->older;
+    else
+        h->newest = c->older;
+    c->older = c->newer = NULL;
+}
+
+static void link_newest(http_conn_t *c)
+{
+    struct srv_http *h = c->http;
+    c->older = h->newest;
+    if (h->newest)
+        h->newest->newer = c;
+    else
+        h->oldest = c;
+    h->newest = c;
 }
 
 static void on_handle_closed(uv_handle_t *handle)
@@ -52,123 +103,253 @@ static void on_handle_closed(uv_handle_t *handle)
     if (--c->open_handles > 0)
         return;
     struct srv_http *h = c->http;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        h->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
     h->nconns--;
-    proto_out_free(&c->out);
+    hreq_free(&c->rd);
+    free(c->in);
+    proto_out_free(&c->fill);
+    proto_out_free(&c->flight);
     free(c);
     maybe_free(h);
 }
 
-static void http_close(http_conn_t *c)
+static void conn_close(http_conn_t *c)
 {
-    if (!uv_is_closing((uv_handle_t *)&c->tcp))
-        uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
-    if (!uv_is_closing((uv_handle_t *)&c->timer))
-        uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+    if (c->closed)
+        return;
+    c->closed = true;
+    unlink_conn(c);
+    uv_close(&c->h.handle, on_handle_closed);
+    uv_close((uv_handle_t *)&c->timer, on_handle_closed);
 }
 
-static void on_written(uv_write_t *w, int status)
+static void on_timeout(uv_timer_t *t)
 {
-    http_close(w->data);
-}
-
-static void respond(http_conn_t *c, int status, const char *reason, const char *type,
-                    const proto_out_t *body)
-{
-    char head[256];
-    int n = snprintf(head, sizeof(head),
-                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                     "Connection: close\r\n\r\n",
-                     status, reason, type, body->len);
-    c->answered = true;
-    uv_read_stop((uv_stream_t *)&c->tcp);
-    proto_out_append(&c->out, head, (size_t)n);
-    if (!c->head_only)
-        proto_out_append(&c->out, body->data, body->len);
-    if (c->out.failed) {
-        http_close(c);
+    http_conn_t *c = t->data;
+    if (!c->request_timing || c->writing) {
+        conn_close(c);
         return;
     }
-    uv_buf_t b = uv_buf_init((char *)c->out.data, (unsigned)c->out.len);
-    c->wr.data = c;
-    if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, on_written) != 0)
-        http_close(c);
+    /* a request that did not arrive in time: say so, then close */
+    c->last = true;
+    c->in_len = 0;
+    uv_read_stop(&c->h.stream);
+    hdoor_respond_text(&c->fill, 408, "Request Timeout", "the request did not arrive in time\n",
+                       (hdoor_frame_t){0});
+    flush(c);
 }
 
-static void respond_text(http_conn_t *c, int status, const char *reason, const char *text)
+/* Arms the timer for what the connection is doing now. */
+static void arm_timer(http_conn_t *c)
 {
-    proto_out_t body = {0};
-    proto_out_append(&body, text, strlen(text));
-    respond(c, status, reason, "text/plain; charset=utf-8", &body);
-    proto_out_free(&body);
+    if (c->closed)
+        return;
+    if (!hreq_idle(&c->rd)) {
+        if (!c->request_timing) { /* from the request's first byte, not its latest */
+            c->request_timing = true;
+            uv_timer_start(&c->timer, on_timeout, REQUEST_MS, 0);
+        }
+        return;
+    }
+    c->request_timing = false;
+    uv_timer_start(&c->timer, on_timeout, IDLE_MS, 0);
 }
 
-static void route(http_conn_t *c)
+static void on_write(uv_write_t *w, int status);
+
+static void flush(http_conn_t *c)
+{
+    if (c->writing || c->closed)
+        return;
+    if (c->fill.len == 0) {
+        if (c->last)
+            conn_close(c);
+        return;
+    }
+    proto_out_t t = c->flight;
+    c->flight = c->fill;
+    c->fill = t;
+    c->fill.len = 0;
+    uv_buf_t b = uv_buf_init((char *)c->flight.data, (unsigned)c->flight.len);
+    c->wr.data = c;
+    if (uv_write(&c->wr, &c->h.stream, &b, 1, on_write) != 0) {
+        conn_close(c);
+        return;
+    }
+    c->writing = true;
+}
+
+static void answer_ops(http_conn_t *c, const hreq_request_t *req, hdoor_frame_t f)
 {
     srv_t *s = c->http->srv;
-    char method[8], path[128];
-    if (sscanf(c->head, "%7s %127s HTTP/1.", method, path) != 2) {
-        respond_text(c, 400, "Bad Request", "bad request\n");
-        return;
-    }
-    char *q = strchr(path, '?');
-    if (q)
-        *q = 0;
-    c->head_only = strcmp(method, "HEAD") == 0;
-    if (strcmp(method, "GET") != 0 && !c->head_only) {
-        respond_text(c, 405, "Method Not Allowed", "only GET\n");
-        return;
-    }
-    if (strcmp(path, "/metrics") == 0) {
+    proto_out_t *out = &c->fill;
+    if (req->method != HTTP_GET && req->method != HTTP_HEAD) {
+        hdoor_respond_text(out, 405, "Method Not Allowed", "only GET and HEAD here\n", f);
+    } else if (hreq_str_ieq(req->path, "/metrics")) {
         proto_out_t body = {0};
         srv_metrics_render(s->metrics, &body);
-        respond(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", &body);
+        if (body.failed)
+            out->failed = true;
+        else
+            hdoor_respond(out, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", NULL,
+                          body.data, body.len, f);
         proto_out_free(&body);
-    } else if (strcmp(path, "/healthz") == 0) {
-        respond_text(c, 200, "OK", "ok\n");
-    } else if (strcmp(path, "/readyz") == 0) {
+    } else if (hreq_str_ieq(req->path, "/healthz")) {
+        hdoor_respond_text(out, 200, "OK", "ok\n", f);
+    } else if (hreq_str_ieq(req->path, "/readyz")) {
         const char *why = "not ready";
         if (!s->ready || s->ready(s->ready_ud, &why)) {
-            respond_text(c, 200, "OK", "ready\n");
+            hdoor_respond_text(out, 200, "OK", "ready\n", f);
         } else {
             char msg[256];
             snprintf(msg, sizeof(msg), "not ready: %s\n", why);
-            respond_text(c, 503, "Service Unavailable", msg);
+            hdoor_respond_text(out, 503, "Service Unavailable", msg, f);
         }
     } else {
-        respond_text(c, 404, "Not Found", "not found: try /metrics, /healthz, /readyz\n");
+        hdoor_respond_text(out, 404, "Not Found", "not found: try /metrics, /healthz, /readyz\n",
+                           f);
     }
 }
 
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+/* Parses and answers what data[0, len) holds, one request at a time, until the connection
+ * must wait. Returns the bytes used. */
+static size_t process(http_conn_t *c, const uint8_t *data, size_t len)
 {
-    http_conn_t *c = h->data;
-    *buf = uv_buf_init(c->head + c->len, (unsigned)(HEAD_MAX - 1 - c->len));
+    size_t off = 0;
+    while (off < len && !c->closed && !c->last && c->fill.len + c->flight.len <= OUT_LIMIT) {
+        size_t used;
+        const hreq_request_t *req;
+        int rc = hreq_feed(&c->rd, data + off, len - off, &used, &req);
+        off += used;
+        if (rc == 0)
+            break;
+        if (rc < 0) {
+            const char *reason;
+            int status = hreq_status(rc, &reason);
+            char msg[sizeof(c->rd.message) + 2];
+            snprintf(msg, sizeof(msg), "%s\n", c->rd.message);
+            hdoor_respond_text(&c->fill, status, reason, msg, (hdoor_frame_t){0});
+            c->last = true;
+            return len;
+        }
+        hdoor_frame_t f = {.keep_alive = req->keep_alive, .head_only = req->method == HTTP_HEAD};
+        c->last = !req->keep_alive;
+        answer_ops(c, req, f);
+        hreq_next(&c->rd);
+        /* a completed request makes the connection the newest */
+        unlink_conn(c);
+        link_newest(c);
+        if (c->fill.failed) {
+            conn_close(c);
+            return len;
+        }
+    }
+    return c->last ? len : off;
+}
+
+static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
+{
+    http_conn_t *c = handle->data;
+    *buf = uv_buf_init((char *)c->http->rbuf, sizeof(c->http->rbuf));
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+
+/* Holds data[0, len) back (not read further) until the answers drain. */
+static void hold(http_conn_t *c, const uint8_t *data, size_t len)
+{
+    if (len == 0) {
+        free(c->in);
+        c->in = NULL;
+        c->in_len = 0;
+        return;
+    }
+    uint8_t *in = malloc(len);
+    if (!in) {
+        conn_close(c);
+        return;
+    }
+    memcpy(in, data, len);
+    free(c->in);
+    c->in = in;
+    c->in_len = len;
+    c->held = true;
+    uv_read_stop(&c->h.stream);
+}
+
+/* Goes on with held bytes, then reads again. */
+static void resume(http_conn_t *c)
+{
+    if (!c->held || c->closed || c->last || c->fill.len + c->flight.len > OUT_LIMIT / 2)
+        return;
+    c->held = false;
+    if (c->in_len) {
+        uint8_t *in = c->in;
+        size_t len = c->in_len;
+        c->in = NULL;
+        c->in_len = 0;
+        size_t used = process(c, in, len);
+        if (!c->closed)
+            hold(c, in + used, len - used);
+        free(in);
+        flush(c);
+        arm_timer(c);
+        if (c->closed || c->in_len || c->last)
+            return;
+    }
+    if (uv_read_start(&c->h.stream, on_alloc, on_read) != 0)
+        conn_close(c);
+}
+
+static void on_write(uv_write_t *w, int status)
+{
+    http_conn_t *c = w->data;
+    c->writing = false;
+    c->flight.len = 0;
+    if (status < 0 || c->closed) {
+        conn_close(c);
+        return;
+    }
+    if (c->flight.cap > KEEP_CAP) /* a /metrics answer need not stay */
+        proto_out_free(&c->flight);
+    flush(c);
+    resume(c);
+    arm_timer(c);
 }
 
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     http_conn_t *c = st->data;
     if (nread < 0) {
-        http_close(c);
+        /* the client is done: what it asked is answered; a request cut short is not */
+        c->last = true;
+        uv_read_stop(st);
+        if (nread != UV_EOF)
+            conn_close(c);
+        else
+            flush(c);
         return;
     }
-    c->len += (size_t)nread;
-    c->head[c->len] = 0;
-    if (strstr(c->head, "\r\n\r\n") || strstr(c->head, "\n\n"))
-        route(c);
-    else if (c->len >= HEAD_MAX - 1)
-        respond_text(c, 431, "Request Header Fields Too Large", "request head too large\n");
+    size_t used = process(c, (const uint8_t *)buf->base, (size_t)nread);
+    if (c->closed)
+        return;
+    if (c->last)
+        uv_read_stop(st);
+    else if (used < (size_t)nread)
+        hold(c, (const uint8_t *)buf->base + used, (size_t)nread - used);
+    flush(c);
+    arm_timer(c);
 }
 
-static void on_timeout(uv_timer_t *t)
+/* At the budget: closes the connection longest without a completed request. */
+static void make_room(struct srv_http *h)
 {
-    http_close(t->data);
+    if (h->nconns < h->max_conns || !h->oldest)
+        return;
+    static unsigned long evicted;
+    if (evicted++ % 1000 == 0)
+        srv_log(SRV_LOG_WARN,
+                "http: at server.max_connections; closing the connections idle longest", NULL);
+    conn_close(h->oldest);
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -176,25 +357,24 @@ static void on_connection(uv_stream_t *server, int status)
     struct srv_http *h = server->data;
     if (status < 0)
         return;
+    make_room(h);
     http_conn_t *c = calloc(1, sizeof(*c));
     if (!c)
         return;
     c->http = h;
     h->nconns++;
-    c->next = h->conns;
-    if (h->conns)
-        h->conns->prev = c;
-    h->conns = c;
-    uv_tcp_init(server->loop, &c->tcp);
+    link_newest(c);
+    uv_tcp_init(server->loop, &c->h.tcp);
     uv_timer_init(server->loop, &c->timer);
-    c->tcp.data = c->timer.data = c;
+    c->h.handle.data = c->timer.data = c;
     c->open_handles = 2;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0 || h->nconns > MAX_CONNS ||
-        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
-        http_close(c);
+    hreq_init(&c->rd, NULL, NULL);
+    if (uv_accept(server, &c->h.stream) != 0 ||
+        uv_read_start(&c->h.stream, on_alloc, on_read) != 0) {
+        conn_close(c);
         return;
     }
-    uv_timer_start(&c->timer, on_timeout, TIMEOUT_MS, 0);
+    arm_timer(c);
 }
 
 /* Parses "host:port" or "[v6]:port". */
@@ -228,11 +408,12 @@ int srv__http_start(srv_t *s, const char *addr, char *err, size_t err_size)
     if (!h)
         return SRV_ENOMEM;
     h->srv = s;
+    h->max_conns = s->max_connections;
     uv_tcp_init(s->loop, &h->listener);
     h->listener.data = h;
     int rc = uv_tcp_bind(&h->listener, (struct sockaddr *)&ss, 0);
     if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&h->listener, 64, on_connection);
+        rc = uv_listen((uv_stream_t *)&h->listener, 1024, on_connection);
     s->http = h; /* srv__http_stop closes and frees it, on success or not */
     if (rc != 0) {
         snprintf(err, err_size, "server.http: cannot listen on %s: %s", addr, uv_strerror(rc));
@@ -270,7 +451,7 @@ void srv__http_stop(srv_t *s)
         return;
     h->stopped = true;
     uv_close((uv_handle_t *)&h->listener, on_listener_closed);
-    for (http_conn_t *c = h->conns; c; c = c->next)
-        http_close(c);
+    while (h->oldest)
+        conn_close(h->oldest);
     s->http = NULL;
 }
