@@ -78,6 +78,30 @@ Test(lease, a_closed_connection_releases_all_its_leases_and_no_other)
     gov_engine_destroy(e);
 }
 
+Test(lease, ids_do_not_give_away_the_pool_index_or_its_generation)
+{
+    /* issue 23, item 1: ids were (generation << 32) | (index + 1), so the next id of a slot, or
+     * another connection's, could be written down without seeing it. The same slot taken and
+     * given back 64 times must not show that shape, nor a step between ids. */
+    cfg_limit_t l = conc("key_conc", "key", 2);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "key", "k", NULL);
+    uint64_t prev = 0;
+    int shaped = 0, stepped = 0;
+    for (int i = 0; i < 64; i++) {
+        gov_result_t r = acquire(e, &s, 1);
+        cr_assert(r.admit);
+        shaped += (r.lease >> 32) < 4096 && (r.lease & 0xffffffffu) < 4096;
+        stepped += i > 0 && r.lease - prev == UINT64_C(1) << 32;
+        prev = r.lease;
+        cr_assert_eq(gov_release_owner(e, 1), 1);
+    }
+    cr_assert_eq(shaped, 0, "%d of 64 ids read as (generation, index)", shaped);
+    cr_assert_eq(stepped, 0, "%d of 63 ids follow from the one before", stepped);
+    gov_engine_destroy(e);
+}
+
 Test(lease, two_gauges_are_taken_all_or_none)
 {
     cfg_limit_t ls[] = {conc("team_conc", "team", 1), conc("key_conc", "key", 5)};

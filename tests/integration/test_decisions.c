@@ -160,6 +160,40 @@ Test(decisions, leases_die_with_their_connection)
     tt_close(other);
 }
 
+Test(decisions, a_lease_is_released_only_by_the_connection_that_holds_it)
+{
+    /* issue 23, item 1: A holds both leases of a gauge of 2; B, refused, presents A's lease ids.
+     * Nothing may be released: B's next acquires are still refused, and A's ids still work. */
+    start(KEY_CONCURRENCY, NULL);
+    tt_pair_t k[] = {{"key", "k"}};
+    tt_client_t *b = tt_daemon_client(&d);
+    cr_assert_not_null(b);
+    uint64_t held[2];
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(tt_acquire(c, k, 1, &r), 0);
+        cr_assert(r.admit);
+        held[i] = r.lease;
+    }
+    cr_assert_eq(tt_acquire(b, k, 1, &r), 0);
+    cr_assert_not(r.admit);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(tt_release(b, held[i], &r), 0);
+        cr_assert_eq(r.kind, TT_KIND_RELEASED);
+        cr_assert_not(r.released, "B released A's lease %d", i);
+    }
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(tt_acquire(b, k, 1, &r), 0);
+        cr_assert_not(r.admit, "B acquire %d admitted: more in flight than the gauge allows", i);
+    }
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(tt_release(c, held[i], &r), 0);
+        cr_assert(r.released, "A's own lease %d", i);
+    }
+    cr_assert_eq(tt_acquire(b, k, 1, &r), 0);
+    cr_assert(r.admit);
+    tt_close(b);
+}
+
 Test(decisions, ten_thousand_pipelined_requests_are_answered_in_order)
 {
     start(TEAM_RPM(60) KEY_CONCURRENCY, NULL);
