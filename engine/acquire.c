@@ -87,9 +87,9 @@ int gov_acquire(gov_engine_t *e, const gov_subject_t *s, uint64_t owner, int64_t
     return 0;
 }
 
-int gov_release(gov_engine_t *e, uint64_t lease)
+int gov_release(gov_engine_t *e, uint64_t owner, uint64_t lease)
 {
-    if (gov_leases_end(&e->leases, lease, gauge_put, &e->table) < 0)
+    if (gov_leases_end(&e->leases, lease, owner, gauge_put, &e->table) < 0)
         return GOV_ENOLEASE;
     e->m.releases++;
     return 0;

@@ -110,7 +110,7 @@ int gov_engine_create(gov_engine_t **out, const gov_options_t *opt, const cfg_li
         return GOV_ENOMEM;
     }
     if (gov_table_init(&e->table, o.initial_counters, o.max_counters, o.hash_seed) < 0 ||
-        gov_leases_init(&e->leases, o.max_leases) < 0) {
+        gov_leases_init(&e->leases, o.max_leases, o.hash_seed) < 0) {
         snprintf(err, err_size, "out of memory");
         gov_engine_destroy(e);
         return GOV_ENOMEM;

@@ -49,7 +49,7 @@ enum {
     GOV_ETOKENS = -3,  /* a tpm limit applies and `tokens` is absent */
     GOV_ERANGE = -4,   /* tokens/reserved/actual negative or above 2^40 */
     GOV_ENOTPM = -5,   /* settle: no tpm limit applies to the subject */
-    GOV_ENOLEASE = -6, /* release: no such lease (never issued, or already released) */
+    GOV_ENOLEASE = -6, /* release: no such lease of this owner (or already released) */
     GOV_ENOMEM = -7,   /* allocation failed */
     GOV_ELIMITS = -8,  /* config: too many limits, or a limit not armed */
     GOV_ELEASES = -9,  /* acquire: the lease cap is reached */
@@ -172,14 +172,17 @@ int gov_settle(gov_engine_t *e, const gov_subject_t *s, int64_t reserved, int64_
 
 /*
  * Takes one slot of every concurrency limit that applies, all or none. On admit out->lease is
- * the lease id (also when no concurrency limit applies: the lease then holds nothing). `owner`
- * tags the lease with the connection so gov_release_owner can end them all.
+ * the lease id (also when no concurrency limit applies: the lease then holds nothing): opaque,
+ * never 0, and not guessable (a keyed permutation of the pool slot, see engine/ticket.h).
+ * `owner` tags the lease with the connection: only that owner may release it, and
+ * gov_release_owner ends them all when the connection closes.
  */
 int gov_acquire(gov_engine_t *e, const gov_subject_t *s, uint64_t owner, int64_t now,
                 gov_result_t *out);
 
-/* Ends a lease. Returns 0 or GOV_ENOLEASE. */
-int gov_release(gov_engine_t *e, uint64_t lease);
+/* Ends a lease of `owner`. Returns 0, or GOV_ENOLEASE when `owner` holds no such lease (never
+ * issued, already released, or another owner's: the answer does not say which). */
+int gov_release(gov_engine_t *e, uint64_t owner, uint64_t lease);
 
 /* Ends every lease of `owner` (a connection that closed). Returns how many. */
 size_t gov_release_owner(gov_engine_t *e, uint64_t owner);

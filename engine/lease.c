@@ -4,9 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-int gov_leases_init(gov_leases_t *l, size_t max)
+int gov_leases_init(gov_leases_t *l, size_t max, const uint64_t seed[2])
 {
     memset(l, 0, sizeof(*l));
+    l->key = gov_ticket_key(seed, "lease");
     l->free = GOV_LEASE_NONE;
     l->max = max < GOV_LEASE_NONE - 1 ? max : GOV_LEASE_NONE - 1;
     l->owners = calloc(64, sizeof(*l->owners));
@@ -120,7 +121,10 @@ uint64_t gov_leases_add(gov_leases_t *l, uint64_t owner, const gov_gauge_ref_t *
 {
     uint32_t head = entry_take(l);
     gov_lease_entry_t *h = &l->e[head];
-    h->gen++;
+    uint64_t id;
+    do /* one (index, generation) in 2^64 seals to 0, which says "no lease": skip it */
+        h->gen++;
+    while ((id = gov_ticket_seal(&l->key, head, h->gen)) == 0);
     h->used = 1;
     h->owner = owner;
     h->has_gauge = n > 0;
@@ -150,7 +154,7 @@ uint64_t gov_leases_add(gov_leases_t *l, uint64_t owner, const gov_gauge_ref_t *
     }
     l->owners[o].head = head + 1;
     l->heads++;
-    return ((uint64_t)h->gen << 32) | ((uint64_t)head + 1);
+    return id;
 }
 
 static void end_head(gov_leases_t *l, uint32_t head, void (*put)(void *, const gov_gauge_ref_t *),
@@ -178,14 +182,12 @@ static void end_head(gov_leases_t *l, uint32_t head, void (*put)(void *, const g
     l->heads--;
 }
 
-int gov_leases_end(gov_leases_t *l, uint64_t id, void (*put)(void *, const gov_gauge_ref_t *),
-                   void *ctx)
+int gov_leases_end(gov_leases_t *l, uint64_t id, uint64_t owner,
+                   void (*put)(void *, const gov_gauge_ref_t *), void *ctx)
 {
-    uint64_t ix = (id & 0xffffffffu);
-    if (ix == 0 || ix > l->n)
-        return -1;
-    uint32_t head = (uint32_t)(ix - 1);
-    if (l->e[head].used != 1 || l->e[head].gen != (uint32_t)(id >> 32))
+    uint32_t head, gen;
+    gov_ticket_open(&l->key, id, &head, &gen);
+    if (head >= l->n || l->e[head].used != 1 || l->e[head].gen != gen || l->e[head].owner != owner)
         return -1;
     end_head(l, head, put, ctx);
     return 0;

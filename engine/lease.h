@@ -2,11 +2,12 @@
  * Concurrency leases: who holds which gauge slots. Internal to the engine.
  *
  * A lease is a chain of pool entries, one per gauge it holds (a lease over no gauge is a head
- * alone). Its id is (generation << 32) | (head index + 1), so a stale or forged id is rejected
- * in O(1) without a lookup structure. Heads of one owner (a connection) are linked in a list
- * whose head an owner map holds, so a closed connection ends its leases in O(its leases).
- * A gauge is named by what finds its counter again: the identity index and its generation,
- * the key hash and the key's arena reference (stable while the gauge is above 0).
+ * alone). Its id is a ticket (ticket.h) sealing the head index and its generation, so a stale
+ * or forged id is rejected in O(1) without a lookup structure and cannot be guessed; and only
+ * the owner that took a lease may end it (a connection, or its closing). Heads of one owner (a
+ * connection) are linked in a list whose head an owner map holds, so a closed connection ends its
+ * leases in O(its leases). A gauge is named by what finds its counter again: the identity index and
+ * its generation, the key hash and the key's arena reference (stable while the gauge is above 0).
  */
 #ifndef TT_ENGINE_LEASE_H
 #define TT_ENGINE_LEASE_H
@@ -14,6 +15,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "ticket.h"
 
 #define GOV_LEASE_NONE UINT32_MAX
 
@@ -50,9 +53,11 @@ typedef struct gov_leases {
     size_t max;      /* cap on entries */
     gov_owner_slot_t *owners;
     size_t omask, ocount;
+    gov_ticket_key_t key; /* seals the ids */
 } gov_leases_t;
 
-int gov_leases_init(gov_leases_t *l, size_t max);
+/* `seed`: the process's random seed, from which the ids' key is derived. */
+int gov_leases_init(gov_leases_t *l, size_t max, const uint64_t seed[2]);
 void gov_leases_free(gov_leases_t *l);
 
 /* True when a lease over `gauges` gauges fits under the cap (and memory allows). */
@@ -61,9 +66,10 @@ int gov_leases_reserve(gov_leases_t *l, size_t gauges);
 /* Creates a lease over gauges[0..n) for `owner` (gov_leases_reserve first). Returns its id. */
 uint64_t gov_leases_add(gov_leases_t *l, uint64_t owner, const gov_gauge_ref_t *gauges, size_t n);
 
-/* Ends lease `id`, calling put(ctx, gauge) for each gauge it held. 0 or -1 (no such lease). */
-int gov_leases_end(gov_leases_t *l, uint64_t id, void (*put)(void *, const gov_gauge_ref_t *),
-                   void *ctx);
+/* Ends lease `id` of `owner`, calling put(ctx, gauge) for each gauge it held. 0, or -1 when
+ * `owner` holds no such lease (never issued, ended, or another owner's: told apart for no one). */
+int gov_leases_end(gov_leases_t *l, uint64_t id, uint64_t owner,
+                   void (*put)(void *, const gov_gauge_ref_t *), void *ctx);
 
 /* Ends every lease of `owner`. Returns how many. */
 size_t gov_leases_end_owner(gov_leases_t *l, uint64_t owner,

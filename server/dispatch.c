@@ -240,7 +240,8 @@ void srv__dispatch(srv_conn_t *c, const proto_request_t *req)
         return;
     case PROTO_OP_RELEASE:
         out = srv__answer_buf(c);
-        if (!out || proto_enc_released(out, req->seq, gov_release(s->engine, req->lease) == 0))
+        if (!out ||
+            proto_enc_released(out, req->seq, gov_release(s->engine, c->id, req->lease) == 0))
             srv__fail(c);
         return;
     case PROTO_OP_PING:

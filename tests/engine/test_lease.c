@@ -23,7 +23,7 @@ Test(lease, the_gauge_admits_amount_then_denies_until_a_release)
     cr_assert_eq(c.verdict, GOV_DENY);
     cr_assert_str_eq(c.limit, "key_conc");
     cr_assert_eq(c.lease, 0);
-    cr_assert_eq(gov_release(e, a.lease), 0);
+    cr_assert_eq(gov_release(e, 1, a.lease), 0);
     cr_assert(acquire(e, &s, 1).admit);
     gov_engine_destroy(e);
 }
@@ -35,15 +35,32 @@ Test(lease, a_lease_is_released_once)
     gov_subject_t s;
     subj(&s, "key", "k", NULL);
     gov_result_t a = acquire(e, &s, 1);
-    cr_assert_eq(gov_release(e, a.lease), 0);
-    cr_assert_eq(gov_release(e, a.lease), GOV_ENOLEASE);
-    cr_assert_eq(gov_release(e, 0), GOV_ENOLEASE);
-    cr_assert_eq(gov_release(e, UINT64_MAX), GOV_ENOLEASE);
+    cr_assert_eq(gov_release(e, 1, a.lease), 0);
+    cr_assert_eq(gov_release(e, 1, a.lease), GOV_ENOLEASE);
+    cr_assert_eq(gov_release(e, 1, 0), GOV_ENOLEASE);
+    cr_assert_eq(gov_release(e, 1, UINT64_MAX), GOV_ENOLEASE);
     /* the slot is reused under a new generation: the old id stays dead */
     gov_result_t b = acquire(e, &s, 1);
-    cr_assert_eq(b.lease & 0xffffffffu, a.lease & 0xffffffffu);
-    cr_assert_eq(gov_release(e, a.lease), GOV_ENOLEASE);
-    cr_assert_eq(gov_release(e, b.lease), 0);
+    cr_assert_neq(b.lease, a.lease);
+    cr_assert_eq(gov_release(e, 1, a.lease), GOV_ENOLEASE);
+    cr_assert_eq(gov_release(e, 1, b.lease), 0);
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.leases, 0);
+    gov_engine_destroy(e);
+}
+
+Test(lease, only_the_owner_releases_a_lease)
+{
+    cfg_limit_t l = conc("key_conc", "key", 1);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "key", "k", NULL);
+    gov_result_t a = acquire(e, &s, 1);
+    cr_assert_eq(gov_release(e, 2, a.lease), GOV_ENOLEASE, "another owner ended the lease");
+    cr_assert_not(acquire(e, &s, 2).admit, "the gauge still holds the lease");
+    cr_assert_eq(gov_release(e, 1, a.lease), 0);
+    cr_assert(acquire(e, &s, 2).admit);
     gov_engine_destroy(e);
 }
 
@@ -67,7 +84,7 @@ Test(lease, a_closed_connection_releases_all_its_leases_and_no_other)
     for (int i = 0; i < 6; i++)
         cr_assert(acquire(e, &s, 400).admit);
     cr_assert_not(acquire(e, &s, 400).admit);
-    cr_assert_eq(gov_release(e, other.lease), 0);
+    cr_assert_eq(gov_release(e, 200, other.lease), 0);
     cr_assert_eq(gov_release_owner(e, 300), 3);
     cr_assert_eq(gov_release_owner(e, 400), 6);
     gov_engine_metrics(e, &m);
@@ -152,7 +169,7 @@ Test(lease, no_concurrency_limit_still_gives_a_releasable_lease)
     gov_result_t r = acquire(e, subj(&s, "key", "k", NULL), 5);
     cr_assert(r.admit);
     cr_assert_neq(r.lease, 0);
-    cr_assert_eq(gov_release(e, r.lease), 0);
+    cr_assert_eq(gov_release(e, 5, r.lease), 0);
     gov_engine_destroy(e);
 }
 
@@ -172,7 +189,7 @@ Test(lease, the_lease_cap_is_a_clear_error_and_takes_nothing)
     cr_assert_str_eq(gov_strcode(r.status), "lease_cap");
     /* the refused acquire took no slot: with one lease back, the gauge holds 1, and the next
      * acquire leaves 100 - 2 */
-    cr_assert_eq(gov_release(e, second), 0);
+    cr_assert_eq(gov_release(e, 1, second), 0);
     r = acquire(e, &s, 1);
     cr_assert(r.admit);
     cr_assert_eq(r.remaining, 98, "the refused acquire took a slot");
@@ -192,7 +209,7 @@ Test(lease, leases_of_a_reset_limit_release_harmlessly)
     cr_assert_eq(gov_engine_reload(e, &wider, 1, true, NULL, NULL, err, sizeof(err)), 0);
     gov_result_t b = acquire(e, &s, 1), c = acquire(e, &s, 1);
     cr_assert(b.admit && c.admit, "the reset gauge starts at 0");
-    cr_assert_eq(gov_release(e, a.lease), 0);
+    cr_assert_eq(gov_release(e, 1, a.lease), 0);
     cr_assert_not(acquire(e, &s, 1).admit, "the old lease did not touch the new gauge");
     gov_engine_destroy(e);
 }
@@ -229,7 +246,7 @@ Test(lease, leases_of_a_kept_limit_still_release_their_gauge)
     char err[256];
     cr_assert_eq(gov_engine_reload(e, &l, 1, true, NULL, NULL, err, sizeof(err)), 0);
     cr_assert_not(acquire(e, &s, 1).admit, "the kept gauge still holds the lease");
-    cr_assert_eq(gov_release(e, a.lease), 0);
+    cr_assert_eq(gov_release(e, 1, a.lease), 0);
     cr_assert(acquire(e, &s, 1).admit);
     gov_engine_destroy(e);
 }
@@ -266,7 +283,7 @@ Test(lease, a_random_walk_agrees_with_a_model_of_the_gauges)
             }
         } else if (op < 9 && n_held) {
             int i = (int)((x >> 24) % (uint64_t)n_held);
-            cr_assert_eq(gov_release(e, held[i].id), 0);
+            cr_assert_eq(gov_release(e, (uint64_t)held[i].owner + 1, held[i].id), 0);
             gauge[held[i].key]--;
             held[i] = held[--n_held];
         } else {
