@@ -48,6 +48,8 @@ enum {
 #define CFG_DEFAULT_HTTP "127.0.0.1:9464"
 #define CFG_DEFAULT_MAX_COUNTERS 1000000
 #define CFG_DEFAULT_MAX_CONNECTIONS 1024
+#define CFG_DEFAULT_SNAPSHOT_INTERVAL_NS (INT64_C(5) * 1000000000)
+#define CFG_SNAPSHOT_INTERVAL_MIN_NS (INT64_C(100) * 1000000)
 #define CFG_DEFAULT_SHARE_BIND "0.0.0.0:7946"
 #define CFG_DEFAULT_PARTITION_HOLD_NS (INT64_C(60) * 1000000000)
 #define CFG_DEFAULT_JOIN_TIMEOUT_NS (INT64_C(10) * 1000000000)
@@ -66,6 +68,8 @@ typedef struct cfg_server {
     char http[CFG_ADDR_MAX + 1];          /* host:port of /metrics etc.; "" = off */
     int64_t max_counters;                 /* live counters held before new keys are refused */
     int64_t max_connections;              /* concurrent socket clients */
+    char state_dir[CFG_PATH_MAX + 1];     /* counters across restarts (SPEC 11); "" = off */
+    int64_t snapshot_interval_ns;         /* 0: a snapshot only at stop */
     /* SO_PEERCRED allow-list: when either list is non-empty, a peer is served only when its
      * uid is in allow_uids or its gid in allow_gids; both empty = the file mode alone decides */
     uint32_t allow_uids[CFG_ALLOW_MAX];

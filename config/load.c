@@ -380,9 +380,17 @@ static const cfg_node_t *at(const cfg_node_t *map, const char *key)
 
 /* ---- sections ---- */
 
-static const char *const server_keys[] = {"socket",     "socket_mode",  "socket_group",
-                                          "http",       "max_counters", "max_connections",
-                                          "allow_uids", "allow_gids",   NULL};
+static const char *const server_keys[] = {"socket",
+                                          "socket_mode",
+                                          "socket_group",
+                                          "http",
+                                          "max_counters",
+                                          "max_connections",
+                                          "allow_uids",
+                                          "allow_gids",
+                                          "state_dir",
+                                          "snapshot_interval",
+                                          NULL};
 
 /* server.allow_uids / allow_gids: a sequence of numeric ids (names would need NSS at load). */
 static void get_ids(struct ctx *c, const cfg_node_t *v, const char *key, uint32_t *ids, size_t *n)
@@ -434,6 +442,18 @@ static void load_server(struct ctx *c, const cfg_node_t *n)
         get_int(c, v, join(p, "server", "max_counters"), 1, 100000000, &s->max_counters);
     if ((v = at(m, "max_connections")))
         get_int(c, v, join(p, "server", "max_connections"), 1, 65536, &s->max_connections);
+    if ((v = at(m, "state_dir")) &&
+        get_string(c, v, "server.state_dir", s->state_dir, CFG_PATH_MAX, true, NULL, "a path") ==
+            0 &&
+        s->state_dir[0] && s->state_dir[0] != '/')
+        err(c, "server.state_dir", v, "\"%s\" must be an absolute path (or \"\" for no state)",
+            s->state_dir);
+    if ((v = at(m, "snapshot_interval")) &&
+        get_duration(c, v, "server.snapshot_interval", 0, INT64_C(3600) * 1000000000,
+                     &s->snapshot_interval_ns) == 0 &&
+        s->snapshot_interval_ns > 0 && s->snapshot_interval_ns < CFG_SNAPSHOT_INTERVAL_MIN_NS)
+        err(c, "server.snapshot_interval", v,
+            "must be 0 (a snapshot only at stop) or at least 100ms");
     if ((v = at(m, "allow_uids")))
         get_ids(c, v, "allow_uids", s->allow_uids, &s->n_allow_uids);
     if ((v = at(m, "allow_gids")))
@@ -824,6 +844,7 @@ static void set_defaults(cfg_config_t *cfg)
     snprintf(cfg->server.http, sizeof(cfg->server.http), "%s", CFG_DEFAULT_HTTP);
     cfg->server.max_counters = CFG_DEFAULT_MAX_COUNTERS;
     cfg->server.max_connections = CFG_DEFAULT_MAX_CONNECTIONS;
+    cfg->server.snapshot_interval_ns = CFG_DEFAULT_SNAPSHOT_INTERVAL_NS;
     cfg->disclose_limits = true;
     snprintf(cfg->share.bind, sizeof(cfg->share.bind), "%s", CFG_DEFAULT_SHARE_BIND);
     cfg->share.partition_hold_ns = CFG_DEFAULT_PARTITION_HOLD_NS;

@@ -265,6 +265,27 @@ void gov_engine_metrics(gov_engine_t *e, gov_metrics_t *out);
  * of a limit kept across a reload carry over. */
 size_t gov_engine_limit_metrics(gov_engine_t *e, gov_limit_metrics_t *out, size_t cap);
 
+/* ---- state across restarts (SPEC §11; the snapshot itself is state/) ------------------- */
+
+/* The limits whose counters a snapshot keeps: rate-class, store local or share. Redis limits
+ * keep their state in Redis; concurrency leases die with their connections. */
+bool gov_limit_persists(const cfg_limit_t *l);
+
+typedef void (*gov_counter_fn)(void *ctx, size_t limit, const char *key, size_t key_len,
+                               int64_t state);
+
+/* Calls fn for every counter of a persisting limit of the armed config that still holds
+ * information at `now`; `limit` is the limit's index in config order, `key` is borrowed for the
+ * call. Reads only and allocates nothing, so it may run in a forked child. */
+void gov_engine_each_counter(gov_engine_t *e, int64_t now, gov_counter_fn fn, void *ctx);
+
+/* Puts one counter back (overwriting one already held). `limit` indexes the armed config.
+ * Returns 0 when restored, 1 when the state is idle at `now` (nothing to keep), GOV_EINVAL for
+ * a limit that does not persist, GOV_ESUBJECT for a key too long, GOV_ELIMITS at the counter
+ * cap, GOV_ENOMEM. */
+int gov_engine_restore(gov_engine_t *e, size_t limit, const char *key, size_t key_len,
+                       int64_t state, int64_t now);
+
 /* ---- errors ------------------------------------------------------------------------------ */
 
 /* A short snake_case code for the wire ("bad_subject", "tokens_required", ...). */

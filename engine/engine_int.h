@@ -11,6 +11,7 @@
  *   settle.c   settle
  *   acquire.c  concurrency leases (lease.c holds the pool)
  *   fleet.c    the fleet bounds
+ *   persist.c  counters read out for a snapshot and put back at start (state/ does the files)
  */
 #ifndef TT_ENGINE_INT_H
 #define TT_ENGINE_INT_H

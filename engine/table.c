@@ -458,6 +458,23 @@ size_t gov_table_reclaim(gov_table_t *t, int64_t now, size_t budget)
     return freed;
 }
 
+static void each_in(const gov_table_t *t, const gov_slot_t *slots, size_t from, size_t n,
+                    gov_table_each_fn fn, void *ctx)
+{
+    for (size_t i = from; i < n; i++) {
+        const gov_slot_t *s = &slots[i];
+        if (s->hash && s->len != MOVED)
+            fn(ctx, s->ident, s->len ? (const char *)arena_chunk(t, s->key) : "", s->len, s->state);
+    }
+}
+
+void gov_table_each(const gov_table_t *t, gov_table_each_fn fn, void *ctx)
+{
+    each_in(t, t->slots, 0, t->mask + 1, fn, ctx);
+    if (t->old) /* old [0, moved) is across (and partly returned to the kernel) */
+        each_in(t, t->old, t->moved, t->old_mask + 1, fn, ctx);
+}
+
 size_t gov_table_bytes(const gov_table_t *t)
 {
     size_t bytes = sizeof(*t) + (t->mask + 1) * sizeof(gov_slot_t);

@@ -98,6 +98,11 @@ int gov_table_reserve(gov_table_t *t, size_t extra);
  * of a dropped identity). Returns how many were freed. Invalidates slot numbers. */
 size_t gov_table_reclaim(gov_table_t *t, int64_t now, size_t budget);
 
+/* Calls fn for every counter held, in no particular order (both arrays while a growth is under
+ * way). Reads only, allocates nothing: safe in a forked child. fn must not change the table. */
+typedef void (*gov_table_each_fn)(void *ctx, int ident, const char *key, size_t len, int64_t state);
+void gov_table_each(const gov_table_t *t, gov_table_each_fn fn, void *ctx);
+
 /* Bytes of memory the table holds: slot array, arena chunks, the struct itself. */
 size_t gov_table_bytes(const gov_table_t *t);
 

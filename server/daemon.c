@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "daemon_state.h"
 #include "demand_node.h"
 #include "engine.h"
 #include "gov.h" /* redis/: the redis store as the engine's hook */
@@ -50,6 +51,7 @@ typedef struct daemon {
     share_node_t *share;   /* the share store, with membership */
     demand_node_t *demand; /* beside it when shared_state.share.division is demand */
     rds_gov_t redis;       /* the redis store, when shared_state.redis is configured */
+    st_node_t *state;      /* the state directory, when server.state_dir is set */
     char (*addrs)[64];     /* the members answer's address strings */
     size_t addrs_cap;
 } daemon_t;
@@ -159,6 +161,7 @@ static void on_signal(uv_signal_t *h, int signum)
     srv_log(SRV_LOG_INFO, "stopping", "signal", signum == SIGTERM ? "SIGTERM" : "SIGINT", NULL);
     rds_gov_close(&d->redis); /* first: what is in flight completes while the server answers */
     srv_stop(d->srv);
+    st_node_stop(d->state, true, tt_wall_ns()); /* no decision runs any more: nothing is lost */
     if (d->mb)
         mb_leave(d->mb, left, d);
     uv_close((uv_handle_t *)&d->sighup, NULL);
@@ -370,6 +373,9 @@ static int start(daemon_t *d)
         }
         srv_metrics_add_source(d->metrics, redis_metrics, d);
     }
+    /* the counters come back before the socket is served */
+    if (srv_state_open(&d->state, &d->loop, d->engine, &d->cfg, d->metrics) != 0)
+        return EX_SOFTWARE_;
 
     /* the config's socket counts only when it differs from the built-in default, so that the
      * default's non-root fallback (tt_socket_path) applies to a config that leaves it be */
@@ -466,6 +472,8 @@ int srv_daemon_run(const srv_daemon_options_t *opt)
         demand_node_close(d.demand);
     if (rc != EX_OK_)
         rds_gov_close(&d.redis);
+    if (rc != EX_OK_)
+        st_node_stop(d.state, false, 0);
     /* let every handle finish closing, then free what they pointed at */
     uv_run(&d.loop, UV_RUN_DEFAULT);
     uv_loop_close(&d.loop);
@@ -473,6 +481,7 @@ int srv_daemon_run(const srv_daemon_options_t *opt)
     mb_free(d.mb);
     share_node_free(d.share);
     demand_node_free(d.demand);
+    st_node_free(d.state);
     free(d.addrs);
     gov_engine_destroy(d.engine);
     srv_metrics_free(d.metrics);

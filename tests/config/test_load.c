@@ -187,6 +187,39 @@ Test(schema, every_section_reads_what_it_is_given)
     unsetenv("TT_TEST_IP");
 }
 
+Test(schema, state_is_off_unless_a_directory_is_named)
+{
+    cfg_config_t *cfg;
+    char *text = load_text("governance:\n  limits: []\n", 0, &cfg);
+    cr_assert_str_eq(text, "");
+    cr_assert_str_eq(cfg->server.state_dir, "");
+    cr_assert_eq(cfg->server.snapshot_interval_ns, INT64_C(5000000000));
+    free(text);
+    cfg_free(cfg);
+    text = load_text("server:\n  state_dir: /var/lib/tokentriage\n  snapshot_interval: 0\n"
+                     "governance:\n  limits: []\n",
+                     0, &cfg);
+    cr_assert_str_eq(text, "");
+    cr_assert_str_eq(cfg->server.state_dir, "/var/lib/tokentriage");
+    cr_assert_eq(cfg->server.snapshot_interval_ns, 0);
+    free(text);
+    cfg_free(cfg);
+}
+
+Test(schema, a_relative_state_dir_and_a_too_short_interval_are_named)
+{
+    cfg_config_t *cfg;
+    char *text = load_text("server:\n  state_dir: var/state\n  snapshot_interval: 50ms\n"
+                           "governance:\n  limits: []\n",
+                           0, &cfg);
+    cr_assert_null(cfg);
+    cr_assert(strstr(text, "server.state_dir: \"var/state\" must be an absolute path"), "%s", text);
+    cr_assert(strstr(text, "server.snapshot_interval: must be 0 (a snapshot only at stop) or at "
+                           "least 100ms"),
+              "%s", text);
+    free(text);
+}
+
 Test(schema, posture_and_ledger_periods_compile)
 {
     cfg_config_t *cfg;

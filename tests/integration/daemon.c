@@ -161,11 +161,11 @@ long tt_daemon_rss_kib(const tt_daemon_t *d)
     return kib;
 }
 
-int tt_daemon_stop(tt_daemon_t *d)
+int tt_daemon_kill(tt_daemon_t *d, int sig)
 {
     int status = -1;
     if (d->pid > 0) {
-        kill(d->pid, SIGTERM);
+        kill(d->pid, sig);
         long long deadline = tt_now_ms() + 10000 * slow();
         int st;
         while (waitpid(d->pid, &st, WNOHANG) == 0) {
@@ -181,6 +181,12 @@ int tt_daemon_stop(tt_daemon_t *d)
             status = WEXITSTATUS(st);
         d->pid = 0;
     }
+    return status;
+}
+
+int tt_daemon_stop(tt_daemon_t *d)
+{
+    int status = tt_daemon_kill(d, SIGTERM);
     char cmd[320];
     if (d->dir[0] && getenv("TT_KEEP_TEST_DIRS") == NULL) {
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->dir);

@@ -35,6 +35,11 @@ int tt_daemon_spawn(tt_daemon_t *d, bool wait);
 /* Rewrites the config (same arguments) and sends SIGHUP; the caller polls for the effect. */
 int tt_daemon_rewrite(tt_daemon_t *d, const char *limits_yaml, const char *server_extra);
 
+/* Sends sig and waits (bounded; SIGKILL past 10 s) for the exit; the directory stays, so
+ * tt_daemon_spawn can start the daemon again on it. Returns the exit status, or -1 when it was
+ * killed by a signal or had to be. */
+int tt_daemon_kill(tt_daemon_t *d, int sig);
+
 /* SIGTERM, then waits (bounded) for the exit. Returns the exit status, or -1 when it had to be
  * killed. Removes the directory. */
 int tt_daemon_stop(tt_daemon_t *d);

@@ -1,0 +1,60 @@
+/*
+ * Counters across restarts (SPEC §11): the two calls the state directory needs, reading every
+ * counter a snapshot keeps and putting one back. The snapshot format and the files are state/'s.
+ */
+#include <string.h>
+
+#include "engine_int.h"
+
+bool gov_limit_persists(const cfg_limit_t *l)
+{
+    return cfg_type_is_rate(l->type) && l->store != CFG_STORE_REDIS;
+}
+
+typedef struct each_ctx {
+    const gov_table_t *t;
+    int64_t now;
+    int16_t limit[GOV_IDENTS_MAX]; /* table ident -> config index, -1: not kept */
+    gov_counter_fn fn;
+    void *ctx;
+} each_ctx_t;
+
+static void each_slot(void *ctx, int ident, const char *key, size_t len, int64_t state)
+{
+    each_ctx_t *c = ctx;
+    if (c->limit[ident] >= 0 && !ra_state_is_idle(&c->t->idents[ident].limiter, state, c->now))
+        c->fn(c->ctx, (size_t)c->limit[ident], key, len, state);
+}
+
+void gov_engine_each_counter(gov_engine_t *e, int64_t now, gov_counter_fn fn, void *ctx)
+{
+    each_ctx_t c = {.t = &e->table, .now = now, .fn = fn, .ctx = ctx};
+    memset(c.limit, 0xff, sizeof(c.limit));
+    for (size_t i = 0; i < e->set->n; i++)
+        if (e->set->limits[i].ident.index >= 0 && gov_limit_persists(&e->set->limits[i].cfg))
+            c.limit[e->set->limits[i].ident.index] = (int16_t)i;
+    gov_table_each(&e->table, each_slot, &c);
+}
+
+int gov_engine_restore(gov_engine_t *e, size_t limit, const char *key, size_t key_len,
+                       int64_t state, int64_t now)
+{
+    if (limit >= e->set->n || e->set->limits[limit].ident.index < 0 ||
+        !gov_limit_persists(&e->set->limits[limit].cfg))
+        return GOV_EINVAL;
+    if (key_len > GOV_ID_MAX)
+        return GOV_ESUBJECT;
+    const gov_limit_t *l = &e->set->limits[limit];
+    if (ra_state_is_idle(&l->cfg.limiter, state, now))
+        return 1;
+    gov_table_t *t = &e->table;
+    size_t slot;
+    if (gov_table_reserve(t, 1) < 0)
+        return GOV_ENOMEM;
+    int ix = l->ident.index;
+    int rc = gov_table_get(t, ix, gov_table_hash(t, ix, key, key_len), key, key_len, &slot);
+    if (rc < 0)
+        return rc == -1 ? GOV_ELIMITS : GOV_ENOMEM;
+    t->slots[slot].state = state;
+    return 0;
+}

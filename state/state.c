@@ -1,0 +1,614 @@
+/*
+ * The state directory, in the daemon.
+ *
+ * Taking a snapshot: fork, as Redis's BGSAVE does. The child sees the counter table frozen at
+ * the instant of the fork (the kernel copies a page only when the parent writes it), walks it
+ * with gov_engine_each_counter, writes the file aside, fsyncs it, renames it over the last one
+ * and fsyncs the directory, then exits with its result in a shared page. The loop stands still
+ * only for the fork itself: the kernel copies the page tables, about 0.02 ms per MB of the
+ * daemon's memory (bench/bench_state measures it at a million counters). The alternative, a
+ * copy of the table in slices on the loop, would need the table to hold still between slices
+ * (reclamation shifts keys backwards, growth moves them to a new array), which would reach
+ * into the table's every mutation; fork needs nothing from it.
+ *
+ * The child may only do what is safe after a fork in a process that has threads (libuv's pool):
+ * no allocation, no stdio, no locks. The encoder writes into a buffer allocated at open, the
+ * CRC tables are built at open, the paths are fixed names under the directory's descriptor.
+ * Signals are blocked across the fork so no handler of the parent (libuv's writes to its signal
+ * pipe) runs in the child; the child resets them, asks to die with its parent and closes every
+ * descriptor but the directory's, so a parent killed mid-snapshot leaves no process holding its
+ * sockets or its lock.
+ *
+ * At stop the snapshot is written in-process, after the server has stopped answering: nothing
+ * decided before the stop is forgotten.
+ */
+#define _GNU_SOURCE
+#include "state.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BUF_SIZE ((size_t)1 << 20)
+#define POLL_MS 20 /* how often a running child is looked at */
+
+/* What a writer found, in a page the child shares with the parent. */
+typedef struct st_result {
+    int rc;            /* 0 or ST_E* */
+    int sys_errno;     /* errno of the step that failed */
+    const char *stage; /* a static string: the same address in both processes */
+    uint64_t counters, bytes;
+    int64_t done_mono_ns;
+} st_result_t;
+
+struct st_node {
+    uv_loop_t *loop;
+    uv_timer_t interval, poll;
+    bool timers;
+    st_event_fn ev;
+    void *ctx;
+    char dir[CFG_PATH_MAX + 1];
+    char file[CFG_PATH_MAX + 32];
+    int dirfd, lockfd; /* -1 when the directory is unusable */
+    int64_t interval_ns;
+    char scope[ST_SCOPE_MAX + 1];
+    size_t scope_len;
+    uint64_t fingerprint;
+    uint8_t *buf;
+    st_result_t *shared;
+    gov_engine_t *engine;
+    cfg_config_t *const *cfgp;
+    pid_t parent, child;
+    int64_t child_wall_ns, child_mono_ns, child_pause_ns;
+    /* disclosure */
+    int open_err, restore_err;
+    uint64_t restored, idle, dropped, refused;
+    int64_t last_good_ns; /* written_ns of the last good snapshot, 0: none */
+    uint64_t snapshots, failures[ST_REASONS], skipped;
+    uint64_t last_counters, last_bytes;
+    int64_t last_took_ns, last_pause_ns, max_pause_ns;
+};
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void emit(st_node_t *n, st_event_t ev)
+{
+    if (n->ev)
+        n->ev(n->ctx, &ev);
+}
+
+/* ---- open --------------------------------------------------------------------------------------
+ */
+
+static void open_failed(st_node_t *n, int err, const char *what)
+{
+    char detail[160];
+    snprintf(detail, sizeof(detail), "%s: %s", what, strerror(errno));
+    n->open_err = err;
+    if (n->lockfd >= 0)
+        close(n->lockfd);
+    if (n->dirfd >= 0)
+        close(n->dirfd);
+    n->lockfd = n->dirfd = -1;
+    emit(n, (st_event_t){.kind = ST_EV_OPEN_FAILED, .err = err, .path = n->dir, .detail = detail});
+}
+
+int st_node_open(st_node_t **out, uv_loop_t *loop, const st_options_t *o, st_event_fn ev, void *ctx)
+{
+    st_node_t *n = calloc(1, sizeof(*n));
+    if (!n)
+        return ST_EIO;
+    n->buf = malloc(BUF_SIZE);
+    n->shared =
+        mmap(NULL, sizeof(st_result_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (!n->buf || n->shared == MAP_FAILED) {
+        free(n->buf);
+        free(n);
+        return ST_EIO;
+    }
+    n->loop = loop;
+    n->ev = ev;
+    n->ctx = ctx;
+    n->dirfd = n->lockfd = -1;
+    n->interval_ns = o->interval_ns;
+    n->parent = getpid();
+    snprintf(n->dir, sizeof(n->dir), "%s", o->dir);
+    snprintf(n->file, sizeof(n->file), "%s/%s", o->dir, ST_FILE);
+    int len = snprintf(n->scope, sizeof(n->scope), "node=%s cluster=%s",
+                       o->share && o->share->present ? o->share->node_id : "",
+                       o->share && o->share->present ? o->share->cluster : "");
+    n->scope_len = len < 0 ? 0 : (size_t)len < sizeof(n->scope) ? (size_t)len : ST_SCOPE_MAX;
+    n->fingerprint = st_fingerprint(n->scope, n->scope_len);
+    (void)st_crc32c(0, "", 0); /* builds the tables here, never in a child */
+    uv_timer_init(loop, &n->interval);
+    uv_timer_init(loop, &n->poll);
+    n->interval.data = n->poll.data = n;
+    n->timers = true;
+    *out = n;
+
+    if (mkdir(n->dir, 0700) != 0 && errno != EEXIST) {
+        open_failed(n, ST_EIO, "cannot make the directory");
+        return 0;
+    }
+    if ((n->dirfd = open(n->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        open_failed(n, ST_EIO, "cannot open the directory");
+        return 0;
+    }
+    if ((n->lockfd = openat(n->dirfd, ST_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
+        open_failed(n, ST_EIO, "cannot create the lock file (is the directory writable?)");
+        return 0;
+    }
+    if (flock(n->lockfd, LOCK_EX | LOCK_NB) != 0) {
+        open_failed(n, errno == EWOULDBLOCK ? ST_ELOCKED : ST_EIO,
+                    "another daemon holds the lock; running without state");
+        return 0;
+    }
+    return 0;
+}
+
+/* ---- writing -----------------------------------------------------------------------------------
+ */
+
+typedef struct writer {
+    int fd;
+    st_enc_t enc;
+} writer_t;
+
+static int sink_write(void *ctx, const uint8_t *p, size_t len)
+{
+    writer_t *w = ctx;
+    while (len) {
+        ssize_t k = write(w->fd, p, len);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return ST_EIO;
+        p += k;
+        len -= (size_t)k;
+    }
+    return 0;
+}
+
+static void enc_counter(void *ctx, size_t limit, const char *key, size_t len, int64_t state)
+{
+    (void)st_enc_counter(&((writer_t *)ctx)->enc, (uint32_t)limit, key, len, state);
+}
+
+static int failed(st_result_t *r, const char *stage)
+{
+    r->rc = ST_EIO;
+    r->sys_errno = errno;
+    r->stage = stage;
+    return r->rc;
+}
+
+/*
+ * Writes the snapshot of `e` (armed with `cfg`) aside, fsyncs, renames it into place and fsyncs
+ * the directory. Allocates nothing (the child runs it). Fills r; returns r->rc.
+ */
+static int write_snapshot(st_node_t *n, gov_engine_t *e, const cfg_config_t *cfg, int64_t now,
+                          st_result_t *r)
+{
+    *r = (st_result_t){0};
+    writer_t w = {
+        .fd = openat(n->dirfd, ST_FILE_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
+    if (w.fd < 0)
+        return failed(r, "create");
+    st_enc_init(&w.enc, n->buf, BUF_SIZE, sink_write, &w);
+    st_enc_scope(&w.enc, n->scope, n->scope_len);
+    for (size_t i = 0; i < cfg->n_limits; i++) {
+        const cfg_limit_t *l = &cfg->limits[i];
+        st_limit_t sl = {.identity = l->identity,
+                         .type = (uint8_t)l->type,
+                         .store = (uint8_t)l->store,
+                         .algorithm = (uint8_t)l->algorithm};
+        memcpy(sl.id, l->id, sizeof(sl.id));
+        st_enc_limit(&w.enc, &sl);
+    }
+    gov_engine_each_counter(e, now, enc_counter, &w);
+    uint8_t header[ST_HEADER_SIZE];
+    const char *stage = NULL;
+    if (st_enc_finish(&w.enc, now, n->fingerprint, header) != 0)
+        stage = "write";
+    else if (pwrite(w.fd, header, sizeof(header), 0) != (ssize_t)sizeof(header))
+        stage = "write";
+    else if (fsync(w.fd) != 0)
+        stage = "fsync";
+    if (stage) {
+        failed(r, stage);
+        close(w.fd);
+        unlinkat(n->dirfd, ST_FILE_TMP, 0);
+        return r->rc;
+    }
+    close(w.fd);
+    if (renameat(n->dirfd, ST_FILE_TMP, n->dirfd, ST_FILE) != 0) {
+        failed(r, "rename");
+        unlinkat(n->dirfd, ST_FILE_TMP, 0);
+        return r->rc;
+    }
+    if (fsync(n->dirfd) != 0)
+        return failed(r, "fsync of the directory");
+    r->counters = w.enc.n_counters;
+    r->bytes = ST_HEADER_SIZE + w.enc.body_len;
+    r->done_mono_ns = mono_ns();
+    return 0;
+}
+
+/* Accounts one finished snapshot and tells the daemon. */
+static void finished(st_node_t *n, const st_result_t *r, int64_t taken_ns, int64_t took_ns,
+                     int64_t pause_ns, bool at_stop)
+{
+    char detail[160] = "";
+    if (r->rc) {
+        snprintf(detail, sizeof(detail), "%s: %s", r->stage ? r->stage : "child",
+                 r->sys_errno ? strerror(r->sys_errno) : "exited abnormally");
+        n->failures[st_reason_index(r->rc)]++;
+        emit(n, (st_event_t){.kind = ST_EV_SNAPSHOT_FAILED,
+                             .err = r->rc,
+                             .path = n->file,
+                             .detail = detail,
+                             .at_stop = at_stop});
+        return;
+    }
+    n->snapshots++;
+    n->last_good_ns = taken_ns;
+    n->last_counters = r->counters;
+    n->last_bytes = r->bytes;
+    n->last_took_ns = took_ns;
+    n->last_pause_ns = pause_ns;
+    if (pause_ns > n->max_pause_ns)
+        n->max_pause_ns = pause_ns;
+    emit(n, (st_event_t){.kind = ST_EV_SNAPSHOT,
+                         .path = n->file,
+                         .counters = r->counters,
+                         .bytes = r->bytes,
+                         .took_ns = took_ns,
+                         .pause_ns = pause_ns,
+                         .at_stop = at_stop});
+}
+
+/* ---- the forked child --------------------------------------------------------------------------
+ */
+
+static void on_poll(uv_timer_t *t)
+{
+    st_node_t *n = t->data;
+    int st;
+    pid_t got = waitpid(n->child, &st, WNOHANG);
+    if (got == 0 || (got < 0 && errno == EINTR))
+        return;
+    uv_timer_stop(&n->poll);
+    n->child = 0;
+    st_result_t r = *n->shared;
+    if (got < 0 || !WIFEXITED(st) || (WEXITSTATUS(st) != 0 && r.rc == 0))
+        r = (st_result_t){.rc = ST_EIO, .stage = "child"};
+    int64_t end = r.done_mono_ns ? r.done_mono_ns : mono_ns();
+    finished(n, &r, n->child_wall_ns, end - n->child_mono_ns, n->child_pause_ns, false);
+}
+
+static void child(st_node_t *n, const cfg_config_t *cfg, int64_t now, const sigset_t *mask)
+{
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    for (int s = 1; s < NSIG; s++)
+        sigaction(s, &dfl, NULL); /* SIGKILL, SIGSTOP and the reserved ones fail: fine */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != n->parent)
+        _exit(1);
+    sigprocmask(SIG_SETMASK, mask, NULL);
+    if (n->dirfd > 0)
+        close_range(0, (unsigned)n->dirfd - 1, 0);
+    close_range((unsigned)n->dirfd + 1, ~0u, 0);
+    _exit(write_snapshot(n, n->engine, cfg, now, n->shared) == 0 ? 0 : 1);
+}
+
+static void take(st_node_t *n)
+{
+    if (n->child > 0) { /* the last one is still writing: this interval is skipped */
+        n->skipped++;
+        return;
+    }
+    *n->shared = (st_result_t){.rc = ST_EIO, .stage = "child"};
+    int64_t now = wall_ns();
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int64_t t0 = mono_ns();
+    pid_t pid = fork();
+    if (pid == 0)
+        child(n, *n->cfgp, now, &old);
+    int64_t t1 = mono_ns();
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (pid < 0) {
+        st_result_t r = {0};
+        failed(&r, "fork");
+        finished(n, &r, now, 0, t1 - t0, false);
+        return;
+    }
+    n->child = pid;
+    n->child_wall_ns = now;
+    n->child_mono_ns = t0;
+    n->child_pause_ns = t1 - t0;
+    uv_timer_start(&n->poll, on_poll, POLL_MS, POLL_MS);
+}
+
+static void on_interval(uv_timer_t *t)
+{
+    take(t->data);
+}
+
+void st_node_start(st_node_t *n, gov_engine_t *e, cfg_config_t *const *cfgp)
+{
+    n->engine = e;
+    n->cfgp = cfgp;
+    if (n->dirfd < 0 || n->interval_ns <= 0)
+        return;
+    uint64_t ms = (uint64_t)((n->interval_ns + 999999) / 1000000);
+    uv_timer_start(&n->interval, on_interval, ms, ms);
+}
+
+void st_node_stop(st_node_t *n, bool snapshot, int64_t now)
+{
+    if (!n)
+        return;
+    if (n->child > 0) { /* superseded by the snapshot below */
+        kill(n->child, SIGKILL);
+        waitpid(n->child, NULL, 0);
+        n->child = 0;
+    }
+    if (n->timers) {
+        uv_close((uv_handle_t *)&n->interval, NULL);
+        uv_close((uv_handle_t *)&n->poll, NULL);
+        n->timers = false;
+    }
+    if (!snapshot || n->dirfd < 0 || !n->engine)
+        return;
+    st_result_t r;
+    int64_t t0 = mono_ns();
+    write_snapshot(n, n->engine, *n->cfgp, now, &r);
+    finished(n, &r, now, mono_ns() - t0, 0, true);
+}
+
+void st_node_free(st_node_t *n)
+{
+    if (!n)
+        return;
+    if (n->lockfd >= 0)
+        close(n->lockfd);
+    if (n->dirfd >= 0)
+        close(n->dirfd);
+    munmap(n->shared, sizeof(st_result_t));
+    free(n->buf);
+    free(n);
+}
+
+/* ---- restore -----------------------------------------------------------------------------------
+ */
+
+typedef struct restore {
+    st_node_t *n;
+    gov_engine_t *e;
+    const cfg_config_t *cfg;
+    int64_t now;
+    bool foreign;
+    char scope[ST_SCOPE_MAX + 1];
+    int16_t to[ST_LIMITS_MAX]; /* snapshot limit -> config index, -1: dropped */
+    char ids[ST_LIMITS_MAX][ST_ID_MAX + 1];
+    uint64_t dropped[ST_LIMITS_MAX];
+} restore_t;
+
+static void on_scope(void *ctx, const char *scope, size_t len)
+{
+    restore_t *r = ctx;
+    memcpy(r->scope, scope, len);
+    r->scope[len] = '\0';
+    r->foreign = st_fingerprint(scope, len) != r->n->fingerprint;
+}
+
+static void on_limit(void *ctx, uint32_t i, const st_limit_t *l)
+{
+    restore_t *r = ctx;
+    r->to[i] = -1;
+    memcpy(r->ids[i], l->id, sizeof(r->ids[i]));
+    for (size_t k = 0; !r->foreign && k < r->cfg->n_limits; k++)
+        if (r->cfg->limits[k].identity == l->identity && gov_limit_persists(&r->cfg->limits[k]))
+            r->to[i] = (int16_t)k;
+}
+
+static void on_counter(void *ctx, uint32_t limit, const char *key, size_t len, int64_t state)
+{
+    restore_t *r = ctx;
+    if (r->foreign)
+        return;
+    if (r->to[limit] < 0) {
+        r->dropped[limit]++;
+        r->n->dropped++;
+        return;
+    }
+    int rc = gov_engine_restore(r->e, (size_t)r->to[limit], key, len, state, r->now);
+    if (rc == 0)
+        r->n->restored++;
+    else if (rc == 1)
+        r->n->idle++;
+    else
+        r->n->refused++;
+}
+
+/* Reads the whole file into a new buffer, at most `max` bytes. 0 or ST_E*; errno kept. */
+static int read_file(st_node_t *n, size_t max, uint8_t **out, size_t *len)
+{
+    int fd = openat(n->dirfd, ST_FILE, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? ST_EMISSING : ST_EIO;
+    struct stat sb;
+    int rc = 0;
+    if (fstat(fd, &sb) != 0)
+        rc = ST_EIO;
+    else if ((uint64_t)sb.st_size > max)
+        rc = ST_ETOOBIG;
+    else if (!(*out = malloc(sb.st_size ? (size_t)sb.st_size : 1)))
+        rc = ST_EIO;
+    size_t got = 0;
+    while (rc == 0 && got < (size_t)sb.st_size) {
+        ssize_t k = read(fd, *out + got, (size_t)sb.st_size - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    close(fd);
+    *len = got;
+    return rc;
+}
+
+void st_node_restore(st_node_t *n, gov_engine_t *e, const cfg_config_t *cfg, int64_t now)
+{
+    if (n->dirfd < 0)
+        return;
+    /* the largest file max_counters counters can make */
+    size_t max = ST_HEADER_SIZE + 2 + ST_SCOPE_MAX + (size_t)ST_LIMITS_MAX * (12 + ST_ID_MAX) +
+                 (size_t)cfg->server.max_counters * (14 + ST_KEY_MAX);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    char detail[ST_ERR_MAX + 2 * ST_SCOPE_MAX + 64] = "";
+    int rc = read_file(n, max, &buf, &len);
+    if (rc == ST_EIO)
+        snprintf(detail, sizeof(detail), "%s", strerror(errno));
+    else if (rc == ST_ETOOBIG)
+        snprintf(detail, sizeof(detail), "larger than %zu bytes, what server.max_counters holds",
+                 max);
+    restore_t *r = rc ? NULL : calloc(1, sizeof(*r));
+    if (!rc && !r)
+        rc = ST_EIO;
+    st_header_t h;
+    if (!rc) {
+        *r = (restore_t){.n = n, .e = e, .cfg = cfg, .now = now};
+        st_visit_t v = {.scope = on_scope, .limit = on_limit, .counter = on_counter};
+        rc = st_decode(buf, len, &v, r, &h, detail, sizeof(detail));
+        if (!rc && r->foreign) {
+            rc = ST_EFOREIGN;
+            snprintf(detail, sizeof(detail), "written for \"%s\", this daemon is \"%s\"", r->scope,
+                     n->scope);
+        }
+    }
+    if (rc) {
+        n->restore_err = rc;
+        emit(n, (st_event_t){.kind = ST_EV_RESTORE_FAILED,
+                             .err = rc,
+                             .path = n->file,
+                             .detail = detail[0] ? detail : st_strerror(rc)});
+    } else {
+        for (uint32_t i = 0; i < h.n_limits; i++)
+            if (r->dropped[i])
+                emit(n, (st_event_t){.kind = ST_EV_DROPPED,
+                                     .path = n->file,
+                                     .limit = r->ids[i],
+                                     .counters = r->dropped[i]});
+        n->last_good_ns = h.written_ns;
+        emit(n, (st_event_t){.kind = ST_EV_RESTORED,
+                             .path = n->file,
+                             .bytes = len,
+                             .restored = n->restored,
+                             .idle = n->idle,
+                             .dropped = n->dropped,
+                             .refused = n->refused,
+                             .age_ns = now - h.written_ns});
+    }
+    free(r);
+    free(buf);
+}
+
+/* ---- disclosure --------------------------------------------------------------------------------
+ */
+
+int64_t st_node_age_ns(const st_node_t *n, int64_t now)
+{
+    return n && n->last_good_ns ? now - n->last_good_ns : -1;
+}
+
+void st_node_metrics(const st_node_t *n, int64_t now, st_emit_fn out, void *ctx)
+{
+    char line[512];
+#define LINE(...)                                                                                  \
+    do {                                                                                           \
+        snprintf(line, sizeof(line), __VA_ARGS__);                                                 \
+        out(ctx, line);                                                                            \
+    } while (0)
+    LINE("# HELP tokentriage_state_enabled 1 when the state directory is open and locked.\n"
+         "# TYPE tokentriage_state_enabled gauge\ntokentriage_state_enabled %d\n",
+         n->dirfd >= 0);
+    if (n->last_good_ns)
+        LINE("# HELP tokentriage_state_snapshot_age_seconds Age of the last good snapshot (what "
+             "an unclean stop now would forget is at most this much of admissions).\n"
+             "# TYPE tokentriage_state_snapshot_age_seconds gauge\n"
+             "tokentriage_state_snapshot_age_seconds %.3f\n",
+             (double)(now - n->last_good_ns) / 1e9);
+    LINE("# HELP tokentriage_state_snapshots_total Snapshots written.\n"
+         "# TYPE tokentriage_state_snapshots_total counter\n"
+         "tokentriage_state_snapshots_total %llu\n"
+         "# HELP tokentriage_state_snapshots_skipped_total Intervals skipped because the last "
+         "snapshot was still being written.\n"
+         "# TYPE tokentriage_state_snapshots_skipped_total counter\n"
+         "tokentriage_state_snapshots_skipped_total %llu\n",
+         (unsigned long long)n->snapshots, (unsigned long long)n->skipped);
+    LINE("# HELP tokentriage_state_snapshot_failures_total Snapshots not written, by reason.\n"
+         "# TYPE tokentriage_state_snapshot_failures_total counter\n");
+    for (int i = 0; i < ST_REASONS; i++)
+        if (n->failures[i])
+            LINE("tokentriage_state_snapshot_failures_total{reason=\"%s\"} %llu\n",
+                 st_reason(-1 - i), (unsigned long long)n->failures[i]);
+    LINE("# HELP tokentriage_state_restore_failures_total A snapshot (or the directory) not "
+         "restored at start, by reason.\n"
+         "# TYPE tokentriage_state_restore_failures_total counter\n");
+    int err = n->open_err ? n->open_err : n->restore_err;
+    if (err)
+        LINE("tokentriage_state_restore_failures_total{reason=\"%s\"} 1\n", st_reason(err));
+    LINE("# HELP tokentriage_state_restored_counters Counters of the snapshot at start, by "
+         "outcome (restored; idle: nothing left to keep; dropped: their limit is gone; refused: "
+         "the counter cap).\n# TYPE tokentriage_state_restored_counters gauge\n"
+         "tokentriage_state_restored_counters{outcome=\"restored\"} %llu\n"
+         "tokentriage_state_restored_counters{outcome=\"idle\"} %llu\n"
+         "tokentriage_state_restored_counters{outcome=\"dropped\"} %llu\n"
+         "tokentriage_state_restored_counters{outcome=\"refused\"} %llu\n",
+         (unsigned long long)n->restored, (unsigned long long)n->idle,
+         (unsigned long long)n->dropped, (unsigned long long)n->refused);
+    LINE("# HELP tokentriage_state_snapshot_counters Counters in the last snapshot.\n"
+         "# TYPE tokentriage_state_snapshot_counters gauge\n"
+         "tokentriage_state_snapshot_counters %llu\n"
+         "# HELP tokentriage_state_snapshot_bytes Size of the last snapshot.\n"
+         "# TYPE tokentriage_state_snapshot_bytes gauge\ntokentriage_state_snapshot_bytes %llu\n",
+         (unsigned long long)n->last_counters, (unsigned long long)n->last_bytes);
+    LINE("# HELP tokentriage_state_snapshot_seconds Time the last snapshot took to write.\n"
+         "# TYPE tokentriage_state_snapshot_seconds gauge\n"
+         "tokentriage_state_snapshot_seconds %.6f\n"
+         "# HELP tokentriage_state_snapshot_pause_seconds How long the last snapshot stopped "
+         "the loop (the fork), and the longest.\n"
+         "# TYPE tokentriage_state_snapshot_pause_seconds gauge\n"
+         "tokentriage_state_snapshot_pause_seconds{which=\"last\"} %.6f\n"
+         "tokentriage_state_snapshot_pause_seconds{which=\"max\"} %.6f\n",
+         (double)n->last_took_ns / 1e9, (double)n->last_pause_ns / 1e9,
+         (double)n->max_pause_ns / 1e9);
+#undef LINE
+}

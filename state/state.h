@@ -1,0 +1,91 @@
+/*
+ * State across restarts (SPEC §11), the daemon's side (prefix st_node_): the state directory,
+ * its lock, the snapshot taken every interval from a forked child and once more at stop, and
+ * the restore at start. The format is snap.h's.
+ *
+ * Nothing here blocks a start: a directory that cannot be made, opened or locked, a snapshot
+ * that is missing, truncated, corrupt, of another version or written for another node, all
+ * become an event (the daemon logs it) and a metric, and the daemon serves without that state.
+ *
+ * Threads: the loop's. Ownership: the node borrows the loop, the engine and the config pointer
+ * it is given for its whole life.
+ */
+#ifndef TT_STATE_STATE_H
+#define TT_STATE_STATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "config.h"
+#include "engine.h"
+#include "snap.h"
+
+#define ST_FILE "counters.snap"         /* the snapshot in the state directory */
+#define ST_FILE_TMP "counters.snap.tmp" /* written aside, renamed over ST_FILE */
+#define ST_LOCK "lock"                  /* flock'ed by the daemon that owns the directory */
+
+typedef struct st_node st_node_t;
+
+typedef enum st_event_kind {
+    ST_EV_OPEN_FAILED = 0, /* the directory is unusable (err, detail): no state this run */
+    ST_EV_RESTORED,        /* counts filled */
+    ST_EV_RESTORE_FAILED,  /* err, detail; ST_EMISSING on a first start */
+    ST_EV_DROPPED,         /* one limit of the snapshot that the armed config no longer has */
+    ST_EV_SNAPSHOT,        /* a snapshot is in place: counters, bytes, took_ns, pause_ns */
+    ST_EV_SNAPSHOT_FAILED, /* err, detail: the previous snapshot is still in place */
+} st_event_kind_t;
+
+typedef struct st_event {
+    st_event_kind_t kind;
+    int err;            /* ST_E* when something failed */
+    const char *path;   /* the file or directory concerned */
+    const char *detail; /* what exactly (a field, a system error) */
+    const char *limit;  /* ST_EV_DROPPED: the limit's id in the snapshot */
+    uint64_t counters;  /* snapshot: counters written; dropped: counters of that limit */
+    uint64_t bytes;
+    uint64_t restored, idle, dropped, refused; /* ST_EV_RESTORED */
+    int64_t age_ns;                            /* ST_EV_RESTORED: how old the snapshot was */
+    int64_t took_ns;                           /* snapshot: from the fork to the rename */
+    int64_t pause_ns;                          /* snapshot: how long the loop stood (fork) */
+    bool at_stop;                              /* snapshot taken in-process at stop */
+} st_event_t;
+
+typedef void (*st_event_fn)(void *ctx, const st_event_t *ev);
+
+typedef struct st_options {
+    const char *dir;          /* server.state_dir, not empty */
+    int64_t interval_ns;      /* server.snapshot_interval; 0: only at stop */
+    const cfg_share_t *share; /* the scope: node id and cluster label (may be absent) */
+} st_options_t;
+
+/*
+ * Makes the directory (mode 0700 when it is created), locks it and gets ready. Returns 0, or
+ * ST_ETOOBIG-free negative only when out of memory; an unusable directory is reported through
+ * `ev` and leaves a node that does nothing but count.
+ */
+int st_node_open(st_node_t **out, uv_loop_t *loop, const st_options_t *o, st_event_fn ev,
+                 void *ctx);
+
+/* Restores the snapshot into `e`, whose armed config is *cfg: counters of limits that still
+ * exist (same counter identity, local or share) come back, others are dropped and reported. */
+void st_node_restore(st_node_t *n, gov_engine_t *e, const cfg_config_t *cfg, int64_t now);
+
+/* Starts the interval snapshots of `e`; *cfgp is read at each one (a reload swaps it). */
+void st_node_start(st_node_t *n, gov_engine_t *e, cfg_config_t *const *cfgp);
+
+/* At stop, once no decision can run any more: ends a snapshot under way, writes one in-process
+ * when `snapshot` (not after a start that failed) and closes the timers. Free the node once the
+ * loop has run the closes. NULL is ignored. */
+void st_node_stop(st_node_t *n, bool snapshot, int64_t now);
+
+void st_node_free(st_node_t *n);
+
+/* Age of the last snapshot known good (written here, or restored), -1 when there is none. */
+int64_t st_node_age_ns(const st_node_t *n, int64_t now);
+
+/* Appends the state families (Prometheus text) through `emit`, whole lines. */
+typedef void (*st_emit_fn)(void *ctx, const char *text);
+void st_node_metrics(const st_node_t *n, int64_t now, st_emit_fn emit, void *ctx);
+
+#endif
