@@ -1,7 +1,7 @@
 /*
  * The engine's redis hook. An operation comes from the engine with the limit (its identity and
  * limiter) and the subject id; it leaves as one script call on the counter key
- * tokentriage:<identity>:<id>, and comes back as gov_redis_complete: Redis' result, or
+ * tokentriage:{<identity>:<id>}, and comes back as gov_redis_complete: Redis' result, or
  * "unavailable" for every reason Redis had none (refused at once, timed out, an error or a
  * misshapen reply, the connection lost, the store closed). The engine then applies
  * posture.fail; the counts here say how often that happened and which way.

@@ -34,13 +34,14 @@ int rds_script_for(const ra_limiter_t *l)
 
 int rds_key(char *buf, uint64_t identity, const char *id, size_t idlen)
 {
-    static const char prefix[] = "tokentriage:";
+    static const char prefix[] = "tokentriage:{";
     size_t head = sizeof(prefix) - 1 + 16 + 1;
-    if (idlen > RDS_KEY_MAX - head)
+    if (idlen > RDS_KEY_MAX - head - 1)
         return RDS_EARG;
     snprintf(buf, head + 1, "%s%016" PRIx64 ":", prefix, identity);
     memcpy(buf + head, id, idlen);
-    return (int)(head + idlen);
+    buf[head + idlen] = '}';
+    return (int)(head + idlen + 1);
 }
 
 /* Appends one argument to cmd, copying it into cmd->buf. */

@@ -86,8 +86,10 @@ int rds_command_build(rds_command_t *cmd, const char *sha, const ra_limiter_t *l
 void rds_command_to_eval(rds_command_t *cmd);
 
 /*
- * The counter key of a limit for one subject id: "tokentriage:<identity, 16 hex>:<id>". A new
+ * The counter key of a limit for one subject id: "tokentriage:{<identity, 16 hex>:<id>}". A new
  * identity (a limit whose counting changed on reload) is a new key; the old one expires by TTL.
+ * The braces are a Redis Cluster hash tag that starts at our own '{': the slot hashes the
+ * identity and as much of the id as precedes a '}' in it, so an id cannot pick its slot.
  * Returns the length, or RDS_EARG when it does not fit RDS_KEY_MAX.
  */
 int rds_key(char *buf, uint64_t identity, const char *id, size_t idlen);

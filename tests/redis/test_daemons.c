@@ -54,7 +54,7 @@ static bool decided_by_redis(tt_client_t *c, const char *probe)
     if (tt_decide(c, s, 1, -1, &r) != 0)
         return false;
     redisContext *rc = rh_connect(&server);
-    redisReply *keys = redisCommand(rc, "KEYS tokentriage:*:%s", probe);
+    redisReply *keys = redisCommand(rc, "KEYS tokentriage:{*:%s}", probe);
     bool found = keys && keys->type == REDIS_REPLY_ARRAY && keys->elements == 1;
     freeReplyObject(keys);
     redisFree(rc);
