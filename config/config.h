@@ -35,6 +35,7 @@ enum {
 #define CFG_SCALAR_MAX 4096        /* bytes in one scalar, after ${VAR} expansion */
 #define CFG_LIMITS_MAX 512         /* governance.limits entries (the engine holds this many) */
 #define CFG_SEEDS_MAX 64           /* shared_state.share.seeds entries */
+#define CFG_REDIS_NODES_MAX 16     /* shared_state.redis.cluster or .sentinels entries */
 #define CFG_ALLOW_MAX 32           /* server.allow_uids / server.allow_gids entries */
 #define CFG_ADDR_MAX 256           /* host:port strings */
 #define CFG_PATH_MAX 4096          /* file paths */
@@ -104,8 +105,14 @@ typedef struct cfg_share {
 /* shared_state.redis: the one shared counter store. */
 typedef struct cfg_redis {
     bool present;
-    char address[CFG_ADDR_MAX + 1]; /* host:port, required */
-    int64_t timeout_ns;             /* a reply slower than this counts as unavailable */
+    /* exactly one topology: address, or cluster, or sentinels with master */
+    char address[CFG_ADDR_MAX + 1];                      /* host:port or a socket path */
+    char cluster[CFG_REDIS_NODES_MAX][CFG_ADDR_MAX + 1]; /* Redis Cluster seed nodes */
+    size_t n_cluster;
+    char sentinels[CFG_REDIS_NODES_MAX][CFG_ADDR_MAX + 1]; /* Sentinels to ask */
+    size_t n_sentinels;
+    char master[CFG_NAME_MAX + 1]; /* the name Sentinel monitors */
+    int64_t timeout_ns;            /* a reply slower than this counts as unavailable */
 } cfg_redis_t;
 
 typedef struct cfg_config {

@@ -460,6 +460,26 @@ static void load_server(struct ctx *c, const cfg_node_t *n)
         get_ids(c, v, "allow_gids", s->allow_gids, &s->n_allow_gids);
 }
 
+/* A sequence of host:port (gossip seeds, Redis Cluster seeds, Sentinels): at most `max`, each
+ * checked as an address and named by its index. */
+static void get_address_list(struct ctx *c, const cfg_node_t *v, const char *base, const char *key,
+                             char (*out)[CFG_ADDR_MAX + 1], size_t max, size_t *n)
+{
+    char p[PATH_SIZE];
+    if (v->kind != CFG_NODE_SEQ) {
+        err(c, join(p, base, key), v, "expected a sequence of host:port, got %s",
+            v->null ? "an empty value" : kind_name(v));
+    } else if (v->n > max) {
+        err(c, join(p, base, key), v, "%zu entries; at most %zu", v->n, max);
+    } else {
+        for (size_t i = 0; i < v->n; i++) {
+            snprintf(p, sizeof(p), "%s.%s[%zu]", base, key, i);
+            if (get_address(c, v->items[i], p, out[*n], false, false) == 0)
+                (*n)++;
+        }
+    }
+}
+
 static const char *const share_keys[] = {"node_id",
                                          "bind",
                                          "advertise",
@@ -495,20 +515,8 @@ static void load_share(struct ctx *c, const cfg_node_t *n)
         get_address(c, v, join(p, base, "bind"), s->bind, false, true);
     if ((v = at(m, "advertise")))
         get_address(c, v, join(p, base, "advertise"), s->advertise, true, false);
-    if ((v = at(m, "seeds"))) {
-        if (v->kind != CFG_NODE_SEQ) {
-            err(c, join(p, base, "seeds"), v, "expected a sequence of host:port, got %s",
-                v->null ? "an empty value" : kind_name(v));
-        } else if (v->n > CFG_SEEDS_MAX) {
-            err(c, join(p, base, "seeds"), v, "%zu seeds; at most %d", v->n, CFG_SEEDS_MAX);
-        } else {
-            for (size_t i = 0; i < v->n; i++) {
-                snprintf(p, sizeof(p), "%s.seeds[%zu]", base, i);
-                if (get_address(c, v->items[i], p, s->seeds[s->n_seeds], false, false) == 0)
-                    s->n_seeds++;
-            }
-        }
-    }
+    if ((v = at(m, "seeds")))
+        get_address_list(c, v, base, "seeds", s->seeds, CFG_SEEDS_MAX, &s->n_seeds);
     if ((v = at(m, "keyring_file")))
         get_string(c, v, join(p, base, "keyring_file"), s->keyring_file, CFG_PATH_MAX, true, NULL,
                    "a path");
@@ -542,18 +550,38 @@ static void load_share(struct ctx *c, const cfg_node_t *n)
                 &s->demand_keys);
 }
 
-static const char *const redis_keys[] = {"address", "timeout", NULL};
+static const char *const redis_keys[] = {"address", "cluster", "sentinels",
+                                         "master",  "timeout", NULL};
 
+/* shared_state.redis names one topology: address (one Redis), cluster (seed nodes of a Redis
+ * Cluster) or sentinels with master (a primary that Sentinel fails over). */
 static void load_redis(struct ctx *c, const cfg_node_t *n)
 {
     cfg_redis_t *r = &c->cfg->redis;
-    const cfg_node_t *m = want_map(c, n, "shared_state.redis", redis_keys), *v;
+    const char *base = "shared_state.redis", *s;
+    char p[PATH_SIZE];
+    const cfg_node_t *m = want_map(c, n, base, redis_keys), *v;
     if (!m)
         return;
     r->present = true;
-    const char *path = "shared_state.redis.address", *s;
-    if (!(v = at(m, "address")))
-        err(c, path, m, "missing; write the Redis host:port");
+    const char *topologies[] = {"address", "cluster", "sentinels"};
+    const cfg_node_t *given[3];
+    const char *first = NULL;
+    for (int i = 0; i < 3; i++) {
+        given[i] = at(m, topologies[i]);
+        if (given[i] && first)
+            err(c, join(p, base, topologies[i]), given[i],
+                "give one of address, cluster or sentinels, not %s and %s", first, topologies[i]);
+        else if (given[i])
+            first = topologies[i];
+    }
+    if (!first)
+        err(c, join(p, base, "address"), m,
+            "missing; write the Redis host:port (or cluster: [seed host:port, ...], or "
+            "sentinels: [host:port, ...] with master: NAME)");
+    const char *path = "shared_state.redis.address";
+    if ((v = given[0]) == NULL)
+        v = NULL; /* another topology, or none (reported above) */
     else if (v->kind == CFG_NODE_SCALAR && !v->null && !v->failed && (s = v->text) &&
              (s[0] == '/' || strncmp(s, "unix:", 5) == 0)) {
         /* a unix socket path (redis/: rds_address_parse); sun_path holds 107 bytes */
@@ -564,6 +592,25 @@ static void load_redis(struct ctx *c, const cfg_node_t *n)
             memcpy(r->address, s, strlen(s) + 1);
     } else
         get_address(c, v, path, r->address, false, false);
+    for (int i = 1; i < 3; i++) {
+        size_t *count = i == 1 ? &r->n_cluster : &r->n_sentinels;
+        if (given[i])
+            get_address_list(c, given[i], base, topologies[i], i == 1 ? r->cluster : r->sentinels,
+                             CFG_REDIS_NODES_MAX, count);
+        if (given[i] && given[i]->kind == CFG_NODE_SEQ && given[i]->n == 0)
+            err(c, join(p, base, topologies[i]), given[i], "empty; name at least one host:port");
+    }
+    if ((v = at(m, "master"))) {
+        if (!given[2])
+            err(c, join(p, base, "master"), v,
+                "only with sentinels (the name Sentinel knows the primary by)");
+        else
+            get_string(c, v, join(p, base, "master"), r->master, CFG_NAME_MAX, false, level_char,
+                       "a master name (letters, digits, _ - .)");
+    } else if (given[2]) {
+        err(c, join(p, base, "master"), m,
+            "missing; Sentinel needs the name it monitors the primary by (e.g. master: mymaster)");
+    }
     if ((v = at(m, "timeout")))
         get_duration(c, v, "shared_state.redis.timeout", 1000000, INT64_C(60) * 1000000000,
                      &r->timeout_ns);

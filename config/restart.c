@@ -20,13 +20,21 @@ static bool server_differs(const cfg_server_t *a, const cfg_server_t *b)
            memcmp(a->allow_gids, b->allow_gids, a->n_allow_gids * sizeof(a->allow_gids[0])) != 0;
 }
 
+static bool lists_differ(const char (*a)[CFG_ADDR_MAX + 1], size_t na,
+                         const char (*b)[CFG_ADDR_MAX + 1], size_t nb)
+{
+    if (na != nb)
+        return true;
+    for (size_t i = 0; i < na; i++)
+        if (strcmp(a[i], b[i]) != 0)
+            return true;
+    return false;
+}
+
 static bool share_differs(const cfg_share_t *a, const cfg_share_t *b)
 {
-    if (a->present != b->present || a->n_seeds != b->n_seeds)
+    if (a->present != b->present || lists_differ(a->seeds, a->n_seeds, b->seeds, b->n_seeds))
         return true;
-    for (size_t i = 0; i < a->n_seeds; i++)
-        if (strcmp(a->seeds[i], b->seeds[i]) != 0)
-            return true;
     return strcmp(a->node_id, b->node_id) != 0 || strcmp(a->bind, b->bind) != 0 ||
            strcmp(a->advertise, b->advertise) != 0 ||
            strcmp(a->keyring_file, b->keyring_file) != 0 || strcmp(a->cluster, b->cluster) != 0 ||
@@ -39,7 +47,9 @@ static bool share_differs(const cfg_share_t *a, const cfg_share_t *b)
 static bool redis_differs(const cfg_redis_t *a, const cfg_redis_t *b)
 {
     return a->present != b->present || strcmp(a->address, b->address) != 0 ||
-           a->timeout_ns != b->timeout_ns;
+           lists_differ(a->cluster, a->n_cluster, b->cluster, b->n_cluster) ||
+           lists_differ(a->sentinels, a->n_sentinels, b->sentinels, b->n_sentinels) ||
+           strcmp(a->master, b->master) != 0 || a->timeout_ns != b->timeout_ns;
 }
 
 size_t cfg_restart_sections(const cfg_config_t *running, const cfg_config_t *reloaded,

@@ -52,9 +52,20 @@ static int submit(void *ctx, gov_redis_op_t *op)
 
 static const gov_redis_ops_t ops = {.submit = submit};
 
+_Static_assert(CFG_REDIS_NODES_MAX <= RDS_SEEDS_MAX, "every configured seed fits the store");
+_Static_assert(CFG_NAME_MAX <= RDS_MASTER_MAX, "a configured master name fits the store");
+
 void rds_options_from_config(const cfg_redis_t *redis, rds_options_t *out)
 {
-    *out = (rds_options_t){.address = redis->address, .timeout_ns = redis->timeout_ns};
+    *out = (rds_options_t){.address = redis->address,
+                           .n_cluster = redis->n_cluster,
+                           .n_sentinels = redis->n_sentinels,
+                           .master = redis->master,
+                           .timeout_ns = redis->timeout_ns};
+    for (size_t i = 0; i < redis->n_cluster; i++)
+        out->cluster[i] = redis->cluster[i];
+    for (size_t i = 0; i < redis->n_sentinels; i++)
+        out->sentinels[i] = redis->sentinels[i];
 }
 
 int rds_gov_attach(rds_gov_t *g, gov_engine_t *engine, uv_loop_t *loop, const rds_options_t *o,

@@ -18,13 +18,24 @@
 
 typedef struct rds_store rds_store_t;
 
+#define RDS_NODE_NAME_MAX 272 /* a host (255), ':' and a port */
+
+#define RDS_SEEDS_MAX 16   /* cluster seeds, or Sentinels */
+#define RDS_MASTER_MAX 128 /* a Sentinel master name */
+
+/* Exactly one topology: address, or cluster seeds, or sentinels with master. */
 typedef struct rds_options {
     /* "host:port", "[v6addr]:port", or a unix socket path ("/path" or "unix:/path"). */
     const char *address;
+    const char *cluster[RDS_SEEDS_MAX]; /* Redis Cluster: any nodes, host:port */
+    size_t n_cluster;
+    const char *sentinels[RDS_SEEDS_MAX]; /* Sentinel: host:port each */
+    size_t n_sentinels;
+    const char *master;     /* the name the Sentinels monitor the primary by */
     int64_t timeout_ns;     /* a call never waits longer; 0 = 50 ms */
     int64_t backoff_min_ns; /* reconnect backoff, doubling with jitter; 0 = 25 ms */
     int64_t backoff_max_ns; /* 0 = 2 s */
-    uint32_t max_in_flight; /* calls held at once (timed-out ones included); 0 = 4096 */
+    uint32_t max_in_flight; /* calls held per node (timed-out ones included); 0 = 4096 */
     void *data;             /* the owner's, handed back in every outcome */
 } rds_options_t;
 
@@ -39,9 +50,24 @@ typedef struct rds_stats {
     uint64_t connects;    /* connections that completed the script handshake */
     uint64_t disconnects; /* connections lost or dropped */
     uint64_t reloads;     /* NOSCRIPT answered by an EVAL that reloads the script */
-    bool ready;           /* connected and the scripts loaded */
+    uint64_t redirects;   /* MOVED or ASK answers followed */
+    uint64_t refreshes;   /* cluster slot maps installed */
+    uint64_t switches;    /* primaries changed through Sentinel */
+    bool ready;           /* connected and the scripts loaded (cluster: every slot served) */
     char last_error[256];
 } rds_stats_t;
+
+/* One connection's counters, for the per-node metrics. */
+typedef struct rds_node_stats {
+    char node[RDS_NODE_NAME_MAX]; /* host:port, or the socket path */
+    bool ready;
+    bool sentinel;
+    uint64_t calls;      /* script calls sent to it (redirected ones included) */
+    uint64_t errors;     /* error or misshapen replies, timeouts, calls lost with it */
+    uint64_t redirects;  /* MOVED or ASK it answered */
+    uint64_t replies;    /* replies read, and their summed latency: */
+    uint64_t latency_ns; /* from the send to the reply */
+} rds_node_stats_t;
 
 /* What a call came to. status 0: `result` is Redis' decision (result.next_state is what the
  * key now holds on an admission). status < 0: an RDS_E* reason, error says what in words. */
@@ -79,6 +105,10 @@ int rds_store_call(rds_store_t *s, const ra_limiter_t *l, const char *key, size_
 
 bool rds_store_ready(const rds_store_t *s);
 void rds_store_stats(const rds_store_t *s, rds_stats_t *out);
+
+/* Fills out[0 .. max) with the connections the store wants (primaries, Sentinels) and returns
+ * how many there are. */
+size_t rds_store_nodes(const rds_store_t *s, rds_node_stats_t *out, size_t max);
 
 /* Parses an address as rds_store_new does: 0 with a unix path or host and port, else
  * RDS_EADDRESS with a message naming shared_state.redis.address. */

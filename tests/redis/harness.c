@@ -51,29 +51,81 @@ static bool answers_ping(const rh_server_t *s)
     return ok;
 }
 
+/* Forks `argv` with the test's descriptors closed and output to /dev/null; the child dies
+ * with the test (even one killed by a sanitizer or a timeout): ctest and Criterion wait for
+ * every holder of their pipes. */
+static pid_t fork_exec(const char *const *argv)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int null = open("/dev/null", O_RDWR);
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(null, 2);
+    for (int fd = 3; fd < 1024; fd++)
+        close(fd);
+    execvp(argv[0], (char *const *)argv);
+    _exit(127);
+}
+
+int rh_spawn_program(const char *const *argv, pid_t *pid)
+{
+    *pid = fork_exec(argv);
+    return *pid > 0 ? 0 : -1;
+}
+
+int rh_poll_program(pid_t pid)
+{
+    int status;
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == 0)
+        return -2;
+    return r == pid && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int rh_run_program(const char *const *argv, long long ms)
+{
+    pid_t pid;
+    if (rh_spawn_program(argv, &pid) < 0)
+        return -1;
+    long long deadline = rh_now_ms() + ms;
+    int rc;
+    while ((rc = rh_poll_program(pid)) == -2) {
+        if (rh_now_ms() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            return -1;
+        }
+        usleep(10000); /* polling the child, bounded by the deadline */
+    }
+    return rc;
+}
+
 static int spawn(rh_server_t *s)
 {
-    char port[16], log[128];
+    char port[16], log[128], conf[128];
     snprintf(port, sizeof(port), "%d", s->port);
     snprintf(log, sizeof(log), "%s/redis.log", s->dir);
-    pid_t pid = fork();
+    snprintf(conf, sizeof(conf), "%s/redis.conf", s->dir);
+    const char *argv[48] = {"redis-server"};
+    int n = 1;
+    if (s->sentinel) {
+        argv[n++] = conf;
+        argv[n++] = "--sentinel";
+    }
+    const char *base[] = {
+        "--port",    port, "--bind", "127.0.0.1", "--unixsocket", s->sock, "--dir",       s->dir,
+        "--logfile", log,  "--save", "",          "--appendonly", "no",    "--daemonize", "no"};
+    for (size_t i = 0; i < sizeof(base) / sizeof(base[0]); i++)
+        argv[n++] = base[i];
+    for (int i = 0; s->extra && s->extra[i] && n < 47; i++)
+        argv[n++] = s->extra[i];
+    argv[n] = NULL;
+    pid_t pid = fork_exec(argv);
     if (pid < 0)
         return -1;
-    if (pid == 0) {
-        /* die with the test (even one killed by a sanitizer or a timeout), and hold none of
-         * its descriptors: ctest and Criterion wait for every holder of their pipes */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int null = open("/dev/null", O_RDWR);
-        dup2(null, 0);
-        dup2(null, 1);
-        dup2(null, 2);
-        for (int fd = 3; fd < 1024; fd++)
-            close(fd);
-        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1",
-               "--unixsocket", s->sock, "--dir", s->dir, "--logfile", log, "--save", "",
-               "--appendonly", "no", "--daemonize", "no", (char *)NULL);
-        _exit(127);
-    }
     s->pid = pid;
     long long deadline = rh_now_ms() + 10000;
     while (rh_now_ms() < deadline) {
@@ -90,13 +142,24 @@ static int spawn(rh_server_t *s)
     return -1;
 }
 
-int rh_start(rh_server_t *s)
+int rh_start_with(rh_server_t *s, const char *const *extra, const char *sentinel_conf)
 {
     memset(s, 0, sizeof(*s));
+    s->extra = extra;
+    s->sentinel = sentinel_conf != NULL;
     snprintf(s->dir, sizeof(s->dir), "/tmp/tt-redis-XXXXXX");
     if (mkdtemp(s->dir) == NULL)
         return -1;
     snprintf(s->sock, sizeof(s->sock), "%s/redis.sock", s->dir);
+    if (sentinel_conf != NULL) {
+        char path[128];
+        snprintf(path, sizeof(path), "%s/redis.conf", s->dir);
+        FILE *f = fopen(path, "w");
+        if (f == NULL || fputs(sentinel_conf, f) < 0 || fclose(f) != 0) {
+            rh_stop(s);
+            return -1;
+        }
+    }
     for (int attempt = 0; attempt < 5; attempt++) {
         s->port = free_port();
         snprintf(s->address, sizeof(s->address), "127.0.0.1:%d", s->port);
@@ -105,6 +168,11 @@ int rh_start(rh_server_t *s)
     }
     rh_stop(s);
     return -1;
+}
+
+int rh_start(rh_server_t *s)
+{
+    return rh_start_with(s, NULL, NULL);
 }
 
 int rh_restart(rh_server_t *s)

@@ -18,10 +18,31 @@ typedef struct rh_server {
     char dir[64];
     char sock[96];    /* the unix socket path */
     char address[32]; /* "127.0.0.1:<port>" */
+    /* more arguments, kept for restarts: "--cluster-enabled", "yes", ... (NULL-ended) */
+    const char *const *extra;
+    bool sentinel; /* a redis.conf written from conf_text, run with --sentinel */
 } rh_server_t;
 
 /* Starts a server and waits (at most 10 s) until it answers PING. 0 or -1. */
 int rh_start(rh_server_t *s);
+
+/*
+ * rh_start with more arguments (`extra`, NULL-ended, must outlive the server) and, when
+ * `sentinel_conf` is not NULL, as a Sentinel: the text is written to dir/redis.conf (which
+ * Sentinel rewrites as it learns). 0 or -1.
+ */
+int rh_start_with(rh_server_t *s, const char *const *extra, const char *sentinel_conf);
+
+/* Runs a program (argv NULL-ended; its output discarded) and waits at most `ms` for it.
+ * Returns its exit status, or -1 (not run, killed by a signal, or killed at the deadline). */
+int rh_run_program(const char *const *argv, long long ms);
+
+/* Starts a program in the background (output discarded); *pid is for rh_wait_program. */
+int rh_spawn_program(const char *const *argv, pid_t *pid);
+
+/* Exit status of a program started by rh_spawn_program once it ended, else -2 (still running);
+ * -1 when it died by a signal. Does not block. */
+int rh_poll_program(pid_t pid);
 
 /* Starts it again on the same port and socket after rh_kill. 0 or -1. */
 int rh_restart(rh_server_t *s);

@@ -1,0 +1,137 @@
+/*
+ * The redis store's insides, shared by its three files: redis_store.c (calls: the waiting
+ * list, the deadline, replies, redirects), node.c (one connection each: connect, handshake,
+ * backoff, drop) and topology.c (which node serves a key: the cluster's slot map and its
+ * refresh, Sentinel's primary). Not installed, not for other modules.
+ */
+#ifndef TT_REDIS_STORE_INT_H
+#define TT_REDIS_STORE_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <hiredis/async.h>
+#include <uv.h>
+
+#include "redis_store.h"
+#include "slots.h"
+
+/* Connections one store holds at most: the primaries, plus the seeds or Sentinels asked. */
+#define RDS_CONNS_MAX (RDS_NODES_MAX + RDS_SEEDS_MAX)
+
+typedef enum rds_mode {
+    RDS_MODE_SINGLE,   /* one address */
+    RDS_MODE_CLUSTER,  /* slots routed to primaries */
+    RDS_MODE_SENTINEL, /* one primary, found and followed through Sentinel */
+} rds_mode_t;
+
+typedef enum rds_call_kind {
+    RDS_CALL_DECIDE,       /* a caller's script call */
+    RDS_CALL_SCRIPT_LOAD,  /* handshake: one asset */
+    RDS_CALL_ROLE,         /* handshake (Sentinel mode): is this the primary? */
+    RDS_CALL_SLOTS,        /* CLUSTER SLOTS, for the map */
+    RDS_CALL_SENTINEL_ADDR /* handshake of a Sentinel: where is the primary? */
+} rds_call_kind_t;
+
+typedef struct rds_node rds_node_t;
+typedef struct rds_call rds_call_t;
+
+struct rds_call {
+    rds_store_t *store;
+    rds_node_t *node;              /* where the command was last sent */
+    const redisAsyncContext *conn; /* ... on which connection of it */
+    rds_call_t *prev, *next;       /* the waiting list, or (next only) the free list */
+    uint64_t deadline_ms;
+    uint64_t sent_ns;  /* for the node's latency */
+    rds_done_fn *done; /* NULL once the caller has been answered */
+    void *arg;
+    rds_call_kind_t kind;
+    bool waiting;      /* on the waiting list */
+    bool retried;      /* NOSCRIPT already answered with an EVAL */
+    uint8_t redirects; /* MOVED/ASK followed so far */
+    rds_command_t cmd;
+};
+
+/* One connection. A node object lives until the store is freed (its timer is a loop handle);
+ * a node no longer wanted is disconnected and may be re-pointed at another endpoint. */
+struct rds_node {
+    rds_store_t *store;
+    uint32_t index;        /* in store->nodes */
+    bool sentinel;         /* a Sentinel, not a Redis that runs scripts */
+    bool wanted;           /* connect and reconnect it (a primary in the map, a seed asked) */
+    bool ready;            /* connected and the handshake done */
+    bool stalled;          /* marked by the deadline sweep, dropped after it */
+    redisAsyncContext *ac; /* NULL while disconnected */
+    uv_timer_t reconnect;
+    rds_endpoint_t at;
+    uint64_t backoff_ms;
+    uint64_t last_read_ms; /* when a reply last arrived on this connection */
+    uint32_t pending;      /* caller's calls hiredis holds on this connection */
+    int handshake_left;
+    rds_node_stats_t stats;
+};
+
+struct rds_store {
+    uv_loop_t *loop;
+    rds_mode_t mode;
+    uv_timer_t deadline; /* armed for the head of the waiting list */
+    uv_timer_t refresh;  /* the next CLUSTER SLOTS */
+    uint64_t timeout_ms, backoff_min_ms, backoff_max_ms;
+    uint32_t max_in_flight, live; /* per node; call slots in use */
+    rds_call_t *head, *tail;      /* waiting list, oldest first */
+    rds_call_t *free_slots;
+    bool closing;
+    int handles_open;
+    uint64_t jitter;
+    void *data;
+    char sha[RDS_SCRIPT_COUNT][RDS_SHA_LEN + 1];
+    rds_stats_t stats;
+
+    rds_node_t *nodes[RDS_CONNS_MAX];
+    uint32_t n_nodes;
+    rds_node_t *primary; /* single and Sentinel modes: the one Redis; NULL until known */
+    rds_node_t *watcher; /* Sentinel mode: the Sentinel asked and subscribed to */
+    /* cluster: slot -> index in nodes (RDS_MAP_NONE: unknown); the map's coverage */
+    uint8_t route[RDS_SLOTS];
+    uint32_t covered;
+    rds_map_t *scratch; /* a CLUSTER SLOTS reply being read */
+    bool refresh_in_flight, refresh_wanted;
+    uint64_t last_refresh_ms;
+    uint32_t refresh_cursor;
+    /* seeds (cluster) or Sentinels (sentinel mode), and the master's name */
+    rds_endpoint_t seeds[RDS_SEEDS_MAX];
+    uint32_t n_seeds, seed_cursor;
+    char master[RDS_MASTER_MAX + 1];
+};
+
+/* redis_store.c */
+void rds__set_error(rds_store_t *s, const char *what);
+rds_call_t *rds__acquire(rds_store_t *s);
+void rds__release(rds_call_t *c);
+void rds__push_waiting(rds_call_t *c);
+void rds__on_reply(redisAsyncContext *ac, void *r, void *privdata);
+
+/* node.c */
+rds_node_t *rds__node_get(rds_store_t *s, const rds_endpoint_t *at, bool sentinel);
+void rds__node_connect(rds_node_t *n);
+void rds__node_drop(rds_node_t *n, const char *why);
+void rds__node_handshake_done(rds_node_t *n, rds_call_t *c, const redisReply *reply);
+bool rds__node_usable(const rds_node_t *n);
+
+int rds__node_send(rds_node_t *n, rds_call_kind_t kind, int script, int argc, const char **argv,
+                   const size_t *argvlen);
+
+/* topology.c */
+int rds__topology_parse(rds_store_t *s, const rds_options_t *o, char *err, size_t errsz);
+void rds__topology_start(rds_store_t *s);
+void rds__refresh_soon(rds_store_t *s);
+void rds__node_ready(rds_node_t *n);
+void rds__node_lost(rds_node_t *n);
+void rds__on_slots(rds_call_t *c, const redisReply *reply);
+void rds__on_sentinel_addr(rds_call_t *c, const redisReply *reply);
+void rds__on_switch_master(redisAsyncContext *ac, void *r, void *privdata);
+void rds__moved(rds_store_t *s, int slot, rds_node_t *to);
+rds_node_t *rds__route(rds_store_t *s, const char *key, size_t keylen);
+bool rds__topology_ready(const rds_store_t *s);
+
+#endif
