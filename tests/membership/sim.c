@@ -24,6 +24,7 @@ typedef struct node {
     uint32_t starts;
     bool up;
     int64_t paused_until;
+    int64_t lag; /* a slow member: what it receives waits this long, its timers do not */
     int64_t exit_at;  /* a leaver exits then */
     int64_t deadline; /* the core's next deadline as last pushed; older ticks are stale */
     uint64_t tx_bytes;
@@ -144,6 +145,12 @@ static void trace(sim_t *s, uint64_t x)
     s->trace = (s->trace ^ x) * UINT64_C(1099511628211);
 }
 
+/* When a datagram sent now after `delay` reaches node `to`: a slow member reads it late. */
+static int64_t arrival(const sim_t *s, int to, int64_t delay)
+{
+    return s->now + delay + s->nodes[to].lag;
+}
+
 static void start_pushpull(sim_t *s, int i, int to, bool join)
 {
     node_t *n = &s->nodes[i];
@@ -154,7 +161,7 @@ static void start_pushpull(sim_t *s, int i, int to, bool join)
         return;
     }
     n->tx_bytes += len;
-    ev_push(s, (ev_t){.at = s->now + s->o.delay_max + 1 * SIM_MS,
+    ev_push(s, (ev_t){.at = arrival(s, to, s->o.delay_max + 1 * SIM_MS),
                       .kind = EV_PP_REQ,
                       .from = i,
                       .to = to,
@@ -182,7 +189,7 @@ static void drain(sim_t *s, int i)
                 delay += (int64_t)(rnd(s) % (uint64_t)(s->o.delay_max - s->o.delay_min + 1));
             uint8_t *b = xrealloc(NULL, d->len);
             memcpy(b, ob->arena + d->off, d->len);
-            ev_push(s, (ev_t){.at = s->now + delay,
+            ev_push(s, (ev_t){.at = arrival(s, to, delay),
                               .kind = EV_DGRAM,
                               .from = i,
                               .to = to,
@@ -257,7 +264,7 @@ static void deliver(sim_t *s, ev_t *e)
             uint8_t *buf = xrealloc(NULL, cap);
             if (swim_pushpull_encode(n->core, s->now, false, buf, cap, &len) == 0) {
                 n->tx_bytes += len;
-                ev_push(s, (ev_t){.at = s->now + s->o.delay_max + 1 * SIM_MS,
+                ev_push(s, (ev_t){.at = arrival(s, e->from, s->o.delay_max + 1 * SIM_MS),
                                   .kind = EV_PP_REPLY,
                                   .from = e->to,
                                   .to = e->from,
@@ -467,6 +474,11 @@ void sim_leave(sim_t *s, int i)
 void sim_pause(sim_t *s, int i, int64_t d)
 {
     s->nodes[i].paused_until = s->now + d;
+}
+
+void sim_lag(sim_t *s, int i, int64_t d)
+{
+    s->nodes[i].lag = d;
 }
 
 void sim_group(sim_t *s, int i, int g)

@@ -5,7 +5,8 @@
  * virtual network and calls swim_tick at each core's next deadline, jumping the virtual clock
  * from one event to the next (no sleeps, no wall clock). The network is seeded: loss,
  * duplication, a random delay per datagram (which reorders), one-way cuts between nodes,
- * partitions (groups that cannot talk), paused nodes (their datagrams wait, their timers
+ * partitions (groups that cannot talk), slow nodes (what
+ * they receive is read late, their timers run on time), paused nodes (their datagrams wait, their timers
  * stall, like a stopped process) and killed nodes. Push-pull runs as a request and a reply
  * over the same links, failing like a TCP connect when either direction is cut.
  *
@@ -58,6 +59,9 @@ void sim_restart(sim_t *s, int i, int seed);
 void sim_leave(sim_t *s, int i);
 /* Pauses a node until now + d. */
 void sim_pause(sim_t *s, int i, int64_t d);
+/* A slow member (a CPU-starved process): every datagram it receives from now on is read d
+ * late, while its own timers still fire on time; d 0 ends it. */
+void sim_lag(sim_t *s, int i, int64_t d);
 /* Partition group of a node: nodes in different groups cannot talk. All start in 0. */
 void sim_group(sim_t *s, int i, int g);
 /* One-way cut: datagrams from -> to are lost (on) or flow again (off). */

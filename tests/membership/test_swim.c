@@ -272,3 +272,51 @@ Test(swim, two_hundred_and_fifty_nodes_joining_at_once_converge)
     cr_assert_eq(w.downs, 0);
     sim_free(s);
 }
+
+/* ---- slow members: what they receive is read late while their timers run (sim_lag) ---- */
+
+/* An hour at N = 64 with `slow` members reading 1.5 or 3 s late and `loss` on every link:
+ * returns the false deaths. */
+static int slow_hour(uint64_t seed, int slow, int64_t lag, double loss)
+{
+    watch_t w;
+    sim_t *s = cluster(&w, seed, 64, 0);
+    cr_assert(sim_run_while_not(s, sim_now(s) + 60 * SIM_S, sim_converged, NULL));
+    for (int k = 0; k < slow; k++)
+        sim_lag(s, 5 + 13 * k, lag);
+    sim_set_loss(s, loss);
+    sim_run_until(s, sim_now(s) + 3600 * SIM_S);
+    int deaths = w.false_deaths;
+    sim_free(s);
+    return deaths;
+}
+
+Test(swim_slow, one_member_reading_1_5_s_late_for_an_hour_kills_no_one)
+{
+    int d = slow_hour(101, 1, 1500 * SIM_MS, 0);
+    cr_assert_eq(d, 0, "%d false deaths", d);
+}
+
+Test(swim_slow, four_members_reading_3_s_late_for_an_hour_kill_no_one)
+{
+    int d = slow_hour(103, 4, 3000 * SIM_MS, 0);
+    cr_assert_eq(d, 0, "%d false deaths", d);
+}
+
+Test(swim_slow, twenty_percent_loss_at_64_for_an_hour_kills_no_one)
+{
+    int d = slow_hour(107, 0, 0, 0.20);
+    cr_assert_eq(d, 0, "%d false deaths", d);
+}
+
+Test(swim_slow, four_slow_members_and_twenty_percent_loss_for_an_hour_kill_no_one)
+{
+    int d = slow_hour(109, 4, 3000 * SIM_MS, 0.20);
+    cr_assert_eq(d, 0, "%d false deaths", d);
+}
+
+Test(swim_slow, one_member_reading_1_5_s_late_with_twenty_percent_loss_kills_no_one)
+{
+    int d = slow_hour(113, 1, 1500 * SIM_MS, 0.20);
+    cr_assert_eq(d, 0, "%d false deaths", d);
+}
