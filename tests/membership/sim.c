@@ -24,7 +24,7 @@ typedef struct node {
     uint32_t starts;
     bool up;
     int64_t paused_until;
-    int64_t lag; /* a slow member: what it receives waits this long, its timers do not */
+    int64_t lag;      /* a slow member: what it receives waits this long, its timers do not */
     int64_t exit_at;  /* a leaver exits then */
     int64_t deadline; /* the core's next deadline as last pushed; older ticks are stale */
     uint64_t tx_bytes;

@@ -6,8 +6,8 @@
  * from one event to the next (no sleeps, no wall clock). The network is seeded: loss,
  * duplication, a random delay per datagram (which reorders), one-way cuts between nodes,
  * partitions (groups that cannot talk), slow nodes (what
- * they receive is read late, their timers run on time), paused nodes (their datagrams wait, their timers
- * stall, like a stopped process) and killed nodes. Push-pull runs as a request and a reply
+ * they receive is read late, their timers run on time), paused nodes (their datagrams wait, their
+ * timers stall, like a stopped process) and killed nodes. Push-pull runs as a request and a reply
  * over the same links, failing like a TCP connect when either direction is cut.
  *
  * Same seed, same trace: every random choice comes from the simulator's own PRNG or from

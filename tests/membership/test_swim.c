@@ -4,6 +4,7 @@
 
 #include "sim.h"
 #include "swim.h"
+#include "swim_proto.h"
 
 /* Counts DOWN events about nodes that were up at the time (false deaths) and the first time
  * every survivor agreed on a target's death. */
@@ -319,4 +320,99 @@ Test(swim_slow, one_member_reading_1_5_s_late_with_twenty_percent_loss_kills_no_
 {
     int d = slow_hour(113, 1, 1500 * SIM_MS, 0.20);
     cr_assert_eq(d, 0, "%d false deaths", d);
+}
+
+/* ---- claims fed to one core directly ---- */
+
+/* A plaintext GOSSIP datagram from "peer" (generation 7) carrying `n` updates, into c. */
+static int claim(swim_core_t *c, int64_t now, uint64_t seq, const swim_update_t *u, int n)
+{
+    uint8_t dgram[SWIM_DATAGRAM_MAX] = {SWIM_WIRE_VERSION, SWIM_MODE_PLAIN};
+    swim_wbuf_t w = {dgram + 2, 0, sizeof dgram - 2, false};
+    swim_enc_head(&w, "peer", 4, 7, now, seq, SWIM_GOSSIP);
+    swim_msg_t om = {.kind = SWIM_GOSSIP};
+    swim_enc_msg(&w, &om);
+    size_t at = swim_enc_array_open(&w);
+    for (int k = 0; k < n; k++)
+        swim_enc_update(&w, &u[k]);
+    swim_enc_array_close(&w, at, (uint32_t)n);
+    cr_assert_not(w.overflow);
+    swim_addr_t from = {.family = 4, .port = 7946, .ip = {10, 0, 0, 2}};
+    return swim_receive(c, now, &from, dgram, 2 + w.len, NULL);
+}
+
+static swim_core_t *lone_core(const char *id, int64_t now)
+{
+    swim_config_t cfg;
+    swim_config_default(&cfg);
+    cfg.id = id;
+    cfg.generation = 1;
+    cfg.addr = (swim_addr_t){.family = 4, .port = 7946, .ip = {10, 0, 0, 1}};
+    swim_core_t *c;
+    swim_err_t err;
+    cr_assert_eq(swim_new(&c, &cfg, now, &err), 0, "%s", err.msg);
+    return c;
+}
+
+Test(swim, refuting_a_declared_death_raises_the_local_health_score_as_a_suspicion_does)
+{
+    int64_t now = INT64_C(1700000000) * SIM_S;
+    for (int st = SWIM_SUSPECT; st <= SWIM_DEAD; st++) {
+        swim_core_t *c = lone_core("rx", now);
+        swim_update_t u = {.state = (swim_state_t)st,
+                           .id = "rx",
+                           .id_len = 2,
+                           .generation = 1,
+                           .addr = {.family = 4, .port = 7946, .ip = {10, 0, 0, 1}}};
+        cr_assert_eq(claim(c, now, 1, &u, 1), 0);
+        cr_assert_eq(swim_counters(c)->refutes, 1);
+        cr_assert_eq(swim_health(c), 1, "refuting %s left health at %d", swim_state_name(u.state),
+                     swim_health(c));
+        swim_free(c);
+    }
+}
+
+/* Finding 5: a newcomer whose join push-pull says a stranger is DEAD (which the push-pull
+ * turns into SUSPECT) must not count that stranger live, nor announce it UP. */
+typedef struct up_watch {
+    watch_t w;
+    int newcomer, victim, ups;
+} up_watch_t;
+
+static void on_up(void *ud, sim_t *s, int node, const swim_event_t *ev)
+{
+    up_watch_t *uw = ud;
+    on_event(&uw->w, s, node, ev);
+    if (node == uw->newcomer && ev->type == SWIM_EV_UP && atoi(ev->id + 1) == uw->victim)
+        uw->ups++;
+}
+
+Test(swim, a_newcomer_ignores_a_suspicion_about_a_member_it_never_knew)
+{
+    for (uint64_t seed = 51; seed < 56; seed++) {
+        up_watch_t uw = {.newcomer = -1, .victim = 3};
+        uw.w.victim = 3;
+        sim_opts_t o;
+        sim_opts_default(&o);
+        o.seed = seed;
+        o.on_event = on_up;
+        o.ud = &uw;
+        sim_t *s = sim_new(&o);
+        sim_add_many(s, 8);
+        cr_assert(sim_run_while_not(s, sim_now(s) + 30 * SIM_S, sim_converged, NULL));
+        sim_kill(s, 3);
+        cr_assert(sim_run_while_not(s, sim_now(s) + 30 * SIM_S, all_dead, &uw.victim));
+        uw.newcomer = 8;
+        sim_add(s, 0);
+        for (int k = 0; k < 100; k++) { /* ten seconds, every 100 ms */
+            sim_run_until(s, sim_now(s) + 100 * SIM_MS);
+            cr_assert_leq(swim_live_count(sim_core(s, 8)), 8, "seed %llu: the dead member counted",
+                          (unsigned long long)seed);
+        }
+        cr_assert_eq(uw.ups, 0, "seed %llu: the newcomer announced a dead member up",
+                     (unsigned long long)seed);
+        cr_assert_neq(sim_state(s, 8, 3), SWIM_ALIVE);
+        cr_assert_neq(sim_state(s, 8, 3), SWIM_SUSPECT);
+        sim_free(s);
+    }
 }
