@@ -13,8 +13,11 @@
 
 #include "ratealg.h"
 
-#define CFG_ID_MAX 64    /* limit ids: [a-z0-9_]+ */
-#define CFG_LEVEL_MAX 64 /* subject level names */
+#define CFG_ID_MAX 64           /* limit ids: [a-z0-9_]+ */
+#define CFG_LEVEL_MAX 64        /* subject level names */
+#define CFG_ATTACH_LEVELS_MAX 4 /* levels in one attach.levels combination */
+/* attach as stored: one level, or the levels of a combination joined by ',' in order */
+#define CFG_ATTACH_MAX (CFG_ATTACH_LEVELS_MAX * (CFG_LEVEL_MAX + 1) - 1)
 
 typedef enum cfg_type {
     CFG_TYPE_RPM = 0,
@@ -40,8 +43,11 @@ typedef struct cfg_posture {
 
 typedef struct cfg_limit {
     char id[CFG_ID_MAX + 1];
-    char level[CFG_LEVEL_MAX + 1]; /* "global" is one counter for every subject */
-    uint8_t pad_[6];
+    /* attach.level ("global" is one counter for every subject), or attach.levels joined by ','
+     * ("generic_key,team": one counter per combination of ids); a ',' never occurs in a level
+     * name, so the joined form is canonical and single-level limits keep their identity */
+    char level[CFG_ATTACH_MAX + 1];
+    uint8_t pad_[3];
     cfg_type_t type;
     cfg_store_t store;
     ra_algorithm_t algorithm; /* rate-class only; RA_GCRA otherwise */

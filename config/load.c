@@ -636,7 +636,7 @@ static const char *const type_names[] = {
 static const char *const store_names[] = {"local", "share", "redis", NULL};
 static const char *const algorithm_names[] = {"gcra", "fixed_window", "sliding_window",
                                               "token_bucket", NULL};
-static const char *const attach_keys[] = {"level", NULL};
+static const char *const attach_keys[] = {"level", "levels", NULL};
 static const char *const posture_keys[] = {"mode", "enforce", "fail", NULL};
 static const char *const mode_names[] = {"off", "on", NULL};
 static const char *const enforce_names[] = {"soft", "hard", NULL};
@@ -787,6 +787,67 @@ static void load_store(struct ctx *c, const cfg_node_t *m, const char *base, cfg
         err(c, path, v, "store \"share\" needs shared_state.share, which is not declared");
     else if (l->store == CFG_STORE_REDIS && !c->cfg->redis.present)
         err(c, path, v, "store \"redis\" needs shared_state.redis, which is not declared");
+    else if (l->store == CFG_STORE_REDIS && strchr(l->level, ','))
+        err(c, path, v,
+            "store \"redis\" counts one level per key; attach.levels combinations are "
+            "counted by store \"local\" or \"share\"");
+}
+
+/*
+ * attach: { level: L } or attach: { levels: [a, b, ...] } (a counter per combination of ids,
+ * as Envoy's nested descriptors count). The levels are stored joined by ',' in order.
+ */
+static void load_attach(struct ctx *c, const cfg_node_t *n, const char *path, cfg_limit_t *l)
+{
+    char p[PATH_SIZE + 32]; /* room for "[i]" after a full path */
+    const cfg_node_t *a = want_map(c, n, path, attach_keys), *v, *vs;
+    if (!a)
+        return;
+    v = at(a, "level");
+    vs = at(a, "levels");
+    if (v && vs) {
+        err(c, path, a, "level and levels both given; write one");
+        return;
+    }
+    if (v) {
+        get_string(c, v, join(p, path, "level"), l->level, CFG_LEVEL_MAX, false, level_char,
+                   "a level name (letters, digits, _ - .)");
+        return;
+    }
+    if (!vs) {
+        err(c, join(p, path, "level"), a, "missing; name a subject level (or \"global\")");
+        return;
+    }
+    join(p, path, "levels");
+    if (vs->kind != CFG_NODE_SEQ) {
+        err(c, p, vs, "expected a sequence of level names, got %s",
+            vs->null ? "an empty value" : kind_name(vs));
+        return;
+    }
+    if (vs->n == 0 || vs->n > CFG_ATTACH_LEVELS_MAX) {
+        err(c, p, vs, "%zu levels; a combination names 1 to %d", vs->n, CFG_ATTACH_LEVELS_MAX);
+        return;
+    }
+    char names[CFG_ATTACH_LEVELS_MAX][CFG_LEVEL_MAX + 1];
+    size_t len = 0;
+    for (size_t i = 0; i < vs->n; i++) {
+        snprintf(p, sizeof(p), "%.*s.levels[%zu]", PATH_SIZE, path, i);
+        if (get_string(c, vs->items[i], p, names[i], CFG_LEVEL_MAX, false, level_char,
+                       "a level name (letters, digits, _ - .)") < 0)
+            return;
+        if (strcmp(names[i], "global") == 0) {
+            err(c, p, vs->items[i], "\"global\" cannot be part of a combination");
+            return;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(names[i], names[j]) == 0) {
+                err(c, p, vs->items[i], "level \"%s\" given twice", names[i]);
+                return;
+            }
+        }
+        len += (size_t)snprintf(l->level + len, sizeof(l->level) - len, "%s%s", i ? "," : "",
+                                names[i]);
+    }
 }
 
 static void load_limit(struct ctx *c, const cfg_node_t *n, const char *base, cfg_limit_t *l)
@@ -801,19 +862,12 @@ static void load_limit(struct ctx *c, const cfg_node_t *n, const char *base, cfg
     else
         get_string(c, v, join(path, base, "id"), l->id, CFG_ID_MAX, false, id_char,
                    "an id ([a-z0-9_]+)");
-    if (!(v = at(m, "attach"))) {
+    if (!(v = at(m, "attach")))
         err(c, join(path, base, "attach"), m,
             "missing; write attach: { level: <subject level> } "
             "(\"global\" for one counter for all)");
-    } else {
-        const cfg_node_t *a = want_map(c, v, join(path, base, "attach"), attach_keys);
-        char lp[PATH_SIZE];
-        if (a && !(v = at(a, "level")))
-            err(c, join(lp, path, "level"), a, "missing; name a subject level (or \"global\")");
-        else if (a)
-            get_string(c, v, join(lp, path, "level"), l->level, CFG_LEVEL_MAX, false, level_char,
-                       "a level name (letters, digits, _ - .)");
-    }
+    else
+        load_attach(c, v, join(path, base, "attach"), l);
     int type = -1;
     if (!(v = at(m, "type")))
         err(c, join(path, base, "type"), m,

@@ -29,7 +29,7 @@
 
 #include "engine_int.h"
 
-static bool blocks(const probe_t *p)
+bool gov__blocks(const probe_t *p)
 {
     return p->evaluated && !p->r.admit && p->l->cfg.posture.enforce_hard;
 }
@@ -47,7 +47,7 @@ int64_t gov__depth_of(const ra_limiter_t *lim)
  * state admits iff one more unit fits, and then reads the same level), so the second step is
  * skipped.
  */
-static gov_obs_t observe(const probe_t *p, bool committed, int64_t now)
+gov_obs_t gov__observe(const probe_t *p, bool committed, int64_t now)
 {
     const ra_limiter_t *lim = &p->lim;
     int64_t state = committed ? p->r.next_state : p->state;
@@ -83,9 +83,8 @@ void gov__fill_from(gov_result_t *out, const probe_t *p)
     out->reset_after_s = p->r.reset_after_s;
 }
 
-/* Verdict, commit, metrics, result and disclosure over the evaluated probes. */
-static void decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, int64_t now,
-                          gov_result_t *out)
+void gov__decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, int64_t now,
+                        gov_finish_mode_t mode, gov_result_t *out)
 {
     const probe_t *deny = NULL, *unfit = NULL, *tight = NULL;
     gov_obs_t tight_obs = {0};
@@ -117,7 +116,7 @@ static void decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n,
         q->l->outcomes[q->outcome]++;
         if (!q->r.admit || q->outcome == GOV_OUT_FAIL_OPEN)
             continue;
-        if (out->admit && q->slot != GOV_SLOT_NONE)
+        if (mode == GOV_FINISH_COMMIT && out->admit && q->slot != GOV_SLOT_NONE)
             e->table.slots[q->slot].state = q->r.next_state;
         gov_obs_t o = {
             .limit = &q->l->cfg, .remaining = q->r.remaining, .depth = gov__depth_of(&q->lim)};
@@ -145,7 +144,8 @@ static void decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n,
         const probe_t *q = &p[i];
         if (!q->observed)
             continue;
-        gov_obs_t o = observe(q, out->admit && q->r.admit, now);
+        bool kept = mode == GOV_FINISH_COMMIT ? out->admit : mode == GOV_FINISH_WRITTEN;
+        gov_obs_t o = gov__observe(q, kept && q->r.admit, now);
         gov_obs_t *by_type = q->l->cfg.type == CFG_TYPE_TPM ? &tpm : &rpm;
         if (gov_obs_tighter(&o, &best))
             best = o;
@@ -163,7 +163,7 @@ static void decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n,
  * (bench/footprint.py reclaim, docs/performance.md) -- and made filling the table a way to
  * slow every client down. Only at the cap are the keys hashed and looked up an extra time.
  */
-static size_t counters_needed(gov_engine_t *e, const probe_t *p, size_t n)
+size_t gov__counters_needed(gov_engine_t *e, const probe_t *p, size_t n)
 {
     gov_table_t *t = &e->table;
     if (t->count + n <= t->max)
@@ -188,7 +188,7 @@ static int decide_run(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, int
                       int64_t now, const gov_redis_reply_t *replies, size_t *n_redis,
                       gov_result_t *out)
 {
-    int rc = gov__reserve(e, counters_needed(e, p, n), now, out);
+    int rc = gov__reserve(e, gov__counters_needed(e, p, n), now, out);
     if (rc < 0)
         return rc;
     size_t ri = 0;
@@ -221,12 +221,12 @@ static int decide_run(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, int
         } else {
             gov__local_step(e, q, now, cost);
         }
-        blocked = blocked || blocks(q);
+        blocked = blocked || gov__blocks(q);
     }
     *n_redis = ri;
     if (ri && !replies && !blocked)
         return GOV_PENDING;
-    decide_finish(e, set, p, n, now, out);
+    gov__decide_finish(e, set, p, n, now, GOV_FINISH_COMMIT, out);
     return 0;
 }
 

@@ -163,6 +163,42 @@ int gov_engine_reload_config(gov_engine_t *e, const cfg_config_t *cfg, gov_reloa
 int gov_decide(gov_engine_t *e, const gov_subject_t *s, int64_t tokens, int64_t now,
                gov_result_t *out, gov_done_fn done, void *ctx);
 
+/* ---- several asks decided as one (the gRPC front door's descriptors) -------------------- */
+
+#define GOV_ASKS_MAX 32 /* asks in one gov_decide_asks */
+
+/* One ask: a subject (its levels in the caller's order) and the cost every rate limit that
+ * applies to it is presented, rpm and tpm alike (0 ..= 2^40; 0 is a check that consumes
+ * nothing). */
+typedef struct gov_ask {
+    gov_subject_t subject;
+    int64_t cost;
+} gov_ask_t;
+
+enum {
+    /* Apply to an ask only the limits attached to exactly its levels, in its order (Envoy's
+     * descriptor matching): `level: team` answers [team], `levels: [a, b]` answers [a, b];
+     * global limits never. Without it an ask applies what gov_decide would. */
+    GOV_ASK_EXACT = 1,
+    /* Counted after the fact: everything is charged whatever the verdicts, a denied limit's
+     * cost as settle charges an overrun (gcra/token_bucket; a window keeps what it holds).
+     * The verdicts still report every denial. */
+    GOV_ASK_CHARGE = 2,
+};
+
+/*
+ * Decides `n` asks (1 ..= GOV_ASKS_MAX) as one request, two-phase across all of them: only when
+ * no ask is denied by a hard limit is anything kept, so a denial anywhere consumes nothing
+ * anywhere (GOV_ASK_CHARGE aside). A counter two asks share is stepped by both in order.
+ * results[i] answers asks[i] as gov_decide would (verdict, limit, remaining, reset, headers,
+ * each observed on the state kept); an ask whose own limits admit keeps GOV_ADMIT even when
+ * another ask's denial kept nothing. Returns 0, or a negative code with the error in the
+ * result of the ask it concerns (results[0] for the request as a whole); then nothing changed.
+ * Redis-backed limits are refused (they answer asynchronously, one decision at a time).
+ */
+int gov_decide_asks(gov_engine_t *e, const gov_ask_t *asks, size_t n, unsigned flags, int64_t now,
+                    gov_result_t *results);
+
 /*
  * Corrects every tpm limit that applies to the subject by (actual - reserved) tokens: a refund
  * never below `now`, an overrun always charged. out->settled = limits corrected.

@@ -10,6 +10,7 @@
  *   pending.c  requests waiting on the redis store
  *   settle.c   settle
  *   acquire.c  concurrency leases (lease.c holds the pool)
+ *   asks.c     several asks decided as one (the gRPC front door)
  *   fleet.c    the fleet bounds
  *   persist.c  counters read out for a snapshot and put back at start (state/ does the files)
  */
@@ -24,7 +25,8 @@
 
 #define RECLAIM_PER_OP 4    /* slots examined after every operation (decide: per counter added) */
 #define RECLAIM_AT_CAP 1024 /* slots examined before an operation at the cap */
-#define LEVEL_GLOBAL UINT16_MAX
+/* A combination's counter key: each id as a 2-byte big-endian length and its bytes. */
+#define COMBO_KEY_MAX (CFG_ATTACH_LEVELS_MAX * (2 + GOV_ID_MAX))
 
 #define TYPE_BIT(t) (1u << (t))
 #define RATE_TYPES (TYPE_BIT(CFG_TYPE_RPM) | TYPE_BIT(CFG_TYPE_TPM))
@@ -44,8 +46,9 @@ typedef struct gov_handle {
 typedef struct gov_limit {
     cfg_limit_t cfg;
     gov_handle_t ident; /* its counter identity in the table */
-    uint16_t level;     /* index into gov_set_t.levels, or LEVEL_GLOBAL */
-    bool fallback;      /* redis: the last answer was "unavailable" and the fallback decided */
+    uint8_t n_levels;   /* 0: global; 1: attach.level; more: an attach.levels combination */
+    uint16_t levels[CFG_ATTACH_LEVELS_MAX]; /* indexes into gov_set_t.levels, in order */
+    bool fallback; /* redis: the last answer was "unavailable" and the fallback decided */
     uint64_t outcomes[GOV_OUT_COUNT];
     uint64_t store_errors;
 } gov_limit_t;
@@ -61,7 +64,10 @@ typedef struct gov_set {
     unsigned refs;
     bool disclose;
     size_t n, n_levels;
-    gov_level_t levels[GOV_LIMITS_MAX];
+    gov_level_t levels[GOV_LIMITS_MAX * CFG_ATTACH_LEVELS_MAX];
+    /* GOV_APPLY_MAX x COMBO_KEY_MAX when a limit counts a combination: the keys of one call's
+     * combinations (calls run one at a time, each building its keys before it steps) */
+    char *combo_keys;
     gov_limit_t limits[];
 } gov_set_t;
 
@@ -82,7 +88,7 @@ struct gov_engine {
 /* One applicable limit in one request. */
 typedef struct probe {
     gov_limit_t *l;
-    int pair; /* the subject pair holding the key; -1 for a global limit */
+    int pair; /* the subject pair holding the key; -1 for a global limit or a combination */
     const char *key;
     size_t key_len;
     size_t slot; /* the local counter, GOV_SLOT_NONE when none was read */
@@ -92,6 +98,7 @@ typedef struct probe {
     gov_outcome_t outcome;
     bool evaluated; /* r holds an answer or a posture.fail verdict */
     bool observed;  /* r came from a local counter that may be disclosed */
+    int64_t cost;   /* gov_decide_asks: its ask's cost */
 } probe_t;
 
 /* ---- engine.c ---------------------------------------------------------------------------- */
@@ -125,6 +132,10 @@ void gov__subject_copy(gov_subject_t *dst, char *bytes, const gov_subject_t *src
  * order. A negative GOV_E* code with out->error on a malformed subject. */
 int gov__prepare(gov_set_t *set, const gov_subject_t *s, unsigned types, probe_t *p, size_t *n,
                  gov_result_t *out);
+/* The same appending after p[*n], and with `exact` only the limits attached to exactly the
+ * subject's levels in its order (gov_decide_asks with GOV_ASK_EXACT; global ones never). */
+int gov__prepare_at(gov_set_t *set, const gov_subject_t *s, unsigned types, bool exact, probe_t *p,
+                    size_t *n, gov_result_t *out);
 /* Room for `n` new counters, so slot numbers stay valid for the whole call. */
 int gov__reserve(gov_engine_t *e, size_t n, int64_t now, gov_result_t *out);
 /* Sets p->lim to the limiter in force (share: the store's effective one, counting `cost` when
@@ -142,6 +153,24 @@ void gov__local_step(gov_engine_t *e, probe_t *p, int64_t now, int64_t cost);
 /* ---- decide.c ---------------------------------------------------------------------------- */
 
 int64_t gov__depth_of(const ra_limiter_t *lim);
+/* True when a probe's denial blocks the decision (hard, evaluated, denied). */
+bool gov__blocks(const probe_t *p);
+/* What a non-committing unit probe reads on the state after the decision. */
+gov_obs_t gov__observe(const probe_t *p, bool committed, int64_t now);
+/* How many counters a decision over p[0..n) may add (fewer at the cap). */
+size_t gov__counters_needed(gov_engine_t *e, const probe_t *p, size_t n);
+
+/* What gov__decide_finish does with the table: commit the admitted probes when the verdict
+ * admits (gov_decide), or nothing, the caller having written (or restored) every state. */
+typedef enum gov_finish_mode {
+    GOV_FINISH_COMMIT = 0,
+    GOV_FINISH_WRITTEN, /* the admitted probes' states are in the table */
+    GOV_FINISH_UNDONE,  /* nothing was kept */
+} gov_finish_mode_t;
+
+/* Verdict, commit, metrics, result and disclosure over the evaluated probes. */
+void gov__decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, int64_t now,
+                        gov_finish_mode_t mode, gov_result_t *out);
 void gov__add_soft(gov_result_t *out, const gov_limit_t *l);
 /* The result's limit, remaining, retry and reset from one probe. */
 void gov__fill_from(gov_result_t *out, const probe_t *p);

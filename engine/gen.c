@@ -31,8 +31,10 @@ static bool counts(const cfg_limit_t *l)
 
 void gov__set_unref(gov_set_t *set)
 {
-    if (set && --set->refs == 0)
+    if (set && --set->refs == 0) {
+        free(set->combo_keys);
         free(set);
+    }
 }
 
 static const gov_limit_t *set_find(const gov_set_t *set, const char *id)
@@ -41,6 +43,29 @@ static const gov_limit_t *set_find(const gov_set_t *set, const char *id)
         if (strcmp(set->limits[i].cfg.id, id) == 0)
             return &set->limits[i];
     return NULL;
+}
+
+/* Splits a limit's attach (one level, or levels joined by ',') into level indexes. */
+static int set_levels(gov_set_t *set, gov_limit_t *l)
+{
+    const char *name = l->cfg.level;
+    while (*name) {
+        size_t len = strcspn(name, ",");
+        if (len == 0 || len > CFG_LEVEL_MAX || l->n_levels == CFG_ATTACH_LEVELS_MAX)
+            return -1;
+        size_t k = 0;
+        while (k < set->n_levels &&
+               (set->levels[k].len != len || memcmp(set->levels[k].name, name, len) != 0))
+            k++;
+        if (k == set->n_levels) {
+            memcpy(set->levels[k].name, name, len);
+            set->levels[k].len = len;
+            set->n_levels++;
+        }
+        l->levels[l->n_levels++] = (uint16_t)k;
+        name += len + (name[len] == ',');
+    }
+    return 0;
 }
 
 gov_set_t *gov__set_build(const cfg_limit_t *limits, size_t n, bool disclose, char *err,
@@ -53,7 +78,7 @@ gov_set_t *gov__set_build(const cfg_limit_t *limits, size_t n, bool disclose, ch
     for (size_t i = 0; i < n; i++) {
         const cfg_limit_t *l = &limits[i];
         size_t id_len = strnlen(l->id, sizeof(l->id)), lv_len = strnlen(l->level, sizeof(l->level));
-        if (id_len == 0 || id_len > CFG_ID_MAX || lv_len == 0 || lv_len > CFG_LEVEL_MAX) {
+        if (id_len == 0 || id_len > CFG_ID_MAX || lv_len == 0 || lv_len > CFG_ATTACH_MAX) {
             snprintf(err, err_size, "governance.limits[%zu]: id or level empty or too long", i);
             return NULL;
         }
@@ -64,6 +89,11 @@ gov_set_t *gov__set_build(const cfg_limit_t *limits, size_t n, bool disclose, ch
         if (l->type == CFG_TYPE_CONCURRENCY && l->amount <= 0) {
             snprintf(err, err_size, "governance.limits[%zu] (\"%s\"): amount must be positive", i,
                      l->id);
+            return NULL;
+        }
+        if (strchr(l->level, ',') && l->store == CFG_STORE_REDIS) {
+            snprintf(err, err_size, "governance.limits[%zu] (\"%s\"): store redis counts one level",
+                     i, l->id);
             return NULL;
         }
         for (size_t j = 0; j < i; j++) {
@@ -85,19 +115,18 @@ gov_set_t *gov__set_build(const cfg_limit_t *limits, size_t n, bool disclose, ch
         gov_limit_t *l = &set->limits[i];
         l->cfg = limits[i];
         l->ident = (gov_handle_t){.index = -1};
-        if (strcmp(l->cfg.level, "global") == 0) {
-            l->level = LEVEL_GLOBAL;
-            continue;
+        if (strcmp(l->cfg.level, "global") != 0 && set_levels(set, l) < 0) {
+            snprintf(err, err_size, "governance.limits[%zu] (\"%s\"): bad attach \"%s\"", i,
+                     l->cfg.id, l->cfg.level);
+            gov__set_unref(set);
+            return NULL;
         }
-        size_t k = 0;
-        while (k < set->n_levels && strcmp(set->levels[k].name, l->cfg.level) != 0)
-            k++;
-        if (k == set->n_levels) {
-            memcpy(set->levels[k].name, l->cfg.level, sizeof(set->levels[k].name));
-            set->levels[k].len = strlen(l->cfg.level);
-            set->n_levels++;
+        if (l->n_levels > 1 && !set->combo_keys &&
+            !(set->combo_keys = malloc((size_t)GOV_APPLY_MAX * COMBO_KEY_MAX))) {
+            snprintf(err, err_size, "out of memory");
+            gov__set_unref(set);
+            return NULL;
         }
-        l->level = (uint16_t)k;
     }
     return set;
 }

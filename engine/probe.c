@@ -74,48 +74,97 @@ static int resolve(const gov_set_t *set, const gov_subject_t *s, gov_resolved_t 
     return 0;
 }
 
-/* The limits of `types` that apply, in config order. -1 when more than GOV_APPLY_MAX do. */
-static int collect(gov_set_t *set, const gov_subject_t *s, const gov_resolved_t *res,
-                   unsigned types, probe_t *p, size_t *n_out)
+/* Which limits a subject addresses: every limit whose levels it names, or (exact) only those
+ * attached to exactly its levels in its order. *pair: the pair holding a one-level key. */
+static bool applies(const gov_limit_t *l, size_t n_pairs, const gov_resolved_t *res, bool exact,
+                    int *pair)
 {
-    size_t n = 0;
+    *pair = -1;
+    if (exact && l->n_levels != n_pairs)
+        return false;
+    for (size_t j = 0; j < l->n_levels; j++) {
+        int found = -1;
+        for (size_t k = 0; k < n_pairs && found < 0; k++)
+            if (res->level[k] == l->levels[j] && (!exact || k == j))
+                found = (int)k;
+        if (found < 0)
+            return false;
+        *pair = found;
+    }
+    return true;
+}
+
+/* The key of a combination: each id in the limit's level order, length-prefixed, so no two
+ * tuples of ids share a counter. */
+static size_t combo_key(char *buf, const gov_limit_t *l, const gov_subject_t *s,
+                        const gov_resolved_t *res)
+{
+    size_t len = 0;
+    for (size_t j = 0; j < l->n_levels; j++) {
+        for (size_t k = 0; k < s->n; k++) {
+            if (res->level[k] != l->levels[j])
+                continue;
+            const gov_pair_t *pr = &s->pairs[k];
+            buf[len++] = (char)(pr->id_len >> 8);
+            buf[len++] = (char)(pr->id_len & 0xff);
+            if (pr->id_len)
+                memcpy(buf + len, pr->id, pr->id_len);
+            len += pr->id_len;
+            break;
+        }
+    }
+    return len;
+}
+
+/* The limits of `types` that apply, in config order, after p[*n_io]. -1 when more than
+ * GOV_APPLY_MAX would be held. */
+static int collect(gov_set_t *set, const gov_subject_t *s, const gov_resolved_t *res,
+                   unsigned types, bool exact, probe_t *p, size_t *n_io)
+{
+    size_t n = *n_io;
     for (size_t i = 0; i < set->n; i++) {
         gov_limit_t *l = &set->limits[i];
-        if (!l->cfg.posture.on || !(types & TYPE_BIT(l->cfg.type)))
+        int pair;
+        if (!l->cfg.posture.on || !(types & TYPE_BIT(l->cfg.type)) ||
+            !applies(l, s->n, res, exact, &pair))
             continue;
-        int pair = -1;
-        if (l->level != LEVEL_GLOBAL) {
-            for (size_t k = 0; k < s->n && pair < 0; k++)
-                if (res->level[k] == l->level)
-                    pair = (int)k;
-            if (pair < 0)
-                continue;
-        }
         if (n == GOV_APPLY_MAX)
             return -1;
-        probe_t *q = &p[n++];
+        probe_t *q = &p[n];
         *q = (probe_t){.l = l, .pair = pair, .slot = GOV_SLOT_NONE, .lim = l->cfg.limiter};
-        if (pair < 0 || !s->pairs[pair].id_len) {
+        if (l->n_levels > 1) {
+            q->pair = -1;
+            q->key = set->combo_keys + n * COMBO_KEY_MAX;
+            q->key_len = combo_key(set->combo_keys + n * COMBO_KEY_MAX, l, s, res);
+        } else if (pair < 0 || !s->pairs[pair].id_len) {
             q->key = (const char *)no_key;
         } else {
             q->key = s->pairs[pair].id;
             q->key_len = s->pairs[pair].id_len;
         }
+        n++;
     }
-    *n_out = n;
+    *n_io = n;
+    return 0;
+}
+
+int gov__prepare_at(gov_set_t *set, const gov_subject_t *s, unsigned types, bool exact, probe_t *p,
+                    size_t *n, gov_result_t *out)
+{
+    gov_resolved_t res;
+    int rc = resolve(set, s, &res, out);
+    if (rc < 0)
+        return rc;
+    if (collect(set, s, &res, types, exact, p, n) < 0)
+        return gov__fail(out, GOV_ESUBJECT, "subject: more than %d limits apply", GOV_APPLY_MAX);
     return 0;
 }
 
 int gov__prepare(gov_set_t *set, const gov_subject_t *s, unsigned types, probe_t *p, size_t *n,
                  gov_result_t *out)
 {
-    gov_resolved_t res;
-    int rc = resolve(set, s, &res, out);
-    if (rc < 0)
-        return rc;
-    if (collect(set, s, &res, types, p, n) < 0)
-        return gov__fail(out, GOV_ESUBJECT, "subject: more than %d limits apply", GOV_APPLY_MAX);
-    return 0;
+    *n = 0;
+    return gov__prepare_at(set, s, types, false, p, n, out);
 }
 
 /* At the cap a larger slice of reclamation runs first. */

@@ -1,0 +1,179 @@
+/* attach.levels combinations and gov_decide_asks: several asks decided as one (SPEC §12). */
+#include "helpers.h"
+
+#define MIN (60 * S)
+
+static gov_ask_t ask(gov_subject_t *s, int64_t cost)
+{
+    return (gov_ask_t){.subject = *s, .cost = cost};
+}
+
+/* Decides the asks and asserts success. */
+static void asks(gov_engine_t *e, const gov_ask_t *a, size_t n, unsigned flags, int64_t now,
+                 gov_result_t *out)
+{
+    int rc = gov_decide_asks(e, a, n, flags, now, out);
+    cr_assert_eq(rc, 0, "asks: %d %s", rc, out[0].error);
+}
+
+Test(combo, a_combination_counts_per_pair_of_ids_and_needs_every_level)
+{
+    cfg_limit_t ls[] = {rpm("pair", "generic_key,team", 2, MIN, 0)};
+    gov_engine_t *e = mk_engine(ls, 1, true);
+    gov_subject_t a, b, alone;
+    subj(&a, "team", "t1", "generic_key", "chat", NULL);
+    subj(&b, "team", "t2", "generic_key", "chat", NULL);
+    subj(&alone, "team", "t1", NULL);
+    cr_assert(decide(e, &a, GOV_NO_TOKENS, T0).admit);
+    cr_assert(decide(e, &a, GOV_NO_TOKENS, T0).admit);
+    cr_assert_not(decide(e, &a, GOV_NO_TOKENS, T0).admit);
+    gov_result_t r = decide(e, &b, GOV_NO_TOKENS, T0); /* another team: its own counter */
+    cr_assert(r.admit);
+    cr_assert_str_eq(r.limit, "pair");
+    r = decide(e, &alone, GOV_NO_TOKENS, T0); /* one level of two: the combination is not named */
+    cr_assert(r.admit);
+    cr_assert_str_eq(r.limit, "");
+    gov_engine_destroy(e);
+}
+
+Test(combo, the_key_cannot_be_forged_by_moving_bytes_between_ids)
+{
+    cfg_limit_t ls[] = {rpm("pair", "a,b", 1, MIN, 0)};
+    gov_engine_t *e = mk_engine(ls, 1, true);
+    gov_subject_t x, y;
+    subj(&x, "a", "ab", "b", "c", NULL);
+    subj(&y, "a", "a", "b", "bc", NULL);
+    cr_assert(decide(e, &x, GOV_NO_TOKENS, T0).admit);
+    cr_assert(decide(e, &y, GOV_NO_TOKENS, T0).admit, "length-prefixed ids: two counters");
+    gov_engine_destroy(e);
+}
+
+Test(combo, a_combination_has_its_own_identity)
+{
+    cfg_limit_t one = rpm("x", "team", 5, MIN, 0), two = rpm("x", "generic_key,team", 5, MIN, 0),
+                swapped = rpm("x", "team,generic_key", 5, MIN, 0);
+    cr_assert_neq(one.identity, two.identity);
+    cr_assert_neq(two.identity, swapped.identity);
+}
+
+Test(asks, exact_matching_applies_only_the_limits_attached_to_those_levels_in_order)
+{
+    cfg_limit_t ls[] = {rpm("team_rpm", "team", 5, MIN, 0),
+                        rpm("pair", "generic_key,team", 1, MIN, 0),
+                        rpm("all", "global", 1, MIN, 0)};
+    gov_engine_t *e = mk_engine(ls, 3, true);
+    gov_subject_t team, pair, swapped;
+    subj(&team, "team", "t1", NULL);
+    subj(&pair, "generic_key", "chat", "team", "t1", NULL);
+    subj(&swapped, "team", "t1", "generic_key", "chat", NULL);
+    gov_ask_t a[] = {ask(&team, 1), ask(&pair, 1), ask(&swapped, 1)};
+    gov_result_t r[3];
+    asks(e, a, 3, GOV_ASK_EXACT, T0, r);
+    cr_assert_str_eq(r[0].limit, "team_rpm");
+    cr_assert_eq(r[0].remaining, 4);
+    cr_assert_str_eq(r[1].limit, "pair");
+    cr_assert_eq(r[1].remaining, 0);
+    cr_assert_str_eq(r[2].limit, "", "another order names no limit");
+    cr_assert_eq(r[2].remaining, -1);
+    cr_assert(r[2].admit);
+    gov_engine_destroy(e);
+}
+
+Test(asks, a_denial_in_one_ask_consumes_nothing_in_any)
+{
+    cfg_limit_t ls[] = {rpm("team_rpm", "team", 5, MIN, 0), rpm("key_rpm", "key", 1, MIN, 0)};
+    gov_engine_t *e = mk_engine(ls, 2, true);
+    gov_subject_t team, key;
+    subj(&team, "team", "t1", NULL);
+    subj(&key, "key", "k1", NULL);
+    gov_ask_t a[] = {ask(&team, 1), ask(&key, 2)};
+    gov_result_t r[2];
+    asks(e, a, 2, GOV_ASK_EXACT, T0, r);
+    cr_assert(r[0].admit, "its own limit admits");
+    cr_assert_eq(r[1].verdict, GOV_UNFITTABLE, "cost 2 never fits a burst of 1");
+    asks(e, a, 1, GOV_ASK_EXACT, T0, r);
+    cr_assert_eq(r[0].remaining, 4, "the first attempt kept nothing");
+    gov_engine_destroy(e);
+}
+
+Test(asks, two_asks_on_one_counter_see_both_costs)
+{
+    cfg_limit_t ls[] = {rpm("team_rpm", "team", 3, MIN, 0)};
+    gov_engine_t *e = mk_engine(ls, 1, true);
+    gov_subject_t team;
+    subj(&team, "team", "t1", NULL);
+    gov_ask_t a[] = {ask(&team, 2), ask(&team, 2)};
+    gov_result_t r[2];
+    asks(e, a, 2, GOV_ASK_EXACT, T0, r);
+    cr_assert(r[0].admit);
+    cr_assert_not(r[1].admit, "2 + 2 > 3");
+    a[1].cost = 1;
+    asks(e, a, 2, GOV_ASK_EXACT, T0, r);
+    cr_assert(r[1].admit);
+    cr_assert_eq(r[1].remaining, 0);
+    gov_engine_destroy(e);
+}
+
+Test(asks, cost_zero_is_a_check_that_consumes_nothing)
+{
+    cfg_limit_t ls[] = {tpm("team_tpm", "team", 100000, MIN, 20000)};
+    gov_engine_t *e = mk_engine(ls, 1, true);
+    gov_subject_t team;
+    subj(&team, "team", "t1", NULL);
+    gov_ask_t a = ask(&team, 0);
+    gov_result_t r;
+    for (int i = 0; i < 3; i++) {
+        asks(e, &a, 1, GOV_ASK_EXACT, T0, &r);
+        cr_assert(r.admit);
+        cr_assert_eq(r.remaining, 20000);
+    }
+    a.cost = 15000;
+    asks(e, &a, 1, GOV_ASK_EXACT, T0, &r);
+    cr_assert_eq(r.remaining, 5000);
+    gov_engine_destroy(e);
+}
+
+Test(asks, a_charge_is_kept_on_overrun_and_reported_as_a_denial)
+{
+    cfg_limit_t ls[] = {tpm("team_tpm", "team", 100000, MIN, 20000)};
+    gov_engine_t *e = mk_engine(ls, 1, true);
+    gov_subject_t team;
+    subj(&team, "team", "t1", NULL);
+    gov_ask_t a = ask(&team, 18000);
+    gov_result_t r;
+    asks(e, &a, 1, GOV_ASK_EXACT | GOV_ASK_CHARGE, T0, &r);
+    cr_assert(r.admit);
+    asks(e, &a, 1, GOV_ASK_EXACT | GOV_ASK_CHARGE, T0, &r); /* 36000 of 20000: an overrun */
+    cr_assert_not(r.admit, "the overrun is reported");
+    cr_assert_eq(r.remaining, 0);
+    a.cost = 0;
+    asks(e, &a, 1, GOV_ASK_EXACT, T0 + 9 * S, &r);
+    cr_assert_not(r.admit, "the overrun was charged: 36000 - 20000 tokens take 9.6 s to repay");
+    asks(e, &a, 1, GOV_ASK_EXACT, T0 + 10 * S, &r);
+    cr_assert(r.admit, "and are repaid at the rate");
+    gov_engine_destroy(e);
+}
+
+Test(asks, bad_asks_are_refused_and_change_nothing)
+{
+    cfg_limit_t ls[] = {rpm("team_rpm", "team", 5, MIN, 0)};
+    gov_engine_t *e = mk_engine(ls, 1, true);
+    gov_subject_t team, twice;
+    subj(&team, "team", "t1", NULL);
+    subj(&twice, "team", "t1", "team", "t2", NULL);
+    gov_ask_t a[] = {ask(&team, 1), ask(&team, -1)};
+    gov_result_t r[GOV_ASKS_MAX + 1];
+    cr_assert_eq(gov_decide_asks(e, a, 2, GOV_ASK_EXACT, T0, r), GOV_ERANGE);
+    cr_assert_eq(r[1].status, GOV_ERANGE);
+    a[1] = ask(&twice, 1);
+    cr_assert_eq(gov_decide_asks(e, a, 2, GOV_ASK_EXACT, T0, r), GOV_ESUBJECT);
+    cr_assert(strstr(r[1].error, "given twice"), "%s", r[1].error);
+    gov_ask_t many[GOV_ASKS_MAX + 1];
+    for (size_t i = 0; i <= GOV_ASKS_MAX; i++)
+        many[i] = ask(&team, 1);
+    cr_assert_eq(gov_decide_asks(e, many, GOV_ASKS_MAX + 1, GOV_ASK_EXACT, T0, r), GOV_EINVAL);
+    cr_assert_eq(gov_decide_asks(e, many, 0, GOV_ASK_EXACT, T0, r), GOV_EINVAL);
+    asks(e, a, 1, GOV_ASK_EXACT, T0, r);
+    cr_assert_eq(r[0].remaining, 4, "nothing was spent before");
+    gov_engine_destroy(e);
+}
