@@ -47,6 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "proto.h"
 
 #define MAX_CONNS 1024
@@ -301,33 +302,33 @@ static void note_error(const char *msg, size_t len)
 /* Reads one decision answer: {"seq", "admit": bool, ...} or {"seq", "error": {...}}. */
 static void check_msgpack(const uint8_t *msg, size_t len)
 {
-    proto_reader_t r = {msg, msg + len};
+    wire_reader_t r = {.pos = msg, .end = msg + len};
     uint32_t n;
-    if (proto_read_map(&r, &n) != 0) {
+    if (wire_read_map(&r, &n) != 0) {
         st.unexpected++;
         return;
     }
     for (uint32_t i = 0; i < n; i++) {
         proto_str_t key;
-        if (proto_read_str(&r, &key) != 0)
+        if (wire_read_str(&r, &key) != 0)
             break;
-        if (proto_str_eq(key, "admit")) {
+        if (wire_str_eq(key, "admit")) {
             bool admit;
-            if (proto_read_bool(&r, &admit) == 0) {
+            if (wire_read_bool(&r, &admit) == 0) {
                 admit ? st.admitted++ : st.denied++;
                 return;
             }
             break;
         }
-        if (proto_str_eq(key, "error")) {
+        if (wire_str_eq(key, "error")) {
             st.errors++;
             proto_out_t json = {0};
-            if (!st.first_error[0] && proto_to_json(&r, &json) == 0)
+            if (!st.first_error[0] && json_from_msgpack(&r, &json) == 0)
                 note_error((const char *)json.data, json.len);
             proto_out_free(&json);
             return;
         }
-        if (proto_skip(&r) != 0)
+        if (wire_skip(&r) != 0)
             break;
     }
     st.unexpected++;

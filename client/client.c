@@ -195,35 +195,35 @@ static void copy(char *dst, size_t size, proto_str_t s)
     dst[n] = 0;
 }
 
-static int read_error(proto_reader_t *rd, tt_response_t *r)
+static int read_error(wire_reader_t *rd, tt_response_t *r)
 {
     uint32_t n;
-    if (proto_read_map(rd, &n))
+    if (wire_read_map(rd, &n))
         return -1;
     for (uint32_t i = 0; i < n; i++) {
         proto_str_t k, v;
-        if (proto_read_str(rd, &k))
+        if (wire_read_str(rd, &k))
             return -1;
-        if (proto_read_str(rd, &v) == 0) {
-            if (proto_str_eq(k, "code"))
+        if (wire_read_str(rd, &v) == 0) {
+            if (wire_str_eq(k, "code"))
                 copy(r->error_code, sizeof(r->error_code), v);
-            else if (proto_str_eq(k, "message"))
+            else if (wire_str_eq(k, "message"))
                 copy(r->error_message, sizeof(r->error_message), v);
-        } else if (proto_skip(rd)) {
+        } else if (wire_skip(rd)) {
             return -1;
         }
     }
     return 0;
 }
 
-static int read_soft(proto_reader_t *rd, tt_response_t *r)
+static int read_soft(wire_reader_t *rd, tt_response_t *r)
 {
     uint32_t n;
-    if (proto_read_array(rd, &n))
+    if (wire_read_array(rd, &n))
         return -1;
     for (uint32_t i = 0; i < n; i++) {
         proto_str_t s;
-        if (proto_read_str(rd, &s))
+        if (wire_read_str(rd, &s))
             return -1;
         if (r->nsoft < TT_MAX_SOFT)
             copy(r->soft_denied[r->nsoft++], sizeof(r->soft_denied[0]), s);
@@ -231,14 +231,14 @@ static int read_soft(proto_reader_t *rd, tt_response_t *r)
     return 0;
 }
 
-static int read_headers(proto_reader_t *rd, tt_response_t *r)
+static int read_headers(wire_reader_t *rd, tt_response_t *r)
 {
     uint32_t n;
-    if (proto_read_map(rd, &n))
+    if (wire_read_map(rd, &n))
         return -1;
     for (uint32_t i = 0; i < n; i++) {
         proto_str_t k, v;
-        if (proto_read_str(rd, &k) || proto_read_str(rd, &v))
+        if (wire_read_str(rd, &k) || wire_read_str(rd, &v))
             return -1;
         if (r->nheaders < TT_MAX_HEADERS) {
             tt_header_t *h = &r->headers[r->nheaders++];
@@ -254,7 +254,7 @@ static int read_headers(proto_reader_t *rd, tt_response_t *r)
  * whole answer (cut short, or malformed). */
 static int decode_response(const uint8_t *msg, size_t len, tt_response_t *r, size_t *used)
 {
-    proto_reader_t rd = {msg, msg + len};
+    wire_reader_t rd = {.pos = msg, .end = msg + len};
     uint32_t n;
     r->seq = 0;
     r->kind = TT_KIND_ERROR;
@@ -271,62 +271,62 @@ static int decode_response(const uint8_t *msg, size_t len, tt_response_t *r, siz
     r->raw_len = len;
     bool is_error = false;
     int kind = -1;
-    if (proto_read_map(&rd, &n))
+    if (wire_read_map(&rd, &n))
         return TT_EPROTO;
     for (uint32_t i = 0; i < n; i++) {
         proto_str_t k, s;
-        bool b;
+        bool b = false;
         int rc = 0;
-        if (proto_read_str(&rd, &k))
+        if (wire_read_str(&rd, &k))
             return TT_EPROTO;
-        if (proto_str_eq(k, "seq")) {
-            rc = proto_read_uint(&rd, &r->seq);
-        } else if (proto_str_eq(k, "error")) {
+        if (wire_str_eq(k, "seq")) {
+            rc = wire_read_uint(&rd, &r->seq);
+        } else if (wire_str_eq(k, "error")) {
             is_error = true;
             rc = read_error(&rd, r);
-        } else if (proto_str_eq(k, "admit")) {
-            rc = proto_read_bool(&rd, &b);
+        } else if (wire_str_eq(k, "admit")) {
+            rc = wire_read_bool(&rd, &b);
             r->admit = b;
-        } else if (proto_str_eq(k, "verdict")) {
+        } else if (wire_str_eq(k, "verdict")) {
             kind = TT_KIND_DECISION;
-            if (!(rc = proto_read_str(&rd, &s)))
+            if (!(rc = wire_read_str(&rd, &s)))
                 copy(r->verdict, sizeof(r->verdict), s);
-        } else if (proto_str_eq(k, "limit")) {
-            if (!(rc = proto_read_str(&rd, &s)))
+        } else if (wire_str_eq(k, "limit")) {
+            if (!(rc = wire_read_str(&rd, &s)))
                 copy(r->limit, sizeof(r->limit), s);
-        } else if (proto_str_eq(k, "code")) {
-            if (!(rc = proto_read_str(&rd, &s)))
+        } else if (wire_str_eq(k, "code")) {
+            if (!(rc = wire_read_str(&rd, &s)))
                 copy(r->code, sizeof(r->code), s);
-        } else if (proto_str_eq(k, "remaining")) {
-            rc = proto_read_int(&rd, &r->remaining);
-        } else if (proto_str_eq(k, "retry_after")) {
-            rc = proto_read_int(&rd, &r->retry_after);
-        } else if (proto_str_eq(k, "reset_after")) {
-            rc = proto_read_int(&rd, &r->reset_after);
-        } else if (proto_str_eq(k, "soft_denied")) {
+        } else if (wire_str_eq(k, "remaining")) {
+            rc = wire_read_int(&rd, &r->remaining);
+        } else if (wire_str_eq(k, "retry_after")) {
+            rc = wire_read_int(&rd, &r->retry_after);
+        } else if (wire_str_eq(k, "reset_after")) {
+            rc = wire_read_int(&rd, &r->reset_after);
+        } else if (wire_str_eq(k, "soft_denied")) {
             rc = read_soft(&rd, r);
-        } else if (proto_str_eq(k, "headers")) {
+        } else if (wire_str_eq(k, "headers")) {
             rc = read_headers(&rd, r);
-        } else if (proto_str_eq(k, "lease")) {
-            rc = proto_read_uint(&rd, &r->lease);
-        } else if (proto_str_eq(k, "settled")) {
+        } else if (wire_str_eq(k, "lease")) {
+            rc = wire_read_uint(&rd, &r->lease);
+        } else if (wire_str_eq(k, "settled")) {
             kind = TT_KIND_SETTLED;
-            rc = proto_read_int(&rd, &r->settled);
-        } else if (proto_str_eq(k, "released")) {
+            rc = wire_read_int(&rd, &r->settled);
+        } else if (wire_str_eq(k, "released")) {
             kind = TT_KIND_RELEASED;
-            rc = proto_read_bool(&rd, &b);
+            rc = wire_read_bool(&rd, &b);
             r->released = b;
-        } else if (proto_str_eq(k, "pong")) {
+        } else if (wire_str_eq(k, "pong")) {
             kind = TT_KIND_PONG;
-            rc = proto_skip(&rd);
-        } else if (proto_str_eq(k, "limits")) {
+            rc = wire_skip(&rd);
+        } else if (wire_str_eq(k, "limits")) {
             kind = TT_KIND_FLEET;
-            rc = proto_skip(&rd);
-        } else if (proto_str_eq(k, "members")) {
+            rc = wire_skip(&rd);
+        } else if (wire_str_eq(k, "members")) {
             kind = TT_KIND_MEMBERS;
-            rc = proto_skip(&rd);
+            rc = wire_skip(&rd);
         } else {
-            rc = proto_skip(&rd);
+            rc = wire_skip(&rd);
         }
         if (rc)
             return TT_EPROTO;
@@ -504,19 +504,4 @@ const char *tt_header(const tt_response_t *r, const char *name)
         if (strcasecmp(r->headers[i].name, name) == 0)
             return r->headers[i].value;
     return NULL;
-}
-
-int tt_response_json(const tt_response_t *r, char **json)
-{
-    proto_out_t out = {0};
-    proto_reader_t rd = {r->raw, r->raw + r->raw_len};
-    *json = NULL;
-    if (!r->raw)
-        return TT_EARG;
-    if (proto_to_json(&rd, &out) || proto_out_append(&out, "", 1)) {
-        proto_out_free(&out);
-        return out.failed ? TT_ENOMEM : TT_EPROTO;
-    }
-    *json = (char *)out.data;
-    return 0;
 }

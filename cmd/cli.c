@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "json.h"
 #include "proto.h"
 
 int cli_common_option(int ch, cli_common_t *o, const char *usage)
@@ -107,8 +108,8 @@ int cli_fail(int rc, const tt_response_t *r, const char *cmd)
 
 int cli_print_json(const tt_response_t *r)
 {
-    char *json;
-    if (tt_response_json(r, &json) != 0) {
+    char *json = json_render(r->raw, r->raw_len);
+    if (!json) {
         fprintf(stderr, "tokentriage: cannot render the answer as JSON\n");
         return EX_SOFTWARE_;
     }
@@ -122,15 +123,15 @@ int cli_print_json(const tt_response_t *r)
 #define CELL 64
 
 /* One scalar as text: strings as they are, other values as their JSON. */
-static void cell_text(proto_reader_t *rd, char *cell)
+static void cell_text(wire_reader_t *rd, char *cell)
 {
     proto_str_t s;
-    if (proto_read_str(rd, &s) == 0) {
+    if (wire_read_str(rd, &s) == 0) {
         snprintf(cell, CELL, "%.*s", (int)s.len, s.ptr);
         return;
     }
     proto_out_t out = {0};
-    if (proto_to_json(rd, &out) == 0 && proto_out_append(&out, "", 1) == 0)
+    if (json_from_msgpack(rd, &out) == 0 && proto_out_append(&out, "", 1) == 0)
         snprintf(cell, CELL, "%s", (char *)out.data);
     else
         snprintf(cell, CELL, "?");
@@ -140,29 +141,29 @@ static void cell_text(proto_reader_t *rd, char *cell)
 void cli_print_table(const tt_response_t *r, const char *key)
 {
     static char cells[MAX_ROWS + 1][MAX_COLS][CELL];
-    proto_reader_t rd = {r->raw, r->raw + r->raw_len};
+    wire_reader_t rd = {.pos = r->raw, .end = r->raw + r->raw_len};
     uint32_t n, rows = 0, cols = 0;
-    if (proto_read_map(&rd, &n))
+    if (wire_read_map(&rd, &n))
         return;
     for (uint32_t i = 0; i < n; i++) {
         proto_str_t k;
-        if (proto_read_str(&rd, &k))
+        if (wire_read_str(&rd, &k))
             return;
-        if (!proto_str_eq(k, key)) {
-            if (proto_skip(&rd))
+        if (!wire_str_eq(k, key)) {
+            if (wire_skip(&rd))
                 return;
             continue;
         }
         uint32_t nrows;
-        if (proto_read_array(&rd, &nrows))
+        if (wire_read_array(&rd, &nrows))
             return;
         for (uint32_t row = 0; row < nrows; row++) {
             uint32_t nf;
-            if (proto_read_map(&rd, &nf))
+            if (wire_read_map(&rd, &nf))
                 return;
             for (uint32_t f = 0; f < nf; f++) {
                 proto_str_t name;
-                if (proto_read_str(&rd, &name))
+                if (wire_read_str(&rd, &name))
                     return;
                 if (row == 0 && f < MAX_COLS) {
                     snprintf(cells[0][f], CELL, "%.*s", (int)name.len, name.ptr);
@@ -172,7 +173,7 @@ void cli_print_table(const tt_response_t *r, const char *key)
                 }
                 if (row < MAX_ROWS && f < MAX_COLS)
                     cell_text(&rd, cells[row + 1][f]);
-                else if (proto_skip(&rd))
+                else if (wire_skip(&rd))
                     return;
             }
             if (row < MAX_ROWS)

@@ -12,21 +12,21 @@
 /* The answer's "node" and "n", above the table. */
 static void summary(const tt_response_t *r)
 {
-    proto_reader_t rd = {r->raw, r->raw + r->raw_len};
+    wire_reader_t rd = {.pos = r->raw, .end = r->raw + r->raw_len};
     uint32_t n;
     proto_str_t node = {"?", 1};
     int64_t replicas = 0;
-    if (proto_read_map(&rd, &n))
+    if (wire_read_map(&rd, &n))
         return;
     for (uint32_t i = 0; i < n; i++) {
         proto_str_t k;
-        if (proto_read_str(&rd, &k))
+        if (wire_read_str(&rd, &k))
             return;
-        if (proto_str_eq(k, "node") && proto_read_str(&rd, &node) == 0)
+        if (wire_str_eq(k, "node") && wire_read_str(&rd, &node) == 0)
             continue;
-        if (proto_str_eq(k, "n") && proto_read_int(&rd, &replicas) == 0)
+        if (wire_str_eq(k, "n") && wire_read_int(&rd, &replicas) == 0)
             continue;
-        if (proto_skip(&rd))
+        if (wire_skip(&rd))
             return;
     }
     printf("node %.*s sees %lld replica%s\n\n", (int)node.len, node.ptr, (long long)replicas,

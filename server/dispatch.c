@@ -256,7 +256,7 @@ void srv__dispatch(srv_conn_t *c, const proto_request_t *req)
         members(c, req->seq);
         return;
     default:
-        srv__error(c, req->seq, proto_code_name(PROTO_EOP), "unknown op");
+        srv__error(c, req->seq, tt_err_name(PROTO_EOP), "unknown op");
         return;
     }
 }

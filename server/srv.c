@@ -235,7 +235,7 @@ static void fatal(srv_conn_t *c, int code)
         [-PROTO_ETOOBIG] = "a message longer than 65536 bytes, or announcing more elements "
                            "than that can hold; closing",
     };
-    srv__error(c, 0, proto_code_name(code), why[-code]);
+    srv__error(c, 0, tt_err_name(code), why[-code]);
     c->draining = true;
     c->in_len = 0;
     uv_read_stop((uv_stream_t *)&c->pipe);
@@ -251,11 +251,11 @@ static void handle_framed(srv_conn_t *c, const uint8_t *msg, size_t len, bool de
     if (deep) {
         char m[64];
         snprintf(m, sizeof(m), "nesting deeper than %d levels", PROTO_MAX_DEPTH);
-        srv__error(c, req.seq, proto_code_name(PROTO_EDEEP), m);
+        srv__error(c, req.seq, tt_err_name(PROTO_EDEEP), m);
         return;
     }
     if (rc) {
-        srv__error(c, req.seq, proto_code_name(rc), err.message);
+        srv__error(c, req.seq, tt_err_name(rc), err.message);
         return;
     }
     srv_metrics_request(c->srv->metrics, req.op);

@@ -102,7 +102,7 @@ typedef struct tt_header {
 /*
  * One answer. Strings are copied in (truncated to fit, always NUL-terminated); `raw` points at
  * the answer's msgpack bytes and stays valid until the next tt_recv() or blocking call on the
- * same client (fleet and members are read from it: tt_response_json()).
+ * same client (fleet and members are read from it).
  */
 typedef struct tt_response {
     uint64_t seq;
@@ -133,9 +133,6 @@ typedef struct tt_response {
 
 /* The value of header `name` (case-insensitive) in a decision, or NULL. */
 TT_EXPORT const char *tt_header(const tt_response_t *r, const char *name);
-/* The answer as JSON (the daemon's map, key for key), NUL-terminated, allocated with malloc:
- * the caller frees *json. */
-TT_EXPORT int tt_response_json(const tt_response_t *r, char **json);
 
 /* ---- pipelined ---- */
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "proto.h"
 
 static void check(int ok)
@@ -82,9 +83,9 @@ static void check_answers(const proto_request_t *req)
     bool deep;
     for (int i = 0; i < 3; i++) {
         check(proto_frame(out.data + off, out.len - off, &n, &deep) == 0);
-        proto_reader_t r = {out.data + off, out.data + off + n};
+        wire_reader_t r = {.pos = out.data + off, .end = out.data + off + n};
         proto_out_t json = {0};
-        check(proto_to_json(&r, &json) == 0 && r.pos == out.data + off + n);
+        check(json_from_msgpack(&r, &json) == 0 && r.pos == out.data + off + n);
         proto_out_free(&json);
         off += n;
     }
@@ -122,11 +123,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             check_answers(&req);
         } else {
             check(rc < 0 && err.code == rc && err.message[0] != 0);
-            check(strcmp(proto_code_name(rc), "error") != 0);
+            check(strcmp(tt_err_name(rc), "error") != 0);
         }
         /* any value skips exactly as the framer measured it */
-        proto_reader_t r = {data + off, data + off + n};
-        check(proto_skip(&r) == 0 && r.pos == data + off + n);
+        wire_reader_t r = {.pos = data + off, .end = data + off + n};
+        check(wire_skip(&r) == 0 && r.pos == data + off + n);
         off += n;
     }
     return 0;

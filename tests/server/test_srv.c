@@ -54,7 +54,7 @@ static uint8_t rbuf[1 << 20];
 static size_t rlen, rmsg;
 
 /* Reads the next answer (within 5 s) into a reader. Returns false on EOF. */
-static bool raw_answer(int fd, proto_reader_t *out)
+static bool raw_answer(int fd, wire_reader_t *out)
 {
     memmove(rbuf, rbuf + rmsg, rlen - rmsg);
     rlen -= rmsg;
@@ -65,7 +65,7 @@ static bool raw_answer(int fd, proto_reader_t *out)
         bool deep;
         if (proto_frame(rbuf, rlen, &n, &deep) == 0) {
             rmsg = n;
-            *out = (proto_reader_t){rbuf, rbuf + n};
+            *out = (wire_reader_t){.pos = rbuf, .end = rbuf + n};
             return true;
         }
         struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -79,33 +79,33 @@ static bool raw_answer(int fd, proto_reader_t *out)
 }
 
 /* The answer's error code ("" when it is not an error) and its seq. */
-static void error_of(proto_reader_t rd, char code[32], uint64_t *seq)
+static void error_of(wire_reader_t rd, char code[32], uint64_t *seq)
 {
     uint32_t n, m;
     code[0] = 0;
-    cr_assert_eq(proto_read_map(&rd, &n), 0);
+    cr_assert_eq(wire_read_map(&rd, &n), 0);
     for (uint32_t i = 0; i < n; i++) {
         proto_str_t k, v;
-        cr_assert_eq(proto_read_str(&rd, &k), 0);
-        if (proto_str_eq(k, "seq")) {
-            cr_assert_eq(proto_read_uint(&rd, seq), 0);
-        } else if (proto_str_eq(k, "error")) {
-            cr_assert_eq(proto_read_map(&rd, &m), 0);
+        cr_assert_eq(wire_read_str(&rd, &k), 0);
+        if (wire_str_eq(k, "seq")) {
+            cr_assert_eq(wire_read_uint(&rd, seq), 0);
+        } else if (wire_str_eq(k, "error")) {
+            cr_assert_eq(wire_read_map(&rd, &m), 0);
             for (uint32_t j = 0; j < m; j++) {
-                cr_assert_eq(proto_read_str(&rd, &k), 0);
-                cr_assert_eq(proto_read_str(&rd, &v), 0);
-                if (proto_str_eq(k, "code"))
+                cr_assert_eq(wire_read_str(&rd, &k), 0);
+                cr_assert_eq(wire_read_str(&rd, &v), 0);
+                if (wire_str_eq(k, "code"))
                     snprintf(code, 32, "%.*s", (int)v.len, v.ptr);
             }
         } else {
-            cr_assert_eq(proto_skip(&rd), 0);
+            cr_assert_eq(wire_skip(&rd), 0);
         }
     }
 }
 
 static void expect_error(int fd, const char *code, uint64_t seq)
 {
-    proto_reader_t rd;
+    wire_reader_t rd;
     char got[32];
     uint64_t got_seq = 0;
     cr_assert(raw_answer(fd, &rd), "closed instead of answering %s", code);
@@ -116,7 +116,7 @@ static void expect_error(int fd, const char *code, uint64_t seq)
 
 static void expect_closed(int fd)
 {
-    proto_reader_t rd;
+    wire_reader_t rd;
     cr_assert_not(raw_answer(fd, &rd), "the connection stayed open");
 }
 
@@ -187,7 +187,7 @@ Test(srv, a_truncated_map_waits_for_its_end_and_dies_quietly_at_eof)
     struct pollfd p = {.fd = fd, .events = POLLIN};
     cr_assert_eq(poll(&p, 1, 50), 0, "answered half a message");
     raw_send(fd, msg.data + 4, msg.len - 4);
-    proto_reader_t rd;
+    wire_reader_t rd;
     char code[32];
     uint64_t seq;
     cr_assert(raw_answer(fd, &rd));

@@ -1,5 +1,6 @@
 /*
- * proto: the decision socket's wire, SPEC §5. Pure: bytes in, structs out, and back.
+ * proto: the decision socket's wire, SPEC §5. Pure: bytes in, structs out, and back. The
+ * daemon decodes requests and encodes answers with it; the client library, the other way round.
  *
  * Every message is one msgpack map with string keys. A stream is a sequence of such maps, so
  * a reader first frames (finds where one message ends without interpreting it), then decodes
@@ -14,12 +15,14 @@
  * Here nothing is allocated at all, every header is checked against the bytes that can still
  * follow within the 64 KiB message bound, and nesting is walked with a counter, not recursion.
  */
-#ifndef TT_SERVER_PROTO_H
-#define TT_SERVER_PROTO_H
+#ifndef TT_WIRE_PROTO_H
+#define TT_WIRE_PROTO_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "wire.h"
 
 #define PROTO_MAX_MESSAGE (64u * 1024u)    /* bytes in one request or response */
 #define PROTO_MAX_LEVELS 16                /* subject (level, id) pairs */
@@ -28,23 +31,21 @@
 #define PROTO_MAX_DEPTH 16                 /* nesting of maps and arrays in a request */
 #define PROTO_MAX_COUNT (INT64_C(1) << 40) /* tokens, reserved, actual */
 
-/* Results of framing and decoding. PROTO_EMORE is not an error: the message is incomplete.
- * PROTO_EFRAME and PROTO_ETOOBIG are fatal to a stream (its message boundaries are lost). */
+/* Results of framing and decoding, in the one error table (tt_err.h; the wire names are in
+ * brackets). PROTO_EMORE is not an error: the message is incomplete. PROTO_EFRAME and
+ * PROTO_ETOOBIG are fatal to a stream (its message boundaries are lost). */
 enum {
-    PROTO_EMORE = -1,
-    PROTO_EFRAME = -2, /* "bad_frame": not a msgpack map, or bytes no msgpack value starts with */
-    PROTO_ETOOBIG =
-        -3,           /* "too_large": longer than PROTO_MAX_MESSAGE, or a header that cannot fit */
-    PROTO_EDEEP = -4, /* "too_deep": nesting beyond PROTO_MAX_DEPTH */
-    PROTO_ETYPE = -5, /* "wrong_type" */
-    PROTO_EOP = -6,   /* "unknown_op" */
-    PROTO_EMISSING = -7, /* "missing_field" */
-    PROTO_EVALUE = -8,   /* "bad_value": out of range, too long, duplicated */
-    PROTO_EFIELD = -9,   /* "unknown_field", or a field the op does not take */
+    PROTO_EMORE = TT_ERR_MORE,
+    PROTO_EFRAME = TT_ERR_FRAME,     /* "bad_frame": not a map, or bytes no value starts with */
+    PROTO_ETOOBIG = TT_ERR_TOOBIG,   /* "too_large": beyond PROTO_MAX_MESSAGE, or a header that
+                                        cannot fit */
+    PROTO_EDEEP = TT_ERR_DEEP,       /* "too_deep": nesting beyond PROTO_MAX_DEPTH */
+    PROTO_ETYPE = TT_ERR_TYPE,       /* "wrong_type" */
+    PROTO_EOP = TT_ERR_OP,           /* "unknown_op" */
+    PROTO_EMISSING = TT_ERR_MISSING, /* "missing_field" */
+    PROTO_EVALUE = TT_ERR_VALUE,     /* "bad_value": out of range, too long, duplicated */
+    PROTO_EFIELD = TT_ERR_FIELD,     /* "unknown_field", or a field the op does not take */
 };
-
-/* The wire name of a PROTO_E* code ("bad_frame", ...), "error" for anything else. */
-const char *proto_code_name(int err);
 
 /* A decode error: the code and a message naming the field, e.g. `subject.team: id longer than
  * 256 bytes`. */
@@ -67,10 +68,7 @@ typedef enum proto_op {
 const char *proto_op_name(proto_op_t op);
 
 /* Bytes that are not NUL-terminated: a pointer into a message, and a length. */
-typedef struct proto_str {
-    const char *ptr;
-    uint32_t len;
-} proto_str_t;
+typedef wire_str_t proto_str_t;
 
 typedef struct proto_pair {
     proto_str_t level;
@@ -194,35 +192,5 @@ int proto_enc_members(proto_out_t *out, uint64_t seq, int64_t live, const proto_
 
 /* Request encoder (the client side): only the fields req->op takes are written. */
 int proto_enc_request(proto_out_t *out, const proto_request_t *req);
-
-/*
- * A pull reader over one message, for clients reading responses. Each function consumes one
- * value; they return 0, PROTO_ETYPE (the value is another type, nothing consumed) or
- * PROTO_EFRAME (truncated or malformed).
- */
-typedef struct proto_reader {
-    const uint8_t *pos;
-    const uint8_t *end;
-} proto_reader_t;
-
-int proto_read_map(proto_reader_t *r, uint32_t *n);
-int proto_read_array(proto_reader_t *r, uint32_t *n);
-int proto_read_str(proto_reader_t *r, proto_str_t *s);
-int proto_read_int(proto_reader_t *r, int64_t *v);
-int proto_read_uint(proto_reader_t *r, uint64_t *v);
-int proto_read_bool(proto_reader_t *r, bool *v);
-int proto_read_nil(proto_reader_t *r);
-/* Skips one value however deep, without recursion. */
-int proto_skip(proto_reader_t *r);
-/* True when s equals the NUL-terminated lit (inline: lit is usually a constant). */
-static inline bool proto_str_eq(proto_str_t s, const char *lit)
-{
-    size_t n = __builtin_strlen(lit);
-    return s.len == n && __builtin_memcmp(s.ptr, lit, n) == 0;
-}
-
-/* Appends one msgpack value as JSON (maps with string keys, arrays, strings escaped,
- * integers, booleans, nil as null; bin as a string). Depth beyond PROTO_MAX_DEPTH fails. */
-int proto_to_json(proto_reader_t *r, proto_out_t *out);
 
 #endif

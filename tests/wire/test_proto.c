@@ -3,6 +3,7 @@
 #include <msgpack.h>
 #include <string.h>
 
+#include "json.h"
 #include "proto.h"
 
 static int wr(void *data, const char *buf, size_t len)
@@ -56,9 +57,9 @@ Test(proto, decodes_a_decide_request_without_copying)
     cr_assert_eq(req.op, PROTO_OP_DECIDE);
     cr_assert_eq(req.seq, 7);
     cr_assert_eq(req.nsubject, 2);
-    cr_assert(proto_str_eq(req.subject[0].level, "team"));
-    cr_assert(proto_str_eq(req.subject[0].id, "t-42"));
-    cr_assert(proto_str_eq(req.subject[1].id, "k-1"));
+    cr_assert(wire_str_eq(req.subject[0].level, "team"));
+    cr_assert(wire_str_eq(req.subject[0].id, "t-42"));
+    cr_assert(wire_str_eq(req.subject[1].id, "k-1"));
     cr_assert((const uint8_t *)req.subject[1].id.ptr > out.data);
     cr_assert(req.has_tokens);
     cr_assert_eq(req.tokens, 1200);
@@ -159,7 +160,7 @@ Test(proto, wrong_types_name_the_field_and_keep_the_seq)
     cr_assert_eq(decode(&req, &err), PROTO_ETYPE);
     cr_assert_str_eq(err.message, "subject: must be a map of level to id");
     cr_assert_eq(req.seq, 9);
-    cr_assert_str_eq(proto_code_name(err.code), "wrong_type");
+    cr_assert_str_eq(tt_err_name(err.code), "wrong_type");
 }
 
 Test(proto, an_unknown_op_is_named)
@@ -271,7 +272,7 @@ Test(proto, requests_round_trip_through_the_client_encoder)
     cr_assert_eq(req.seq, 1ull << 63);
     cr_assert_eq(req.reserved, 16384);
     cr_assert_eq(req.actual, 900);
-    cr_assert(proto_str_eq(req.subject[0].level, "team"));
+    cr_assert(wire_str_eq(req.subject[0].level, "team"));
 }
 
 Test(proto, a_decision_reads_back_as_json)
@@ -286,9 +287,9 @@ Test(proto, a_decision_reads_back_as_json)
                           .headers = h};
     out.len = 0;
     cr_assert_eq(proto_enc_decision(&out, 7, &d), 0);
-    proto_reader_t r = {out.data, out.data + out.len};
+    wire_reader_t r = {.pos = out.data, .end = out.data + out.len};
     proto_out_t json = {0};
-    cr_assert_eq(proto_to_json(&r, &json), 0);
+    cr_assert_eq(json_from_msgpack(&r, &json), 0);
     proto_out_append(&json, "", 1);
     cr_assert_str_eq((char *)json.data,
                      "{\"seq\":7,\"admit\":true,\"verdict\":\"admit\",\"limit\":\"team_rpm\","
@@ -314,9 +315,9 @@ Test(proto, a_demand_mode_fleet_row_carries_its_division_figures_and_others_do_n
          .moving = true}};
     out.len = 0;
     cr_assert_eq(proto_enc_fleet(&out, 9, "r0", 4, rows, 2), 0);
-    proto_reader_t r = {out.data, out.data + out.len};
+    wire_reader_t r = {.pos = out.data, .end = out.data + out.len};
     proto_out_t json = {0};
-    cr_assert_eq(proto_to_json(&r, &json), 0);
+    cr_assert_eq(json_from_msgpack(&r, &json), 0);
     proto_out_append(&json, "", 1);
     const char *j = (const char *)json.data;
     const char *d = strstr(j, "\"id\":\"d\"");
@@ -356,9 +357,9 @@ static void expect_msgpack_c_reads(const proto_out_t *o, const char *json)
     cr_assert_eq(off, o->len);
     cr_assert_eq(u.data.type, MSGPACK_OBJECT_MAP);
     msgpack_unpacked_destroy(&u);
-    proto_reader_t r = {o->data, o->data + o->len};
+    wire_reader_t r = {.pos = o->data, .end = o->data + o->len};
     proto_out_t j = {0};
-    cr_assert_eq(proto_to_json(&r, &j), 0);
+    cr_assert_eq(json_from_msgpack(&r, &j), 0);
     proto_out_append(&j, "", 1);
     cr_assert_str_eq((char *)j.data, json);
     proto_out_free(&j);
@@ -410,17 +411,17 @@ Test(proto, a_listing_too_long_for_one_message_is_truncated_to_fit)
     size_t n;
     bool deep;
     cr_assert_eq(proto_frame(out.data, out.len, &n, &deep), 0);
-    proto_reader_t r = {out.data, out.data + out.len};
+    wire_reader_t r = {.pos = out.data, .end = out.data + out.len};
     proto_out_t json = {0};
-    cr_assert_eq(proto_to_json(&r, &json), 0);
+    cr_assert_eq(json_from_msgpack(&r, &json), 0);
     proto_out_append(&json, "", 1);
     cr_assert(strstr((char *)json.data, "\"live\":2000,\"truncated\":true,\"members\":["));
     proto_out_free(&json);
     out.len = 0;
     cr_assert_eq(proto_enc_members(&out, 1, 3, rows, 3), 0);
-    r = (proto_reader_t){out.data, out.data + out.len};
+    r = (wire_reader_t){.pos = out.data, .end = out.data + out.len};
     json = (proto_out_t){0};
-    proto_to_json(&r, &json);
+    json_from_msgpack(&r, &json);
     proto_out_append(&json, "", 1);
     cr_assert(strstr((char *)json.data, "\"truncated\":false"));
     proto_out_free(&json);

@@ -15,30 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *proto_code_name(int err)
-{
-    switch (err) {
-    case PROTO_EFRAME:
-        return "bad_frame";
-    case PROTO_ETOOBIG:
-        return "too_large";
-    case PROTO_EDEEP:
-        return "too_deep";
-    case PROTO_ETYPE:
-        return "wrong_type";
-    case PROTO_EOP:
-        return "unknown_op";
-    case PROTO_EMISSING:
-        return "missing_field";
-    case PROTO_EVALUE:
-        return "bad_value";
-    case PROTO_EFIELD:
-        return "unknown_field";
-    default:
-        return "error";
-    }
-}
-
 static const char *const op_names[PROTO_OP_COUNT_] = {
     "decide", "settle", "acquire", "release", "ping", "fleet", "members",
 };
@@ -46,147 +22,6 @@ static const char *const op_names[PROTO_OP_COUNT_] = {
 const char *proto_op_name(proto_op_t op)
 {
     return (unsigned)op < PROTO_OP_COUNT_ ? op_names[op] : "unknown";
-}
-
-static uint64_t be(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
-/*
- * Reads the header of the value at p: its header size, the bytes of payload after the header,
- * and how many child values follow (map entries count twice). Returns 0, PROTO_EMORE when the
- * header itself is cut, PROTO_EFRAME for 0xc1 (which no msgpack value starts with).
- */
-static inline __attribute__((always_inline)) int
-head(const uint8_t *p, const uint8_t *end, size_t *hdr, uint64_t *payload, uint64_t *children)
-{
-    if (p >= end)
-        return PROTO_EMORE;
-    uint8_t b = *p;
-    size_t h = 1;
-    uint64_t pl = 0, ch = 0;
-    int lenbytes = 0; /* a big-endian length follows the type byte */
-    int kind = 0;     /* 0 payload, 1 array, 2 map, 3 ext (one type byte after the length) */
-    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
-        /* fixints, nil, booleans: the byte is the value */
-    } else if (b <= 0x8f) {
-        ch = 2u * (b & 0x0f);
-    } else if (b <= 0x9f) {
-        ch = b & 0x0f;
-    } else if (b <= 0xbf) {
-        pl = b & 0x1f;
-    } else {
-        switch (b) {
-        case 0xc1:
-            return PROTO_EFRAME;
-        case 0xc4:
-        case 0xd9:
-            lenbytes = 1;
-            break;
-        case 0xc5:
-        case 0xda:
-            lenbytes = 2;
-            break;
-        case 0xc6:
-        case 0xdb:
-            lenbytes = 4;
-            break;
-        case 0xc7:
-            lenbytes = 1;
-            kind = 3;
-            break;
-        case 0xc8:
-            lenbytes = 2;
-            kind = 3;
-            break;
-        case 0xc9:
-            lenbytes = 4;
-            kind = 3;
-            break;
-        case 0xca:
-            pl = 4;
-            break;
-        case 0xcb:
-            pl = 8;
-            break;
-        case 0xcc:
-        case 0xd0:
-            pl = 1;
-            break;
-        case 0xcd:
-        case 0xd1:
-            pl = 2;
-            break;
-        case 0xce:
-        case 0xd2:
-            pl = 4;
-            break;
-        case 0xcf:
-        case 0xd3:
-            pl = 8;
-            break;
-        case 0xd4:
-            pl = 2;
-            break;
-        case 0xd5:
-            pl = 3;
-            break;
-        case 0xd6:
-            pl = 5;
-            break;
-        case 0xd7:
-            pl = 9;
-            break;
-        case 0xd8:
-            pl = 17;
-            break;
-        case 0xdc:
-            lenbytes = 2;
-            kind = 1;
-            break;
-        case 0xdd:
-            lenbytes = 4;
-            kind = 1;
-            break;
-        case 0xde:
-            lenbytes = 2;
-            kind = 2;
-            break;
-        case 0xdf:
-            lenbytes = 4;
-            kind = 2;
-            break;
-        default:
-            return PROTO_EFRAME;
-        }
-    }
-    if (lenbytes) {
-        if ((size_t)(end - p) < 1u + (size_t)lenbytes)
-            return PROTO_EMORE;
-        uint64_t n = be(p + 1, lenbytes);
-        h += (size_t)lenbytes;
-        if (kind == 1)
-            ch = n;
-        else if (kind == 2)
-            ch = 2 * n;
-        else if (kind == 3)
-            pl = n + 1;
-        else
-            pl = n;
-    }
-    *hdr = h;
-    *payload = pl;
-    *children = ch;
-    return 0;
-}
-
-static bool is_map_byte(uint8_t b)
-{
-    return (b >= 0x80 && b <= 0x8f) || b == 0xde || b == 0xdf;
 }
 
 int proto_frame(const uint8_t *data, size_t len, size_t *msg_len, bool *deep)
@@ -198,12 +33,12 @@ int proto_frame(const uint8_t *data, size_t len, size_t *msg_len, bool *deep)
     *deep = false;
     if (len == 0)
         return PROTO_EMORE;
-    if (!is_map_byte(data[0]))
+    if (!wire_is_map_byte(data[0]))
         return PROTO_EFRAME;
     for (;;) {
         size_t hdr;
         uint64_t payload, children;
-        int rc = head(data + pos, data + len, &hdr, &payload, &children);
+        int rc = wire_head(data + pos, data + len, &hdr, &payload, &children);
         if (rc == PROTO_EMORE)
             return len >= PROTO_MAX_MESSAGE ? PROTO_ETOOBIG : PROTO_EMORE;
         if (rc)
@@ -237,226 +72,6 @@ int proto_frame(const uint8_t *data, size_t len, size_t *msg_len, bool *deep)
         if (pos >= len)
             return len >= PROTO_MAX_MESSAGE ? PROTO_ETOOBIG : PROTO_EMORE;
     }
-}
-
-/* ---- pull reader ---- */
-
-static int need(const proto_reader_t *r, size_t n)
-{
-    return (size_t)(r->end - r->pos) >= n ? 0 : PROTO_EFRAME;
-}
-
-static int read_len(proto_reader_t *r, uint8_t fix_lo, uint8_t fix_hi, uint8_t fix_mask,
-                    uint8_t b16, uint8_t b32, uint8_t b8, uint32_t *n)
-{
-    if (need(r, 1))
-        return PROTO_EFRAME;
-    uint8_t b = r->pos[0];
-    int lb;
-    if (b >= fix_lo && b <= fix_hi) {
-        *n = b & fix_mask;
-        r->pos++;
-        return 0;
-    }
-    if (b8 && b == b8)
-        lb = 1;
-    else if (b == b16)
-        lb = 2;
-    else if (b == b32)
-        lb = 4;
-    else
-        return PROTO_ETYPE;
-    if (need(r, 1 + (size_t)lb))
-        return PROTO_EFRAME;
-    *n = (uint32_t)be(r->pos + 1, lb);
-    r->pos += 1 + lb;
-    return 0;
-}
-
-int proto_read_map(proto_reader_t *r, uint32_t *n)
-{
-    const uint8_t *start = r->pos;
-    int rc = read_len(r, 0x80, 0x8f, 0x0f, 0xde, 0xdf, 0, n);
-    /* each entry takes at least two bytes: refuse a header the message cannot hold */
-    if (rc == 0 && (uint64_t)*n * 2 > (uint64_t)(r->end - r->pos)) {
-        r->pos = start;
-        return PROTO_EFRAME;
-    }
-    return rc;
-}
-
-int proto_read_array(proto_reader_t *r, uint32_t *n)
-{
-    const uint8_t *start = r->pos;
-    int rc = read_len(r, 0x90, 0x9f, 0x0f, 0xdc, 0xdd, 0, n);
-    if (rc == 0 && (uint64_t)*n > (uint64_t)(r->end - r->pos)) {
-        r->pos = start;
-        return PROTO_EFRAME;
-    }
-    return rc;
-}
-
-int proto_read_str(proto_reader_t *r, proto_str_t *s)
-{
-    const uint8_t *start = r->pos;
-    uint32_t n;
-    int rc = read_len(r, 0xa0, 0xbf, 0x1f, 0xda, 0xdb, 0xd9, &n);
-    if (rc)
-        return rc;
-    if (need(r, n)) {
-        r->pos = start;
-        return PROTO_EFRAME;
-    }
-    s->ptr = (const char *)r->pos;
-    s->len = n;
-    r->pos += n;
-    return 0;
-}
-
-/* Reads any integer as a sign and a magnitude. */
-static int read_integer(proto_reader_t *r, bool *neg, uint64_t *mag)
-{
-    if (need(r, 1))
-        return PROTO_EFRAME;
-    uint8_t b = r->pos[0];
-    if (b <= 0x7f) {
-        *neg = false;
-        *mag = b;
-        r->pos++;
-        return 0;
-    }
-    if (b >= 0xe0) {
-        *neg = true;
-        *mag = (uint64_t)(-(int64_t)(int8_t)b);
-        r->pos++;
-        return 0;
-    }
-    int n;
-    bool is_signed;
-    switch (b) {
-    case 0xcc:
-        n = 1;
-        is_signed = false;
-        break;
-    case 0xcd:
-        n = 2;
-        is_signed = false;
-        break;
-    case 0xce:
-        n = 4;
-        is_signed = false;
-        break;
-    case 0xcf:
-        n = 8;
-        is_signed = false;
-        break;
-    case 0xd0:
-        n = 1;
-        is_signed = true;
-        break;
-    case 0xd1:
-        n = 2;
-        is_signed = true;
-        break;
-    case 0xd2:
-        n = 4;
-        is_signed = true;
-        break;
-    case 0xd3:
-        n = 8;
-        is_signed = true;
-        break;
-    default:
-        return PROTO_ETYPE;
-    }
-    if (need(r, 1 + (size_t)n))
-        return PROTO_EFRAME;
-    uint64_t v = be(r->pos + 1, n);
-    r->pos += 1 + n;
-    if (is_signed) {
-        int shift = 64 - 8 * n;
-        int64_t sv = (int64_t)(v << shift) >> shift; /* sign-extend */
-        *neg = sv < 0;
-        *mag = sv < 0 ? (uint64_t)0 - (uint64_t)sv : (uint64_t)sv;
-    } else {
-        *neg = false;
-        *mag = v;
-    }
-    return 0;
-}
-
-int proto_read_int(proto_reader_t *r, int64_t *v)
-{
-    const uint8_t *start = r->pos;
-    bool neg;
-    uint64_t mag;
-    int rc = read_integer(r, &neg, &mag);
-    if (rc)
-        return rc;
-    if (neg ? mag > (uint64_t)INT64_MAX + 1 : mag > (uint64_t)INT64_MAX) {
-        r->pos = start;
-        return PROTO_EVALUE;
-    }
-    *v = neg ? (int64_t)(0 - mag) : (int64_t)mag;
-    return 0;
-}
-
-int proto_read_uint(proto_reader_t *r, uint64_t *v)
-{
-    const uint8_t *start = r->pos;
-    bool neg;
-    uint64_t mag;
-    int rc = read_integer(r, &neg, &mag);
-    if (rc)
-        return rc;
-    if (neg && mag != 0) {
-        r->pos = start;
-        return PROTO_EVALUE;
-    }
-    *v = mag;
-    return 0;
-}
-
-int proto_read_bool(proto_reader_t *r, bool *v)
-{
-    if (need(r, 1))
-        return PROTO_EFRAME;
-    if (r->pos[0] != 0xc2 && r->pos[0] != 0xc3)
-        return PROTO_ETYPE;
-    *v = r->pos[0] == 0xc3;
-    r->pos++;
-    return 0;
-}
-
-int proto_read_nil(proto_reader_t *r)
-{
-    if (need(r, 1))
-        return PROTO_EFRAME;
-    if (r->pos[0] != 0xc0)
-        return PROTO_ETYPE;
-    r->pos++;
-    return 0;
-}
-
-int proto_skip(proto_reader_t *r)
-{
-    uint64_t pending = 1;
-    const uint8_t *p = r->pos;
-    while (pending > 0) {
-        size_t hdr;
-        uint64_t payload, children;
-        if (head(p, r->end, &hdr, &payload, &children))
-            return PROTO_EFRAME;
-        if (hdr + payload > (uint64_t)(r->end - p))
-            return PROTO_EFRAME;
-        p += hdr + payload;
-        pending--;
-        if (children > (uint64_t)(r->end - p) || pending + children > (uint64_t)(r->end - p))
-            return PROTO_EFRAME;
-        pending += children;
-    }
-    r->pos = p;
-    return 0;
 }
 
 /* ---- request decoding ---- */
@@ -520,10 +135,10 @@ static const char *printable(proto_str_t s, char buf[36])
     return buf;
 }
 
-static int decode_subject(proto_reader_t *r, proto_request_t *req, proto_error_t *err)
+static int decode_subject(wire_reader_t *r, proto_request_t *req, proto_error_t *err)
 {
     uint32_t n;
-    int rc = proto_read_map(r, &n);
+    int rc = wire_read_map(r, &n);
     if (rc == PROTO_ETYPE)
         return fail(err, PROTO_ETYPE, "subject: must be a map of level to id");
     if (rc)
@@ -535,12 +150,12 @@ static int decode_subject(proto_reader_t *r, proto_request_t *req, proto_error_t
     char buf[36];
     for (uint32_t i = 0; i < n; i++) {
         proto_pair_t *p = &req->subject[i];
-        if (proto_read_str(r, &p->level))
+        if (wire_read_str(r, &p->level))
             return fail(err, PROTO_ETYPE, "subject: level names must be strings");
         if (p->level.len == 0 || p->level.len > PROTO_MAX_LEVEL_NAME)
             return fail(err, PROTO_EVALUE, "subject: level name of %u bytes, must be 1 to %d",
                         p->level.len, PROTO_MAX_LEVEL_NAME);
-        if (proto_read_str(r, &p->id))
+        if (wire_read_str(r, &p->id))
             return fail(err, PROTO_ETYPE, "subject.%s: id must be a string",
                         printable(p->level, buf));
         if (p->id.len == 0 || p->id.len > PROTO_MAX_ID)
@@ -556,9 +171,9 @@ static int decode_subject(proto_reader_t *r, proto_request_t *req, proto_error_t
     return 0;
 }
 
-static int decode_count(proto_reader_t *r, const char *name, int64_t *out, proto_error_t *err)
+static int decode_count(wire_reader_t *r, const char *name, int64_t *out, proto_error_t *err)
 {
-    int rc = proto_read_int(r, out);
+    int rc = wire_read_int(r, out);
     if (rc == PROTO_ETYPE)
         return fail(err, PROTO_ETYPE, "%s: must be an integer", name);
     if (rc == 0 && (*out < 0 || *out > PROTO_MAX_COUNT))
@@ -568,7 +183,7 @@ static int decode_count(proto_reader_t *r, const char *name, int64_t *out, proto
     return 0;
 }
 
-static int decode_field(proto_reader_t *r, enum field f, proto_request_t *req, int *op,
+static int decode_field(wire_reader_t *r, enum field f, proto_request_t *req, int *op,
                         proto_error_t *err)
 {
     proto_str_t s;
@@ -576,10 +191,10 @@ static int decode_field(proto_reader_t *r, enum field f, proto_request_t *req, i
     int rc;
     switch (f) {
     case F_OP:
-        if (proto_read_str(r, &s))
+        if (wire_read_str(r, &s))
             return fail(err, PROTO_ETYPE, "op: must be a string");
         for (int i = 0; i < PROTO_OP_COUNT_; i++)
-            if (proto_str_eq(s, op_names[i])) {
+            if (wire_str_eq(s, op_names[i])) {
                 *op = i;
                 return 0;
             }
@@ -588,7 +203,7 @@ static int decode_field(proto_reader_t *r, enum field f, proto_request_t *req, i
                     "fleet members)",
                     printable(s, buf));
     case F_SEQ:
-        rc = proto_read_uint(r, &req->seq);
+        rc = wire_read_uint(r, &req->seq);
         if (rc == PROTO_EVALUE)
             return fail(err, PROTO_EVALUE, "seq: must not be negative");
         if (rc)
@@ -604,7 +219,7 @@ static int decode_field(proto_reader_t *r, enum field f, proto_request_t *req, i
     case F_ACTUAL:
         return decode_count(r, "actual", &req->actual, err);
     case F_LEASE:
-        rc = proto_read_uint(r, &req->lease);
+        rc = wire_read_uint(r, &req->lease);
         if (rc == PROTO_ETYPE)
             return fail(err, PROTO_ETYPE, "lease: must be an unsigned integer");
         if (rc || req->lease == 0)
@@ -616,9 +231,9 @@ static int decode_field(proto_reader_t *r, enum field f, proto_request_t *req, i
 }
 
 /* Decodes the map at r->pos, leaving r->pos after it when it succeeds. */
-static int decode(proto_reader_t *rd, proto_request_t *req, proto_error_t *err)
+static int decode(wire_reader_t *rd, proto_request_t *req, proto_error_t *err)
 {
-    proto_reader_t r = *rd;
+    wire_reader_t r = *rd;
     uint32_t n;
     req->seq = 0;
     req->nsubject = 0;
@@ -627,20 +242,20 @@ static int decode(proto_reader_t *rd, proto_request_t *req, proto_error_t *err)
     req->lease = 0;
     err->code = 0;
     err->message[0] = 0;
-    if (proto_read_map(&r, &n))
+    if (wire_read_map(&r, &n))
         return fail(err, PROTO_EFRAME, "a request must be a msgpack map");
     unsigned seen = 0;
     int op = -1;
     char buf[36];
     for (uint32_t i = 0; i < n; i++) {
         proto_str_t key;
-        if (proto_read_str(&r, &key)) {
+        if (wire_read_str(&r, &key)) {
             fail(err, PROTO_ETYPE, "field names must be strings");
-            if (proto_skip(&r))
+            if (wire_skip(&r))
                 return fail(err, PROTO_EFRAME, "truncated");
         } else {
             int f = 0;
-            while (f < F_COUNT_ && !proto_str_eq(key, field_names[f]))
+            while (f < F_COUNT_ && !wire_str_eq(key, field_names[f]))
                 f++;
             const uint8_t *value = r.pos;
             if (f == F_COUNT_)
@@ -652,7 +267,7 @@ static int decode(proto_reader_t *rd, proto_request_t *req, proto_error_t *err)
             /* whatever was wrong with the value, step over all of it */
             if (err->code != 0) {
                 r.pos = value;
-                if (proto_skip(&r))
+                if (wire_skip(&r))
                     return fail(err, PROTO_EFRAME, "truncated");
             }
         }
@@ -681,15 +296,15 @@ static int decode(proto_reader_t *rd, proto_request_t *req, proto_error_t *err)
 
 int proto_decode_request(const uint8_t *msg, size_t len, proto_request_t *req, proto_error_t *err)
 {
-    proto_reader_t r = {msg, msg + len};
+    wire_reader_t r = {.pos = msg, .end = msg + len};
     return decode(&r, req, err);
 }
 
 int proto_decode_first(const uint8_t *data, size_t len, size_t *used, proto_request_t *req,
                        proto_error_t *err)
 {
-    proto_reader_t r = {data, data + len};
-    if (len == 0 || !is_map_byte(data[0]) || decode(&r, req, err) != 0)
+    wire_reader_t r = {.pos = data, .end = data + len};
+    if (len == 0 || !wire_is_map_byte(data[0]) || decode(&r, req, err) != 0)
         return -1;
     *used = (size_t)(r.pos - data);
     return 0;
@@ -1111,114 +726,4 @@ int proto_enc_request(proto_out_t *out, const proto_request_t *req)
         w_uint(out, req->lease);
     }
     return done(out, start);
-}
-
-/* ---- JSON ---- */
-
-static int json_str(proto_out_t *out, const char *p, size_t n)
-{
-    proto_out_append(out, "\"", 1);
-    size_t run = 0; /* bytes copied as they are, flushed before each escape */
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)p[i];
-        if (c >= 0x20 && c != '"' && c != '\\') {
-            run++;
-            continue;
-        }
-        proto_out_append(out, p + i - run, run);
-        run = 0;
-        char esc[8];
-        int k = (c == '"' || c == '\\') ? snprintf(esc, sizeof(esc), "\\%c", c)
-                                        : snprintf(esc, sizeof(esc), "\\u%04x", c);
-        proto_out_append(out, esc, (size_t)k);
-    }
-    proto_out_append(out, p + n - run, run);
-    return proto_out_append(out, "\"", 1);
-}
-
-static int json_value(proto_reader_t *r, proto_out_t *out, int depth)
-{
-    if (depth > PROTO_MAX_DEPTH)
-        return PROTO_EDEEP;
-    if (need(r, 1))
-        return PROTO_EFRAME;
-    uint8_t b = r->pos[0];
-    uint32_t n;
-    proto_str_t s;
-    int64_t i64;
-    uint64_t u64;
-    bool bv;
-    char num[32];
-    if (proto_read_map(r, &n) == 0) {
-        proto_out_append(out, "{", 1);
-        for (uint32_t i = 0; i < n; i++) {
-            if (i)
-                proto_out_append(out, ",", 1);
-            int rc = json_value(r, out, depth + 1);
-            if (rc)
-                return rc;
-            proto_out_append(out, ":", 1);
-            if ((rc = json_value(r, out, depth + 1)))
-                return rc;
-        }
-        return proto_out_append(out, "}", 1);
-    }
-    if (proto_read_array(r, &n) == 0) {
-        proto_out_append(out, "[", 1);
-        for (uint32_t i = 0; i < n; i++) {
-            if (i)
-                proto_out_append(out, ",", 1);
-            int rc = json_value(r, out, depth + 1);
-            if (rc)
-                return rc;
-        }
-        return proto_out_append(out, "]", 1);
-    }
-    if (proto_read_str(r, &s) == 0)
-        return json_str(out, s.ptr, s.len);
-    if (b == 0xc4 || b == 0xc5 || b == 0xc6) { /* bin: same layout as str8/16/32 */
-        int lb = b == 0xc4 ? 1 : b == 0xc5 ? 2 : 4;
-        if (need(r, 1 + (size_t)lb) || need(r, 1 + lb + be(r->pos + 1, lb)))
-            return PROTO_EFRAME;
-        size_t len = (size_t)be(r->pos + 1, lb);
-        int rc = json_str(out, (const char *)r->pos + 1 + lb, len);
-        r->pos += 1 + lb + len;
-        return rc;
-    }
-    if (proto_read_int(r, &i64) == 0)
-        return proto_out_append(out, num,
-                                (size_t)snprintf(num, sizeof(num), "%lld", (long long)i64));
-    if (proto_read_uint(r, &u64) == 0)
-        return proto_out_append(
-            out, num, (size_t)snprintf(num, sizeof(num), "%llu", (unsigned long long)u64));
-    if (proto_read_bool(r, &bv) == 0)
-        return bv ? proto_out_append(out, "true", 4) : proto_out_append(out, "false", 5);
-    if (b == 0xca || b == 0xcb) {
-        if (need(r, b == 0xca ? 5 : 9))
-            return PROTO_EFRAME;
-        double d;
-        if (b == 0xca) {
-            uint32_t w = (uint32_t)be(r->pos + 1, 4);
-            float f;
-            memcpy(&f, &w, 4);
-            d = f;
-        } else {
-            uint64_t w = be(r->pos + 1, 8);
-            memcpy(&d, &w, 8);
-        }
-        r->pos += b == 0xca ? 5 : 9;
-        return proto_out_append(out, num, (size_t)snprintf(num, sizeof(num), "%.17g", d));
-    }
-    /* nil, ext: null */
-    if (proto_skip(r))
-        return PROTO_EFRAME;
-    return proto_out_append(out, "null", 4);
-}
-
-int proto_to_json(proto_reader_t *r, proto_out_t *out)
-{
-    int rc = json_value(r, out, 0);
-    if (rc)
-        return rc;
-    return out->failed ? -1 : 0;
 }

@@ -1,0 +1,47 @@
+/*
+ * tt_err: the one error space of the daemon's modules, as libuv's UV_ERRNO_MAP (the client
+ * library's TT_E* are its own public API). Every code has a wire name (what an answer's
+ * error.code says) and a message (what it means); a failure's detail travels in a
+ * tt_err_t: the code, the path of the field that was wrong (`items[3].key`, `subject.team`)
+ * and a message about that field. Functions return 0 or one of these negative codes.
+ */
+#ifndef TT_COMMON_TT_ERR_H
+#define TT_COMMON_TT_ERR_H
+
+/* X(NAME, value, "wire_name", "message") */
+#define TT_ERRNO_MAP(X)                                                                            \
+    X(MORE, -1, "more", "the message is incomplete")                                               \
+    X(FRAME, -2, "bad_frame", "not a msgpack map, or bytes no msgpack value starts with")          \
+    X(TOOBIG, -3, "too_large", "longer than the message bound, or a header that cannot fit")       \
+    X(DEEP, -4, "too_deep", "nesting beyond the depth bound")                                      \
+    X(TYPE, -5, "wrong_type", "a value of the wrong type")                                         \
+    X(OP, -6, "unknown_op", "an op the daemon does not know")                                      \
+    X(MISSING, -7, "missing_field", "a field the message needs is absent")                         \
+    X(VALUE, -8, "bad_value", "a value out of range, too long or given twice")                     \
+    X(FIELD, -9, "unknown_field", "a field the message does not take")
+
+enum {
+#define TT_ERR_ENUM_(name, value, wire, msg) TT_ERR_##name = value,
+    TT_ERRNO_MAP(TT_ERR_ENUM_)
+#undef TT_ERR_ENUM_
+};
+
+/* The wire name of a code ("bad_frame", ...); "error" for a code not in the table. */
+const char *tt_err_name(int code);
+/* What a code means; "unknown error" for a code not in the table. */
+const char *tt_err_message(int code);
+
+/* A failure's detail. An empty path: the message concerns the whole input. */
+typedef struct tt_err {
+    int code;
+    char path[64];
+    char message[160];
+} tt_err_t;
+
+/* Fills err (when not NULL) and returns code, so a failure reads `return tt_err_set(...)`. */
+int tt_err_set(tt_err_t *err, int code, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* "path: message", or the message alone when the path is empty. */
+const char *tt_err_format(const tt_err_t *err, char *buf, unsigned long size);
+
+#endif
