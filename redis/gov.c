@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "slots.h"
 #include "store.h" /* engine/store.h: the redis hook */
 #include "tt_clock.h"
 
@@ -91,6 +92,70 @@ void rds_gov_close(rds_gov_t *g)
     gov_engine_set_redis(g->engine, NULL, NULL);
 }
 
+/* A node's name as a Prometheus label value: host names come from Redis (CLUSTER SLOTS,
+ * MOVED), so '\\', '"' and newlines are escaped. */
+static void label_value(char *out, size_t outsz, const char *in)
+{
+    size_t k = 0;
+    for (; *in && k + 3 < outsz; in++) {
+        if (*in == '\\' || *in == '"' || *in == '\n') {
+            out[k++] = '\\';
+            out[k++] = *in == '\n' ? 'n' : *in;
+        } else {
+            out[k++] = *in;
+        }
+    }
+    out[k] = '\0';
+}
+
+/* Per node: one family per call of emit, then one sample per node and call. */
+static void node_metrics(const rds_store_t *store, void (*emit)(void *ud, const char *line),
+                         void *ud)
+{
+    static const struct {
+        const char *name, *type, *help;
+    } families[] = {
+        {"node_calls_total", "counter", "Script calls sent to each Redis node."},
+        {"node_errors_total", "counter",
+         "Error or misshapen replies, timeouts and calls lost, per node."},
+        {"node_redirects_total", "counter", "MOVED or ASK answered by each node."},
+        {"node_latency_seconds", "summary", "From a script call's send to its reply, per node."},
+        {"node_up", "gauge", "1 when the node is connected and its handshake done."},
+    };
+    rds_node_stats_t nodes[RDS_NODES_MAX + RDS_SEEDS_MAX];
+    size_t n = rds_store_nodes(store, nodes, sizeof(nodes) / sizeof(nodes[0]));
+    if (n > sizeof(nodes) / sizeof(nodes[0]))
+        n = sizeof(nodes) / sizeof(nodes[0]);
+    for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++) {
+        char line[1600], label[600];
+        snprintf(line, sizeof(line),
+                 "# HELP tokentriage_redis_%s %s\n# TYPE tokentriage_redis_%s %s\n",
+                 families[f].name, families[f].help, families[f].name, families[f].type);
+        emit(ud, line);
+        for (size_t i = 0; i < n; i++) {
+            const rds_node_stats_t *st = &nodes[i];
+            label_value(label, sizeof(label), st->node);
+            const char *role = st->sentinel ? "sentinel" : "redis";
+            const char *name = families[f].name;
+            if (f == 3)
+                snprintf(line, sizeof(line),
+                         "tokentriage_redis_%s_sum{node=\"%s\",role=\"%s\"} %.9f\n"
+                         "tokentriage_redis_%s_count{node=\"%s\",role=\"%s\"} %" PRIu64 "\n",
+                         name, label, role, (double)st->latency_ns / 1e9, name, label, role,
+                         st->replies);
+            else
+                snprintf(line, sizeof(line),
+                         "tokentriage_redis_%s{node=\"%s\",role=\"%s\"} %" PRIu64 "\n", name, label,
+                         role,
+                         f == 0   ? st->calls
+                         : f == 1 ? st->errors
+                         : f == 2 ? st->redirects
+                                  : (uint64_t)st->ready);
+            emit(ud, line);
+        }
+    }
+}
+
 void rds_gov_metrics(const rds_gov_t *g, void (*emit)(void *ud, const char *line), void *ud)
 {
     rds_stats_t st = {0};
@@ -114,6 +179,9 @@ void rds_gov_metrics(const rds_gov_t *g, void (*emit)(void *ud, const char *line
          g->fallbacks},
         {"fail_closed_total", "Unavailable on a fail-closed limit: denied with retry 1.",
          g->fail_closed},
+        {"redirects_total", "MOVED or ASK answers followed (Redis Cluster).", st.redirects},
+        {"map_refreshes_total", "Cluster slot maps installed (Redis Cluster).", st.refreshes},
+        {"primary_switches_total", "Primaries changed through Sentinel.", st.switches},
         {"up", "1 when connected and the scripts are loaded.", st.ready},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -125,4 +193,6 @@ void rds_gov_metrics(const rds_gov_t *g, void (*emit)(void *ud, const char *line
                  rows[i].name, rows[i].help, rows[i].name, type, rows[i].name, rows[i].value);
         emit(ud, line);
     }
+    if (g->store)
+        node_metrics(g->store, emit, ud);
 }

@@ -32,8 +32,9 @@ int rds_gov_attach(rds_gov_t *g, gov_engine_t *engine, uv_loop_t *loop, const rd
 /* Completes every operation in flight as unavailable, detaches the hook, closes the store. */
 void rds_gov_close(rds_gov_t *g);
 
-/* Emits the redis store's counters in Prometheus text format (prefix tokentriage_redis_), one
- * family (HELP, TYPE, sample; under 320 bytes) per call of emit. */
+/* Emits the redis store's counters in Prometheus text format (prefix tokentriage_redis_): the
+ * store's families, one per call of emit (HELP, TYPE, sample), then the per-node families
+ * (HELP and TYPE in one call, then one call per node's sample). */
 void rds_gov_metrics(const rds_gov_t *g, void (*emit)(void *ud, const char *line), void *ud);
 
 #endif

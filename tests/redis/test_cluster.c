@@ -66,18 +66,23 @@ typedef struct load {
     int n_keys;
     int admitted[KEYS];
     int sent, answered, failed, refused;
+    long long worst_ms; /* the longest a call waited for its answer */
     char last_error[256];
 } load_t;
 
 typedef struct call {
     load_t *load;
     int key;
+    long long sent_ms;
 } call_t;
 
 static void on_done(void *arg, const rds_outcome_t *o)
 {
     call_t *c = arg;
     load_t *l = c->load;
+    long long waited = rh_now_ms() - c->sent_ms;
+    if (waited > l->worst_ms)
+        l->worst_ms = waited;
     l->answered++;
     if (o->status == 0 && o->result.admit)
         l->admitted[c->key]++;
@@ -91,7 +96,7 @@ static void on_done(void *arg, const rds_outcome_t *o)
 static int send_one(load_t *l, int key)
 {
     call_t *c = malloc(sizeof(*c));
-    *c = (call_t){l, key};
+    *c = (call_t){l, key, rh_now_ms()};
     rds_op_t op = {.cost = 1, .has_now = true, .now_ns = NOW};
     int rc =
         rds_store_call(l->store, &l->limiter, l->keys[key], strlen(l->keys[key]), &op, on_done, c);
@@ -176,6 +181,186 @@ Test(cluster, keys_over_every_slot_are_decided_on_their_primaries)
     rds_stats_t st;
     rds_store_stats(s, &st);
     cr_assert_eq(st.reloads, 0, "EVALSHA found the scripts on every primary: the handshake");
+    rds_store_close(s);
+    free(l);
+}
+
+/* Keys whose slots are all below `below` (the first slots of the first primary). */
+static void keys_in_low_slots(load_t *l, int n, int below)
+{
+    char id[24];
+    for (unsigned i = 0; l->n_keys < n; i++) {
+        snprintf(id, sizeof(id), "m%u", i);
+        make_key(l->keys[l->n_keys], id);
+        const char *k = l->keys[l->n_keys];
+        if (rds_key_slot(k, strlen(k)) < below)
+            l->n_keys++;
+    }
+}
+
+/* Keeps `depth` calls in flight over the load's keys, round robin, from a 1 ms timer. */
+typedef struct driver {
+    uv_timer_t timer;
+    load_t *load;
+    int depth, next;
+    bool stop;
+} driver_t;
+
+static void on_drive(uv_timer_t *t)
+{
+    driver_t *d = t->data;
+    load_t *l = d->load;
+    while (!d->stop && l->sent - l->answered < d->depth) {
+        if (send_one(l, d->next) < 0)
+            break; /* refused: counted; the next tick tries again */
+        d->next = (d->next + 1) % l->n_keys;
+    }
+}
+
+static void drive(driver_t *d, load_t *l, int depth)
+{
+    *d = (driver_t){.load = l, .depth = depth};
+    uv_timer_init(&loop, &d->timer);
+    d->timer.data = d;
+    uv_timer_start(&d->timer, on_drive, 1, 1);
+}
+
+static void stop_driving(driver_t *d)
+{
+    d->stop = true;
+    uv_close((uv_handle_t *)&d->timer, NULL);
+}
+
+typedef struct program {
+    pid_t pid;
+    int status;
+} program_t;
+
+static bool program_ended(void *arg)
+{
+    program_t *p = arg;
+    if (p->status == -2)
+        p->status = rh_poll_program(p->pid);
+    return p->status != -2;
+}
+
+Test(cluster, a_resharding_under_load_is_followed_through_moved_and_ask_losing_nothing)
+{
+    cr_assert_eq(rc_primary_of(&cluster, 0, 0), 0, "node 0 serves the first slots");
+    char from[41], to[41];
+    cr_assert_eq(rc_node_id(&cluster, 0, from), 0);
+    cr_assert_eq(rc_node_id(&cluster, 1, to), 0);
+    rds_store_t *s = open_cluster(2000 * MS);
+    cr_assert(rh_run_until(&loop, is_ready, s, 10000), "never ready");
+    load_t *l = new_load(s);
+    keys_in_low_slots(l, 400, 300);
+    driver_t d;
+    drive(&d, l, 32);
+    const char *argv[] = {"redis-cli",       "--cluster", "reshard",       cluster.node[0].address,
+                          "--cluster-from",  from,        "--cluster-to",  to,
+                          "--cluster-slots", "300",       "--cluster-yes", NULL};
+    program_t reshard = {.status = -2};
+    cr_assert_eq(rh_spawn_program(argv, &reshard.pid), 0);
+    bool ended = rh_run_until(&loop, program_ended, &reshard, 60000);
+    stop_driving(&d);
+    cr_assert(ended, "the resharding did not end within a minute");
+    cr_assert_eq(reshard.status, 0, "redis-cli --cluster reshard failed");
+    cr_assert(rh_run_until(&loop, all_answered, l, 10000));
+    cr_assert_eq(rc_primary_of(&cluster, 0, 0), 1, "slot 0 moved to node 1");
+    cr_assert_eq(rc_primary_of(&cluster, 0, 299), 1, "slot 299 moved to node 1");
+
+    cr_assert_eq(l->failed, 0, "an error was answered: %s", l->last_error);
+    cr_assert_eq(l->refused, 0, "a call was refused during the resharding");
+    int total = 0;
+    for (int i = 0; i < l->n_keys; i++) {
+        cr_assert_eq(stored_count(l, i), l->admitted[i], "key %s: %d admitted, Redis holds %d",
+                     l->keys[i], l->admitted[i], stored_count(l, i));
+        total += l->admitted[i];
+    }
+    cr_assert_eq(total, l->sent, "every call admitted (the window holds 65535)");
+    rds_stats_t st;
+    rds_store_stats(s, &st);
+    cr_assert_gt(st.redirects, 0, "the resharding was seen through redirects");
+    cr_log_info("resharding 300 slots under load: %d calls, %" PRIu64 " redirects, %" PRIu64
+                " maps",
+                l->sent, st.redirects, st.refreshes);
+    rds_store_close(s);
+    free(l);
+}
+
+typedef struct failover {
+    rc_cluster_t *cluster;
+    int promoted; /* the node now serving slot 0, once it is not node 0 */
+} failover_t;
+
+static bool replica_promoted(void *arg)
+{
+    failover_t *f = arg;
+    int p = rc_primary_of(f->cluster, 1, 0);
+    if (p > 0 && rc_is_primary(f->cluster, p))
+        f->promoted = p;
+    return f->promoted > 0;
+}
+
+/* The last call on key 0 was decided by Redis. */
+typedef struct probe {
+    load_t *load;
+    int before;
+} probe_t;
+
+static bool decided_again(void *arg)
+{
+    probe_t *p = arg;
+    return p->load->admitted[0] > p->before;
+}
+
+Test(cluster, a_primary_killed_follows_the_posture_then_resumes_on_its_promoted_replica)
+{
+    const int64_t timeout = 100 * MS;
+    rds_store_t *s = open_cluster(timeout);
+    cr_assert(rh_run_until(&loop, is_ready, s, 10000), "never ready");
+    load_t *l = new_load(s);
+    keys_in_low_slots(l, 50, 5000); /* all on node 0 */
+    for (int i = 0; i < l->n_keys; i++)
+        cr_assert_eq(send_one(l, i), 0);
+    cr_assert(rh_run_until(&loop, all_answered, l, 5000));
+    cr_assert_eq(l->failed, 0, "%s", l->last_error);
+
+    driver_t d;
+    drive(&d, l, 8);
+    rh_kill(&cluster.node[0]);
+    long long killed = rh_now_ms();
+    failover_t f = {.cluster = &cluster};
+    cr_assert(rh_run_until(&loop, replica_promoted, &f, 30000), "no replica was promoted");
+    long long promoted = rh_now_ms();
+    /* the gap: every call was answered by the posture (refused at once, an error, a timeout),
+     * none waited past the timeout */
+    cr_assert_gt(l->refused + l->failed, 0, "the gap was not noticed");
+    cr_assert_leq(l->worst_ms, 100 + 150, "a call waited %lld ms in the gap", l->worst_ms);
+    probe_t p = {.load = l, .before = l->admitted[0]};
+    bool resumed = rh_run_until(&loop, decided_again, &p, 10000);
+    long long back = rh_now_ms();
+    stop_driving(&d);
+    cr_assert(resumed, "decisions did not resume on the new primary");
+    cr_assert(rh_run_until(&loop, all_answered, l, 5000));
+    rds_stats_t st;
+    rds_store_stats(s, &st);
+    cr_log_info("failover: promoted %lld ms after the kill, decisions back %lld ms after that, "
+                "%" PRIu64 " maps",
+                promoted - killed, back - promoted, st.refreshes);
+    cr_assert_leq(back - promoted, 2000, "resumed %lld ms after the promotion was visible",
+                  back - promoted);
+    cr_assert(rh_run_until(&loop, is_ready, s, 5000), "the store is whole again");
+    rds_node_stats_t nodes[8];
+    size_t n = rds_store_nodes(s, nodes, 8);
+    char promoted_at[32];
+    snprintf(promoted_at, sizeof(promoted_at), "127.0.0.1:%d", cluster.node[f.promoted].port);
+    bool found = false;
+    for (size_t i = 0; i < n && i < 8; i++) {
+        cr_assert_str_neq(nodes[i].node, cluster.node[0].address, "the dead primary is dropped");
+        found = found || strcmp(nodes[i].node, promoted_at) == 0;
+    }
+    cr_assert(found, "the promoted replica is connected");
     rds_store_close(s);
     free(l);
 }

@@ -315,5 +315,11 @@ Test(gov, metrics_name_the_redis_counters)
     cr_assert(strstr(buf, "tokentriage_redis_up 1\n"), "%s", buf);
     cr_assert(strstr(buf, "# TYPE tokentriage_redis_timeouts_total counter\n"));
     cr_assert(strstr(buf, "tokentriage_redis_fallbacks_total 0\n"));
+    char sample[128];
+    snprintf(sample, sizeof(sample), "tokentriage_redis_node_up{node=\"%s\",role=\"redis\"} 1\n",
+             server.address);
+    cr_assert(strstr(buf, sample), "%s", buf);
+    cr_assert(strstr(buf, "# TYPE tokentriage_redis_node_latency_seconds summary\n"));
+    cr_assert(strstr(buf, "tokentriage_redis_node_latency_seconds_count{node="), "%s", buf);
     node_close(&n);
 }

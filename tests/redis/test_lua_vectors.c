@@ -16,15 +16,30 @@
 #include "ratealg.h"
 #include "script.h"
 
+/*
+ * Built twice. Plain: one redis-server, each op sent as the script command on a synchronous
+ * connection. With TT_VECTORS_CLUSTER: a 3-primary Redis Cluster, each op through the async
+ * store's cluster path (slot map, one connection per primary, the scripts its handshake
+ * loaded), over three keys that live on three different primaries.
+ */
+#ifdef TT_VECTORS_CLUSTER
+#include "cluster.h"
+#include "redis_store.h"
+#include "slots.h"
+
+static rc_cluster_t cluster;
+static uv_loop_t loop;
+static rds_store_t *store;
+#else
 static rh_server_t server;
-static redisContext *conn;
+#endif
+static redisContext *conn;     /* plain: the server; cluster: keys[0]'s primary */
+static redisContext *conns[3]; /* the connection that holds keys[i] */
+static char keys[3][32];       /* the keys the steps and settles take turns on */
 static char shas[RDS_SCRIPT_COUNT][RDS_SHA_LEN + 1];
 
-static void setup(void)
+static void load_scripts(void)
 {
-    cr_assert_eq(rh_start(&server), 0, "redis-server did not start");
-    conn = rh_connect(&server);
-    cr_assert_not_null(conn);
     for (int i = 0; i < RDS_SCRIPT_COUNT; i++) {
         const rds_script_t *s = rds_script(i);
         redisReply *r = redisCommand(conn, "SCRIPT LOAD %b", s->body, s->len);
@@ -34,33 +49,96 @@ static void setup(void)
     }
 }
 
+#ifdef TT_VECTORS_CLUSTER
+static bool is_ready(void *s)
+{
+    return rds_store_ready(s);
+}
+
+static void setup(void)
+{
+    cr_assert_eq(rc_start(&cluster), 0, "the cluster did not start");
+    uv_loop_init(&loop);
+    rds_options_t o = {.n_cluster = 1, .timeout_ns = INT64_C(5000000000)};
+    o.cluster[0] = cluster.seeds[0];
+    char err[256];
+    cr_assert_eq(rds_store_new(&loop, &o, &store, err, sizeof(err)), 0, "%s", err);
+    cr_assert(rh_run_until(&loop, is_ready, store, 10000), "the cluster store never got ready");
+    for (int i = 0; i < 3; i++) { /* a key on each primary (nodes 0, 1, 2 at the start) */
+        int n = 0;
+        do
+            snprintf(keys[i], sizeof(keys[i]), "vec:%d", n++);
+        while (rc_primary_of(&cluster, 0, rds_key_slot(keys[i], strlen(keys[i]))) != i);
+        conns[i] = rh_connect(&cluster.node[i]);
+        cr_assert_not_null(conns[i]);
+    }
+    conn = conns[0];
+    load_scripts();
+}
+
+static void teardown(void)
+{
+    rds_store_close(store);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(&loop), 0, "a handle was left open");
+    for (int i = 0; i < 3; i++)
+        if (conns[i])
+            redisFree(conns[i]);
+    rc_stop(&cluster);
+}
+
+typedef struct one {
+    bool done;
+    int status;
+    ra_result_t result;
+    char err[256];
+} one_t;
+
+static void one_done(void *arg, const rds_outcome_t *o)
+{
+    one_t *one = arg;
+    one->done = true;
+    one->status = o->status;
+    one->result = o->result;
+    if (o->status < 0)
+        snprintf(one->err, sizeof(one->err), "%s", o->error);
+}
+
+static bool one_finished(void *arg)
+{
+    return ((one_t *)arg)->done;
+}
+
+/* Runs one op through the cluster store with `now` passed in; returns the outcome's status. */
+static int run(const ra_limiter_t *l, const char *key, const rds_op_t *op, ra_result_t *out,
+               char *err, size_t errsz)
+{
+    one_t one = {0};
+    cr_assert_eq(rds_store_call(store, l, key, strlen(key), op, one_done, &one), 0);
+    cr_assert(rh_run_until(&loop, one_finished, &one, 10000), "no outcome for %s", key);
+    *out = one.result;
+    snprintf(err, errsz, "%s", one.err);
+    return one.status;
+}
+#else
+static void setup(void)
+{
+    cr_assert_eq(rh_start(&server), 0, "redis-server did not start");
+    conn = rh_connect(&server);
+    cr_assert_not_null(conn);
+    for (int i = 0; i < 3; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "vec:%d", i);
+        conns[i] = conn;
+    }
+    load_scripts();
+}
+
 static void teardown(void)
 {
     if (conn)
         redisFree(conn);
     conn = NULL;
     rh_stop(&server);
-}
-
-TestSuite(lua, .init = setup, .fini = teardown, .timeout = 120);
-
-static void put_state(const char *key, int64_t state)
-{
-    redisReply *r = state == 0 ? redisCommand(conn, "DEL %s", key)
-                               : redisCommand(conn, "SET %s %" PRId64, key, state);
-    cr_assert(r && r->type != REDIS_REPLY_ERROR);
-    freeReplyObject(r);
-}
-
-/* What the key holds: *present false when absent. */
-static int64_t get_state(const char *key, bool *present)
-{
-    redisReply *r = redisCommand(conn, "GET %s", key);
-    cr_assert_not_null(r);
-    *present = r->type == REDIS_REPLY_STRING;
-    int64_t v = *present ? strtoll(r->str, NULL, 10) : 0;
-    freeReplyObject(r);
-    return v;
 }
 
 /* Runs one op through its script with `now` passed in; returns the reply's status. */
@@ -75,6 +153,44 @@ static int run(const ra_limiter_t *l, const char *key, const rds_op_t *op, ra_re
     int rc = rds_reply_read(r, out, err, errsz);
     freeReplyObject(r);
     return rc;
+}
+#endif
+
+TestSuite(lua, .init = setup, .fini = teardown, .timeout = 120);
+
+/* The next of the three keys, in turn. */
+static const char *next_key(void)
+{
+    static unsigned turn;
+    return keys[turn++ % 3];
+}
+
+static redisContext *conn_for(const char *key)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcmp(keys[i], key) == 0)
+            return conns[i];
+    return conn;
+}
+
+static void put_state(const char *key, int64_t state)
+{
+    redisContext *c = conn_for(key);
+    redisReply *r = state == 0 ? redisCommand(c, "DEL %s", key)
+                               : redisCommand(c, "SET %s %" PRId64, key, state);
+    cr_assert(r && r->type != REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+}
+
+/* What the key holds: *present false when absent. */
+static int64_t get_state(const char *key, bool *present)
+{
+    redisReply *r = redisCommand(conn_for(key), "GET %s", key);
+    cr_assert_not_null(r);
+    *present = r->type == REDIS_REPLY_STRING;
+    int64_t v = *present ? strtoll(r->str, NULL, 10) : 0;
+    freeReplyObject(r);
+    return v;
 }
 
 /* The key after a write of `state` at `now`: absent once idle. A state whose TTL is under a
@@ -98,7 +214,7 @@ static void check_stored(const ra_limiter_t *l, const char *key, int64_t state, 
 static ra_result_t check_step(const ra_limiter_t *l, int64_t state, int64_t now, int64_t cost,
                               const char *where)
 {
-    static const char key[] = "vec:key";
+    const char *key = next_key();
     put_state(key, state);
     ra_result_t want = ra_step(l, state, now, cost), got;
     rds_op_t op = {.has_now = true, .now_ns = now, .cost = cost};
@@ -288,7 +404,7 @@ Test(lua, random_steps_over_the_int64_domain_agree_with_ratealg)
 static void check_settle(const ra_limiter_t *l, int64_t state, int64_t now, int64_t reserved,
                          int64_t actual, const char *where)
 {
-    static const char key[] = "vec:settle";
+    const char *key = next_key();
     char err[256];
     put_state(key, state);
     rds_op_t op = {
@@ -333,6 +449,7 @@ Test(lua, huge_overruns_stop_where_ratealg_stops)
     }
 }
 
+#ifndef TT_VECTORS_CLUSTER /* what follows speaks to the one server directly */
 Test(lua, a_key_holding_a_non_integer_is_a_clear_error_and_stays_untouched)
 {
     static const char key[] = "vec:garbage";
@@ -403,3 +520,4 @@ Test(lua, without_now_the_script_uses_redis_time_and_expires_idle_keys)
     cr_assert(ttl->integer > 0 && ttl->integer <= 200, "pttl %lld", ttl->integer);
     freeReplyObject(ttl);
 }
+#endif
