@@ -187,9 +187,13 @@ static void pump(mb_t *mb)
     }
     size_t n;
     const swim_event_t *ev = swim_events(mb->core, &n);
-    for (size_t k = 0; k < n; k++)
+    for (size_t k = 0; k < n; k++) {
+        if (ev[k].type == SWIM_EV_DOWN) /* N fell by a failure: worth a line */
+            log_line("warn", "member %s (generation %llu) declared dead", ev[k].id,
+                     (unsigned long long)ev[k].generation);
         for (int s = 0; s < mb->n_subs; s++)
             mb->subs[s].fn(mb->subs[s].ud, mb, &ev[k]);
+    }
     swim_events_clear(mb->core);
     int64_t wait = swim_next_deadline(mb->core) - tt_wall_ns();
     uint64_t ms = wait <= 0 ? 0 : (uint64_t)((wait + 999999) / 1000000);
@@ -833,6 +837,12 @@ void mb_metrics_write(const mb_t *mb, void (*emit)(void *ud, const char *line), 
            "tokentriage_gossip_pushpull_total{direction=\"in\"} %llu\n"
            "tokentriage_gossip_pushpull_total{direction=\"out\"} %llu\n",
            (unsigned long long)c->pushpull_in, (unsigned long long)c->pushpull_out);
+    metric(emit, ud,
+           "# HELP tokentriage_members_down_total Live members declared dead in this "
+           "replica's view (failure detection; leaves are not counted).\n"
+           "# TYPE tokentriage_members_down_total counter\n"
+           "tokentriage_members_down_total %llu\n",
+           (unsigned long long)c->downs);
     metric(emit, ud,
            "# HELP tokentriage_membership_health_score Lifeguard local health (0 is "
            "healthy).\n# TYPE tokentriage_membership_health_score gauge\n"

@@ -308,6 +308,8 @@ static void emit(swim_core_t *c, swim_event_type_t type, const member_t *m)
 {
     if (!grow((void **)&c->ev, &c->ev_cap, c->n_ev + 1, sizeof *c->ev))
         return;
+    if (type == SWIM_EV_DOWN)
+        c->ctr.downs++;
     swim_event_t *e = &c->ev[c->n_ev++];
     memset(e, 0, offsetof(swim_event_t, id));
     e->type = type;

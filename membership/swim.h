@@ -160,6 +160,7 @@ typedef struct swim_counters {
     uint64_t tx_overflow; /* datagrams not queued: outbox full */
     uint64_t pushpull_in, pushpull_out;
     uint64_t refutes, suspicions;
+    uint64_t downs; /* live members declared dead in this view (SWIM_EV_DOWN) */
 } swim_counters_t;
 
 /* Builds a core; *out is owned by the caller and freed with swim_free. */
