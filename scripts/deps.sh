@@ -5,7 +5,7 @@ pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
       libuv1-dev libmsgpack-dev libyaml-dev libsodium-dev libhiredis-dev libcriterion-dev
       libhttp-parser-dev nginx-light caddy
       redis-server redis-tools iproute2 valgrind jq python3 python3-msgpack
-      curl systemd nodejs)
+      curl systemd nodejs libfaketime)
 # kubectl: not from Debian (kubernetes-client clashes with the image's kubectl and its kustomize is
 # too old); tests/k8s/tools.sh finds one or fetches one through npm.
 # promtool (alert rules): tests/k8s/alerts.sh unpacks Debian's prometheus package in the build

@@ -73,10 +73,10 @@ static int members_json(int i, char *out, size_t cap)
 
 /* Field `key` of replica `target`'s row in a members answer, copied into out ("" if absent;
  * strings without their quotes). */
-static void field_of(const char *json, int target, const char *key, char *out, size_t cap)
+static void field_of(const char *json, const char *id, const char *key, char *out, size_t cap)
 {
-    char needle[32], k[32];
-    snprintf(needle, sizeof needle, "\"id\":\"r%d\"", target);
+    char needle[160], k[32];
+    snprintf(needle, sizeof needle, "\"id\":\"%s\"", id);
     snprintf(k, sizeof k, "\"%s\":", key);
     out[0] = 0;
     const char *p = strstr(json, needle), *s;
@@ -108,8 +108,9 @@ static bool everyone_sees(int target, const char *want)
         for (int j = 0; j < N; j++) {
             if (target >= 0 && j != target)
                 continue;
-            char st[16];
-            field_of(out, j, "state", st, sizeof st);
+            char st[16], id[16];
+            snprintf(id, sizeof id, "r%d", j);
+            field_of(out, id, "state", st, sizeof st);
             if (strcmp(st, target >= 0 ? want : (alive[j] ? "alive" : st)) != 0)
                 return false;
         }
@@ -156,7 +157,7 @@ Test(fleet, eight_replicas_converge_see_a_kill_as_dead_and_a_term_as_left)
     static char view[1 << 16];
     char gen_before[32], gen_after[32];
     cr_assert_eq(members_json(0, view, sizeof view), 0);
-    field_of(view, 3, "generation", gen_before, sizeof gen_before);
+    field_of(view, "r3", "generation", gen_before, sizeof gen_before);
 
     /* SIGKILL: detected by failure detection, dead everywhere */
     kill(d[3].pid, SIGKILL);
@@ -187,7 +188,7 @@ Test(fleet, eight_replicas_converge_see_a_kill_as_dead_and_a_term_as_left)
     alive[3] = true;
     cr_assert(poll_until(3, "alive", 60000), "the restarted replica was not seen alive");
     cr_assert_eq(members_json(0, view, sizeof view), 0);
-    field_of(view, 3, "generation", gen_after, sizeof gen_after);
+    field_of(view, "r3", "generation", gen_after, sizeof gen_after);
     cr_assert_str_neq(gen_before, gen_after);
 }
 
@@ -511,4 +512,88 @@ Test(fleet, a_key_rotates_by_reload_without_a_restart_or_a_refused_datagram, .fi
     reload_and_wait(0, hport[0], "failed", 1);
     cr_assert(tt_daemon_log_has(&d[0], "reload: keyring", 0));
     cr_assert_eq(live_of(0) >= 1, true, "replica 0 stopped answering");
+}
+
+/* Replica i's view of member `id`: its state into st ("" when absent). */
+static void state_at(int i, const char *id, char *st, size_t cap)
+{
+    static char out[1 << 16];
+    st[0] = 0;
+    if (members_json(i, out, sizeof out) == 0)
+        field_of(out, id, "state", st, cap);
+}
+
+static bool all_count(int n, int replicas, int ms)
+{
+    struct timespec pause = {0, 50 * 1000000L};
+    for (long long deadline = tt_now_ms() + ms; tt_now_ms() < deadline; nanosleep(&pause, NULL)) {
+        int ok = 0;
+        for (int i = 0; i < replicas; i++)
+            ok += live_of(i) == n;
+        if (ok == replicas)
+            return true;
+    }
+    return false;
+}
+
+static char faketime_file[64];
+
+static void clock_fini(void)
+{
+    unlink_rings();
+    if (faketime_file[0])
+        unlink(faketime_file);
+}
+
+/* A wall-clock step on one replica kills no one (issue #17 finding 2): replica 2 runs under
+ * libfaketime with its offset read from a file (CLOCK_MONOTONIC left alone). Replica 0 is
+ * stopped until replica 2 suspects it; then replica 2's wall clock jumps 20 s forward and
+ * replica 0 resumes 0.3 s later, with most of the 4 s suspicion timeout left to refute. A timer on
+ * the wall clock fires at the step and declares replica 0 dead; no peer may. */
+Test(fleet, a_wall_clock_step_on_one_replica_kills_no_one, .fini = clock_fini)
+{
+    const char *lib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+    cr_assert_eq(access(lib, R_OK), 0, "libfaketime is missing (scripts/deps.sh installs it)");
+    snprintf(faketime_file, sizeof faketime_file, "/tmp/tt-faketime-XXXXXX");
+    int fd = mkstemp(faketime_file);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, "+0\n", 3), 3);
+    close(fd);
+    for (int i = 0; i < 3; i++)
+        make_ring(i, KEY_A "\n");
+    int port0 = start_pair();
+    char extra[1024];
+    replica_config(2, port0, extra, sizeof extra);
+    setenv("LD_PRELOAD", lib, 1);
+    setenv("FAKETIME_TIMESTAMP_FILE", faketime_file, 1);
+    setenv("FAKETIME_NO_CACHE", "1", 1);
+    setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
+    int rc = tt_daemon_start(&d[2], LIMITS, extra);
+    unsetenv("LD_PRELOAD");
+    unsetenv("FAKETIME_TIMESTAMP_FILE");
+    cr_assert_eq(rc, 0);
+    cr_assert(all_count(3, 3, 30000), "the three did not converge");
+
+    kill(d[0].pid, SIGSTOP);
+    char st[16] = "";
+    for (long long end = tt_now_ms() + 10000; tt_now_ms() < end && strcmp(st, "suspect") != 0;)
+        state_at(2, "k0", st, sizeof st);
+    FILE *f = fopen(faketime_file, "w");
+    cr_assert_not_null(f);
+    fputs("+20s\n", f);
+    fclose(f);
+    /* the fault: replica 0 stays stopped 0.3 s more, past replica 2's next tick (gossip runs
+     * every 0.2 s), then resumes with over 3 s of the suspicion left to refute */
+    struct timespec hold = {0, 300 * 1000000L};
+    nanosleep(&hold, NULL);
+    kill(d[0].pid, SIGCONT);
+    cr_assert_str_eq(st, "suspect", "replica 2 never suspected the stopped replica");
+    /* replica 0 refutes; the three agree again, and neither peer ever declared it dead (a
+     * death refuted at once shows only in the counter) */
+    cr_assert(all_count(3, 3, 10000), "the three did not agree again");
+    for (int i = 1; i < 3; i++) {
+        int hport = bound_port(&d[i], "http listening");
+        cr_assert_eq(metric_of(hport, "\ntokentriage_members_down_total "), 0,
+                     "replica %d declared the stopped replica dead", i);
+    }
 }
