@@ -157,6 +157,15 @@ void mb_addr_format(const swim_addr_t *a, char *out, size_t cap)
 
 /* ---- pumping the core ---- */
 
+/* The core's clock: monotonic, so a wall-clock step fires no timer (SPEC §7); the wall clock
+ * goes beside it for sealing and the replay window. */
+static int64_t mb_now(mb_t *mb)
+{
+    int64_t now = tt_mono_ns();
+    swim_set_wall(mb->core, now, tt_wall_ns());
+    return now;
+}
+
 static void on_timer(uv_timer_t *t);
 static void pushpull_to(mb_t *mb, const struct sockaddr *sa);
 static void resolve_seed(mb_t *mb, size_t seed);
@@ -195,7 +204,7 @@ static void pump(mb_t *mb)
             mb->subs[s].fn(mb->subs[s].ud, mb, &ev[k]);
     }
     swim_events_clear(mb->core);
-    int64_t wait = swim_next_deadline(mb->core) - tt_wall_ns();
+    int64_t wait = swim_next_deadline(mb->core) - tt_mono_ns();
     uint64_t ms = wait <= 0 ? 0 : (uint64_t)((wait + 999999) / 1000000);
     uv_timer_start(&mb->timer, on_timer, ms, 0);
 }
@@ -203,7 +212,7 @@ static void pump(mb_t *mb)
 static void on_timer(uv_timer_t *t)
 {
     mb_t *mb = t->data;
-    swim_tick(mb->core, tt_wall_ns());
+    swim_tick(mb->core, mb_now(mb));
     pump(mb);
 }
 
@@ -226,7 +235,7 @@ static void on_udp(uv_udp_t *udp, ssize_t nread, const uv_buf_t *buf, const stru
     const char *app_from;
     const uint8_t *payload;
     size_t from_len, plen;
-    if (swim_receive(mb->core, tt_wall_ns(), &from, (const uint8_t *)buf->base, len, NULL) == 0 &&
+    if (swim_receive(mb->core, mb_now(mb), &from, (const uint8_t *)buf->base, len, NULL) == 0 &&
         swim_app_take(mb->core, &app_from, &from_len, &payload, &plen) && mb->app)
         mb->app(mb->app_ud, mb, app_from, from_len, payload, plen);
     pump(mb);
@@ -301,7 +310,7 @@ static int conn_send_state(conn_t *c)
     mb_t *mb = c->mb;
     size_t cap = 4 + swim_pushpull_bound(mb->core), len;
     c->out = malloc(cap);
-    if (!c->out || swim_pushpull_encode(mb->core, tt_wall_ns(), !swim_joined(mb->core), c->out + 4,
+    if (!c->out || swim_pushpull_encode(mb->core, mb_now(mb), !swim_joined(mb->core), c->out + 4,
                                         cap - 4, &len))
         return -1;
     c->out[0] = (uint8_t)(len >> 24);
@@ -351,7 +360,7 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     uv_read_stop(s);
     swim_err_t err;
-    int rc = swim_pushpull_receive(mb->core, tt_wall_ns(), c->in + 4, need, &err);
+    int rc = swim_pushpull_receive(mb->core, mb_now(mb), c->in + 4, need, &err);
     if (rc)
         log_line("warn", "push-pull dropped: %s: %s", swim_strerror(rc), err.msg);
     pump(mb);
@@ -475,7 +484,7 @@ static void on_join_timer(uv_timer_t *t)
     }
     if (swim_joined(mb->core))
         return;
-    if (!mb->solo && tt_wall_ns() >= mb->join_deadline) {
+    if (!mb->solo && tt_mono_ns() >= mb->join_deadline) {
         mb->solo = true;
         log_line("warn", "no seed answered within the join timeout: running solo, still trying");
     }
@@ -676,12 +685,12 @@ int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, mb_err_t *err)
     sc.label = cfg->cluster;
     randombytes_buf(&sc.seed, sizeof sc.seed);
     swim_err_t se;
-    if ((rc = swim_new(&mb->core, &sc, tt_wall_ns(), &se))) {
+    if ((rc = swim_new(&mb->core, &sc, tt_mono_ns(), &se))) {
         fail(err, rc, "shared_state.share: %s", se.msg);
         goto fail_close;
     }
     uv_udp_recv_start(&mb->udp, on_alloc, on_udp);
-    mb->join_deadline = tt_wall_ns() + cfg->join_timeout_ns;
+    mb->join_deadline = tt_mono_ns() + cfg->join_timeout_ns;
     if (cfg->n_seeds == 0)
         mb->solo = true;
     log_line("info", "membership started: node %s at %s, %s, %zu seeds", cfg->node_id,
@@ -723,8 +732,11 @@ size_t mb_member_count(const mb_t *mb)
 int mb_member_get(const mb_t *mb, size_t i, swim_member_view_t *v)
 {
     int rc = swim_member_get(mb->core, i, v);
-    if (rc == 0 && v->self)
-        v->last_heard_ns = tt_wall_ns();
+    if (rc == 0) { /* the core's times are monotonic; callers get wall time */
+        int64_t mono = tt_mono_ns(), wall = tt_wall_ns();
+        v->last_heard_ns = v->self ? wall : v->last_heard_ns - mono + wall;
+        v->state_since_ns += wall - mono;
+    }
     return rc;
 }
 
@@ -735,7 +747,7 @@ int mb_live_count(const mb_t *mb)
 
 int mb_set_meta(mb_t *mb, const uint8_t *meta, size_t len)
 {
-    int rc = swim_set_meta(mb->core, tt_wall_ns(), meta, len);
+    int rc = swim_set_meta(mb->core, mb_now(mb), meta, len);
     if (rc == 0)
         pump(mb);
     return rc;
@@ -745,7 +757,7 @@ int mb_send_app(mb_t *mb, const char *to_id, size_t to_len, const uint8_t *paylo
 {
     if (mb->closing)
         return SWIM_EINVAL;
-    int rc = swim_send_app(mb->core, tt_wall_ns(), to_id, to_len, payload, len);
+    int rc = swim_send_app(mb->core, mb_now(mb), to_id, to_len, payload, len);
     if (rc == 0)
         pump(mb);
     return rc;
@@ -857,7 +869,7 @@ void mb_leave(mb_t *mb, mb_done_fn done, void *ud)
     mb->leaving = true;
     mb->leave_done = done;
     mb->leave_ud = ud;
-    swim_leave(mb->core, tt_wall_ns());
+    swim_leave(mb->core, mb_now(mb));
     pump(mb);
     uv_timer_start(&mb->join_timer, on_join_timer, LEAVE_GRACE_MS, 0);
     log_line("info", "left the cluster gracefully");

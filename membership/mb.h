@@ -45,7 +45,8 @@ int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, mb_err_t *err)
 /* Adds a subscriber (up to MB_SUBSCRIBERS_MAX). */
 int mb_subscribe(mb_t *mb, mb_event_fn fn, void *ud);
 
-/* The member table: index 0 is this node. Views are valid until the loop runs again. */
+/* The member table: index 0 is this node. Views are valid until the loop runs again; their
+ * times are wall clock (ns since the epoch). */
 size_t mb_member_count(const mb_t *mb);
 int mb_member_get(const mb_t *mb, size_t i, swim_member_view_t *v);
 /* Alive + suspect, self included: the share store's N. */

@@ -130,6 +130,7 @@ struct swim_core {
     size_t label_len;
     uint8_t keys[SWIM_KEYRING_MAX][SWIM_KEY_BYTES];
     uint64_t rng;
+    int64_t wall_off; /* wall clock - the core's monotonic clock (swim_set_wall) */
     uint64_t tx_seq;
     uint32_t probe_seq;
     int awareness;
@@ -597,7 +598,7 @@ static void send_msg(swim_core_t *c, int64_t now, const swim_addr_t *to, const s
     size_t cap = SWIM_DATAGRAM_MAX - (c->cfg.nkeys ? SWIM_SEAL_OVERHEAD : SWIM_FRAME_HEAD);
     swim_wbuf_t w = {c->body, 0, cap, false};
     const member_t *self = &c->m[0];
-    swim_enc_head(&w, self->id, self->id_len, self->gen, now, ++c->tx_seq, om->kind);
+    swim_enc_head(&w, self->id, self->id_len, self->gen, now + c->wall_off, ++c->tx_seq, om->kind);
     swim_enc_msg(&w, om);
     size_t at = swim_enc_array_open(&w);
     uint32_t n = 0;
@@ -1227,6 +1228,11 @@ static void gossip_tick(swim_core_t *c, int64_t now)
         send_simple(c, now, &c->m[targets[j]].addr, SWIM_GOSSIP, 0, -1);
 }
 
+void swim_set_wall(swim_core_t *c, int64_t now, int64_t wall_ns)
+{
+    c->wall_off = wall_ns - now;
+}
+
 int swim_tick(swim_core_t *c, int64_t now)
 {
     if (c->m[0].leaving) { /* a leaver only keeps gossiping its departure */
@@ -1351,8 +1357,8 @@ static int admit(swim_core_t *c, int64_t now, const uint8_t *bytes, size_t len, 
         return drop(c, SWIM_ESELF);
     }
     int64_t skew;
-    if (__builtin_sub_overflow(now, msg->sent_ns, &skew) || skew > c->cfg.replay_window_ns ||
-        skew < -c->cfg.replay_window_ns) {
+    if (__builtin_sub_overflow(now + c->wall_off, msg->sent_ns, &skew) ||
+        skew > c->cfg.replay_window_ns || skew < -c->cfg.replay_window_ns) {
         snprintf(err->msg, sizeof err->msg, "sent_ns: %lld is more than %lld ns from our clock",
                  (long long)msg->sent_ns, (long long)c->cfg.replay_window_ns);
         return drop(c, SWIM_ESTALE);
@@ -1469,7 +1475,8 @@ int swim_pushpull_encode(swim_core_t *c, int64_t now, bool join, uint8_t *out, s
     size_t head = c->cfg.nkeys ? SWIM_FRAME_HEAD + SWIM_NONCE_BYTES : SWIM_FRAME_HEAD;
     swim_wbuf_t w = {out + head, 0, cap - head - SWIM_TAG_BYTES, false};
     const member_t *self = &c->m[0];
-    swim_enc_head(&w, self->id, self->id_len, self->gen, now, ++c->tx_seq, SWIM_PUSHPULL);
+    swim_enc_head(&w, self->id, self->id_len, self->gen, now + c->wall_off, ++c->tx_seq,
+                  SWIM_PUSHPULL);
     swim_msg_t om = {.kind = SWIM_PUSHPULL, .join = join};
     swim_enc_msg(&w, &om);
     size_t at = swim_enc_array_open(&w);

@@ -1,12 +1,14 @@
 /*
  * swim: the membership protocol core (SWIM with Lifeguard), pure.
  *
- * No sockets, no clock, no threads: the caller passes `now` (int64 ns since the epoch) to
- * every call, feeds received datagrams to swim_receive, calls swim_tick when
- * swim_next_deadline comes, and after each call drains two caller-visible queues: the outbox
- * (datagrams to send, already sealed, each <= SWIM_DATAGRAM_MAX) and the events (member up,
- * down, left, updated, live count changed). The libuv shell (mb.h) does that with real
- * sockets; the simulator in tests/membership does it with a virtual network and clock.
+ * No sockets, no clock, no threads: the caller passes `now` (int64 ns on a monotonic clock:
+ * every protocol timer runs on it, so a wall-clock step fires none) to every call and tells
+ * the core the wall clock beside it with swim_set_wall (sealing stamps wall time), feeds received
+ * datagrams to swim_receive, calls swim_tick when swim_next_deadline comes, and after each call
+ * drains two caller-visible queues: the outbox (datagrams to send, already sealed, each <=
+ * SWIM_DATAGRAM_MAX) and the events (member up, down, left, updated, live count changed). The libuv
+ * shell (mb.h) does that with real sockets; the simulator in tests/membership does it with a
+ * virtual network and clock.
  *
  * Memory: the core allocates its member table (and the outbox/event queues sized with it)
  * when a new member is first heard of; nothing else allocates. See swim.c for the design.
@@ -111,8 +113,8 @@ typedef struct swim_member_view {
     uint32_t incarnation;
     swim_state_t state;
     swim_addr_t addr;
-    int64_t last_heard_ns;  /* last datagram from it (self: now) */
-    int64_t state_since_ns; /* when its state last changed */
+    int64_t last_heard_ns;  /* last datagram from it (self: now), on the core's clock */
+    int64_t state_since_ns; /* when its state last changed, on the core's clock */
     uint32_t meta_version;
     size_t meta_len;
     const uint8_t *meta;
@@ -166,6 +168,11 @@ typedef struct swim_counters {
 /* Builds a core; *out is owned by the caller and freed with swim_free. */
 int swim_new(swim_core_t **out, const swim_config_t *cfg, int64_t now, swim_err_t *err);
 void swim_free(swim_core_t *core);
+
+/* The wall clock (ns since the epoch) at `now`: datagrams carry wall time (sent_ns) and the
+ * replay window compares it with ours, while every timer stays on `now`. The shell calls this
+ * before each call into the core; until the first call the wall clock is taken to be `now`. */
+void swim_set_wall(swim_core_t *core, int64_t now, int64_t wall_ns);
 
 /* Runs every timer due at `now`. */
 int swim_tick(swim_core_t *core, int64_t now);
