@@ -8,6 +8,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config \
       libuv1-dev libmsgpack-dev libyaml-dev libsodium-dev libhiredis-dev libhttp-parser-dev \
+      libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -25,7 +26,8 @@ FROM debian:bookworm-slim
 # list against the binary's NEEDED entries).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libuv1 libyaml-0-2 libsodium23 libhiredis0.14 libhttp-parser2.9 \
+      libuv1 libyaml-0-2 libsodium23 libhiredis0.14 libhttp-parser2.9 libnghttp2-14 \
+      libprotobuf-c1 \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 65532 tokentriage \
  && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \

@@ -41,6 +41,7 @@ enum {
 #define CFG_PATH_MAX 4096          /* file paths */
 #define CFG_SOCKET_PATH_MAX 107    /* a unix socket path (sun_path less its NUL) */
 #define CFG_NAME_MAX 128           /* node ids, cluster labels, group names */
+#define CFG_DOMAINS_MAX 32         /* server.grpc_domains / grpc_charge_domains entries */
 #define CFG_PERIOD_MAX_NS (INT64_C(8760) * 3600 * 1000000000) /* 8760h, one year */
 
 /* The built-in defaults; the daemon and the clients resolve the socket the same way. */
@@ -77,6 +78,14 @@ typedef struct cfg_server {
     size_t n_allow_uids;
     uint32_t allow_gids[CFG_ALLOW_MAX];
     size_t n_allow_gids;
+    /* Envoy's rate limit service (gRPC, SPEC §12): host:port or an absolute unix path; "" = off */
+    char grpc[CFG_ADDR_MAX + 1];
+    /* the domains served (none listed: every domain), and those counted after the fact (every
+     * descriptor charged, overruns included: the AI Gateway's response-path token counts) */
+    char grpc_domains[CFG_DOMAINS_MAX][CFG_NAME_MAX + 1];
+    size_t n_grpc_domains;
+    char grpc_charge_domains[CFG_DOMAINS_MAX][CFG_NAME_MAX + 1];
+    size_t n_grpc_charge_domains;
 } cfg_server_t;
 
 typedef enum cfg_division {

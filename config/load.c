@@ -390,6 +390,9 @@ static const char *const server_keys[] = {"socket",
                                           "allow_gids",
                                           "state_dir",
                                           "snapshot_interval",
+                                          "grpc",
+                                          "grpc_domains",
+                                          "grpc_charge_domains",
                                           NULL};
 
 /* server.allow_uids / allow_gids: a sequence of numeric ids (names would need NSS at load). */
@@ -412,6 +415,46 @@ static void get_ids(struct ctx *c, const cfg_node_t *v, const char *key, uint32_
         if (get_int(c, v->items[i], p, 0, UINT32_MAX - 1, &id) == 0)
             ids[(*n)++] = (uint32_t)id;
     }
+}
+
+static int domain_char(int ch)
+{
+    return isgraph(ch);
+}
+
+/* server.grpc_domains / grpc_charge_domains: Envoy rate limit domains (printable, no spaces). */
+static void get_domains(struct ctx *c, const cfg_node_t *v, const char *key,
+                        char (*out)[CFG_NAME_MAX + 1], size_t *n)
+{
+    char p[PATH_SIZE];
+    snprintf(p, sizeof(p), "server.%s", key);
+    if (v->kind != CFG_NODE_SEQ) {
+        err(c, p, v, "expected a sequence of domain names, got %s",
+            v->null ? "an empty value" : kind_name(v));
+        return;
+    }
+    if (v->n > CFG_DOMAINS_MAX) {
+        err(c, p, v, "%zu domains; at most %d", v->n, CFG_DOMAINS_MAX);
+        return;
+    }
+    for (size_t i = 0; i < v->n; i++) {
+        snprintf(p, sizeof(p), "server.%s[%zu]", key, i);
+        if (get_string(c, v->items[i], p, out[*n], CFG_NAME_MAX, false, domain_char,
+                       "a domain name (printable, no spaces)") == 0)
+            (*n)++;
+    }
+}
+
+/* server.grpc: host:port, or an absolute unix socket path; "" is off. */
+static void get_grpc(struct ctx *c, const cfg_node_t *v, char *out)
+{
+    const char *s = want_scalar(c, v, "server.grpc");
+    if (s && s[0] == '/')
+        get_string(c, v, "server.grpc", out, CFG_SOCKET_PATH_MAX, false, NULL, "a path");
+    else if (s && *s && !strchr(s, ':'))
+        err(c, "server.grpc", v, "\"%s\" is neither host:port nor an absolute unix socket path", s);
+    else if (s)
+        get_address(c, v, "server.grpc", out, true, true);
 }
 
 static void load_server(struct ctx *c, const cfg_node_t *n)
@@ -458,6 +501,12 @@ static void load_server(struct ctx *c, const cfg_node_t *n)
         get_ids(c, v, "allow_uids", s->allow_uids, &s->n_allow_uids);
     if ((v = at(m, "allow_gids")))
         get_ids(c, v, "allow_gids", s->allow_gids, &s->n_allow_gids);
+    if ((v = at(m, "grpc")))
+        get_grpc(c, v, s->grpc);
+    if ((v = at(m, "grpc_domains")))
+        get_domains(c, v, "grpc_domains", s->grpc_domains, &s->n_grpc_domains);
+    if ((v = at(m, "grpc_charge_domains")))
+        get_domains(c, v, "grpc_charge_domains", s->grpc_charge_domains, &s->n_grpc_charge_domains);
 }
 
 /* A sequence of host:port (gossip seeds, Redis Cluster seeds, Sentinels): at most `max`, each

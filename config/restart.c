@@ -10,6 +10,9 @@
 
 static bool server_differs(const cfg_server_t *a, const cfg_server_t *b)
 {
+    /* grpc_domains and grpc_charge_domains apply on reload: the front door reads them live */
+    if (strcmp(a->grpc, b->grpc) != 0)
+        return true;
     return strcmp(a->socket, b->socket) != 0 || a->socket_mode != b->socket_mode ||
            strcmp(a->socket_group, b->socket_group) != 0 || strcmp(a->http, b->http) != 0 ||
            a->max_counters != b->max_counters || a->max_connections != b->max_connections ||

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "mb.h"
 #include "share_node.h"
+#include "listen.h" /* rls/: the gRPC front door */
 #include "srv.h"
 #include "tt_clock.h"
 #include "tokentriage.h"
@@ -44,6 +45,7 @@ typedef struct daemon {
     gov_engine_t *engine;
     srv_metrics_t *metrics;
     srv_t *srv;
+    rls_srv_t *grpc; /* server.grpc, when set */
     uv_signal_t sighup, sigterm, sigint;
     uv_timer_t tick;
     char node[256];
@@ -161,6 +163,7 @@ static void on_signal(uv_signal_t *h, int signum)
     srv_log(SRV_LOG_INFO, "stopping", "signal", signum == SIGTERM ? "SIGTERM" : "SIGINT", NULL);
     rds_gov_close(&d->redis); /* first: what is in flight completes while the server answers */
     srv_stop(d->srv);
+    rls_srv_stop(d->grpc);
     st_node_stop(d->state, true, tt_wall_ns()); /* no decision runs any more: nothing is lost */
     if (d->mb)
         mb_leave(d->mb, left, d);
@@ -348,6 +351,24 @@ static void chgrp_socket(const char *path, const char *group)
                 NULL);
 }
 
+/* Envoy's rate limit service on server.grpc (SPEC §12), deciding through the same engine. */
+static int start_grpc(daemon_t *d)
+{
+    char err[256];
+    rls_srv_options_t o = {
+        .addr = d->cfg->server.grpc,
+        .socket_mode = d->cfg->server.socket_mode,
+        .max_connections = (unsigned)d->cfg->server.max_connections,
+        .conn = {.engine = d->engine, .cfg = &d->cfg},
+    };
+    if (rls_srv_start(&d->grpc, &d->loop, &o, err, sizeof(err)) != 0) {
+        srv_log(SRV_LOG_ERROR, "cannot serve", "detail", err, NULL);
+        return -1;
+    }
+    srv_log(SRV_LOG_INFO, "grpc listening", "address", rls_srv_address(d->grpc), NULL);
+    return 0;
+}
+
 static int start(daemon_t *d)
 {
     const srv_daemon_options_t *opt = d->opt;
@@ -408,6 +429,8 @@ static int start(daemon_t *d)
         return rc == SRV_ENOMEM ? EX_SOFTWARE_ : EX_UNAVAILABLE_;
     }
     chgrp_socket(path, d->cfg->server.socket_group);
+    if (d->cfg->server.grpc[0] && start_grpc(d) != 0)
+        return EX_UNAVAILABLE_;
     srv_set_ready(d->srv, ready, d);
     if (d->cfg->share.present) {
         mb_err_t merr;
@@ -464,6 +487,8 @@ int srv_daemon_run(const srv_daemon_options_t *opt)
         uv_run(&d.loop, UV_RUN_DEFAULT);
     else if (d.srv)
         srv_stop(d.srv);
+    if (rc != EX_OK_)
+        rls_srv_stop(d.grpc);
     if (rc != EX_OK_ && d.mb)
         mb_close(d.mb, NULL, NULL);
     if (rc != EX_OK_ && d.share)

@@ -1,0 +1,33 @@
+/*
+ * rls_srv: the gRPC front door's libuv shell. It listens on server.grpc (host:port, or a unix
+ * socket path), moves bytes between each connection's socket and its rls_conn (h2.h), reads
+ * the clock, and fires one timer for grpc-timeout deadlines. Nothing is decided here.
+ */
+#ifndef TT_RLS_LISTEN_H
+#define TT_RLS_LISTEN_H
+
+#include <uv.h>
+
+#include "h2.h"
+
+typedef struct rls_srv rls_srv_t;
+
+typedef struct rls_srv_options {
+    const char *addr;         /* host:port, or an absolute unix socket path */
+    unsigned socket_mode;     /* a unix socket's permission bits (0: 0660) */
+    unsigned max_connections; /* beyond it a new connection is closed at once */
+    rls_conn_config_t conn;   /* engine and config, borrowed */
+} rls_srv_options_t;
+
+/* Binds and listens. Returns 0, or -1 with a message in err (then rls_srv_stop still frees). */
+int rls_srv_start(rls_srv_t **out, uv_loop_t *loop, const rls_srv_options_t *opt, char *err,
+                  size_t err_size);
+
+/* What it listens on: the unix path, or host:port with the port the kernel gave. */
+const char *rls_srv_address(const rls_srv_t *s);
+
+/* Closes the listener and every connection; the memory goes once the loop has run their closes.
+ * NULL is a no-op. */
+void rls_srv_stop(rls_srv_t *s);
+
+#endif

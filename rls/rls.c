@@ -1,0 +1,273 @@
+/*
+ * The mapping core of the gRPC front door: RateLimitRequest → gov_decide_asks →
+ * RateLimitResponse. See rls.h for the mapping; docs/clients.md for what callers see.
+ */
+#include "rls.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "health.pb-c.h"
+#include "rls.pb-c.h"
+
+typedef Envoy__Service__Ratelimit__V3__RateLimitRequest request_t;
+typedef Envoy__Service__Ratelimit__V3__RateLimitDescriptor descriptor_t;
+typedef Envoy__Service__Ratelimit__V3__RateLimitResponse response_t;
+typedef Envoy__Service__Ratelimit__V3__RateLimitResponse__DescriptorStatus status_t;
+typedef Envoy__Service__Ratelimit__V3__RateLimitResponse__RateLimit limit_t;
+typedef Envoy__Service__Ratelimit__V3__HeaderValue header_t;
+typedef Tokentriage__Wire__Duration duration_t;
+
+#define RLS_SERVICE "envoy.service.ratelimit.v3.RateLimitService"
+
+static int failf(rls_answer_t *out, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int failf(rls_answer_t *out, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->message, sizeof(out->message), fmt, ap);
+    va_end(ap);
+    out->status = status;
+    return status;
+}
+
+void rls_answer_free(rls_answer_t *a)
+{
+    free(a->body);
+    a->body = NULL;
+    a->len = 0;
+}
+
+int rls_method(const char *path, size_t len)
+{
+    static const char *const paths[] = {
+        [RLS_METHOD_SHOULD_RATE_LIMIT] = "/" RLS_SERVICE "/ShouldRateLimit",
+        [RLS_METHOD_HEALTH_CHECK] = "/grpc.health.v1.Health/Check",
+    };
+    for (int i = 0; i < (int)(sizeof(paths) / sizeof(paths[0])); i++)
+        if (strlen(paths[i]) == len && memcmp(paths[i], path, len) == 0)
+            return i;
+    return -1;
+}
+
+static bool listed(const char (*names)[CFG_NAME_MAX + 1], size_t n, const char *s)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i], s) == 0)
+            return true;
+    return false;
+}
+
+/* A gRPC status for an engine error: the request's fault, or the daemon's. */
+static int status_of(int gov_err)
+{
+    switch (gov_err) {
+    case GOV_ENOMEM:
+        return RLS_RESOURCE_EXHAUSTED;
+    case GOV_EINVAL:
+        return RLS_FAILED_PRECONDITION; /* a redis-backed limit among the descriptors */
+    default:
+        return RLS_INVALID_ARGUMENT;
+    }
+}
+
+/* Checks the request and builds one ask per descriptor. Returns 0 or a status. */
+static int build_asks(const request_t *req, gov_ask_t *asks, rls_answer_t *out)
+{
+    if (!req->domain[0])
+        return failf(out, RLS_INVALID_ARGUMENT, "domain: required");
+    if (req->n_descriptors == 0)
+        return failf(out, RLS_INVALID_ARGUMENT, "descriptors: at least one is required");
+    if (req->n_descriptors > GOV_ASKS_MAX)
+        return failf(out, RLS_INVALID_ARGUMENT, "descriptors: %zu, at most %d", req->n_descriptors,
+                     GOV_ASKS_MAX);
+    int64_t cost = req->hits_addend ? req->hits_addend : 1;
+    for (size_t i = 0; i < req->n_descriptors; i++) {
+        const descriptor_t *d = req->descriptors[i];
+        gov_ask_t *a = &asks[i];
+        if (d->n_entries == 0)
+            return failf(out, RLS_INVALID_ARGUMENT, "descriptors[%zu]: no entries", i);
+        if (d->n_entries > GOV_SUBJECT_MAX)
+            return failf(out, RLS_INVALID_ARGUMENT, "descriptors[%zu]: %zu entries, at most %d", i,
+                         d->n_entries, GOV_SUBJECT_MAX);
+        a->subject.n = d->n_entries;
+        for (size_t k = 0; k < d->n_entries; k++) {
+            const char *key = d->entries[k]->key, *value = d->entries[k]->value;
+            if (!key[0] || !value[0])
+                return failf(out, RLS_INVALID_ARGUMENT,
+                             "descriptors[%zu].entries[%zu]: key and value must not be empty", i,
+                             k);
+            a->subject.pairs[k] = (gov_pair_t){key, strlen(key), value, strlen(value)};
+        }
+        a->cost = cost;
+        if (d->hits_addend) {
+            if (d->hits_addend->value > (uint64_t)GOV_TOKENS_MAX)
+                return failf(out, RLS_INVALID_ARGUMENT,
+                             "descriptors[%zu].hits_addend: %llu, at most 2^40", i,
+                             (unsigned long long)d->hits_addend->value);
+            a->cost = (int64_t)d->hits_addend->value;
+        }
+    }
+    return RLS_OK;
+}
+
+/*
+ * The current limit as Envoy states it: requests_per_unit per unit. A period of exactly one
+ * unit is reported as is; any other is reported in the largest unit (second, minute, hour,
+ * day) not longer than the period, at the sustained rate amount x unit / period rounded down:
+ * 100 per 30 s reads as 3 per SECOND, 150 per 90 s as 100 per MINUTE. The exact policy is in the
+ * Ratelimit-Policy header.
+ */
+static void current_limit(const cfg_limit_t *l, limit_t *rl)
+{
+    static const struct {
+        int64_t s;
+        int unit;
+    } units[] = {
+        {86400, ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__RATE_LIMIT__UNIT__DAY},
+        {3600, ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__RATE_LIMIT__UNIT__HOUR},
+        {60, ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__RATE_LIMIT__UNIT__MINUTE},
+        {1, ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__RATE_LIMIT__UNIT__SECOND},
+    };
+    size_t u = 0;
+    while (u + 1 < sizeof(units) / sizeof(units[0]) && units[u].s * RA_NS_PER_S > l->period_ns)
+        u++;
+    __int128 per = (__int128)l->amount * units[u].s * RA_NS_PER_S / l->period_ns;
+    rl->requests_per_unit = per > UINT32_MAX ? UINT32_MAX : (uint32_t)per;
+    rl->unit = units[u].unit;
+    rl->name = (char *)l->id;
+}
+
+/* Which result's headers travel: the denial with the longest retry, else the admitted ask
+ * with the lowest remaining. -1 when no ask met a limit. */
+static int headers_from(const gov_result_t *r, size_t n)
+{
+    int best = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (!r[i].limit[0])
+            continue;
+        if (best < 0) {
+            best = (int)i;
+            continue;
+        }
+        const gov_result_t *b = &r[best];
+        bool tighter = !r[i].admit ? b->admit || r[i].retry_after_s > b->retry_after_s
+                                   : b->admit && r[i].remaining < b->remaining;
+        if (tighter)
+            best = (int)i;
+    }
+    return best;
+}
+
+/* Packs the response for `n` results. Returns 0 or a status. */
+static int respond(const cfg_config_t *cfg, const gov_result_t *r, size_t n, rls_answer_t *out)
+{
+    response_t resp = ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__INIT;
+    status_t st[GOV_ASKS_MAX], *stp[GOV_ASKS_MAX];
+    limit_t lim[GOV_ASKS_MAX];
+    duration_t reset[GOV_ASKS_MAX];
+    header_t hv[GOV_HEADERS_MAX], *hvp[GOV_HEADERS_MAX];
+    bool over = false;
+    for (size_t i = 0; i < n; i++) {
+        status_t *s = &st[i];
+        envoy__service__ratelimit__v3__rate_limit_response__descriptor_status__init(s);
+        stp[i] = s;
+        over = over || !r[i].admit;
+        s->code = r[i].admit ? ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OK
+                             : ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT;
+        const cfg_limit_t *l = r[i].limit[0] ? cfg_find_limit(cfg, r[i].limit) : NULL;
+        if (!l)
+            continue; /* no limit matched: OK with no current limit, as envoy ratelimit does */
+        envoy__service__ratelimit__v3__rate_limit_response__rate_limit__init(&lim[i]);
+        current_limit(l, &lim[i]);
+        s->current_limit = &lim[i];
+        int64_t rem = r[i].remaining < 0 ? 0 : r[i].remaining;
+        s->limit_remaining = rem > UINT32_MAX ? UINT32_MAX : (uint32_t)rem;
+        tokentriage__wire__duration__init(&reset[i]);
+        reset[i].seconds = r[i].reset_after_s;
+        s->duration_until_reset = &reset[i];
+    }
+    resp.overall_code = over ? ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT
+                             : ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OK;
+    resp.n_statuses = n;
+    resp.statuses = stp;
+    int h = headers_from(r, n);
+    for (uint32_t k = 0; h >= 0 && k < r[h].n_headers; k++) {
+        envoy__service__ratelimit__v3__header_value__init(&hv[k]);
+        hv[k].key = (char *)r[h].headers[k].name;
+        hv[k].value = (char *)r[h].headers[k].value;
+        hvp[k] = &hv[k];
+        resp.n_response_headers_to_add = k + 1;
+    }
+    resp.response_headers_to_add = hvp;
+    out->len = envoy__service__ratelimit__v3__rate_limit_response__get_packed_size(&resp);
+    out->body = malloc(out->len ? out->len : 1);
+    if (!out->body)
+        return failf(out, RLS_RESOURCE_EXHAUSTED, "out of memory packing the response");
+    envoy__service__ratelimit__v3__rate_limit_response__pack(&resp, out->body);
+    return RLS_OK;
+}
+
+int rls_should_rate_limit(gov_engine_t *e, const cfg_config_t *cfg, const uint8_t *msg, size_t len,
+                          int64_t now, rls_answer_t *out)
+{
+    *out = (rls_answer_t){0};
+    if (len > RLS_MESSAGE_MAX)
+        return failf(out, RLS_RESOURCE_EXHAUSTED, "message: %zu bytes, at most %d", len,
+                     RLS_MESSAGE_MAX);
+    request_t *req = envoy__service__ratelimit__v3__rate_limit_request__unpack(NULL, len, msg);
+    if (!req)
+        return failf(out, RLS_INVALID_ARGUMENT, "RateLimitRequest: not a valid protobuf message");
+    gov_ask_t asks[GOV_ASKS_MAX];
+    gov_result_t res[GOV_ASKS_MAX];
+    const cfg_server_t *srv = &cfg->server;
+    int rc = build_asks(req, asks, out);
+    if (rc == RLS_OK && srv->n_grpc_domains &&
+        !listed(srv->grpc_domains, srv->n_grpc_domains, req->domain))
+        rc = failf(out, RLS_NOT_FOUND, "domain \"%.64s\" is not served (server.grpc_domains)",
+                   req->domain);
+    if (rc == RLS_OK) {
+        unsigned flags = GOV_ASK_EXACT;
+        if (listed(srv->grpc_charge_domains, srv->n_grpc_charge_domains, req->domain))
+            flags |= GOV_ASK_CHARGE;
+        size_t n = req->n_descriptors;
+        int g = gov_decide_asks(e, asks, n, flags, now, res);
+        if (g < 0) {
+            size_t at = 0;
+            while (at + 1 < n && res[at].status == 0)
+                at++;
+            rc = failf(out, status_of(g), "descriptors[%zu]: %s", at, res[at].error);
+        } else {
+            rc = respond(cfg, res, n, out);
+        }
+    }
+    envoy__service__ratelimit__v3__rate_limit_request__free_unpacked(req, NULL);
+    return rc;
+}
+
+int rls_health_check(const uint8_t *msg, size_t len, rls_answer_t *out)
+{
+    *out = (rls_answer_t){0};
+    Grpc__Health__V1__HealthCheckRequest *req =
+        grpc__health__v1__health_check_request__unpack(NULL, len, msg);
+    if (!req)
+        return failf(out, RLS_INVALID_ARGUMENT, "HealthCheckRequest: not a valid protobuf message");
+    bool known = !req->service[0] || strcmp(req->service, RLS_SERVICE) == 0;
+    if (!known)
+        failf(out, RLS_NOT_FOUND, "service \"%.64s\" is not served here", req->service);
+    grpc__health__v1__health_check_request__free_unpacked(req, NULL);
+    if (!known)
+        return out->status;
+    Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+    resp.status = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
+    out->len = grpc__health__v1__health_check_response__get_packed_size(&resp);
+    out->body = malloc(out->len ? out->len : 1);
+    if (!out->body)
+        return failf(out, RLS_RESOURCE_EXHAUSTED, "out of memory packing the response");
+    grpc__health__v1__health_check_response__pack(&resp, out->body);
+    return RLS_OK;
+}

@@ -1,0 +1,66 @@
+/*
+ * rls: Envoy's rate limit service (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit,
+ * SPEC §12) and grpc.health.v1.Health/Check, as a pure mapping core: protobuf bytes in, the
+ * engine's decisions, protobuf bytes out. No socket, no clock: `now` is an argument. The HTTP/2
+ * shell (rls_h2.h) frames the messages and calls these.
+ *
+ * Mapping (docs/clients.md): each descriptor is one ask of gov_decide_asks with exact matching:
+ * its entries name subject levels (key = level, value = id), in order, and it applies the limits
+ * attached to exactly those levels (`level: team` for [team], `levels: [generic_key, team]` for
+ * that pair). The cost is the descriptor's hits_addend when set (a wrapper: 0 is a check that
+ * consumes nothing), else the request's (0 means 1: proto3 cannot tell it from unset). All
+ * descriptors are decided two-phase as one: an OVER_LIMIT consumes nothing, unless the domain is
+ * in server.grpc_charge_domains (counted after the fact: everything charged, overruns included).
+ */
+#ifndef TT_RLS_H
+#define TT_RLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "engine.h"
+
+#define RLS_MESSAGE_MAX (64 * 1024) /* bytes in one request message (as the socket's) */
+
+/* gRPC status codes (grpc/doc/statuscodes.md) that the service answers. */
+enum {
+    RLS_OK = 0,
+    RLS_CANCELLED = 1,
+    RLS_INVALID_ARGUMENT = 3,
+    RLS_DEADLINE_EXCEEDED = 4,
+    RLS_NOT_FOUND = 5,
+    RLS_RESOURCE_EXHAUSTED = 8,
+    RLS_FAILED_PRECONDITION = 9,
+    RLS_UNIMPLEMENTED = 12,
+    RLS_INTERNAL = 13,
+};
+
+/* One answer: a packed response message on RLS_OK, else a status and its message. */
+typedef struct rls_answer {
+    int status;
+    char message[256];
+    uint8_t *body; /* malloc'd, owned by the caller (rls_answer_free); NULL when status != OK */
+    size_t len;
+} rls_answer_t;
+
+void rls_answer_free(rls_answer_t *a);
+
+/*
+ * Decodes a RateLimitRequest (`len` bytes, at most RLS_MESSAGE_MAX), decides it through `e` at
+ * `now`, and packs the RateLimitResponse into out. `cfg` is the armed config in force: its
+ * server.grpc_domains / grpc_charge_domains and the limits that statuses report. Bad input gets
+ * a status and its message and changes nothing. Returns out->status.
+ */
+int rls_should_rate_limit(gov_engine_t *e, const cfg_config_t *cfg, const uint8_t *msg, size_t len,
+                          int64_t now, rls_answer_t *out);
+
+/* grpc.health.v1.Health/Check: SERVING for "" and the RLS service's name, else NOT_FOUND. */
+int rls_health_check(const uint8_t *msg, size_t len, rls_answer_t *out);
+
+/* The method a gRPC :path names, or -1. */
+enum { RLS_METHOD_SHOULD_RATE_LIMIT = 0, RLS_METHOD_HEALTH_CHECK = 1 };
+int rls_method(const char *path, size_t len);
+
+#endif

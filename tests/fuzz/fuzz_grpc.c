@@ -1,0 +1,118 @@
+/*
+ * libFuzzer target for the gRPC front door's input path: the first byte picks the layer.
+ *   even: the bytes are a RateLimitRequest (or, byte 1 odd, a HealthCheckRequest) handed to
+ *         the mapping core (rls.c) over a small config: protobuf-c decoding, the request's
+ *         bounds, the engine's asks.
+ *   odd:  the bytes follow a client preface and an empty SETTINGS on one HTTP/2 connection
+ *         (h2.c on nghttp2), cut into reads at every 0xF5 byte, with the clock advancing and
+ *         deadlines ticked between reads; whatever the connection writes is drained.
+ * Properties beyond "no crash, no UB, no leak": an answer is OK with a body or an error status
+ * with a message, never both; an error answer changed no counter (the engine's held counters
+ * before and after agree); the connection's output never grows without being drained.
+ * Run longer, from a fuzz build tree:
+ *   tests/fuzz/fuzz_grpc -max_total_time=600 -max_len=65536 corpus/ ../tests/fuzz/grpc
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "h2.h"
+#include "rls.h"
+
+#define T0 (INT64_C(1700000000) * RA_NS_PER_S)
+
+static const char yaml[] =
+    "server: { grpc_domains: [edge, tokens], grpc_charge_domains: [tokens] }\n"
+    "governance:\n"
+    "  limits:\n"
+    "    - { id: team_rpm, attach: { level: team }, type: rpm, amount: 3, period: 1m }\n"
+    "    - { id: pair, attach: { levels: [generic_key, team] }, type: rpm, amount: 5,\n"
+    "        period: 90s, algorithm: sliding_window }\n"
+    "    - { id: tenant_tpm, attach: { level: tenant }, type: tpm, amount: 100000,\n"
+    "        period: 1m, burst: 20000 }\n";
+
+static void check(int ok)
+{
+    if (!ok)
+        __builtin_trap();
+}
+
+static cfg_config_t *cfg;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    cfg_report_t r = {0};
+    check(cfg_load_string("fuzz.yaml", yaml, sizeof(yaml) - 1, &cfg, &r) == 0);
+    check(cfg_arm(cfg, &r) == 0);
+    cfg_report_free(&r);
+    return 0;
+}
+
+static void one_message(gov_engine_t *e, const uint8_t *data, size_t size)
+{
+    rls_answer_t a;
+    gov_metrics_t before, after;
+    gov_engine_metrics(e, &before);
+    int st = size && (data[0] & 1) ? rls_health_check(data + 1, size - 1, &a)
+                                   : rls_should_rate_limit(e, cfg, data, size, T0, &a);
+    gov_engine_metrics(e, &after);
+    check(st == a.status);
+    check(st == RLS_OK ? a.body != NULL && a.message[0] == '\0' : a.body == NULL && a.message[0]);
+    if (st != RLS_OK)
+        check(before.counters == after.counters);
+    rls_answer_free(&a);
+}
+
+static void drain(rls_conn_t *c)
+{
+    const uint8_t *out;
+    ssize_t n;
+    size_t total = 0;
+    while ((n = rls_conn_send(c, &out)) > 0)
+        total += (size_t)n;
+    check(n == 0 || n == -1);
+    check(total < (64u << 20));
+}
+
+static void connection(gov_engine_t *e, const uint8_t *data, size_t size)
+{
+    static const uint8_t preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0";
+    cfg_config_t *live = cfg;
+    rls_conn_config_t cc = {.engine = e, .cfg = &live, .max_streams = 64};
+    rls_conn_t *c = rls_conn_new(&cc);
+    check(c != NULL);
+    int64_t now = T0;
+    int rc = rls_conn_recv(c, preface, sizeof(preface) - 1, now);
+    drain(c);
+    size_t at = 0;
+    while (rc == 0 && at < size) {
+        const uint8_t *cut = memchr(data + at, 0xF5, size - at);
+        size_t len = cut ? (size_t)(cut - (data + at)) : size - at;
+        rc = rls_conn_recv(c, data + at, len, now);
+        drain(c);
+        now += 7 * 1000000; /* 7 ms a read: deadlines do expire */
+        rls_conn_tick(c, now);
+        drain(c);
+        at += len + (cut != NULL);
+    }
+    (void)rls_conn_done(c);
+    rls_conn_free(c);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size == 0)
+        return 0;
+    gov_engine_t *e = NULL;
+    char err[128];
+    gov_options_t o = {.hash_seed = {1, 2}};
+    check(gov_engine_create_config(&e, &o, cfg, err, sizeof(err)) == 0);
+    if (data[0] & 1)
+        connection(e, data + 1, size - 1);
+    else
+        one_message(e, data + 1, size - 1);
+    gov_engine_destroy(e);
+    return 0;
+}

@@ -1,0 +1,258 @@
+/* rls.c, the mapping core, without sockets: protobuf bytes in, engine decisions, bytes out. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rls.h"
+#include "rls.pb-c.h"
+
+#define S RA_NS_PER_S
+#define T0 (INT64_C(1700000000) * S)
+
+typedef Envoy__Service__Ratelimit__V3__RateLimitRequest request_t;
+typedef Envoy__Service__Ratelimit__V3__RateLimitDescriptor descriptor_t;
+typedef Envoy__Service__Ratelimit__V3__RateLimitDescriptor__Entry entry_t;
+typedef Envoy__Service__Ratelimit__V3__RateLimitResponse response_t;
+
+#define OK_CODE ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OK
+#define OVER ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT
+
+static const char *yaml =
+    "server: { grpc_charge_domains: [tokens] }\n"
+    "governance:\n"
+    "  limits:\n"
+    "    - { id: team_rpm, attach: { level: team }, type: rpm, amount: 3, period: 1m }\n"
+    "    - { id: pair_rpm, attach: { levels: [generic_key, team] }, type: rpm, amount: 100,\n"
+    "        period: 30s }\n"
+    "    - { id: team_tpm, attach: { level: tenant }, type: tpm, amount: 100000, period: 1m,\n"
+    "        burst: 20000 }\n";
+
+static cfg_config_t *cfg;
+static gov_engine_t *eng;
+
+static void setup(void)
+{
+    cfg_report_t r = {0};
+    cr_assert_eq(cfg_load_string("t.yaml", yaml, strlen(yaml), &cfg, &r), 0);
+    cr_assert_eq(cfg_arm(cfg, &r), 0);
+    cfg_report_free(&r);
+    char err[256];
+    gov_options_t o = {.hash_seed = {1, 2}};
+    cr_assert_eq(gov_engine_create_config(&eng, &o, cfg, err, sizeof(err)), 0, "%s", err);
+}
+
+static void teardown(void)
+{
+    gov_engine_destroy(eng);
+    cfg_free(cfg);
+}
+
+TestSuite(rls, .init = setup, .fini = teardown);
+
+/* A request of up to 4 descriptors of up to 4 entries, "k=v,k=v;k=v" style, with per-descriptor
+ * hits_addend (-1: unset). */
+typedef struct built {
+    request_t req;
+    descriptor_t d[4], *dp[4];
+    entry_t e[4][4], *ep[4][4];
+    Tokentriage__Wire__UInt64Value h[4];
+    char text[256];
+} built_t;
+
+static void build(built_t *b, const char *domain, uint32_t hits, const char *descs,
+                  const int64_t *per)
+{
+    envoy__service__ratelimit__v3__rate_limit_request__init(&b->req);
+    b->req.domain = (char *)domain;
+    b->req.hits_addend = hits;
+    snprintf(b->text, sizeof(b->text), "%s", descs);
+    size_t nd = 0;
+    for (char *ds = strtok(b->text, ";"); ds && nd < 4; ds = strtok(NULL, ";"), nd++) {
+        descriptor_t *d = &b->d[nd];
+        envoy__service__ratelimit__v3__rate_limit_descriptor__init(d);
+        b->dp[nd] = d;
+        d->entries = b->ep[nd];
+        size_t ne = 0;
+        for (char *kv = ds; kv && *kv && ne < 4; ne++) {
+            char *next = strchr(kv, ',');
+            if (next)
+                *next++ = '\0';
+            entry_t *en = &b->e[nd][ne];
+            envoy__service__ratelimit__v3__rate_limit_descriptor__entry__init(en);
+            char *eq = strchr(kv, '=');
+            *eq = '\0';
+            en->key = kv;
+            en->value = eq + 1;
+            b->ep[nd][ne] = en;
+            kv = next;
+        }
+        d->n_entries = ne;
+        if (per && per[nd] >= 0) {
+            tokentriage__wire__uint64_value__init(&b->h[nd]);
+            b->h[nd].value = (uint64_t)per[nd];
+            d->hits_addend = &b->h[nd];
+        }
+    }
+    b->req.n_descriptors = nd;
+    b->req.descriptors = b->dp;
+}
+
+/* Packs, asks, and unpacks the response (NULL on an error status, kept in *status). */
+static response_t *ask(built_t *b, int64_t now, int *status, char *msg)
+{
+    size_t len = envoy__service__ratelimit__v3__rate_limit_request__get_packed_size(&b->req);
+    uint8_t *buf = malloc(len + 1);
+    envoy__service__ratelimit__v3__rate_limit_request__pack(&b->req, buf);
+    rls_answer_t a;
+    *status = rls_should_rate_limit(eng, cfg, buf, len, now, &a);
+    free(buf);
+    if (msg)
+        snprintf(msg, 256, "%s", a.message);
+    response_t *r = NULL;
+    if (*status == RLS_OK) {
+        r = envoy__service__ratelimit__v3__rate_limit_response__unpack(NULL, a.len, a.body);
+        cr_assert_not_null(r);
+    }
+    rls_answer_free(&a);
+    return r;
+}
+
+static response_t *ok(const char *domain, uint32_t hits, const char *descs, const int64_t *per,
+                      int64_t now)
+{
+    built_t b;
+    build(&b, domain, hits, descs, per);
+    int st;
+    char msg[256];
+    response_t *r = ask(&b, now, &st, msg);
+    cr_assert_eq(st, RLS_OK, "%s", msg);
+    return r;
+}
+
+static void done(response_t *r)
+{
+    envoy__service__ratelimit__v3__rate_limit_response__free_unpacked(r, NULL);
+}
+
+Test(rls, one_entry_descriptor_counts_its_level_and_reports_the_limit)
+{
+    response_t *r = ok("edge", 0, "team=t1", NULL, T0);
+    cr_assert_eq(r->overall_code, OK_CODE);
+    cr_assert_eq(r->n_statuses, 1);
+    cr_assert_eq(r->statuses[0]->code, OK_CODE);
+    cr_assert_str_eq(r->statuses[0]->current_limit->name, "team_rpm");
+    cr_assert_eq(r->statuses[0]->current_limit->requests_per_unit, 3);
+    cr_assert_eq(r->statuses[0]->current_limit->unit,
+                 ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__RATE_LIMIT__UNIT__MINUTE);
+    cr_assert_eq(r->statuses[0]->limit_remaining, 2, "hits_addend unset costs one");
+    cr_assert_eq(r->statuses[0]->duration_until_reset->seconds, 20);
+    cr_assert_geq(r->n_response_headers_to_add, 2);
+    done(r);
+}
+
+Test(rls, a_period_that_is_not_one_unit_reads_as_the_sustained_rate)
+{
+    response_t *r = ok("edge", 0, "generic_key=chat,team=t1", NULL, T0);
+    cr_assert_str_eq(r->statuses[0]->current_limit->name, "pair_rpm");
+    cr_assert_eq(r->statuses[0]->current_limit->unit,
+                 ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__RATE_LIMIT__UNIT__SECOND);
+    cr_assert_eq(r->statuses[0]->current_limit->requests_per_unit, 3, "100 per 30 s: 3.33/s");
+    done(r);
+}
+
+Test(rls, a_descriptor_matching_no_limit_is_ok_with_no_current_limit)
+{
+    response_t *r = ok("edge", 0, "team=t1,generic_key=chat;path=/x", NULL, T0);
+    cr_assert_eq(r->overall_code, OK_CODE);
+    for (size_t i = 0; i < 2; i++) {
+        cr_assert_eq(r->statuses[i]->code, OK_CODE);
+        cr_assert_null(r->statuses[i]->current_limit);
+    }
+    done(r);
+}
+
+Test(rls, hits_addend_zero_means_one_and_two_costs_two)
+{
+    done(ok("edge", 0, "team=t1", NULL, T0));
+    response_t *r = ok("edge", 2, "team=t1", NULL, T0);
+    cr_assert_eq(r->statuses[0]->limit_remaining, 0, "1 + 2 of 3");
+    done(r);
+}
+
+Test(rls, an_over_limit_consumes_nothing_in_any_descriptor)
+{
+    int64_t per[] = {-1, 50000};
+    response_t *r = ok("edge", 1, "team=t1;tenant=a", per, T0);
+    cr_assert_eq(r->overall_code, OVER);
+    cr_assert_eq(r->statuses[0]->code, OK_CODE);
+    cr_assert_eq(r->statuses[1]->code, OVER, "50000 tokens never fit a burst of 20000");
+    bool retry = false;
+    for (size_t i = 0; i < r->n_response_headers_to_add; i++)
+        retry = retry || strcmp(r->response_headers_to_add[i]->key, "Retry-After") == 0 ||
+                strcmp(r->response_headers_to_add[i]->key, "RateLimit") == 0;
+    cr_assert(retry, "the denial's headers travel");
+    done(r);
+    r = ok("edge", 0, "team=t1", NULL, T0);
+    cr_assert_eq(r->statuses[0]->limit_remaining, 2, "the team's hit was not kept");
+    done(r);
+}
+
+Test(rls, a_descriptor_hits_addend_of_zero_is_a_check_and_a_charge_domain_keeps_overruns)
+{
+    int64_t check[] = {0}, spend[] = {18000};
+    response_t *r = ok("tokens", 0, "tenant=a", check, T0);
+    cr_assert_eq(r->statuses[0]->limit_remaining, 20000);
+    done(r);
+    done(ok("tokens", 0, "tenant=a", spend, T0));
+    r = ok("tokens", 0, "tenant=a", spend, T0);
+    cr_assert_eq(r->overall_code, OVER, "36000 of 20000: reported");
+    done(r);
+    r = ok("tokens", 0, "tenant=a", check, T0 + 9 * S);
+    cr_assert_eq(r->overall_code, OVER, "and charged: 16000 tokens of debt take 9.6 s");
+    done(r);
+}
+
+Test(rls, malformed_requests_get_an_error_status_and_spend_nothing)
+{
+    static const struct {
+        const char *domain, *descs;
+        int64_t per;
+        int status;
+    } bad[] = {
+        {"", "team=t1", -1, RLS_INVALID_ARGUMENT},
+        {"edge", "", -1, RLS_INVALID_ARGUMENT},
+        {"edge", "team=", -1, RLS_INVALID_ARGUMENT},
+        {"edge", "team=t1,team=t2", -1, RLS_INVALID_ARGUMENT},
+        {"edge", "team=t1", (INT64_C(1) << 40) + 1, RLS_INVALID_ARGUMENT},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        built_t b;
+        int64_t per[] = {bad[i].per};
+        build(&b, bad[i].domain, 3, bad[i].descs, per);
+        int st;
+        char msg[256];
+        cr_assert_null(ask(&b, T0, &st, msg));
+        cr_assert_eq(st, bad[i].status, "case %zu: %d %s", i, st, msg);
+        cr_assert_neq(msg[0], '\0');
+    }
+    rls_answer_t a;
+    uint8_t junk[] = {0xff, 0xff, 0xff};
+    cr_assert_eq(rls_should_rate_limit(eng, cfg, junk, sizeof(junk), T0, &a), RLS_INVALID_ARGUMENT);
+    cr_assert_eq(rls_should_rate_limit(eng, cfg, junk, RLS_MESSAGE_MAX + 1, T0, &a),
+                 RLS_RESOURCE_EXHAUSTED);
+    response_t *r = ok("edge", 0, "team=t1", NULL, T0);
+    cr_assert_eq(r->statuses[0]->limit_remaining, 2, "nothing was spent");
+    done(r);
+}
+
+Test(rls, a_domain_outside_grpc_domains_is_not_found)
+{
+    cfg->server.n_grpc_domains = 1;
+    strcpy(cfg->server.grpc_domains[0], "edge");
+    built_t b;
+    build(&b, "other", 0, "team=t1", NULL);
+    int st;
+    cr_assert_null(ask(&b, T0, &st, NULL));
+    cr_assert_eq(st, RLS_NOT_FOUND);
+    done(ok("edge", 0, "team=t1", NULL, T0));
+}
