@@ -42,6 +42,8 @@ enum {
 #define CFG_SOCKET_PATH_MAX 107    /* a unix socket path (sun_path less its NUL) */
 #define CFG_NAME_MAX 128           /* node ids, cluster labels, group names */
 #define CFG_DOMAINS_MAX 32         /* server.grpc_domains / grpc_charge_domains entries */
+#define CFG_HEADER_MAX 128         /* an HTTP header name in server.http_subject/http_tokens */
+#define CFG_HTTP_SUBJECT_MAX 16    /* server.http_subject entries (a subject's levels) */
 #define CFG_PERIOD_MAX_NS (INT64_C(8760) * 3600 * 1000000000) /* 8760h, one year */
 
 /* The built-in defaults; the daemon and the clients resolve the socket the same way. */
@@ -62,12 +64,30 @@ enum {
 #define CFG_DEMAND_KEYS_MAX 65536
 #define CFG_DEFAULT_REDIS_TIMEOUT_NS (INT64_C(50) * 1000000)
 
+/* server.http_decide: where the HTTP listener serves /v1/decide and /v1/settle. */
+typedef enum cfg_http_decide {
+    CFG_HTTP_DECIDE_LOOPBACK = 0, /* only when server.http is a loopback address (default) */
+    CFG_HTTP_DECIDE_ON,           /* on any address: anyone who reaches it spends counters */
+    CFG_HTTP_DECIDE_OFF,
+} cfg_http_decide_t;
+
+/* One server.http_subject entry: the subject level a request header names. */
+typedef struct cfg_http_level {
+    char level[CFG_LEVEL_MAX + 1];
+    char header[CFG_HEADER_MAX + 1];
+} cfg_http_level_t;
+
 /* server: the decision socket and the operations endpoint. */
 typedef struct cfg_server {
     char socket[CFG_SOCKET_PATH_MAX + 1]; /* default CFG_DEFAULT_SOCKET */
     uint32_t socket_mode;                 /* permission bits, default 0660 */
     char socket_group[CFG_NAME_MAX + 1];  /* chgrp the socket to this group; "" = leave it */
     char http[CFG_ADDR_MAX + 1];          /* host:port of /metrics etc.; "" = off */
+    cfg_http_decide_t http_decide;
+    /* the HTTP front door's subject from request headers (SPEC §12), in config order */
+    cfg_http_level_t http_subject[CFG_HTTP_SUBJECT_MAX];
+    size_t n_http_subject;
+    char http_tokens[CFG_HEADER_MAX + 1]; /* the header carrying tokens; "" = none */
     int64_t max_counters;                 /* live counters held before new keys are refused */
     int64_t max_connections;              /* concurrent socket clients */
     char state_dir[CFG_PATH_MAX + 1];     /* counters across restarts (SPEC 11); "" = off */

@@ -21,6 +21,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -384,6 +385,9 @@ static const char *const server_keys[] = {"socket",
                                           "socket_mode",
                                           "socket_group",
                                           "http",
+                                          "http_decide",
+                                          "http_subject",
+                                          "http_tokens",
                                           "max_counters",
                                           "max_connections",
                                           "allow_uids",
@@ -394,6 +398,61 @@ static const char *const server_keys[] = {"socket",
                                           "grpc_domains",
                                           "grpc_charge_domains",
                                           NULL};
+static const char *const http_decide_names[] = {"loopback", "on", "off", NULL};
+
+/* An HTTP header name: an RFC 9110 token. */
+static int header_char(int ch)
+{
+    return isalnum(ch) || (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+/* server.http_subject: level -> header, and server.http_tokens: one header; no header twice. */
+static void load_http_mapping(struct ctx *c, const cfg_node_t *subject, const cfg_node_t *tokens)
+{
+    cfg_server_t *s = &c->cfg->server;
+    char p[PATH_SIZE];
+    if (subject && !subject->failed && subject->kind != CFG_NODE_MAP)
+        err(c, "server.http_subject", subject,
+            "expected a mapping of subject levels to header names, got %s",
+            subject->null ? "an empty value" : kind_name(subject));
+    else if (subject && subject->n > CFG_HTTP_SUBJECT_MAX)
+        err(c, "server.http_subject", subject, "%zu levels; at most %d", subject->n,
+            CFG_HTTP_SUBJECT_MAX);
+    else if (subject && !subject->failed) {
+        for (size_t i = 0; i < subject->n; i++) {
+            const cfg_node_t *k = subject->items[2 * i], *v = subject->items[2 * i + 1];
+            cfg_http_level_t *e = &s->http_subject[s->n_http_subject];
+            join(p, "server.http_subject", k->text);
+            if (get_string(c, k, p, e->level, CFG_LEVEL_MAX, false, level_char, "a level name") ||
+                get_string(c, v, p, e->header, CFG_HEADER_MAX, false, header_char,
+                           "an HTTP header name"))
+                continue;
+            if (strcmp(e->level, "global") == 0) {
+                err(c, p, k, "\"global\" is one counter for every request; it takes no id");
+                continue;
+            }
+            size_t j = 0;
+            while (j < s->n_http_subject && strcasecmp(s->http_subject[j].header, e->header) != 0)
+                j++;
+            if (j < s->n_http_subject) {
+                err(c, p, v, "header %s already names level %s", e->header,
+                    s->http_subject[j].level);
+                continue;
+            }
+            s->n_http_subject++;
+        }
+    }
+    if (!tokens || get_string(c, tokens, "server.http_tokens", s->http_tokens, CFG_HEADER_MAX,
+                              false, header_char, "an HTTP header name"))
+        return;
+    for (size_t j = 0; j < s->n_http_subject; j++) {
+        if (strcasecmp(s->http_subject[j].header, s->http_tokens) == 0) {
+            err(c, "server.http_tokens", tokens, "header %s already names level %s", s->http_tokens,
+                s->http_subject[j].level);
+            s->http_tokens[0] = '\0';
+        }
+    }
+}
 
 /* server.allow_uids / allow_gids: a sequence of numeric ids (names would need NSS at load). */
 static void get_ids(struct ctx *c, const cfg_node_t *v, const char *key, uint32_t *ids, size_t *n)
@@ -481,6 +540,11 @@ static void load_server(struct ctx *c, const cfg_node_t *n)
                    "a group name");
     if ((v = at(m, "http")))
         get_address(c, v, "server.http", s->http, true, true);
+    int decide;
+    if ((v = at(m, "http_decide")) &&
+        get_enum(c, v, "server.http_decide", "setting", http_decide_names, &decide) == 0)
+        s->http_decide = (cfg_http_decide_t)decide;
+    load_http_mapping(c, at(m, "http_subject"), at(m, "http_tokens"));
     if ((v = at(m, "max_counters")))
         get_int(c, v, join(p, "server", "max_counters"), 1, 100000000, &s->max_counters);
     if ((v = at(m, "max_connections")))

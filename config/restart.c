@@ -8,10 +8,22 @@
 
 #include "config.h"
 
+static bool http_differs(const cfg_server_t *a, const cfg_server_t *b)
+{
+    if (a->http_decide != b->http_decide || a->n_http_subject != b->n_http_subject ||
+        strcmp(a->http_tokens, b->http_tokens) != 0)
+        return true;
+    for (size_t i = 0; i < a->n_http_subject; i++)
+        if (strcmp(a->http_subject[i].level, b->http_subject[i].level) != 0 ||
+            strcmp(a->http_subject[i].header, b->http_subject[i].header) != 0)
+            return true;
+    return false;
+}
+
 static bool server_differs(const cfg_server_t *a, const cfg_server_t *b)
 {
     /* grpc_domains and grpc_charge_domains apply on reload: the front door reads them live */
-    if (strcmp(a->grpc, b->grpc) != 0)
+    if (strcmp(a->grpc, b->grpc) != 0 || http_differs(a, b))
         return true;
     return strcmp(a->socket, b->socket) != 0 || a->socket_mode != b->socket_mode ||
            strcmp(a->socket_group, b->socket_group) != 0 || strcmp(a->http, b->http) != 0 ||

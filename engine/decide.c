@@ -88,6 +88,7 @@ void gov__decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, i
 {
     const probe_t *deny = NULL, *unfit = NULL, *tight = NULL;
     gov_obs_t tight_obs = {0};
+    bool all_closed = true; /* every hard denial is posture.fail closed */
     for (size_t i = 0; i < n; i++) {
         probe_t *q = &p[i];
         if (!q->evaluated)
@@ -105,9 +106,12 @@ void gov__decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, i
             unfit = unfit ? unfit : q;
         else if (!deny || q->r.retry_after_s > deny->r.retry_after_s)
             deny = q;
+        if (hard && q->outcome != GOV_OUT_FAIL_CLOSED)
+            all_closed = false;
     }
     out->verdict = unfit ? GOV_UNFITTABLE : deny ? GOV_DENY : GOV_ADMIT;
     out->admit = out->verdict == GOV_ADMIT;
+    out->unavailable = out->verdict == GOV_DENY && all_closed;
     e->m.decisions[out->verdict]++;
     for (size_t i = 0; i < n; i++) {
         probe_t *q = &p[i];

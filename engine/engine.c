@@ -42,6 +42,7 @@ void gov__result_init(gov_result_t *out)
     out->n_soft_denied = 0;
     out->soft_truncated = false;
     out->n_headers = 0;
+    out->unavailable = false;
     out->settled = 0;
     out->lease = 0;
 }
@@ -185,6 +186,14 @@ void gov_engine_metrics(gov_engine_t *e, gov_metrics_t *out)
     out->leases = e->leases.heads;
     out->table_bytes = gov_table_bytes(&e->table);
     out->pending = e->pending;
+}
+
+bool gov_level_known(const gov_engine_t *e, const char *level, size_t len)
+{
+    for (size_t i = 0; i < e->set->n_levels; i++)
+        if (e->set->levels[i].len == len && memcmp(e->set->levels[i].name, level, len) == 0)
+            return true;
+    return false;
 }
 
 size_t gov_engine_limit_metrics(gov_engine_t *e, gov_limit_metrics_t *out, size_t cap)

@@ -98,8 +98,10 @@ typedef struct gov_result {
     char soft_denied[GOV_SOFT_MAX][CFG_ID_MAX + 1];
     uint32_t n_headers;
     gov_header_t headers[GOV_HEADERS_MAX];
-    int64_t settled; /* gov_settle: the number of tpm limits corrected */
-    uint64_t lease;  /* gov_acquire: the lease id, on admit (never 0) */
+    bool unavailable; /* a deny that only posture.fail closed made: every limit that denied
+                         did so because its store could not answer */
+    int64_t settled;  /* gov_settle: the number of tpm limits corrected */
+    uint64_t lease;   /* gov_acquire: the lease id, on admit (never 0) */
 } gov_result_t;
 
 /* Called once for every GOV_PENDING answer, with the `out` the request was given. */
@@ -226,6 +228,11 @@ size_t gov_release_owner(gov_engine_t *e, uint64_t owner);
 /* Housekeeping the server calls from a timer (every 100 ms or so): a bounded slice of counter
  * reclamation. Never a full sweep. */
 void gov_engine_tick(gov_engine_t *e, int64_t now);
+
+/* True when a limit of the live configuration attaches to `level` (in any of its levels). The
+ * HTTP front door refuses query parameters that name no such level: a misspelt level would
+ * otherwise escape every limit. */
+bool gov_level_known(const gov_engine_t *e, const char *level, size_t len);
 
 /* ---- fleet ------------------------------------------------------------------------------- */
 

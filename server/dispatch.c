@@ -71,11 +71,7 @@ static srv_verdict_t verdict_of(const gov_result_t *r)
                                           : SRV_VERDICT_ADMIT;
 }
 
-/* Counts and encodes a finished engine answer. */
-/* start_ns is 0 for an answer made within the current batch: its latency is the batch's,
- * observed once when the batch ends (srv.c); a later completion measures its own. */
-static int finish(srv_t *s, proto_out_t *out, uint64_t seq, proto_op_t op, uint64_t start_ns,
-                  const gov_result_t *r)
+void srv__count(srv_t *s, proto_op_t op, uint64_t start_ns, const gov_result_t *r)
 {
     if (r->status < 0)
         srv_metrics_error(s->metrics, gov_strcode(r->status));
@@ -86,6 +82,13 @@ static int finish(srv_t *s, proto_out_t *out, uint64_t seq, proto_op_t op, uint6
         else
             s->batch_decisions++;
     }
+}
+
+/* Counts and encodes a finished engine answer. */
+static int finish(srv_t *s, proto_out_t *out, uint64_t seq, proto_op_t op, uint64_t start_ns,
+                  const gov_result_t *r)
+{
+    srv__count(s, op, start_ns, r);
     return encode_result(out, seq, op, r);
 }
 

@@ -1,8 +1,12 @@
 /* See hdoor.h. */
 #include "hdoor.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
+
+/* ---- answers ----------------------------------------------------------------------------- */
 
 int hdoor_respond(proto_out_t *out, int status, const char *reason, const char *type,
                   const char *extra, const void *body, size_t len, hdoor_frame_t f)
@@ -27,4 +31,384 @@ int hdoor_respond_text(proto_out_t *out, int status, const char *reason, const c
 {
     return hdoor_respond(out, status, reason, "text/plain; charset=utf-8", NULL, text, strlen(text),
                          f);
+}
+
+/* A bounded text buffer; appends past its end are dropped (and `full` set). */
+typedef struct tbuf {
+    char *p;
+    size_t len, cap;
+    bool full;
+} tbuf_t;
+
+static void put(tbuf_t *b, const char *s, size_t n)
+{
+    if (n > b->cap - 1 - b->len) {
+        n = b->cap - 1 - b->len;
+        b->full = true;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+__attribute__((format(printf, 2, 3))) static void putf(tbuf_t *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= b->cap - b->len) {
+        b->full = true;
+        b->len = b->cap - 1;
+    } else {
+        b->len += (size_t)n;
+    }
+}
+
+/* A JSON string: quotes, backslashes and control bytes escaped. */
+static void json_str(tbuf_t *b, const char *s, size_t n)
+{
+    put(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            char e[2] = {'\\', (char)ch};
+            put(b, e, 2);
+        } else if (ch < 0x20 || ch == 0x7f) {
+            putf(b, "\\u%04x", ch);
+        } else {
+            put(b, (const char *)&ch, 1);
+        }
+    }
+    put(b, "\"", 1);
+}
+
+int hdoor_respond_error(proto_out_t *out, int status, const char *reason, const char *code,
+                        const char *message, hdoor_frame_t f)
+{
+    char body[512];
+    tbuf_t b = {body, 0, sizeof(body), false};
+    put(&b, "{\"error\":{\"code\":", 17);
+    json_str(&b, code, strlen(code));
+    put(&b, ",\"message\":", 11);
+    json_str(&b, message, strlen(message));
+    put(&b, "}}\n", 3);
+    return hdoor_respond(out, status, reason, "application/json", NULL, body, b.len, f);
+}
+
+int hdoor_respond_decision(proto_out_t *out, const gov_result_t *r, hdoor_frame_t f)
+{
+    if (r->status < 0) {
+        bool ours = r->status == GOV_ENOMEM || r->status == GOV_ELIMITS;
+        return hdoor_respond_error(out, ours ? 503 : 400,
+                                   ours ? "Service Unavailable" : "Bad Request",
+                                   gov_strcode(r->status), r->error, f);
+    }
+    int status = r->admit ? 200 : r->unavailable ? 503 : 429;
+    const char *reason = r->admit         ? "OK"
+                         : r->unavailable ? "Service Unavailable"
+                                          : "Too Many Requests";
+    char extra[GOV_HEADERS_MAX * (GOV_HEADER_VALUE_MAX + 40)];
+    tbuf_t h = {extra, 0, sizeof(extra), false};
+    for (uint32_t i = 0; i < r->n_headers && i < GOV_HEADERS_MAX; i++)
+        putf(&h, "%s: %s\r\n", r->headers[i].name, r->headers[i].value);
+    char body[2048 + GOV_SOFT_MAX * (CFG_ID_MAX + 4)];
+    tbuf_t b = {body, 0, sizeof(body), false};
+    putf(&b, "{\"admit\":%s,\"verdict\":\"%s\",\"limit\":", r->admit ? "true" : "false",
+         gov_verdict_name(r->verdict));
+    json_str(&b, r->limit, strlen(r->limit));
+    if (r->remaining >= 0)
+        putf(&b, ",\"remaining\":%lld", (long long)r->remaining);
+    putf(&b, ",\"retry_after\":%lld,\"reset_after\":%lld", (long long)r->retry_after_s,
+         (long long)r->reset_after_s);
+    if (r->code)
+        putf(&b, ",\"code\":\"%s\"", r->code);
+    if (r->unavailable)
+        put(&b, ",\"unavailable\":true", 19);
+    put(&b, ",\"soft_denied\":[", 16);
+    for (uint32_t i = 0; i < r->n_soft_denied && i < GOV_SOFT_MAX; i++) {
+        if (i)
+            put(&b, ",", 1);
+        json_str(&b, r->soft_denied[i], strlen(r->soft_denied[i]));
+    }
+    put(&b, "],\"headers\":{", 13);
+    for (uint32_t i = 0; i < r->n_headers && i < GOV_HEADERS_MAX; i++) {
+        if (i)
+            put(&b, ",", 1);
+        json_str(&b, r->headers[i].name, strlen(r->headers[i].name));
+        put(&b, ":", 1);
+        json_str(&b, r->headers[i].value, strlen(r->headers[i].value));
+    }
+    put(&b, "}}\n", 3);
+    if (h.full || b.full) /* the buffers are sized for the largest result: never */
+        return -1;
+    return hdoor_respond(out, status, reason, "application/json", extra, body, b.len, f);
+}
+
+/* ---- requests ---------------------------------------------------------------------------- */
+
+bool hdoor_want(void *ud, const char *name, size_t len)
+{
+    const hdoor_map_t *m = ud;
+    hreq_str_t n = {name, len};
+    for (size_t i = 0; i < m->n_subject; i++)
+        if (hreq_str_ieq(n, m->subject[i].header))
+            return true;
+    return m->tokens[0] && hreq_str_ieq(n, m->tokens);
+}
+
+static bool str_eq(hreq_str_t s, const char *lit)
+{
+    size_t n = strlen(lit);
+    return s.len == n && memcmp(s.ptr, lit, n) == 0;
+}
+
+/* A short printable rendering of untrusted bytes, for messages. */
+static const char *show(char *buf, size_t size, const char *s, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 4 < size; i++)
+        buf[k++] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+    if (k + 4 >= size && n > k) {
+        memcpy(buf + k, "...", 3);
+        k += 3;
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
+/* A 400 naming what was wrong; returns HDOOR_ANSWERED. */
+__attribute__((format(printf, 4, 5))) static hdoor_route_t
+bad(proto_out_t *out, hdoor_frame_t f, const char *code, const char *fmt, ...)
+{
+    char msg[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    hdoor_respond_error(out, 400, "Bad Request", code, msg, f);
+    return HDOOR_ANSWERED;
+}
+
+static int hex(int ch)
+{
+    return ch >= '0' && ch <= '9'   ? ch - '0'
+           : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+           : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                    : -1;
+}
+
+/* application/x-www-form-urlencoded: '+' is a space, %XX a byte. Writes at most n bytes to
+ * out; returns the decoded length or -1 on a bad escape. */
+static long form_decode(const char *s, size_t n, char *out)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '%') {
+            int hi = i + 2 < n ? hex(s[i + 1]) : -1, lo = i + 2 < n ? hex(s[i + 2]) : -1;
+            if (hi < 0 || lo < 0)
+                return -1;
+            out[k++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else {
+            out[k++] = s[i] == '+' ? ' ' : s[i];
+        }
+    }
+    return (long)k;
+}
+
+/* tokens: a whole number 0..GOV_TOKENS_MAX written in decimal digits, nothing else. */
+static int parse_tokens(hreq_str_t v, int64_t *out)
+{
+    if (v.len == 0 || v.len > 13)
+        return -1;
+    int64_t t = 0;
+    for (size_t i = 0; i < v.len; i++) {
+        if (v.ptr[i] < '0' || v.ptr[i] > '9')
+            return -1;
+        t = t * 10 + (v.ptr[i] - '0');
+    }
+    if (t > GOV_TOKENS_MAX)
+        return -1;
+    *out = t;
+    return 0;
+}
+
+/* A header value without the optional whitespace around it. */
+static hreq_str_t trim(hreq_str_t v)
+{
+    while (v.len && (v.ptr[0] == ' ' || v.ptr[0] == '\t')) {
+        v.ptr++;
+        v.len--;
+    }
+    while (v.len && (v.ptr[v.len - 1] == ' ' || v.ptr[v.len - 1] == '\t'))
+        v.len--;
+    return v;
+}
+
+/* Adds (level, id) from `where` (for messages); 0, or a 400 written. */
+static int add_pair(hdoor_call_t *call, hreq_str_t level, hreq_str_t id, const char *where,
+                    proto_out_t *out, hdoor_frame_t f)
+{
+    char lv[80];
+    show(lv, sizeof(lv), level.ptr, level.len);
+    gov_subject_t *s = &call->subject;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->pairs[i].level_len == level.len &&
+            memcmp(s->pairs[i].level, level.ptr, level.len) == 0)
+            return bad(out, f, "bad_subject", "level %s given twice (again in %s)", lv, where), -1;
+    if (s->n == GOV_SUBJECT_MAX)
+        return bad(out, f, "bad_subject", "more than %d levels", GOV_SUBJECT_MAX), -1;
+    if (id.len == 0)
+        return bad(out, f, "bad_subject", "level %s: empty id (%s)", lv, where), -1;
+    if (id.len > GOV_ID_MAX)
+        return bad(out, f, "bad_subject", "level %s: id longer than %d bytes (%s)", lv, GOV_ID_MAX,
+                   where),
+               -1;
+    s->pairs[s->n++] = (gov_pair_t){level.ptr, level.len, id.ptr, id.len};
+    return 0;
+}
+
+static int set_tokens(hdoor_call_t *call, hreq_str_t v, const char *where, proto_out_t *out,
+                      hdoor_frame_t f)
+{
+    char shown[80];
+    if (call->tokens != GOV_NO_TOKENS)
+        return bad(out, f, "bad_value", "tokens given twice (again in %s)", where), -1;
+    if (parse_tokens(v, &call->tokens) != 0)
+        return bad(out, f, "bad_value", "tokens (%s): \"%s\" is not a whole number from 0 to %lld",
+                   where, show(shown, sizeof(shown), v.ptr, v.len), (long long)GOV_TOKENS_MAX),
+               -1;
+    return 0;
+}
+
+/* The query of /v1/decide: levels and tokens. 0, or a 400 written. */
+static int read_query(const hdoor_env_t *env, hreq_str_t q, hdoor_call_t *call, proto_out_t *out,
+                      hdoor_frame_t f)
+{
+    char *scratch = call->scratch; /* decoding never lengthens: the target fits */
+    const char *p = q.ptr, *end = q.ptr + q.len;
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *seg_end = amp ? amp : end;
+        const char *eq = memchr(p, '=', (size_t)(seg_end - p));
+        const char *name_end = eq ? eq : seg_end;
+        if (seg_end > p) {
+            long nl = form_decode(p, (size_t)(name_end - p), scratch);
+            long vl =
+                eq ? form_decode(eq + 1, (size_t)(seg_end - eq - 1), scratch + (nl > 0 ? nl : 0))
+                   : 0;
+            char shown[80];
+            if (nl < 0 || vl < 0)
+                return bad(out, f, "bad_value", "query parameter %s: bad percent-encoding",
+                           show(shown, sizeof(shown), p, (size_t)(seg_end - p))),
+                       -1;
+            hreq_str_t name = {scratch, (size_t)nl}, value = {scratch + nl, (size_t)vl};
+            scratch += nl + vl;
+            if (name.len == 0)
+                return bad(out, f, "bad_value", "a query parameter without a name"), -1;
+            if (str_eq(name, "tokens")) {
+                if (set_tokens(call, value, "query", out, f))
+                    return -1;
+            } else if (!env->known(env->known_ud, name.ptr, name.len)) {
+                return bad(out, f, "unknown_level",
+                           "query parameter %s names no level a limit attaches to",
+                           show(shown, sizeof(shown), name.ptr, name.len)),
+                       -1;
+            } else if (add_pair(call, name, value, "query", out, f)) {
+                return -1;
+            }
+        }
+        p = seg_end + 1;
+    }
+    return 0;
+}
+
+/* The mapped headers. 0, or a 400 written. */
+static int read_headers(const hdoor_env_t *env, const hreq_request_t *req, hdoor_call_t *call,
+                        proto_out_t *out, hdoor_frame_t f)
+{
+    const hdoor_map_t *m = env->map;
+    for (uint32_t i = 0; i < req->nheaders; i++) {
+        const hreq_header_t *h = &req->headers[i];
+        for (uint32_t j = 0; j < i; j++)
+            if (h->name.len == req->headers[j].name.len &&
+                strncasecmp(h->name.ptr, req->headers[j].name.ptr, h->name.len) == 0) {
+                char shown[80];
+                return bad(out, f, "bad_value", "header %s given twice",
+                           show(shown, sizeof(shown), h->name.ptr, h->name.len)),
+                       -1;
+            }
+        char where[CFG_HEADER_MAX + 8];
+        snprintf(where, sizeof(where), "header %.*s", (int)h->name.len, h->name.ptr);
+        if (m->tokens[0] && hreq_str_ieq(h->name, m->tokens)) {
+            if (set_tokens(call, trim(h->value), where, out, f))
+                return -1;
+            continue;
+        }
+        for (size_t k = 0; k < m->n_subject; k++) {
+            if (!hreq_str_ieq(h->name, m->subject[k].header))
+                continue;
+            hreq_str_t level = {m->subject[k].level, strlen(m->subject[k].level)};
+            if (add_pair(call, level, trim(h->value), where, out, f))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static hdoor_route_t decide(const hdoor_env_t *env, const hreq_request_t *req, bool forwarded,
+                            hdoor_call_t *call, proto_out_t *out, hdoor_frame_t f)
+{
+    if (!env->decide) {
+        hdoor_respond_error(out, 403, "Forbidden", "decide_off",
+                            "this listener does not serve /v1/decide: server.http_decide (off, "
+                            "or loopback while server.http is not a loopback address)",
+                            f);
+        return HDOOR_ANSWERED;
+    }
+    call->subject.n = 0;
+    call->tokens = GOV_NO_TOKENS;
+    /* a forwarded request's query is its client's, not ours */
+    if (!forwarded && read_query(env, req->query, call, out, f))
+        return HDOOR_ANSWERED;
+    if (read_headers(env, req, call, out, f))
+        return HDOOR_ANSWERED;
+    if (call->subject.n == 0) {
+        char hint[CFG_HTTP_SUBJECT_MAX * (CFG_HEADER_MAX + 2) + 1] = "";
+        tbuf_t h = {hint, 0, sizeof(hint), false};
+        for (size_t i = 0; i < env->map->n_subject; i++)
+            putf(&h, "%s%s", i ? ", " : "", env->map->subject[i].header);
+        return bad(out, f, "bad_subject", "no subject: name a level in the query (?team=...)%s%s",
+                   hint[0] ? " or send one of the headers " : "", hint);
+    }
+    return HDOOR_DECIDE;
+}
+
+hdoor_route_t hdoor_route(const hdoor_env_t *env, const hreq_request_t *req, hdoor_call_t *call,
+                          proto_out_t *out, hdoor_frame_t f)
+{
+    hreq_str_t path = req->path;
+    static const char prefix[] = "/v1/decide/";
+    if (str_eq(path, "/v1/decide"))
+        return decide(env, req, false, call, out, f);
+    if (path.len >= sizeof(prefix) - 1 && memcmp(path.ptr, prefix, sizeof(prefix) - 1) == 0)
+        return decide(env, req, true, call, out, f);
+    static const struct {
+        const char *path;
+        hdoor_route_t route;
+    } ops[] = {{"/healthz", HDOOR_HEALTHZ}, {"/readyz", HDOOR_READYZ}, {"/metrics", HDOOR_METRICS}};
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        if (!str_eq(path, ops[i].path))
+            continue;
+        if (req->method == HTTP_GET || req->method == HTTP_HEAD)
+            return ops[i].route;
+        static const char text[] = "only GET and HEAD here\n";
+        hdoor_respond(out, 405, "Method Not Allowed", "text/plain; charset=utf-8",
+                      "Allow: GET, HEAD\r\n", text, sizeof(text) - 1, f);
+        return HDOOR_ANSWERED;
+    }
+    hdoor_respond_text(out, 404, "Not Found",
+                       "not found: try /v1/decide, /metrics, /healthz, /readyz\n", f);
+    return HDOOR_ANSWERED;
 }

@@ -1,6 +1,21 @@
 /*
  * hdoor: the HTTP front door's pure core (SPEC §12): what a parsed request asks for, and the
- * bytes of the answer. No socket, no clock; the libuv shell (http.c) moves the bytes.
+ * bytes of the answer. No socket, no clock, no engine; the libuv shell (http.c) calls the
+ * engine and moves the bytes.
+ *
+ * Routes: GET|HEAD /healthz, /readyz, /metrics; /v1/decide and /v1/settle.
+ *
+ * /v1/decide reads its subject from the query (`?team=t-1&key=k-1&tokens=1200`) and from the
+ * request headers server.http_subject maps to levels (`X-Team` -> team), its tokens from
+ * `tokens` or the server.http_tokens header. Any method is taken: forward-auth proxies send
+ * the client's (Envoy's ext_authz) or their own. A path below it, `/v1/decide/<anything>`, is
+ * a forwarded request (Envoy's path_prefix puts the client's path and query there): its query
+ * is the client's, so it is not read, and the subject comes from headers alone.
+ *
+ * Never a decision on doubtful input: a query parameter that names no configured level (a
+ * typo would escape every limit), a level given twice, an empty or oversized id, a tokens
+ * value that is not a whole number within 0..2^40, bad percent-encoding, no level at all:
+ * each is a 400 whose JSON body names what was wrong, and nothing is spent.
  */
 #ifndef TT_SERVER_HDOOR_H
 #define TT_SERVER_HDOOR_H
@@ -8,6 +23,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "config.h"
+#include "engine.h"
 #include "hreq.h"
 #include "proto.h"
 
@@ -29,5 +46,58 @@ int hdoor_respond(proto_out_t *out, int status, const char *reason, const char *
 /* The same with a text/plain body. */
 int hdoor_respond_text(proto_out_t *out, int status, const char *reason, const char *text,
                        hdoor_frame_t f);
+
+/* A JSON error answer: {"error":{"code":...,"message":...}}. */
+int hdoor_respond_error(proto_out_t *out, int status, const char *reason, const char *code,
+                        const char *message, hdoor_frame_t f);
+
+/* The request headers that name subject levels and tokens (server.http_subject and
+ * server.http_tokens, copied). */
+typedef struct hdoor_map {
+    cfg_http_level_t subject[CFG_HTTP_SUBJECT_MAX];
+    size_t n_subject;
+    char tokens[CFG_HEADER_MAX + 1]; /* "" = none */
+} hdoor_map_t;
+
+/* hreq's filter: keeps the mapped headers (ud is the hdoor_map_t). */
+bool hdoor_want(void *ud, const char *name, size_t len);
+
+/* Is `level` a level some limit attaches to? (The shell asks the engine.) */
+typedef bool (*hdoor_known_fn)(void *ud, const char *level, size_t len);
+
+typedef enum hdoor_route {
+    HDOOR_ANSWERED = 0, /* the answer (a 4xx) is already written */
+    HDOOR_HEALTHZ,
+    HDOOR_READYZ,
+    HDOOR_METRICS,
+    HDOOR_DECIDE,
+} hdoor_route_t;
+
+/* What a request asks, read by hdoor_route. The subject's strings point into `scratch` and
+ * into the request: valid while both are. */
+typedef struct hdoor_call {
+    gov_subject_t subject;
+    int64_t tokens; /* GOV_NO_TOKENS when the request named none */
+    char scratch[HREQ_TARGET_MAX];
+} hdoor_call_t;
+
+typedef struct hdoor_env {
+    const hdoor_map_t *map;
+    bool decide;          /* /v1/decide is served on this listener */
+    hdoor_known_fn known; /* with known_ud */
+    void *known_ud;
+} hdoor_env_t;
+
+/*
+ * Routes req. For HDOOR_DECIDE the call is filled; for HDOOR_ANSWERED the answer (400, 403,
+ * 404, 405) has been appended to out, framed by f.
+ */
+hdoor_route_t hdoor_route(const hdoor_env_t *env, const hreq_request_t *req, hdoor_call_t *call,
+                          proto_out_t *out, hdoor_frame_t f);
+
+/* The answer to a decision: 200 admit, 429 deny or unfittable (Retry-After on deny), 503 a
+ * deny only posture.fail closed made, the disclosure headers on each, a JSON body; an engine
+ * error is a 400 naming it (503 when out of memory). */
+int hdoor_respond_decision(proto_out_t *out, const gov_result_t *r, hdoor_frame_t f);
 
 #endif

@@ -1,10 +1,12 @@
 /*
- * The HTTP listener's libuv shell: connections, timeouts and the connection budget. Parsing is
- * hreq's (libhttp-parser), the routes and the answers' bytes are hdoor's; this file moves
- * bytes and fires timers.
+ * HTTP's libuv shell: the TCP listener (server.http), connections, timeouts and the connection
+ * budget. Parsing is hreq's (libhttp-parser), routes and the answers' bytes are hdoor's, the
+ * decisions the engine's; this file moves bytes and fires timers.
  *
  * HTTP/1.1 as clients expect it: keep-alive, and pipelined requests answered in order, one
- * at a time (a request is answered before the next is parsed, so order needs no queue).
+ * at a time: a request is answered before the next is parsed, so order needs no queue. A
+ * decision the engine answers later (a redis limit) holds the connection's later requests
+ * until it is written.
  * Answers gather in `fill` while a read is processed and go out in one write; a client whose
  * unsent answers pass OUT_LIMIT is not read until they drain.
  *
@@ -17,28 +19,46 @@
  * its first byte (408) and an idle keep-alive connection is closed after IDLE_MS.
  */
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine.h"
 #include "hdoor.h"
 #include "hreq.h"
 #include "log.h"
 #include "srv_int.h"
+#include "tt_clock.h"
 
 #define REQUEST_MS 10000  /* from a request's first byte to its last */
 #define IDLE_MS 60000     /* a keep-alive connection with nothing to do */
 #define OUT_LIMIT 1048576 /* unsent answer bytes before a connection stops being read */
 #define KEEP_CAP 16384    /* answer buffers larger than this are freed once written */
+#define LINGER_MS 2000    /* after the last answer, how long the client's leftovers are read */
+#define LINGER_BYTES (1024 * 1024)
+
+/* A decision the engine answers later: the engine writes `result` until on_decided. */
+typedef struct hpend {
+    struct http_conn *c; /* NULL once the connection has closed: freed on completion */
+    hdoor_frame_t f;
+    uint64_t start_ns;
+    gov_result_t result;
+} hpend_t;
 
 struct srv_http {
     uv_tcp_t listener;
+    bool listening; /* the listener handle exists (server.http is set) */
+    bool listener_closed;
+    bool stopped; /* freed once the listener and every connection have closed */
     srv_t *srv;
     unsigned nconns, max_conns;
     struct http_conn *oldest, *newest; /* by last completed request, see above */
-    bool stopped; /* freed once the listener and every connection have closed */
-    bool listener_closed;
+    hdoor_map_t map;
+    bool decide_tcp;         /* /v1/decide on the TCP listener (server.http_decide) */
+    hdoor_call_t call;       /* the request being routed (one at a time) */
+    hpend_t *spare;          /* the result the next decision is written into */
     uint8_t rbuf[64 * 1024]; /* every read lands here first */
 };
 
@@ -53,9 +73,15 @@ typedef struct http_conn {
     struct http_conn *older, *newer;
     int open_handles;
     bool closed;
-    bool held;           /* not read: answers to drain first (in/in_len hold what was read) */
-    bool last;           /* no request after the current one: close once written */
+    bool held;      /* not read: answers to drain first (in/in_len hold what was read) */
+    bool last;      /* no request after the current one: close once written */
+    bool eof;       /* the client has sent all it will */
+    bool lingering; /* answered and shut down for writing: reading to the client's end */
+    size_t lingered;
+    uv_shutdown_t sd;
     bool request_timing; /* the timer runs the REQUEST_MS deadline of a request under way */
+    bool decide;         /* /v1/decide is served on this connection */
+    hpend_t *waiting;    /* a decision the engine has not answered yet */
     hreq_reader_t rd;
     uint8_t *in; /* read but not parsed yet, while the connection is held back */
     size_t in_len;
@@ -68,8 +94,10 @@ static void flush(http_conn_t *c);
 
 static void maybe_free(struct srv_http *h)
 {
-    if (h->stopped && h->listener_closed && h->nconns == 0)
+    if (h->stopped && (h->listener_closed || !h->listening) && h->nconns == 0) {
+        free(h->spare);
         free(h);
+    }
 }
 
 static void unlink_conn(http_conn_t *c)
@@ -117,6 +145,8 @@ static void conn_close(http_conn_t *c)
     if (c->closed)
         return;
     c->closed = true;
+    if (c->waiting)
+        c->waiting->c = NULL; /* the engine still writes its result */
     unlink_conn(c);
     uv_close(&c->h.handle, on_handle_closed);
     uv_close((uv_handle_t *)&c->timer, on_handle_closed);
@@ -125,7 +155,7 @@ static void conn_close(http_conn_t *c)
 static void on_timeout(uv_timer_t *t)
 {
     http_conn_t *c = t->data;
-    if (!c->request_timing || c->writing) {
+    if (c->lingering || !c->request_timing || c->writing) {
         conn_close(c);
         return;
     }
@@ -141,8 +171,12 @@ static void on_timeout(uv_timer_t *t)
 /* Arms the timer for what the connection is doing now. */
 static void arm_timer(http_conn_t *c)
 {
-    if (c->closed)
+    if (c->closed || c->lingering)
         return;
+    if (c->waiting) { /* the engine answers within the store's timeout */
+        uv_timer_stop(&c->timer);
+        return;
+    }
     if (!hreq_idle(&c->rd)) {
         if (!c->request_timing) { /* from the request's first byte, not its latest */
             c->request_timing = true;
@@ -155,14 +189,45 @@ static void arm_timer(http_conn_t *c)
 }
 
 static void on_write(uv_write_t *w, int status);
+static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    http_conn_t *c = req->data;
+    if (status < 0 && !c->closed)
+        conn_close(c);
+}
+
+/*
+ * The last answer is written. Closing now, with the client still sending (a request cut short
+ * by an error, the rest of a megabyte header), would make the kernel reset the connection and
+ * the client could lose the answer before reading it. So the write side is shut down and the
+ * client's leftovers are read and dropped until it closes, for at most LINGER_MS and
+ * LINGER_BYTES (nginx's lingering close).
+ */
+static void finish(http_conn_t *c)
+{
+    if (c->eof) {
+        conn_close(c);
+        return;
+    }
+    c->lingering = true;
+    uv_timer_start(&c->timer, on_timeout, LINGER_MS, 0);
+    c->sd.data = c;
+    uv_read_stop(&c->h.stream);
+    if (uv_shutdown(&c->sd, &c->h.stream, on_shutdown) != 0 ||
+        uv_read_start(&c->h.stream, on_alloc, on_read) != 0)
+        conn_close(c);
+}
 
 static void flush(http_conn_t *c)
 {
-    if (c->writing || c->closed)
+    if (c->writing || c->closed || c->lingering)
         return;
     if (c->fill.len == 0) {
         if (c->last)
-            conn_close(c);
+            finish(c);
         return;
     }
     proto_out_t t = c->flight;
@@ -178,13 +243,11 @@ static void flush(http_conn_t *c)
     c->writing = true;
 }
 
-static void answer_ops(http_conn_t *c, const hreq_request_t *req, hdoor_frame_t f)
+static void answer_ops(http_conn_t *c, hdoor_route_t route, hdoor_frame_t f)
 {
     srv_t *s = c->http->srv;
     proto_out_t *out = &c->fill;
-    if (req->method != HTTP_GET && req->method != HTTP_HEAD) {
-        hdoor_respond_text(out, 405, "Method Not Allowed", "only GET and HEAD here\n", f);
-    } else if (hreq_str_ieq(req->path, "/metrics")) {
+    if (route == HDOOR_METRICS) {
         proto_out_t body = {0};
         srv_metrics_render(s->metrics, &body);
         if (body.failed)
@@ -193,9 +256,9 @@ static void answer_ops(http_conn_t *c, const hreq_request_t *req, hdoor_frame_t 
             hdoor_respond(out, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", NULL,
                           body.data, body.len, f);
         proto_out_free(&body);
-    } else if (hreq_str_ieq(req->path, "/healthz")) {
+    } else if (route == HDOOR_HEALTHZ) {
         hdoor_respond_text(out, 200, "OK", "ok\n", f);
-    } else if (hreq_str_ieq(req->path, "/readyz")) {
+    } else {
         const char *why = "not ready";
         if (!s->ready || s->ready(s->ready_ud, &why)) {
             hdoor_respond_text(out, 200, "OK", "ready\n", f);
@@ -204,10 +267,75 @@ static void answer_ops(http_conn_t *c, const hreq_request_t *req, hdoor_frame_t 
             snprintf(msg, sizeof(msg), "not ready: %s\n", why);
             hdoor_respond_text(out, 503, "Service Unavailable", msg, f);
         }
-    } else {
-        hdoor_respond_text(out, 404, "Not Found", "not found: try /metrics, /healthz, /readyz\n",
-                           f);
     }
+}
+
+static void resume(http_conn_t *c);
+
+static void on_decided(gov_result_t *res, void *ctx)
+{
+    hpend_t *p = ctx;
+    http_conn_t *c = p->c;
+    if (!c) {
+        free(p);
+        return;
+    }
+    srv__count(c->http->srv, PROTO_OP_DECIDE, p->start_ns, res);
+    c->waiting = NULL;
+    if (hdoor_respond_decision(&c->fill, res, p->f) != 0)
+        c->fill.failed = true;
+    struct srv_http *h = c->http;
+    if (!h->spare)
+        h->spare = p;
+    else
+        free(p);
+    if (c->fill.failed) {
+        conn_close(c);
+        return;
+    }
+    flush(c);
+    resume(c);
+    arm_timer(c);
+}
+
+static void decide(http_conn_t *c, hdoor_frame_t f)
+{
+    struct srv_http *h = c->http;
+    srv_t *s = h->srv;
+    if (!h->spare && !(h->spare = malloc(sizeof(*h->spare)))) {
+        c->fill.failed = true;
+        return;
+    }
+    hpend_t *p = h->spare;
+    *p = (hpend_t){.c = c, .f = f, .start_ns = uv_hrtime()};
+    srv_metrics_request(s->metrics, PROTO_OP_DECIDE);
+    int rc = gov_decide(s->engine, &h->call.subject, h->call.tokens, tt_wall_ns(), &p->result,
+                        on_decided, p);
+    if (rc == GOV_PENDING) {
+        h->spare = NULL; /* the engine's until on_decided */
+        c->waiting = p;
+        return;
+    }
+    srv__count(s, PROTO_OP_DECIDE, p->start_ns, &p->result);
+    if (hdoor_respond_decision(&c->fill, &p->result, f) != 0)
+        c->fill.failed = true;
+}
+
+static bool level_known(void *ud, const char *level, size_t len)
+{
+    return gov_level_known(ud, level, len);
+}
+
+static void answer(http_conn_t *c, const hreq_request_t *req, hdoor_frame_t f)
+{
+    struct srv_http *h = c->http;
+    hdoor_env_t env = {
+        .map = &h->map, .decide = c->decide, .known = level_known, .known_ud = h->srv->engine};
+    hdoor_route_t route = hdoor_route(&env, req, &h->call, &c->fill, f);
+    if (route == HDOOR_DECIDE)
+        decide(c, f);
+    else if (route != HDOOR_ANSWERED)
+        answer_ops(c, route, f);
 }
 
 /* Parses and answers what data[0, len) holds, one request at a time, until the connection
@@ -215,7 +343,8 @@ static void answer_ops(http_conn_t *c, const hreq_request_t *req, hdoor_frame_t 
 static size_t process(http_conn_t *c, const uint8_t *data, size_t len)
 {
     size_t off = 0;
-    while (off < len && !c->closed && !c->last && c->fill.len + c->flight.len <= OUT_LIMIT) {
+    while (off < len && !c->closed && !c->last && !c->waiting &&
+           c->fill.len + c->flight.len <= OUT_LIMIT) {
         size_t used;
         const hreq_request_t *req;
         int rc = hreq_feed(&c->rd, data + off, len - off, &used, &req);
@@ -233,7 +362,7 @@ static size_t process(http_conn_t *c, const uint8_t *data, size_t len)
         }
         hdoor_frame_t f = {.keep_alive = req->keep_alive, .head_only = req->method == HTTP_HEAD};
         c->last = !req->keep_alive;
-        answer_ops(c, req, f);
+        answer(c, req, f);
         hreq_next(&c->rd);
         /* a completed request makes the connection the newest */
         unlink_conn(c);
@@ -251,8 +380,6 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
     http_conn_t *c = handle->data;
     *buf = uv_buf_init((char *)c->http->rbuf, sizeof(c->http->rbuf));
 }
-
-static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 
 /* Holds data[0, len) back (not read further) until the answers drain. */
 static void hold(http_conn_t *c, const uint8_t *data, size_t len)
@@ -279,7 +406,8 @@ static void hold(http_conn_t *c, const uint8_t *data, size_t len)
 /* Goes on with held bytes, then reads again. */
 static void resume(http_conn_t *c)
 {
-    if (!c->held || c->closed || c->last || c->fill.len + c->flight.len > OUT_LIMIT / 2)
+    if (!c->held || c->closed || c->waiting || c->last ||
+        c->fill.len + c->flight.len > OUT_LIMIT / 2)
         return;
     c->held = false;
     if (c->in_len) {
@@ -319,8 +447,14 @@ static void on_write(uv_write_t *w, int status)
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     http_conn_t *c = st->data;
+    if (c->lingering) {
+        if (nread < 0 || (c->lingered += (size_t)nread) > LINGER_BYTES)
+            conn_close(c);
+        return;
+    }
     if (nread < 0) {
         /* the client is done: what it asked is answered; a request cut short is not */
+        c->eof = true;
         c->last = true;
         uv_read_stop(st);
         if (nread != UV_EOF)
@@ -340,16 +474,23 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     arm_timer(c);
 }
 
-/* At the budget: closes the connection longest without a completed request. */
-static void make_room(struct srv_http *h)
+/* At the budget: closes the connection longest without a completed request (one waiting on
+ * the engine is about to complete one). False when every connection is waiting. */
+static bool make_room(struct srv_http *h)
 {
-    if (h->nconns < h->max_conns || !h->oldest)
-        return;
+    if (h->nconns < h->max_conns)
+        return true;
+    http_conn_t *c = h->oldest;
+    while (c && c->waiting)
+        c = c->newer;
+    if (!c)
+        return false;
     static unsigned long evicted;
     if (evicted++ % 1000 == 0)
         srv_log(SRV_LOG_WARN,
                 "http: at server.max_connections; closing the connections idle longest", NULL);
-    conn_close(h->oldest);
+    conn_close(c);
+    return true;
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -357,19 +498,20 @@ static void on_connection(uv_stream_t *server, int status)
     struct srv_http *h = server->data;
     if (status < 0)
         return;
-    make_room(h);
+    bool room = make_room(h);
     http_conn_t *c = calloc(1, sizeof(*c));
     if (!c)
         return;
     c->http = h;
+    c->decide = h->decide_tcp;
     h->nconns++;
     link_newest(c);
     uv_tcp_init(server->loop, &c->h.tcp);
     uv_timer_init(server->loop, &c->timer);
     c->h.handle.data = c->timer.data = c;
     c->open_handles = 2;
-    hreq_init(&c->rd, NULL, NULL);
-    if (uv_accept(server, &c->h.stream) != 0 ||
+    hreq_init(&c->rd, hdoor_want, &h->map);
+    if (uv_accept(server, &c->h.stream) != 0 || !room ||
         uv_read_start(&c->h.stream, on_alloc, on_read) != 0) {
         conn_close(c);
         return;
@@ -397,24 +539,32 @@ static int parse_addr(const char *addr, struct sockaddr_storage *ss)
     return uv_ip4_addr(host, (int)port, (struct sockaddr_in *)ss);
 }
 
-int srv__http_start(srv_t *s, const char *addr, char *err, size_t err_size)
+static bool is_loopback(const struct sockaddr_storage *ss)
 {
+    if (ss->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+    const struct in6_addr *a6 = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+    return ss->ss_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(a6);
+}
+
+/* Listens on addr; logs the bound address and where /v1/decide is served. */
+static int listen_tcp(struct srv_http *h, const char *addr, cfg_http_decide_t decide, char *err,
+                      size_t err_size)
+{
+    srv_t *s = h->srv;
     struct sockaddr_storage ss;
     if (parse_addr(addr, &ss) != 0) {
         snprintf(err, err_size, "server.http: \"%s\" is not host:port", addr);
         return SRV_ELISTEN;
     }
-    struct srv_http *h = calloc(1, sizeof(*h));
-    if (!h)
-        return SRV_ENOMEM;
-    h->srv = s;
-    h->max_conns = s->max_connections;
+    h->decide_tcp =
+        decide == CFG_HTTP_DECIDE_ON || (decide == CFG_HTTP_DECIDE_LOOPBACK && is_loopback(&ss));
     uv_tcp_init(s->loop, &h->listener);
     h->listener.data = h;
+    h->listening = true;
     int rc = uv_tcp_bind(&h->listener, (struct sockaddr *)&ss, 0);
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&h->listener, 1024, on_connection);
-    s->http = h; /* srv__http_stop closes and frees it, on success or not */
     if (rc != 0) {
         snprintf(err, err_size, "server.http: cannot listen on %s: %s", addr, uv_strerror(rc));
         return SRV_ELISTEN;
@@ -433,8 +583,30 @@ int srv__http_start(srv_t *s, const char *addr, char *err, size_t err_size)
                             : ((struct sockaddr_in *)&ss)->sin_port);
         snprintf(bound, sizeof(bound), v6 ? "[%s]:%d" : "%s:%d", ip, port);
     }
-    srv_log(SRV_LOG_INFO, "http listening", "address", bound[0] ? bound : addr, NULL);
+    srv_log(SRV_LOG_INFO, "http listening", "address", bound[0] ? bound : addr, "decide",
+            h->decide_tcp ? "on" : "off", NULL);
+    if (!h->decide_tcp && decide == CFG_HTTP_DECIDE_LOOPBACK)
+        srv_log(SRV_LOG_INFO,
+                "http: /v1/decide is not served on a non-loopback address unless "
+                "server.http_decide is on (the socket serves it)",
+                "address", bound[0] ? bound : addr, NULL);
     return 0;
+}
+
+int srv__http_start(srv_t *s, const srv_options_t *opt, char *err, size_t err_size)
+{
+    struct srv_http *h = calloc(1, sizeof(*h));
+    if (!h)
+        return SRV_ENOMEM;
+    h->srv = s;
+    h->max_conns = s->max_connections;
+    for (size_t i = 0; i < opt->n_http_subject && i < CFG_HTTP_SUBJECT_MAX; i++)
+        h->map.subject[h->map.n_subject++] = opt->http_subject[i];
+    snprintf(h->map.tokens, sizeof(h->map.tokens), "%s", opt->http_tokens ? opt->http_tokens : "");
+    s->http = h; /* srv__http_stop closes and frees it, on success or not */
+    if (!opt->http || !*opt->http)
+        return 0;
+    return listen_tcp(h, opt->http, opt->http_decide, err, err_size);
 }
 
 static void on_listener_closed(uv_handle_t *handle)
@@ -450,8 +622,10 @@ void srv__http_stop(srv_t *s)
     if (!h)
         return;
     h->stopped = true;
-    uv_close((uv_handle_t *)&h->listener, on_listener_closed);
+    if (h->listening)
+        uv_close((uv_handle_t *)&h->listener, on_listener_closed);
     while (h->oldest)
         conn_close(h->oldest);
     s->http = NULL;
+    maybe_free(h);
 }

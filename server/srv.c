@@ -547,8 +547,8 @@ int srv_start(srv_t **out, uv_loop_t *loop, const srv_options_t *opt, struct gov
         return SRV_ENOMEM;
     }
     int rc = bind_socket(s, opt->socket_mode ? opt->socket_mode : SRV_DEFAULT_MODE, err, err_size);
-    if (rc == 0 && opt->http && *opt->http)
-        rc = srv__http_start(s, opt->http, err, err_size);
+    if (rc == 0)
+        rc = srv__http_start(s, opt, err, err_size);
     if (rc != 0) {
         srv_stop(s);
         /* the listener's close is already queued: the caller runs the loop, then frees */

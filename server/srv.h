@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "config.h"
 #include "metrics.h"
 #include "proto.h"
 
@@ -30,8 +31,15 @@ enum {
 
 typedef struct srv_options {
     const char *socket_path;
-    unsigned socket_mode;     /* 0: SRV_DEFAULT_MODE */
-    const char *http;         /* "host:port"; NULL or "" turns HTTP off */
+    unsigned socket_mode; /* 0: SRV_DEFAULT_MODE */
+    const char *http;     /* "host:port"; NULL or "" turns the TCP listener off */
+    /* the HTTP front door (SPEC §12), on the TCP listener and on the socket: where the TCP
+     * listener serves /v1/decide, and the request headers that name levels and tokens
+     * (copied; NULL/0/NULL: none) */
+    cfg_http_decide_t http_decide;
+    const cfg_http_level_t *http_subject;
+    size_t n_http_subject;
+    const char *http_tokens;
     unsigned max_connections; /* 0: SRV_DEFAULT_MAX_CONNECTIONS */
     size_t out_limit;         /* unsent answer bytes before a connection stops being read;
                                  0: SRV_DEFAULT_OUT_LIMIT */

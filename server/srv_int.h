@@ -92,13 +92,19 @@ void srv__error(srv_conn_t *c, uint64_t seq, const char *code, const char *messa
 
 /* dispatch.c: answer one decoded request (possibly later, through a pending slot). */
 void srv__dispatch(srv_conn_t *c, const proto_request_t *req);
+/* dispatch.c: counts a finished engine answer on /metrics (errors, decisions by verdict,
+ * latency from start_ns; 0: within the current batch, observed at its end). */
+struct gov_result;
+void srv__count(srv_t *s, proto_op_t op, uint64_t start_ns, const struct gov_result *r);
 /* dispatch.c: the connection is closing: release what the engine holds for it. */
 void srv__conn_released(srv_conn_t *c);
 void srv__dispatch_free(srv_t *s);
 
 /* http.c */
 struct srv_http;
-int srv__http_start(srv_t *s, const char *addr, char *err, size_t err_size);
+/* Readies the HTTP side (always: the socket may carry HTTP) and listens on opt->http when it
+ * is set. */
+int srv__http_start(srv_t *s, const srv_options_t *opt, char *err, size_t err_size);
 void srv__http_stop(srv_t *s);
 
 #endif

@@ -287,6 +287,56 @@ Test(schema, a_bad_allow_list_is_refused_naming_the_entry)
     free(text);
 }
 
+Test(schema, the_http_front_door_maps_headers_to_levels)
+{
+    cfg_config_t *cfg;
+    char *text = load_text("server:\n  http_decide: on\n  http_subject: { team: X-Team, key: "
+                           "X-Api-Key }\n  http_tokens: X-Tokens\n",
+                           0, &cfg);
+    cr_assert_str_eq(text, "");
+    cr_assert_eq(cfg->server.http_decide, CFG_HTTP_DECIDE_ON);
+    cr_assert_eq(cfg->server.n_http_subject, 2);
+    cr_assert_str_eq(cfg->server.http_subject[0].level, "team");
+    cr_assert_str_eq(cfg->server.http_subject[0].header, "X-Team");
+    cr_assert_str_eq(cfg->server.http_subject[1].level, "key");
+    cr_assert_str_eq(cfg->server.http_tokens, "X-Tokens");
+    free(text);
+    cfg_free(cfg);
+    text = load_text("server: {}\n", 0, &cfg);
+    cr_assert_eq(cfg->server.http_decide, CFG_HTTP_DECIDE_LOOPBACK, "loopback by default");
+    cr_assert_eq(cfg->server.n_http_subject, 0);
+    cr_assert_str_eq(cfg->server.http_tokens, "");
+    free(text);
+    cfg_free(cfg);
+}
+
+Test(schema, a_bad_http_mapping_is_refused_naming_the_entry)
+{
+    static const struct {
+        const char *yaml, *want;
+    } cases[] = {
+        {"server:\n  http_subject: [X-Team]\n", "server.http_subject: expected a mapping"},
+        {"server:\n  http_subject: { team: \"X Team\" }\n",
+         "server.http_subject.team: \"X Team\" is not an HTTP header name"},
+        {"server:\n  http_subject: { \"te am\": X-Team }\n", "is not a level name"},
+        {"server:\n  http_subject: { global: X-Team }\n",
+         "server.http_subject.global: \"global\" is one counter"},
+        {"server:\n  http_subject: { team: X-Team, key: x-team }\n",
+         "server.http_subject.key: header x-team already names level team"},
+        {"server:\n  http_subject: { team: X-Team }\n  http_tokens: X-TEAM\n",
+         "server.http_tokens: header X-TEAM already names level team"},
+        {"server:\n  http_tokens: \"\"\n", "server.http_tokens: must not be empty"},
+        {"server:\n  http_decide: yes\n", "server.http_decide: unknown setting \"yes\""},
+        {"server:\n  http_decide: loopbak\n", "did you mean \"loopback\"?"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *text = load_text(cases[i].yaml, 0, NULL);
+        cr_assert(strstr(text, cases[i].want), "case %zu: %s", i, text);
+        cr_assert(strstr(text, "(t.yaml:"), "case %zu names the position: %s", i, text);
+        free(text);
+    }
+}
+
 Test(schema, more_limits_than_the_engine_holds_are_refused)
 {
     size_t cap = (CFG_LIMITS_MAX + 1) * 96 + 64, n = 0;

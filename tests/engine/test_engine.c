@@ -588,6 +588,34 @@ Test(cap, fail_closed_denies_new_keys_with_retry_one)
     cr_assert_eq(r.verdict, GOV_DENY);
     cr_assert_eq(r.retry_after_s, 1);
     cr_assert_str_eq(r.limit, "key_rpm");
+    cr_assert(r.unavailable, "the denial is the posture's alone");
+    gov_engine_destroy(e);
+}
+
+Test(cap, a_real_denial_beside_a_fail_closed_one_is_not_unavailable)
+{
+    cfg_limit_t l[2] = {rpm("key_rpm", "key", 1, 60 * S, 1), rpm("team_rpm", "team", 1, 60 * S, 1)};
+    l[0].posture.fail_open = 0;
+    gov_engine_t *e = capped(l, 2, 2);
+    gov_subject_t a, b;
+    cr_assert(decide(e, subj(&a, "key", "a", "team", "t", NULL), GOV_NO_TOKENS, T0).admit);
+    gov_result_t r = decide(e, subj(&b, "key", "b", "team", "t", NULL), GOV_NO_TOKENS, T0);
+    cr_assert_eq(r.verdict, GOV_DENY);
+    cr_assert_not(r.unavailable, "team_rpm denies on its own count");
+    r = decide(e, subj(&b, "key", "a", "team", "t", NULL), GOV_NO_TOKENS, T0);
+    cr_assert_not(r.unavailable);
+    gov_engine_destroy(e);
+}
+
+Test(cap, levels_known_are_those_limits_attach_to)
+{
+    cfg_limit_t l[2] = {rpm("key_rpm", "key", 1, 60 * S, 1), rpm("team_rpm", "team", 1, 60 * S, 1)};
+    gov_engine_t *e = capped(l, 2, 2);
+    cr_assert(gov_level_known(e, "team", 4));
+    cr_assert(gov_level_known(e, "key", 3));
+    cr_assert_not(gov_level_known(e, "tea", 3));
+    cr_assert_not(gov_level_known(e, "taem", 4));
+    cr_assert_not(gov_level_known(e, "global", 6));
     gov_engine_destroy(e);
 }
 

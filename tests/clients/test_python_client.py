@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""ctest clients_python: the Python client against a real daemon.
+
+Starts `tokentriage serve` on a temporary socket with a 3-per-minute limit and asks through
+clients/python/tokentriage_client.py as a workload would: three decisions admit with the rate
+headers, the fourth denies with Retry-After, a tpm cost that can never fit is unfittable, a
+malformed subject is the daemon's error (TokentriageError, nothing decided), and with the
+daemon gone the caller gets OSError (and decides itself whether to fail open or closed).
+
+usage: test_python_client.py TOKENTRIAGE CLIENTS_DIR
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+FAILED = []
+DEADLINE_S = 10.0
+
+CONFIG = """\
+server:
+  socket: {sock}
+  http: ""
+governance:
+  keys: {{ disclose_limits: true }}
+  limits:
+    - id: team_rpm
+      attach: {{ level: team }}
+      type: rpm
+      amount: 3
+      period: 1m
+    - id: team_tpm
+      attach: {{ level: team }}
+      type: tpm
+      amount: 100000
+      period: 1m
+      burst: 20000
+"""
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        FAILED.append(what)
+
+
+def wait_for(what, fn):
+    end = time.monotonic() + DEADLINE_S
+    while not fn():
+        if time.monotonic() > end:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def connectable(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def main():
+    tt, clients = sys.argv[1], os.path.abspath(sys.argv[2])
+    sys.path.insert(0, clients)
+    from tokentriage_client import Client, TokentriageError
+
+    work = tempfile.mkdtemp(prefix="tt-py-")
+    sock = os.path.join(work, "tt.sock")
+    cfg = os.path.join(work, "tt.yaml")
+    with open(cfg, "w") as f:
+        f.write(CONFIG.format(sock=sock))
+    daemon = None
+    try:
+        daemon = subprocess.Popen([tt, "serve", "-c", cfg], stdout=subprocess.DEVNULL,
+                                  stderr=open(os.path.join(work, "serve.log"), "w"))
+        wait_for("the daemon's socket", lambda: daemon.poll() is None and connectable(sock))
+        with Client(sock, timeout=5.0) as c:
+            check(c.ping() is not None, "ping answers")
+            for i in range(3):
+                d = c.decide({"team": "t-py"}, tokens=100)
+                h = d.get("headers", {})
+                check(d["admit"] and h.get("RateLimit") and h.get("Ratelimit-Policy"),
+                      f"decision {i + 1} of 3 admits with RateLimit and Ratelimit-Policy ({d})")
+            d = c.decide({"team": "t-py"}, tokens=100)
+            retry = d.get("headers", {}).get("Retry-After", "")
+            check(not d["admit"] and d["verdict"] == "deny" and retry.isdigit() and int(retry) > 0,
+                  f"decision 4 denies with Retry-After ({d})")
+            check(d["limit"] == "team_rpm", f"the denial names team_rpm ({d['limit']!r})")
+            d = c.decide({"team": "t-big"}, tokens=50000)
+            check(d["verdict"] == "unfittable" and d.get("code") == "quota_cost_unfittable",
+                  f"a tpm cost above the burst is unfittable ({d})")
+            try:
+                c.decide({"team": "t", "key": "k" * 300}, tokens=1)
+                check(False, "an id over 256 bytes raises TokentriageError")
+            except TokentriageError as e:
+                check(e.code == "bad_value" and "256" in e.message,
+                      f"an id over 256 bytes raises TokentriageError naming it ({e.code}: {e.message})")
+            try:
+                c.decide({"team": "t-py"})
+                check(False, "a tpm limit without tokens raises TokentriageError")
+            except TokentriageError as e:
+                check("tokens" in e.message, f"a tpm limit without tokens is the daemon's error ({e.message})")
+
+        daemon.send_signal(signal.SIGTERM)
+        check(daemon.wait(DEADLINE_S) == 0, "the daemon exits 0 on SIGTERM")
+        try:
+            with Client(sock, timeout=1.0) as c:
+                c.decide({"team": "t-py"}, tokens=1)
+            check(False, "with the daemon gone decide raises OSError")
+        except OSError:
+            check(True, "with the daemon gone decide raises OSError: the caller chooses open or closed")
+    except Exception as e:
+        check(False, f"{type(e).__name__}: {e}")
+    finally:
+        if daemon and daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+        if FAILED and os.path.exists(os.path.join(work, "serve.log")):
+            print(open(os.path.join(work, "serve.log")).read()[-3000:])
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{'FAILED' if FAILED else 'passed'}: python client ({len(FAILED)} failure(s))")
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,231 @@
+/* The HTTP front door (SPEC §12) on the real daemon: /v1/decide over the TCP listener. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "httpc.h"
+
+/* key_rpm is a fixed window of a year: its remaining moves by exactly the requests decided,
+ * with no refill during a test, so it tells exactly what was spent. */
+#define LIMITS                                                                                     \
+    "    - id: team_rpm\n      attach: { level: team }\n      type: rpm\n      amount: 5\n"        \
+    "      period: 1m\n"                                                                           \
+    "    - id: key_rpm\n      attach: { level: key }\n      type: rpm\n      amount: 60000\n"      \
+    "      period: 8760h\n      algorithm: fixed_window\n"                                         \
+    "    - id: key_tpm\n      attach: { level: key }\n      type: tpm\n      amount: 100000\n"     \
+    "      period: 1m\n      burst: 100000\n"
+
+static tt_daemon_t d;
+static int port;
+static httpc_response_t r;
+static char v[256];
+
+static void stop(void)
+{
+    tt_daemon_stop(&d);
+}
+
+TestSuite(http_decide, .fini = stop, .timeout = 60);
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    getsockname(fd, (struct sockaddr *)&sa, &len);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+/* The daemon with HTTP on host:<free port>, the header mapping, and `more` server lines. */
+static void start_on(const char *host, const char *limits, const char *more)
+{
+    char extra[512];
+    port = free_port();
+    snprintf(extra, sizeof(extra),
+             "  http: %s:%d\n  http_subject: { team: X-Team, key: X-Api-Key }\n"
+             "  http_tokens: X-Tokens\n%s",
+             host, port, more);
+    cr_assert_eq(tt_daemon_start(&d, limits, extra), 0);
+}
+
+static void start(void)
+{
+    start_on("127.0.0.1", LIMITS, "");
+}
+
+/* One request on a new connection; returns the status. */
+static int ask(const char *method, const char *target, const char *headers)
+{
+    int fd = httpc_tcp(port);
+    cr_assert_geq(fd, 0);
+    static char req[65536];
+    int n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n%s\r\n",
+                     method, target, headers ? headers : "");
+    cr_assert_lt((size_t)n, sizeof(req));
+    httpc_reset();
+    httpc_send(fd, req, (size_t)n); /* the daemon may answer a bad head before taking it all */
+    cr_assert_eq(httpc_read(fd, &r, 5000), 0, "%s %s: no answer", method, target);
+    close(fd);
+    return r.status;
+}
+
+/* What key_rpm has left, from its header. */
+static long requests_left(void)
+{
+    const char *h = httpc_header(&r, "X-Ratelimit-Remaining-Requests", v, sizeof(v));
+    return h ? strtol(h, NULL, 10) : -1;
+}
+
+Test(http_decide, admits_then_denies_with_the_headers_and_retry_after)
+{
+    start();
+    for (int i = 0; i < 5; i++) {
+        cr_assert_eq(ask("GET", "/v1/decide?team=t-1", NULL), 200, "request %d: %s", i, r.raw);
+        cr_assert_str_eq(httpc_header(&r, "Ratelimit-Policy", v, sizeof(v)),
+                         "\"team_rpm\";q=5;w=60");
+        char want[64];
+        snprintf(want, sizeof(want), "\"team_rpm\";r=%d;", 4 - i);
+        cr_assert(strstr(httpc_header(&r, "RateLimit", v, sizeof(v)), want), "%s", v);
+        cr_assert_str_eq(httpc_header(&r, "Content-Type", v, sizeof(v)), "application/json");
+        cr_assert(strstr(r.body, "\"admit\":true,\"verdict\":\"admit\",\"limit\":\"team_rpm\""),
+                  "%s", r.body);
+    }
+    cr_assert_eq(ask("GET", "/v1/decide?team=t-1", NULL), 429, "%s", r.raw);
+    long retry = strtol(httpc_header(&r, "Retry-After", v, sizeof(v)), NULL, 10);
+    cr_assert(retry >= 1 && retry <= 60, "Retry-After %ld", retry);
+    cr_assert_not_null(httpc_header(&r, "RateLimit", v, sizeof(v)));
+    cr_assert(strstr(r.body, "\"admit\":false,\"verdict\":\"deny\""), "%s", r.body);
+    /* another team is its own counter; POST and a header do the same */
+    cr_assert_eq(ask("POST", "/v1/decide", "X-Team: t-2\r\nContent-Length: 0\r\n"), 200);
+}
+
+Test(http_decide, tokens_come_from_the_query_or_the_mapped_header)
+{
+    start();
+    cr_assert_eq(ask("GET", "/v1/decide?key=k&tokens=1000", NULL), 200, "%s", r.raw);
+    cr_assert_str_eq(httpc_header(&r, "X-Ratelimit-Remaining-Tokens", v, sizeof(v)), "99000");
+    cr_assert_eq(ask("GET", "/v1/decide", "X-Api-Key: k\r\nX-Tokens: 500\r\n"), 200, "%s", r.raw);
+    /* 500 more spent, less what the bucket refilled meanwhile (1.7 tokens/ms) */
+    long left = strtol(httpc_header(&r, "X-Ratelimit-Remaining-Tokens", v, sizeof(v)), NULL, 10);
+    cr_assert(left >= 98500 && left < 99000, "%ld", left);
+}
+
+/* Issue 19: bad client input must never be a decision, and never fail open. Each case is a 400
+ * naming what was wrong and spends nothing: the sentinel's counter moves only by the good
+ * requests around them. */
+Test(http_decide, malformed_requests_are_400_and_spend_nothing)
+{
+    start();
+    cr_assert_eq(ask("GET", "/v1/decide?key=sentinel&tokens=1", NULL), 200);
+    cr_assert_eq(requests_left(), 59999);
+    static const struct {
+        const char *target, *headers, *message;
+    } cases[] = {
+        {"/v1/decide?key=sentinel&tokens=abc", NULL, "is not a whole number"},
+        {"/v1/decide?key=sentinel", "X-Tokens: 1e3\r\n", "\\\"1e3\\\" is not a whole number"},
+        {"/v1/decide?key=sentinel", "X-Tokens: 99999999999999999999\r\n", "is not a whole"},
+        {"/v1/decide?key=sentinel&tokens=-5", NULL, "is not a whole number"},
+        {"/v1/decide?key=sentinel&tokens=1&taem=x", NULL, "taem names no level"},
+        {"/v1/decide?key=sentinel&key=sentinel&tokens=1", NULL, "level key given twice"},
+        {"/v1/decide?tokens=1", "X-Api-Key: sentinel\r\nX-Api-Key: sentinel\r\n", "given twice"},
+        {"/v1/decide?key=sentinel&tokens=1%", NULL, "bad percent-encoding"},
+        {"/v1/decide?key=sentinel", NULL, "tokens: required"},
+        {"/v1/decide?tokens=1", NULL, "no subject"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cr_assert_eq(ask("GET", cases[i].target, cases[i].headers), 400, "case %zu: %s", i, r.raw);
+        cr_assert(strstr(r.body, cases[i].message), "case %zu: %s", i, r.body);
+        cr_assert_null(httpc_header(&r, "RateLimit", v, sizeof(v)), "case %zu decided", i);
+    }
+    /* an oversized header and a body too large: the parser's bounds, still no decision */
+    static char big[40000];
+    memset(big, 'a', sizeof(big) - 1);
+    memcpy(big, "X-Pad: ", 7);
+    memcpy(big + sizeof(big) - 3, "\r\n", 3);
+    cr_assert_eq(ask("GET", "/v1/decide?key=sentinel&tokens=1", big), 431);
+    cr_assert_eq(ask("POST", "/v1/decide?key=sentinel&tokens=1", "Content-Length: 100000\r\n"),
+                 413);
+    cr_assert_eq(ask("GET", "/v1/decide?key=sentinel&tokens=1", NULL), 200);
+    cr_assert_eq(requests_left(), 59998, "the sentinel spent only the two good requests");
+}
+
+Test(http_decide, a_thousand_decisions_on_one_keep_alive_connection)
+{
+    start();
+    int fd = httpc_tcp(port);
+    httpc_reset();
+    const char req[] = "GET /v1/decide?key=ka HTTP/1.1\r\nHost: t\r\nX-Tokens: 1\r\n\r\n";
+    for (int i = 0; i < 1000; i++) {
+        cr_assert_eq(httpc_send(fd, req, sizeof(req) - 1), 0);
+        cr_assert_eq(httpc_read(fd, &r, 5000), 0, "request %d", i);
+        cr_assert_eq(r.status, 200, "request %d: %s", i, r.raw);
+    }
+    cr_assert_eq(requests_left(), 59000, "%s", r.raw);
+    close(fd);
+}
+
+Test(http_decide, a_pipelined_burst_is_answered_in_order)
+{
+    start();
+    int fd = httpc_tcp(port);
+    httpc_reset();
+    static char burst[200 * 100];
+    size_t len = 0;
+    for (int i = 0; i < 200; i++)
+        len += (size_t)snprintf(burst + len, sizeof(burst) - len,
+                                "GET /v1/decide?key=pipe&tokens=%d HTTP/1.1\r\nHost: t\r\n\r\n",
+                                i + 1);
+    cr_assert_eq(httpc_send(fd, burst, len), 0);
+    for (int i = 0; i < 200; i++) {
+        cr_assert_eq(httpc_read(fd, &r, 5000), 0, "answer %d", i);
+        cr_assert_eq(r.status, 200);
+        /* key_rpm's remaining says which request this answer is for */
+        cr_assert_eq(requests_left(), 59999 - i, "answer %d: %s", i, r.raw);
+    }
+    close(fd);
+}
+
+Test(http_decide, a_deny_only_posture_fail_closed_made_is_503)
+{
+    start_on("127.0.0.1",
+             "    - id: key_rpm\n      attach: { level: key }\n      type: rpm\n"
+             "      amount: 10\n      period: 1m\n      posture: { fail: closed }\n",
+             "  max_counters: 1\n");
+    cr_assert_eq(ask("GET", "/v1/decide?key=a", NULL), 200, "%s", r.raw);
+    cr_assert_eq(ask("GET", "/v1/decide?key=b", NULL), 503, "%s", r.raw);
+    cr_assert(strstr(r.body, "\"unavailable\":true"), "%s", r.body);
+    cr_assert_not_null(httpc_header(&r, "Retry-After", v, sizeof(v)));
+}
+
+Test(http_decide, a_non_loopback_listener_serves_decide_only_when_told)
+{
+    start_on("0.0.0.0", LIMITS, "");
+    cr_assert_eq(ask("GET", "/v1/decide?team=t", NULL), 403, "%s", r.raw);
+    cr_assert(strstr(r.body, "server.http_decide"), "%s", r.body);
+    cr_assert_eq(ask("GET", "/healthz", NULL), 200);
+    tt_daemon_stop(&d);
+    start_on("0.0.0.0", LIMITS, "  http_decide: on\n");
+    cr_assert_eq(ask("GET", "/v1/decide?team=t", NULL), 200, "%s", r.raw);
+    tt_daemon_stop(&d);
+    start_on("127.0.0.1", LIMITS, "  http_decide: off\n");
+    cr_assert_eq(ask("GET", "/v1/decide?team=t", NULL), 403, "%s", r.raw);
+}
+
+Test(http_decide, decisions_over_http_are_counted_on_metrics)
+{
+    start();
+    cr_assert_eq(ask("GET", "/v1/decide?team=m", NULL), 200);
+    cr_assert_eq(ask("GET", "/metrics", NULL), 200);
+    cr_assert(
+        strstr(r.body, "tokentriage_decisions_total{limit=\"team_rpm\",verdict=\"admit\"} 1\n"),
+        "%s", r.body);
+    cr_assert(strstr(r.body, "tokentriage_decision_latency_seconds_count 1\n"), "%s", r.body);
+}
