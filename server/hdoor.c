@@ -96,7 +96,13 @@ int hdoor_respond_error(proto_out_t *out, int status, const char *reason, const 
     return hdoor_respond(out, status, reason, "application/json", NULL, body, b.len, f);
 }
 
-int hdoor_respond_decision(proto_out_t *out, const gov_result_t *r, hdoor_frame_t f)
+static const char *reason_of(int status)
+{
+    return status == 401 ? "Unauthorized" : status == 403 ? "Forbidden" : "Too Many Requests";
+}
+
+int hdoor_respond_decision(proto_out_t *out, const gov_result_t *r, int deny_status,
+                           hdoor_frame_t f)
 {
     if (r->status < 0) {
         bool ours = r->status == GOV_ENOMEM || r->status == GOV_ELIMITS;
@@ -104,10 +110,10 @@ int hdoor_respond_decision(proto_out_t *out, const gov_result_t *r, hdoor_frame_
                                    ours ? "Service Unavailable" : "Bad Request",
                                    gov_strcode(r->status), r->error, f);
     }
-    int status = r->admit ? 200 : r->unavailable ? 503 : 429;
+    int status = r->admit ? 200 : r->unavailable ? 503 : deny_status;
     const char *reason = r->admit         ? "OK"
                          : r->unavailable ? "Service Unavailable"
-                                          : "Too Many Requests";
+                                          : reason_of(deny_status);
     char extra[GOV_HEADERS_MAX * (GOV_HEADER_VALUE_MAX + 40)];
     tbuf_t h = {extra, 0, sizeof(extra), false};
     for (uint32_t i = 0; i < r->n_headers && i < GOV_HEADERS_MAX; i++)
@@ -310,6 +316,13 @@ static int read_query(const hdoor_env_t *env, hreq_str_t q, hdoor_call_t *call, 
             if (str_eq(name, "tokens")) {
                 if (set_tokens(call, value, "query", out, f))
                     return -1;
+            } else if (str_eq(name, "deny_status")) {
+                if (!str_eq(value, "401") && !str_eq(value, "403") && !str_eq(value, "429"))
+                    return bad(out, f, "bad_value", "deny_status: \"%s\" is not 401, 403 or 429",
+                               show(shown, sizeof(shown), value.ptr, value.len)),
+                           -1;
+                call->deny_status =
+                    (value.ptr[0] - '0') * 100 + (value.ptr[1] - '0') * 10 + (value.ptr[2] - '0');
             } else if (!env->known(env->known_ud, name.ptr, name.len)) {
                 return bad(out, f, "unknown_level",
                            "query parameter %s names no level a limit attaches to",
@@ -369,6 +382,7 @@ static hdoor_route_t decide(const hdoor_env_t *env, const hreq_request_t *req, b
     }
     call->subject.n = 0;
     call->tokens = GOV_NO_TOKENS;
+    call->deny_status = 429;
     /* a forwarded request's query is its client's, not ours */
     if (!forwarded && read_query(env, req->query, call, out, f))
         return HDOOR_ANSWERED;

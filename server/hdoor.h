@@ -7,10 +7,12 @@
  *
  * /v1/decide reads its subject from the query (`?team=t-1&key=k-1&tokens=1200`) and from the
  * request headers server.http_subject maps to levels (`X-Team` -> team), its tokens from
- * `tokens` or the server.http_tokens header. Any method is taken: forward-auth proxies send
- * the client's (Envoy's ext_authz) or their own. A path below it, `/v1/decide/<anything>`, is
- * a forwarded request (Envoy's path_prefix puts the client's path and query there): its query
- * is the client's, so it is not read, and the subject comes from headers alone.
+ * `tokens` or the server.http_tokens header. `deny_status=401|403` answers a denial with that
+ * status instead of 429, for nginx's auth_request, which takes nothing else for a denial. Any
+ * method is taken: forward-auth proxies send the client's (Envoy's ext_authz) or their own. A path
+ * below it, `/v1/decide/<anything>`, is a forwarded request (Envoy's path_prefix puts the client's
+ * path and query there): its query is the client's, so it is not read, and the subject comes from
+ * headers alone.
  *
  * Never a decision on doubtful input: a query parameter that names no configured level (a
  * typo would escape every limit), a level given twice, an empty or oversized id, a tokens
@@ -77,7 +79,8 @@ typedef enum hdoor_route {
  * into the request: valid while both are. */
 typedef struct hdoor_call {
     gov_subject_t subject;
-    int64_t tokens; /* GOV_NO_TOKENS when the request named none */
+    int64_t tokens;  /* GOV_NO_TOKENS when the request named none */
+    int deny_status; /* 429, or what ?deny_status= asked for (401, 403: nginx auth_request) */
     char scratch[HREQ_TARGET_MAX];
 } hdoor_call_t;
 
@@ -95,9 +98,11 @@ typedef struct hdoor_env {
 hdoor_route_t hdoor_route(const hdoor_env_t *env, const hreq_request_t *req, hdoor_call_t *call,
                           proto_out_t *out, hdoor_frame_t f);
 
-/* The answer to a decision: 200 admit, 429 deny or unfittable (Retry-After on deny), 503 a
- * deny only posture.fail closed made, the disclosure headers on each, a JSON body; an engine
- * error is a 400 naming it (503 when out of memory). */
-int hdoor_respond_decision(proto_out_t *out, const gov_result_t *r, hdoor_frame_t f);
+/* The answer to a decision: 200 admit, deny_status (429 unless the request asked otherwise)
+ * for a deny or unfittable (Retry-After on deny), 503 for a deny only posture.fail closed made,
+ * the disclosure headers on each, a JSON body; an engine error is a 400 naming it (503 when out
+ * of memory). */
+int hdoor_respond_decision(proto_out_t *out, const gov_result_t *r, int deny_status,
+                           hdoor_frame_t f);
 
 #endif

@@ -43,6 +43,7 @@
 typedef struct hpend {
     struct http_conn *c; /* NULL once the connection has closed: freed on completion */
     hdoor_frame_t f;
+    int deny_status;
     uint64_t start_ns;
     gov_result_t result;
 } hpend_t;
@@ -66,7 +67,8 @@ typedef struct http_conn {
     union {
         uv_handle_t handle;
         uv_stream_t stream;
-        uv_tcp_t tcp;
+        uv_tcp_t tcp;   /* the TCP listener's */
+        uv_pipe_t pipe; /* the socket's, handed over by srv.c */
     } h;
     uv_timer_t timer;
     struct srv_http *http;
@@ -282,7 +284,7 @@ static void on_decided(gov_result_t *res, void *ctx)
     }
     srv__count(c->http->srv, PROTO_OP_DECIDE, p->start_ns, res);
     c->waiting = NULL;
-    if (hdoor_respond_decision(&c->fill, res, p->f) != 0)
+    if (hdoor_respond_decision(&c->fill, res, p->deny_status, p->f) != 0)
         c->fill.failed = true;
     struct srv_http *h = c->http;
     if (!h->spare)
@@ -307,7 +309,7 @@ static void decide(http_conn_t *c, hdoor_frame_t f)
         return;
     }
     hpend_t *p = h->spare;
-    *p = (hpend_t){.c = c, .f = f, .start_ns = uv_hrtime()};
+    *p = (hpend_t){.c = c, .f = f, .deny_status = h->call.deny_status, .start_ns = uv_hrtime()};
     srv_metrics_request(s->metrics, PROTO_OP_DECIDE);
     int rc = gov_decide(s->engine, &h->call.subject, h->call.tokens, tt_wall_ns(), &p->result,
                         on_decided, p);
@@ -317,7 +319,7 @@ static void decide(http_conn_t *c, hdoor_frame_t f)
         return;
     }
     srv__count(s, PROTO_OP_DECIDE, p->start_ns, &p->result);
-    if (hdoor_respond_decision(&c->fill, &p->result, f) != 0)
+    if (hdoor_respond_decision(&c->fill, &p->result, p->deny_status, f) != 0)
         c->fill.failed = true;
 }
 
@@ -444,6 +446,20 @@ static void on_write(uv_write_t *w, int status)
     arm_timer(c);
 }
 
+/* Answers what was read, and holds back what must wait. */
+static void ingest(http_conn_t *c, const uint8_t *data, size_t len)
+{
+    size_t used = process(c, data, len);
+    if (c->closed)
+        return;
+    if (c->last)
+        uv_read_stop(&c->h.stream);
+    else if (used < len)
+        hold(c, data + used, len - used);
+    flush(c);
+    arm_timer(c);
+}
+
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     http_conn_t *c = st->data;
@@ -463,15 +479,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
             flush(c);
         return;
     }
-    size_t used = process(c, (const uint8_t *)buf->base, (size_t)nread);
-    if (c->closed)
-        return;
-    if (c->last)
-        uv_read_stop(st);
-    else if (used < (size_t)nread)
-        hold(c, (const uint8_t *)buf->base + used, (size_t)nread - used);
-    flush(c);
-    arm_timer(c);
+    ingest(c, (const uint8_t *)buf->base, (size_t)nread);
 }
 
 /* At the budget: closes the connection longest without a completed request (one waiting on
@@ -493,30 +501,72 @@ static bool make_room(struct srv_http *h)
     return true;
 }
 
+/* A new connection in the budget, its timer ready; the caller initialises its stream. NULL
+ * when there is no room or memory. */
+static http_conn_t *conn_new(struct srv_http *h, bool decide)
+{
+    if (!make_room(h))
+        return NULL;
+    http_conn_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->http = h;
+    c->decide = decide;
+    h->nconns++;
+    link_newest(c);
+    uv_timer_init(h->srv->loop, &c->timer);
+    c->timer.data = c;
+    c->open_handles = 2;
+    hreq_init(&c->rd, hdoor_want, &h->map);
+    return c;
+}
+
+static void free_handle(uv_handle_t *handle)
+{
+    free(handle);
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     struct srv_http *h = server->data;
     if (status < 0)
         return;
-    bool room = make_room(h);
-    http_conn_t *c = calloc(1, sizeof(*c));
-    if (!c)
+    http_conn_t *c = conn_new(h, h->decide_tcp);
+    if (!c) { /* take it off the backlog, and close it */
+        uv_tcp_t *t = malloc(sizeof(*t));
+        if (t && uv_tcp_init(server->loop, t) == 0 && uv_accept(server, (uv_stream_t *)t) == 0)
+            uv_close((uv_handle_t *)t, free_handle);
+        else
+            free(t);
         return;
-    c->http = h;
-    c->decide = h->decide_tcp;
-    h->nconns++;
-    link_newest(c);
+    }
     uv_tcp_init(server->loop, &c->h.tcp);
-    uv_timer_init(server->loop, &c->timer);
-    c->h.handle.data = c->timer.data = c;
-    c->open_handles = 2;
-    hreq_init(&c->rd, hdoor_want, &h->map);
-    if (uv_accept(server, &c->h.stream) != 0 || !room ||
+    c->h.handle.data = c;
+    if (uv_accept(server, &c->h.stream) != 0 ||
         uv_read_start(&c->h.stream, on_alloc, on_read) != 0) {
         conn_close(c);
         return;
     }
     arm_timer(c);
+}
+
+int srv__http_adopt(srv_t *s, int fd, const uint8_t *data, size_t len)
+{
+    struct srv_http *h = s->http;
+    http_conn_t *c = h && !h->stopped ? conn_new(h, true) : NULL;
+    if (!c)
+        return -1;
+    uv_pipe_init(s->loop, &c->h.pipe, 0);
+    c->h.handle.data = c;
+    if (uv_pipe_open(&c->h.pipe, fd) != 0) {
+        conn_close(c);
+        return -1;
+    }
+    ingest(c, data, len);
+    if (!c->closed && !c->last && !c->held && !c->lingering &&
+        uv_read_start(&c->h.stream, on_alloc, on_read) != 0)
+        conn_close(c);
+    return 0;
 }
 
 /* Parses "host:port" or "[v6]:port". */

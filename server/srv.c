@@ -29,6 +29,7 @@
 #include "srv.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -336,9 +337,31 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
         *buf = uv_buf_init((char *)c->srv->rbuf, sizeof(c->srv->rbuf));
 }
 
+/*
+ * The socket speaks HTTP too (SPEC §12): a connection whose first byte is an uppercase letter
+ * (an HTTP method; no msgpack map starts with one: they are positive fixints) is handed to
+ * http.c, which serves it from then on through a duplicate of its descriptor.
+ */
+static bool handed_to_http(srv_conn_t *c, const uint8_t *data, size_t len)
+{
+    if (c->sniffed)
+        return false;
+    c->sniffed = true;
+    if (data[0] < 'A' || data[0] > 'Z')
+        return false;
+    uv_os_fd_t fd;
+    int dup_fd = uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+    conn_close(c);
+    if (dup_fd >= 0 && srv__http_adopt(c->srv, dup_fd, data, len) != 0)
+        close(dup_fd);
+    return true;
+}
+
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     srv_conn_t *c = stream->data;
+    if (nread > 0 && handed_to_http(c, (const uint8_t *)buf->base, (size_t)nread))
+        return;
     if (nread == UV_EOF) {
         /* the client is done sending: answer what it sent, then close */
         uv_read_stop(stream);

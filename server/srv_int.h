@@ -39,6 +39,7 @@ struct srv_conn {
     bool paused;      /* not reading: back-pressure */
     bool draining;    /* no more requests: close once every answer is written */
     bool closed;      /* uv_close called */
+    bool sniffed;     /* the first byte was read: msgpack, or HTTP handed to http.c */
     srv_slot_t *head; /* answers waiting in order, see srv_slot_t */
     srv_slot_t *tail;
     unsigned nslots;
@@ -106,5 +107,8 @@ struct srv_http;
  * is set. */
 int srv__http_start(srv_t *s, const srv_options_t *opt, char *err, size_t err_size);
 void srv__http_stop(srv_t *s);
+/* A socket connection that spoke HTTP: http.c takes over fd (a duplicate: the caller closes its
+ * own), with data[0, len) already read from it. -1 when it cannot (fd is then the caller's). */
+int srv__http_adopt(srv_t *s, int fd, const uint8_t *data, size_t len);
 
 #endif

@@ -132,6 +132,8 @@ Test(hdoor, malformed_requests_are_400_naming_what_was_wrong)
          "query parameter team=%zz: bad percent-encoding"},
         {"GET /v1/decide?team=%4 HTTP/1.1\r\n\r\n", "bad_value", "bad percent-encoding"},
         {"GET /v1/decide?=x HTTP/1.1\r\n\r\n", "bad_value", "a query parameter without a name"},
+        {"GET /v1/decide?team=t&deny_status=200 HTTP/1.1\r\n\r\n", "bad_value",
+         "deny_status: \\\"200\\\" is not 401, 403 or 429"},
         {"GET /v1/decide HTTP/1.1\r\n\r\n", "bad_subject",
          "no subject: name a level in the query (?team=...) or send one of the headers X-Team, "
          "X-Api-Key"},
@@ -201,7 +203,7 @@ Test(hdoor, an_admit_is_200_with_the_headers_and_a_json_body)
 {
     gov_result_t r = result(true, GOV_ADMIT);
     snprintf(r.soft_denied[r.n_soft_denied++], CFG_ID_MAX + 1, "soft_one");
-    cr_assert_eq(hdoor_respond_decision(&out, &r, keep), 0);
+    cr_assert_eq(hdoor_respond_decision(&out, &r, 429, keep), 0);
     const char *a = answer();
     cr_assert(strstr(a, "HTTP/1.1 200 OK\r\n") == a, "%s", a);
     cr_assert(strstr(a, "\r\nRateLimit: \"team_rpm\";r=4;t=60\r\n"), "%s", a);
@@ -216,7 +218,7 @@ Test(hdoor, an_admit_is_200_with_the_headers_and_a_json_body)
 Test(hdoor, a_deny_is_429_with_retry_after)
 {
     gov_result_t r = result(false, GOV_DENY);
-    cr_assert_eq(hdoor_respond_decision(&out, &r, (hdoor_frame_t){0}), 0);
+    cr_assert_eq(hdoor_respond_decision(&out, &r, 429, (hdoor_frame_t){0}), 0);
     const char *a = answer();
     cr_assert(strstr(a, "HTTP/1.1 429 Too Many Requests\r\n") == a, "%s", a);
     cr_assert(strstr(a, "\r\nRetry-After: 12\r\n"), "%s", a);
@@ -224,11 +226,27 @@ Test(hdoor, a_deny_is_429_with_retry_after)
     cr_assert(strstr(a, "\"verdict\":\"deny\""), "%s", a);
 }
 
+Test(hdoor, a_deny_takes_the_status_the_request_asked_for)
+{
+    cr_assert_eq(route("GET /v1/decide?team=t&deny_status=403 HTTP/1.1\r\n\r\n"), HDOOR_DECIDE);
+    cr_assert_eq(call.deny_status, 403);
+    cr_assert_eq(route("GET /v1/decide?team=t HTTP/1.1\r\n\r\n"), HDOOR_DECIDE);
+    cr_assert_eq(call.deny_status, 429);
+    gov_result_t r = result(false, GOV_DENY);
+    cr_assert_eq(hdoor_respond_decision(&out, &r, 403, keep), 0);
+    cr_assert(strstr(answer(), "HTTP/1.1 403 Forbidden\r\n") == answer(), "%s", answer());
+    cr_assert(strstr(answer(), "\r\nRetry-After: 12\r\n"), "%s", answer());
+    r = result(true, GOV_ADMIT);
+    out.len = 0;
+    cr_assert_eq(hdoor_respond_decision(&out, &r, 403, keep), 0);
+    cr_assert(strstr(answer(), "HTTP/1.1 200 OK\r\n") == answer(), "%s", answer());
+}
+
 Test(hdoor, a_deny_only_posture_made_is_503)
 {
     gov_result_t r = result(false, GOV_DENY);
     r.unavailable = true;
-    cr_assert_eq(hdoor_respond_decision(&out, &r, keep), 0);
+    cr_assert_eq(hdoor_respond_decision(&out, &r, 429, keep), 0);
     cr_assert(strstr(answer(), "HTTP/1.1 503 Service Unavailable\r\n") == answer(), "%s", answer());
     cr_assert(strstr(answer(), "\"unavailable\":true"), "%s", answer());
 }
@@ -237,7 +255,7 @@ Test(hdoor, unfittable_is_429_with_its_code)
 {
     gov_result_t r = result(false, GOV_UNFITTABLE);
     r.code = "quota_cost_unfittable";
-    cr_assert_eq(hdoor_respond_decision(&out, &r, keep), 0);
+    cr_assert_eq(hdoor_respond_decision(&out, &r, 429, keep), 0);
     cr_assert(strstr(answer(), "HTTP/1.1 429 ") == answer(), "%s", answer());
     cr_assert(strstr(answer(), "\"code\":\"quota_cost_unfittable\""), "%s", answer());
     cr_assert_null(strstr(answer(), "Retry-After"));
@@ -247,7 +265,7 @@ Test(hdoor, an_engine_error_is_400_naming_it)
 {
     gov_result_t r = {.status = GOV_ETOKENS};
     snprintf(r.error, sizeof(r.error), "tokens: required: tpm limit \"t\" applies");
-    cr_assert_eq(hdoor_respond_decision(&out, &r, keep), 0);
+    cr_assert_eq(hdoor_respond_decision(&out, &r, 429, keep), 0);
     cr_assert(strstr(answer(), "HTTP/1.1 400 Bad Request\r\n") == answer(), "%s", answer());
     cr_assert(strstr(answer(), "{\"error\":{\"code\":\"tokens_required\",\"message\":\"tokens: "
                                "required: tpm limit \\\"t\\\" applies\"}}"),

@@ -229,3 +229,30 @@ Test(http_decide, decisions_over_http_are_counted_on_metrics)
         "%s", r.body);
     cr_assert(strstr(r.body, "tokentriage_decision_latency_seconds_count 1\n"), "%s", r.body);
 }
+
+/* SPEC §12: the first byte tells a msgpack map from an HTTP method, on the same socket. */
+Test(http_decide, the_socket_serves_http_and_msgpack_side_by_side)
+{
+    start_on("127.0.0.1", LIMITS, "  http_decide: off\n"); /* the socket serves it regardless */
+    int fd = httpc_unix(d.socket);
+    cr_assert_geq(fd, 0);
+    httpc_reset();
+    tt_client_t *c = tt_daemon_client(&d);
+    const char req[] = "GET /v1/decide?key=sock HTTP/1.1\r\nHost: t\r\nX-Tokens: 1\r\n\r\n";
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(httpc_send(fd, req, sizeof(req) - 1), 0);
+        cr_assert_eq(httpc_read(fd, &r, 5000), 0, "request %d", i);
+        cr_assert_eq(r.status, 200, "%s", r.raw);
+        cr_assert_eq(requests_left(), 59999 - 2 * i, "%s", r.raw);
+        tt_response_t tr;
+        cr_assert_eq(tt_decide(c, (tt_pair_t[]){{"key", "sock"}}, 1, 1, &tr), 0);
+        cr_assert(tr.admit);
+    }
+    tt_close(c);
+    close(fd);
+    /* a stream that is neither is still refused as before */
+    fd = httpc_unix(d.socket);
+    cr_assert_eq(httpc_send(fd, "\x01", 1), 0);
+    cr_assert(httpc_closed(fd, 5000));
+    close(fd);
+}

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""ctest server_http_proxies: the HTTP front door behind real proxies, and curl.
+
+Starts `tokentriage serve` (its wall clock frozen with libfaketime, so a 300/min limit admits
+exactly 300 and no refill blurs the 301st), a tiny upstream (python3 http.server), Debian's
+nginx with examples/proxy/nginx.conf (auth_request to the daemon over its unix socket) and
+Debian's caddy with examples/proxy/Caddyfile (forward_auth over the socket), each as a child
+with its own temporary directory and ports. Through each proxy: 300 requests of one team are
+served with the rate headers, the 301st is answered 429 by the proxy with Retry-After and
+RateLimit, and malformed subjects are never served. Then curl against the TCP listener and the
+unix socket.
+
+usage: test_http_proxies.py TOKENTRIAGE SOURCE_DIR
+"""
+
+import http.client
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+FAILED = []
+DEADLINE_S = 15.0
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        FAILED.append(what)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_for(what, fn, procs=()):
+    end = time.monotonic() + DEADLINE_S
+    while not fn():
+        for p in procs:
+            if p.poll() is not None:
+                raise RuntimeError(f"{what}: the process exited ({p.returncode})")
+        if time.monotonic() > end:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def connectable(addr):
+    s = socket.socket(socket.AF_UNIX if isinstance(addr, str) else socket.AF_INET)
+    try:
+        s.connect(addr)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def through(name, port, team, expect_headers_on_admit=True):
+    """300 requests of `team` served with the rate headers, the 301st denied with 429."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    bad = None
+    for i in range(300):
+        c.request("GET", "/index.html", headers={"X-Team": team})
+        r = c.getresponse()
+        body = r.read()
+        ok = r.status == 200 and body == b"hello\n"
+        if expect_headers_on_admit:
+            ok = ok and r.getheader("RateLimit", "").startswith('"team_rpm";r=') and \
+                r.getheader("Ratelimit-Policy") == '"team_rpm";q=300;w=60'
+        if not ok and bad is None:
+            bad = (i + 1, r.status, dict(r.getheaders()), body[:200])
+    check(bad is None, f"{name}: requests 1-300 served with RateLimit and Ratelimit-Policy (first bad: {bad})")
+    c.request("GET", "/index.html", headers={"X-Team": team})
+    r = c.getresponse()
+    r.read()
+    retry = r.getheader("Retry-After", "")
+    check(r.status == 429 and retry.isdigit() and int(retry) >= 1,
+          f"{name}: request 301 is 429 with Retry-After ({r.status}, {retry!r})")
+    check(r.getheader("RateLimit", "").startswith('"team_rpm";r=0'),
+          f"{name}: the 429 carries RateLimit ({r.getheader('RateLimit')!r})")
+    # bad subjects: the daemon answers 400, the proxy never serves the request
+    for headers in ({"X-Team": ""}, {}, {"X-Team": "x" * 300}):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request("GET", "/index.html", headers=headers)
+        r = c.getresponse()
+        body = r.read()
+        check(r.status >= 400 and body != b"hello\n",
+              f"{name}: a bad subject {list(headers.items())[:1]!r:.40} is not served ({r.status})")
+        c.close()
+
+
+def main():
+    tt, src = sys.argv[1], os.path.abspath(sys.argv[2])
+    for tool in ("nginx", "caddy", "curl"):
+        if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):
+            check(False, f"{tool} is installed (scripts/deps.sh)")
+            return 1
+    work = tempfile.mkdtemp(prefix="tt-proxies-")
+    sock = os.path.join(work, "tt.sock")
+    http_port, up_port, nginx_port, caddy_port = (free_port() for _ in range(4))
+    procs = []
+
+    def spawn(name, argv, env=None, cwd=None):
+        log = open(os.path.join(work, name + ".log"), "w")
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                             stdin=subprocess.DEVNULL)
+        procs.append((name, p))
+        return p
+
+    try:
+        with open(os.path.join(work, "tt.yaml"), "w") as f:
+            f.write(f"""server:
+  socket: {sock}
+  http: 127.0.0.1:{http_port}
+  http_subject: {{ team: X-Team, key: X-Api-Key }}
+  http_tokens: X-Tokens
+governance:
+  limits:
+    - id: team_rpm
+      attach: {{ level: team }}
+      type: rpm
+      amount: 300
+      period: 1m
+""")
+        env = dict(os.environ, LD_PRELOAD=FAKETIME_LIB, FAKETIME="2026-12-01 12:00:00",
+                   FAKETIME_DONT_FAKE_MONOTONIC="1")
+        daemon = spawn("tokentriage", [tt, "serve", "-c", os.path.join(work, "tt.yaml")], env=env)
+        wait_for("the daemon's socket", lambda: connectable(sock), [daemon])
+
+        www = os.path.join(work, "www")
+        os.mkdir(www)
+        with open(os.path.join(www, "index.html"), "w") as f:
+            f.write("hello\n")
+        up = spawn("upstream", [sys.executable, "-m", "http.server", "--bind", "127.0.0.1",
+                                str(up_port), "--directory", www])
+        wait_for("the upstream", lambda: connectable(("127.0.0.1", up_port)), [up])
+
+        # nginx: the example, pointed at this daemon, this upstream and this port
+        site = open(os.path.join(src, "examples/proxy/nginx.conf")).read()
+        site = site.replace("/run/tokentriage/tokentriage.sock", sock) \
+            .replace("listen 8080;", f"listen 127.0.0.1:{nginx_port};") \
+            .replace("127.0.0.1:8081", f"127.0.0.1:{up_port}")
+        with open(os.path.join(work, "site.conf"), "w") as f:
+            f.write(site)
+        temps = "".join(f"{k}_temp_path {work}/{k};\n" for k in
+                        ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        with open(os.path.join(work, "nginx.conf"), "w") as f:
+            f.write(f"pid {work}/nginx.pid;\nerror_log {work}/nginx.err info;\nevents {{}}\n"
+                    f"http {{\n access_log off;\n{temps} include {work}/site.conf;\n}}\n")
+        nginx = spawn("nginx", [shutil.which("nginx") or "/usr/sbin/nginx", "-p", work, "-c",
+                                os.path.join(work, "nginx.conf"), "-g",
+                                "daemon off; master_process off;"])
+        wait_for("nginx", lambda: connectable(("127.0.0.1", nginx_port)), [nginx])
+        through("nginx", nginx_port, "t-nginx")
+
+        caddyfile = open(os.path.join(src, "examples/proxy/Caddyfile")).read()
+        caddyfile = caddyfile.replace("unix//run/tokentriage/tokentriage.sock", "unix/" + sock) \
+            .replace("http://:8080", f"http://127.0.0.1:{caddy_port}") \
+            .replace("127.0.0.1:8081", f"127.0.0.1:{up_port}")
+        with open(os.path.join(work, "Caddyfile"), "w") as f:
+            f.write(caddyfile)
+        cenv = dict(os.environ, HOME=work, XDG_DATA_HOME=work, XDG_CONFIG_HOME=work)
+        caddy = spawn("caddy", ["caddy", "run", "--config", os.path.join(work, "Caddyfile"),
+                                "--adapter", "caddyfile"], env=cenv)
+        wait_for("caddy", lambda: connectable(("127.0.0.1", caddy_port)), [caddy])
+        through("caddy", caddy_port, "t-caddy")
+
+        # curl, as a person would try it: the TCP listener and the socket
+        for how, args in (("TCP", [f"http://127.0.0.1:{http_port}/v1/decide?team=t-curl"]),
+                          ("unix socket", ["--unix-socket", sock, "http://tt/v1/decide?team=t-curl"])):
+            out = subprocess.run(["curl", "-sS", "-i", *args], capture_output=True, text=True,
+                                 timeout=10).stdout
+            check(out.startswith("HTTP/1.1 200 OK") and '"verdict":"admit"' in out and
+                  '\nRateLimit: "team_rpm";r=' in out.replace("\r\n", "\n"),
+                  f"curl over {how}: 200 with RateLimit and a JSON decision ({out[:60]!r})")
+        out = subprocess.run(["curl", "-sS", "-i", "--unix-socket", sock,
+                              "http://tt/v1/decide?team=t-curl&tokens=1e3"],
+                             capture_output=True, text=True, timeout=10).stdout
+        check(out.startswith("HTTP/1.1 400") and "is not a whole number" in out,
+              f"curl over the socket, tokens=1e3: 400 naming it ({out[:60]!r})")
+        check(daemon.poll() is None, "the daemon is still serving")
+    except Exception as e:
+        check(False, f"{type(e).__name__}: {e}")
+    finally:
+        for name, p in reversed(procs):
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        if FAILED:
+            for name, _ in procs:
+                path = os.path.join(work, name + ".log")
+                if os.path.exists(path):
+                    print(f"--- {name}.log\n" + open(path).read()[-2000:])
+            if os.path.exists(os.path.join(work, "nginx.err")):
+                print("--- nginx.err\n" + open(os.path.join(work, "nginx.err")).read()[-2000:])
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{'FAILED' if FAILED else 'passed'}: proxies ({len(FAILED)} failure(s))")
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
