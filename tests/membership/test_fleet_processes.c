@@ -597,3 +597,56 @@ Test(fleet, a_wall_clock_step_on_one_replica_kills_no_one, .fini = clock_fini)
                      "replica %d declared the stopped replica dead", i);
     }
 }
+
+/* `tokentriage fleet --json` against replica i; the output in out. */
+static int fleet_json(int i, char *out, size_t cap)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s/cmd/tokentriage fleet -s %s --json 2>/dev/null", TT_BINARY_DIR,
+             d[i].socket);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Replica i says what a claimant of a duplicate id must say: the log line, the metric, the
+ * field in `members` and N in doubt in `fleet`. */
+static bool reports_duplicate(int i, int hport)
+{
+    static char out[1 << 16];
+    return tt_daemon_log_has(&d[i], "duplicate node id", 0) &&
+           metric_of(hport, "\ntokentriage_membership_duplicate_id ") == 1 &&
+           members_json(i, out, sizeof out) == 0 && strstr(out, "\"duplicate_generation\":") &&
+           fleet_json(i, out, sizeof out) == 0 && strstr(out, "\"n_in_doubt\":\"");
+}
+
+/* Two live processes with one node id (issue #17 finding 3): replicas 1 and 2 both claim "k1".
+ * Every view counts the id once, so N is short by one; both claimants must say so, in words an
+ * operator can grep for. */
+Test(fleet, a_duplicate_node_id_is_reported_on_both_claimants, .fini = unlink_rings)
+{
+    for (int i = 0; i < 3; i++)
+        make_ring(i, KEY_A "\n");
+    int port0 = start_pair();
+    char extra[1024];
+    replica_config(2, port0, extra, sizeof extra);
+    char *id = strstr(extra, "node_id: k2");
+    cr_assert_not_null(id);
+    id[strlen("node_id: k")] = '1'; /* a mis-templated config: replica 2 says it is k1 too */
+    cr_assert_eq(tt_daemon_start(&d[2], LIMITS, extra), 0);
+    int hport[3];
+    for (int i = 0; i < 3; i++)
+        hport[i] = bound_port(&d[i], "http listening");
+    bool both = false;
+    struct timespec pause = {0, 100 * 1000000L};
+    for (long long end = tt_now_ms() + 30000; !both && tt_now_ms() < end; nanosleep(&pause, NULL))
+        both = reports_duplicate(1, hport[1]) && reports_duplicate(2, hport[2]);
+    cr_assert(both, "a claimant did not report the duplicate id (replica 1: %d, replica 2: %d)",
+              reports_duplicate(1, hport[1]), reports_duplicate(2, hport[2]));
+    cr_assert_eq(metric_of(hport[0], "\ntokentriage_membership_duplicate_id "), 0,
+                 "replica 0 claims no duplicated id");
+}
