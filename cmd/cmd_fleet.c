@@ -9,12 +9,12 @@
 #include "cmd.h"
 #include "proto.h"
 
-/* The answer's "node" and "n", above the table. */
+/* The answer's "node", "n" and "n_in_doubt", above the table. */
 static void summary(const tt_response_t *r)
 {
     wire_reader_t rd = {.pos = r->raw, .end = r->raw + r->raw_len};
     uint32_t n;
-    proto_str_t node = {"?", 1};
+    proto_str_t node = {"?", 1}, doubt = {"", 0};
     int64_t replicas = 0;
     if (wire_read_map(&rd, &n))
         return;
@@ -26,11 +26,16 @@ static void summary(const tt_response_t *r)
             continue;
         if (wire_str_eq(k, "n") && wire_read_int(&rd, &replicas) == 0)
             continue;
+        if (wire_str_eq(k, "n_in_doubt") && wire_read_str(&rd, &doubt) == 0)
+            continue;
         if (wire_skip(&rd))
             return;
     }
-    printf("node %.*s sees %lld replica%s\n\n", (int)node.len, node.ptr, (long long)replicas,
+    printf("node %.*s sees %lld replica%s\n", (int)node.len, node.ptr, (long long)replicas,
            replicas == 1 ? "" : "s");
+    if (doubt.len) /* the row an operator must not miss */
+        printf("N IN DOUBT: %.*s\n", (int)doubt.len, doubt.ptr);
+    printf("\n");
 }
 
 int cmd_fleet(int argc, char **argv)

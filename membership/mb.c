@@ -200,6 +200,14 @@ static void pump(mb_t *mb)
         if (ev[k].type == SWIM_EV_DOWN) /* N fell by a failure: worth a line */
             log_line("warn", "member %s (generation %llu) declared dead", ev[k].id,
                      (unsigned long long)ev[k].generation);
+        if (ev[k].type == SWIM_EV_DUPLICATE) {
+            char other[80] = "?";
+            mb_duplicate(mb, NULL, other, sizeof other);
+            log_line("error",
+                     "duplicate node id %s: another live process claims it (generation %llu at "
+                     "%s); every view counts the id once, so N is in doubt (short by one)",
+                     ev[k].id, (unsigned long long)ev[k].generation, other);
+        }
         for (int s = 0; s < mb->n_subs; s++)
             mb->subs[s].fn(mb->subs[s].ud, mb, &ev[k]);
     }
@@ -745,6 +753,16 @@ int mb_live_count(const mb_t *mb)
     return swim_live_count(mb->core);
 }
 
+bool mb_duplicate(const mb_t *mb, uint64_t *gen, char *addr, size_t cap)
+{
+    swim_addr_t a;
+    if (!swim_duplicate(mb->core, tt_mono_ns(), gen, &a))
+        return false;
+    if (addr)
+        mb_addr_format(&a, addr, cap);
+    return true;
+}
+
 int mb_set_meta(mb_t *mb, const uint8_t *meta, size_t len)
 {
     int rc = swim_set_meta(mb->core, mb_now(mb), meta, len);
@@ -855,6 +873,12 @@ void mb_metrics_write(const mb_t *mb, void (*emit)(void *ud, const char *line), 
            "# TYPE tokentriage_members_down_total counter\n"
            "tokentriage_members_down_total %llu\n",
            (unsigned long long)c->downs);
+    metric(emit, ud,
+           "# HELP tokentriage_membership_duplicate_id 1 while another live process claims this "
+           "replica's node id (N is short by one).\n"
+           "# TYPE tokentriage_membership_duplicate_id gauge\n"
+           "tokentriage_membership_duplicate_id %d\n",
+           mb_duplicate(mb, NULL, NULL, 0));
     metric(emit, ud,
            "# HELP tokentriage_membership_health_score Lifeguard local health (0 is "
            "healthy).\n# TYPE tokentriage_membership_health_score gauge\n"

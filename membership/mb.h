@@ -51,6 +51,9 @@ size_t mb_member_count(const mb_t *mb);
 int mb_member_get(const mb_t *mb, size_t i, swim_member_view_t *v);
 /* Alive + suspect, self included: the share store's N. */
 int mb_live_count(const mb_t *mb);
+/* Another live process claims our node id (reported by a peer within the last minute): N is
+ * short by one everywhere. Fills the other's generation and "ip:port" (addr may be NULL). */
+bool mb_duplicate(const mb_t *mb, uint64_t *gen, char *addr, size_t cap);
 /* Sets this node's metadata payload (<= SWIM_META_MAX bytes); gossiped with a new version. */
 int mb_set_meta(mb_t *mb, const uint8_t *meta, size_t len);
 /* True once a push-pull completed or a peer reached us; solo: join_timeout passed without. */

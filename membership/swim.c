@@ -101,6 +101,8 @@ typedef struct member {
     uint32_t inc;
     swim_addr_t addr;
     int64_t last_heard, state_since;
+    int64_t gen_since; /* when we adopted this generation */
+    int64_t dup_told;  /* when we last told two claimants of this id of each other; 0 never */
     uint32_t meta_version;
     uint8_t meta_len;
     uint8_t meta[SWIM_META_MAX];
@@ -135,6 +137,12 @@ struct swim_core {
     uint32_t probe_seq;
     int awareness;
     bool joined;
+    struct { /* another process claims our id: the last report of it */
+        bool seen;
+        int64_t at;
+        uint64_t gen;
+        swim_addr_t addr;
+    } dup;
 
     member_t *m; /* m[0] is self */
     size_t n, cap;
@@ -305,10 +313,10 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem)
     return true;
 }
 
-static void emit(swim_core_t *c, swim_event_type_t type, const member_t *m)
+static swim_event_t *emit(swim_core_t *c, swim_event_type_t type, const member_t *m)
 {
     if (!grow((void **)&c->ev, &c->ev_cap, c->n_ev + 1, sizeof *c->ev))
-        return;
+        return NULL;
     if (type == SWIM_EV_DOWN)
         c->ctr.downs++;
     swim_event_t *e = &c->ev[c->n_ev++];
@@ -322,6 +330,7 @@ static void emit(swim_core_t *c, swim_event_type_t type, const member_t *m)
     } else {
         e->id[0] = 0;
     }
+    return e;
 }
 
 static void note_live(swim_core_t *c)
@@ -449,7 +458,7 @@ static int32_t add_member(swim_core_t *c, int64_t now, const char *id, size_t le
     m->hash = swim_id_hash(id, len);
     m->bc_tx = -1;
     m->bc_prev = m->bc_next = -1;
-    m->state_since = m->last_heard = now;
+    m->state_since = m->last_heard = m->gen_since = now;
     m->state = SWIM_ALIVE;
     c->live++;
     index_put(c, i);
@@ -592,8 +601,8 @@ static bool bc_pending(const swim_core_t *c)
  * suspicion told to a suspect, or our own record to a prober that still knows an older
  * generation of us), -1 for none.
  */
-static void send_msg(swim_core_t *c, int64_t now, const swim_addr_t *to, const swim_msg_t *om,
-                     int32_t first)
+static void send_msg_with(swim_core_t *c, int64_t now, const swim_addr_t *to, const swim_msg_t *om,
+                          const swim_update_t *first, int32_t skip)
 {
     size_t cap = SWIM_DATAGRAM_MAX - (c->cfg.nkeys ? SWIM_SEAL_OVERHEAD : SWIM_FRAME_HEAD);
     swim_wbuf_t w = {c->body, 0, cap, false};
@@ -602,15 +611,26 @@ static void send_msg(swim_core_t *c, int64_t now, const swim_addr_t *to, const s
     swim_enc_msg(&w, om);
     size_t at = swim_enc_array_open(&w);
     uint32_t n = 0;
-    if (first >= 0 && put_update(&w, &c->m[first]))
+    if (first) { /* one update (<= SWIM_UPDATE_MAX) always fits after the head */
+        swim_enc_update(&w, first);
         n++;
-    n += fill_updates(c, &w, first);
+    }
+    n += fill_updates(c, &w, skip);
     swim_enc_array_close(&w, at, n);
     if (w.overflow) { /* cannot happen: the head and an app payload fit below the cap */
         c->ctr.tx_overflow++;
         return;
     }
     push_frame(c, to, w.len);
+}
+
+static void send_msg(swim_core_t *c, int64_t now, const swim_addr_t *to, const swim_msg_t *om,
+                     int32_t first)
+{
+    swim_update_t u;
+    if (first >= 0)
+        member_update(&c->m[first], &u);
+    send_msg_with(c, now, to, om, first >= 0 ? &u : NULL, first);
 }
 
 static void send_simple(swim_core_t *c, int64_t now, const swim_addr_t *to, swim_kind_t kind,
@@ -789,11 +809,71 @@ static void declare(swim_core_t *c, int64_t now, int32_t i, swim_state_t s, uint
         emit(c, s == SWIM_LEFT ? SWIM_EV_LEFT : SWIM_EV_DOWN, &c->m[i]);
 }
 
+/* ---- two processes with one id ---- */
+
+/* A report from a peer: another live process claims our id. Emits SWIM_EV_DUPLICATE when it is
+ * news (the first report, or the first after a quiet SWIM_DUPLICATE_HOLD_NS). */
+static void duplicate_reported(swim_core_t *c, int64_t now, const swim_update_t *u)
+{
+    bool news = !c->dup.seen || now - c->dup.at >= SWIM_DUPLICATE_HOLD_NS;
+    c->dup.seen = true;
+    c->dup.at = now;
+    c->dup.gen = u->generation;
+    c->dup.addr = u->addr;
+    swim_event_t *e = news ? emit(c, SWIM_EV_DUPLICATE, &c->m[0]) : NULL;
+    if (e)
+        e->generation = u->generation;
+}
+
+/*
+ * A datagram from member i's id under an older generation than the one we hold live, adopted
+ * more than DUP_SETTLE_NS ago (a killed process sends nothing after its successor appears): two
+ * live processes claim one id, and every view counts it once. Each claimant hears of the other
+ * from us, as an ALIVE record of its own id carrying our id hash in `from` (which an ALIVE record
+ * never carries otherwise), at most once per probe interval.
+ */
+#define DUP_SETTLE_NS (INT64_C(2) * 1000000000)
+
+static void two_claimants(swim_core_t *c, int64_t now, int32_t i, const swim_msg_t *msg,
+                          const swim_addr_t *from)
+{
+    member_t *m = &c->m[i];
+    if (msg->sender_gen >= m->gen || !is_live(m->state) || now - m->gen_since < DUP_SETTLE_NS ||
+        (m->dup_told && now - m->dup_told < c->cfg.probe_interval_ns))
+        return;
+    m->dup_told = now;
+    c->ctr.dup_reports++;
+    swim_msg_t om = {.kind = SWIM_GOSSIP};
+    swim_update_t u;
+    member_update(m, &u);
+    u.state = SWIM_ALIVE;
+    u.from = c->m[0].hash;
+    send_msg_with(c, now, from, &om, &u, -1); /* the older claimant hears of the newer */
+    u.generation = msg->sender_gen;
+    u.incarnation = 0;
+    u.addr = *from;
+    u.meta_len = 0;
+    send_msg_with(c, now, &m->addr, &om, &u, -1); /* and the newer of the older */
+}
+
+bool swim_duplicate(const swim_core_t *c, int64_t now, uint64_t *gen, swim_addr_t *addr)
+{
+    if (!c->dup.seen || now - c->dup.at >= SWIM_DUPLICATE_HOLD_NS)
+        return false;
+    if (gen)
+        *gen = c->dup.gen;
+    if (addr)
+        *addr = c->dup.addr;
+    return true;
+}
+
 /* Applies one claim about a member. Returns nothing: stale claims are simply ignored. */
 static void apply(swim_core_t *c, int64_t now, const swim_update_t *u)
 {
     member_t *self = &c->m[0];
     if (u->id_len == self->id_len && memcmp(u->id, self->id, u->id_len) == 0) {
+        if (u->generation != self->gen && u->state == SWIM_ALIVE && u->from && !self->leaving)
+            duplicate_reported(c, now, u);
         if (u->generation != self->gen || self->leaving)
             return; /* a ghost of an older us, or a newer impostor: ours is the record */
         if (u->state == SWIM_ALIVE ? u->incarnation > self->inc : u->incarnation >= self->inc)
@@ -828,6 +908,7 @@ static void apply(swim_core_t *c, int64_t now, const swim_update_t *u)
         /* a restart: the new generation replaces the old record at once */
         bool was_live = is_live(m->state);
         m->gen = u->generation;
+        m->gen_since = now;
         m->inc = u->incarnation;
         m->rx_any = false;
         copy_alive(m, u);
@@ -1433,6 +1514,8 @@ int swim_receive(swim_core_t *c, int64_t now, const swim_addr_t *from, const uin
     }
     apply_all(c, now, &msg, false); /* first, so an ack carries our refutation */
     note_new_sender(c, &msg, sender);
+    if (sender > 0)
+        two_claimants(c, now, sender, &msg, from);
     const member_t *self = &c->m[0]; /* after apply_all: the table may have moved */
     switch (msg.kind) {
     case SWIM_PING:

@@ -127,6 +127,7 @@ typedef enum swim_event_type {
     SWIM_EV_LEFT,       /* left gracefully */
     SWIM_EV_UPDATE,     /* alive member changed metadata or address */
     SWIM_EV_LIVE_COUNT, /* alive + suspect (self included) changed */
+    SWIM_EV_DUPLICATE,  /* another live process claims our id (its generation in the event) */
 } swim_event_type_t;
 
 typedef struct swim_event {
@@ -162,7 +163,8 @@ typedef struct swim_counters {
     uint64_t tx_overflow; /* datagrams not queued: outbox full */
     uint64_t pushpull_in, pushpull_out;
     uint64_t refutes, suspicions;
-    uint64_t downs; /* live members declared dead in this view (SWIM_EV_DOWN) */
+    uint64_t downs;       /* live members declared dead in this view (SWIM_EV_DOWN) */
+    uint64_t dup_reports; /* two live processes with one id seen here, each told */
 } swim_counters_t;
 
 /* Builds a core; *out is owned by the caller and freed with swim_free. */
@@ -219,6 +221,15 @@ int swim_member_get(const swim_core_t *core, size_t i, swim_member_view_t *v);
 int swim_member_find(const swim_core_t *core, const char *id, swim_member_view_t *v);
 /* Alive + suspect, self included (the share store's N). */
 int swim_live_count(const swim_core_t *core);
+/*
+ * Two processes with one node id: peers that hear from both tell each of them of the other, so
+ * each claimant learns it (N is short by one, since everyone counts the id once). True while
+ * such a report came within the last SWIM_DUPLICATE_HOLD_NS; *gen and *addr are the other
+ * claimant's (either may be NULL).
+ */
+#define SWIM_DUPLICATE_HOLD_NS (INT64_C(60) * 1000000000)
+bool swim_duplicate(const swim_core_t *core, int64_t now, uint64_t *gen, swim_addr_t *addr);
+
 /* The Lifeguard local-health score, 0 (healthy) .. awareness_max - 1. */
 int swim_health(const swim_core_t *core);
 

@@ -56,6 +56,7 @@ typedef struct daemon {
     st_node_t *state;      /* the state directory, when server.state_dir is set */
     char (*addrs)[64];     /* the members answer's address strings */
     size_t addrs_cap;
+    char doubt[400]; /* the last n_in_doubt text */
 } daemon_t;
 
 /* Logs every finding of a load or an arm, errors and warnings alike. */
@@ -275,8 +276,26 @@ static size_t members_rows(void *ud, proto_member_t *rows, size_t cap, int64_t *
             .last_heard_ms = v.self ? 0 : (now - v.last_heard_ns) / 1000000,
             .self = v.self,
         };
+        if (v.self)
+            mb_duplicate(d->mb, &rows[i].duplicate_generation, NULL, 0);
     }
     return cap;
+}
+
+/* `fleet`'s n_in_doubt: another live process claims our node id, so every view counts the two
+ * of us once. */
+static const char *n_doubt(void *ud)
+{
+    daemon_t *d = ud;
+    uint64_t gen;
+    char addr[80];
+    if (!mb_duplicate(d->mb, &gen, addr, sizeof addr))
+        return NULL;
+    snprintf(d->doubt, sizeof d->doubt,
+             "duplicate node id %s: another live process (generation %llu at %s) claims it; "
+             "N counts the two once",
+             d->cfg->share.node_id, (unsigned long long)gen, addr);
+    return d->doubt;
 }
 
 static void metrics_line(void *ud, const char *line)
@@ -443,6 +462,7 @@ static int start(daemon_t *d)
             return EX_CONFIG_;
         }
         srv_set_members(d->srv, members_rows, d);
+        srv_set_doubt(d->srv, n_doubt, d);
         srv_metrics_add_source(d->metrics, membership_metrics, d);
         if (share_node_new(&d->share, &d->cfg->share, tt_wall_ns()) ||
             share_node_attach(d->share, &d->loop, d->mb)) {

@@ -185,7 +185,8 @@ static void fleet(srv_conn_t *c, uint64_t seq)
         };
     }
     proto_out_t *out = srv__answer_buf(c);
-    if (!out || proto_enc_fleet(out, seq, s->node, replicas, rows, (uint32_t)n))
+    const char *doubt = s->doubt ? s->doubt(s->doubt_ud) : NULL;
+    if (!out || proto_enc_fleet(out, seq, s->node, replicas, doubt, rows, (uint32_t)n))
         srv__fail(c);
 }
 
@@ -193,6 +194,12 @@ void srv_set_members(srv_t *s, srv_members_fn fn, void *ud)
 {
     s->members = fn;
     s->members_ud = ud;
+}
+
+void srv_set_doubt(srv_t *s, srv_doubt_fn fn, void *ud)
+{
+    s->doubt = fn;
+    s->doubt_ud = ud;
 }
 
 /* The members membership knows; without membership, the replica knows itself alone. */

@@ -73,6 +73,9 @@ void srv_set_ready(srv_t *s, srv_ready_fn fn, void *ud);
  * (alive + suspect, self included). Without one the replica knows itself alone. */
 typedef size_t (*srv_members_fn)(void *ud, proto_member_t *rows, size_t cap, int64_t *live);
 void srv_set_members(srv_t *s, srv_members_fn fn, void *ud);
+/* Why the fleet's N may be wrong (a duplicate node id), for `fleet`; NULL when it is not. */
+typedef const char *(*srv_doubt_fn)(void *ud);
+void srv_set_doubt(srv_t *s, srv_doubt_fn fn, void *ud);
 
 /* Stops listening, removes the socket file and closes every connection (their leases are
  * released). The handles close on the loop: run it until it is empty, then srv_free(). */

@@ -63,6 +63,8 @@ struct srv {
     void *ready_ud;
     srv_members_fn members; /* membership's member list; NULL: self alone */
     void *members_ud;
+    srv_doubt_fn doubt; /* NULL: N is never in doubt */
+    void *doubt_ud;
     srv_conn_t *conns;
     unsigned nconns;
     uint64_t next_conn_id;

@@ -557,17 +557,22 @@ int proto_enc_error(proto_out_t *out, uint64_t seq, const char *code, const char
 struct fleet_head {
     const char *node;
     int64_t n;
+    const char *doubt;
 };
 
 static void fleet_body(proto_out_t *out, uint64_t seq, const void *ctx,
                        const proto_fleet_limit_t *rows, uint32_t nrows, bool truncated)
 {
     const struct fleet_head *h = ctx;
-    open_answer(out, 5, seq);
+    open_answer(out, 5 + (h->doubt != NULL), seq);
     W_KEY(out, "node");
     w_cstr(out, h->node);
     W_KEY(out, "n");
     w_int(out, h->n);
+    if (h->doubt) {
+        W_KEY(out, "n_in_doubt");
+        w_cstr(out, h->doubt);
+    }
     W_KEY(out, "truncated");
     w_bool(out, truncated);
     W_KEY(out, "limits");
@@ -638,7 +643,7 @@ static void members_body(proto_out_t *out, uint64_t seq, const void *ctx,
     w_array(out, nrows);
     for (uint32_t i = 0; i < nrows; i++) {
         const proto_member_t *m = &rows[i];
-        w_map(out, 7);
+        w_map(out, 7 + (m->duplicate_generation != 0));
         W_KEY(out, "id");
         w_pstr(out, m->id);
         W_KEY(out, "address");
@@ -653,6 +658,10 @@ static void members_body(proto_out_t *out, uint64_t seq, const void *ctx,
         w_int(out, m->last_heard_ms);
         W_KEY(out, "self");
         w_bool(out, m->self);
+        if (m->duplicate_generation) {
+            W_KEY(out, "duplicate_generation");
+            w_uint(out, m->duplicate_generation);
+        }
     }
 }
 
@@ -675,10 +684,10 @@ static void members_body(proto_out_t *out, uint64_t seq, const void *ctx,
         return done(out, start_);                                                                  \
     } while (0)
 
-int proto_enc_fleet(proto_out_t *out, uint64_t seq, const char *node, int64_t n,
+int proto_enc_fleet(proto_out_t *out, uint64_t seq, const char *node, int64_t n, const char *doubt,
                     const proto_fleet_limit_t *rows, uint32_t nrows)
 {
-    const struct fleet_head head = {node, n};
+    const struct fleet_head head = {node, n, doubt};
     FIT_ROWS(out, seq, &head, rows, nrows, fleet_body);
 }
 

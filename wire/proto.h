@@ -177,6 +177,8 @@ typedef struct proto_member {
     uint64_t generation;
     int64_t last_heard_ms; /* milliseconds ago; 0 for self */
     bool self;
+    /* self only: another live process claims this id (its generation); 0: none, not sent */
+    uint64_t duplicate_generation;
 } proto_member_t;
 
 /* Response encoders: each appends one whole message to out. Return 0 or -1 (out->failed). */
@@ -185,7 +187,8 @@ int proto_enc_settled(proto_out_t *out, uint64_t seq, int64_t settled);
 int proto_enc_released(proto_out_t *out, uint64_t seq, bool released);
 int proto_enc_pong(proto_out_t *out, uint64_t seq, const char *version);
 int proto_enc_error(proto_out_t *out, uint64_t seq, const char *code, const char *message);
-int proto_enc_fleet(proto_out_t *out, uint64_t seq, const char *node, int64_t n,
+/* doubt: why n may be wrong ("duplicate node id ..."), sent as n_in_doubt; NULL: not sent. */
+int proto_enc_fleet(proto_out_t *out, uint64_t seq, const char *node, int64_t n, const char *doubt,
                     const proto_fleet_limit_t *rows, uint32_t nrows);
 int proto_enc_members(proto_out_t *out, uint64_t seq, int64_t live, const proto_member_t *rows,
                       uint32_t nrows);

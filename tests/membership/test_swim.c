@@ -416,3 +416,32 @@ Test(swim, a_newcomer_ignores_a_suspicion_about_a_member_it_never_knew)
         sim_free(s);
     }
 }
+
+Test(swim, a_report_of_another_process_with_our_id_is_a_duplicate_and_stale_gossip_is_not)
+{
+    int64_t now = INT64_C(1700000000) * SIM_S;
+    swim_core_t *c = lone_core("rx", now);
+    swim_update_t u = {.state = SWIM_ALIVE,
+                       .id = "rx",
+                       .id_len = 2,
+                       .generation = 9,
+                       .addr = {.family = 4, .port = 7946, .ip = {10, 0, 0, 9}}};
+    /* an older or newer generation of us in plain gossip: a predecessor's ghost, no report */
+    cr_assert_eq(claim(c, now, 1, &u, 1), 0);
+    cr_assert_not(swim_duplicate(c, now, NULL, NULL));
+    u.from = 0x5eed; /* a peer's report: it hears from both of us */
+    cr_assert_eq(claim(c, now, 2, &u, 1), 0);
+    uint64_t gen = 0;
+    cr_assert(swim_duplicate(c, now, &gen, NULL));
+    cr_assert_eq(gen, 9);
+    size_t n;
+    const swim_event_t *ev = swim_events(c, &n);
+    bool told = false;
+    for (size_t k = 0; k < n; k++)
+        told |= ev[k].type == SWIM_EV_DUPLICATE && ev[k].generation == 9;
+    cr_assert(told, "no SWIM_EV_DUPLICATE");
+    cr_assert(swim_duplicate(c, now + SWIM_DUPLICATE_HOLD_NS - 1, NULL, NULL));
+    cr_assert_not(swim_duplicate(c, now + SWIM_DUPLICATE_HOLD_NS, NULL, NULL), "it lapses");
+    cr_assert_eq(swim_live_count(c), 1, "the report changes no count");
+    swim_free(c);
+}
