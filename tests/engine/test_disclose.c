@@ -107,3 +107,148 @@ Test(disclose, an_admitted_steps_remaining_equals_the_unit_probe_on_its_new_stat
     }
     cr_assert_gt(checked, 10000);
 }
+
+/* ---- what the engine discloses, decision by decision ----------------------------------------- */
+
+/* N replicas, equal division: the share store's effective limiter (SPEC §3, §6). */
+static int third_share(void *ctx, const cfg_limit_t *l, int64_t now, ra_limiter_t *out, bool *armed)
+{
+    (void)ctx, (void)now;
+    *armed = true;
+    return ra_limiter_effective(&l->limiter, 1, 3, cfg_type_unit(l->type), out);
+}
+
+static gov_engine_t *engine_of(cfg_limit_t *l, cfg_store_t store)
+{
+    l->store = store;
+    gov_engine_t *e = mk_engine(l, 1, true);
+    static const gov_share_ops_t three = {.limiter = third_share};
+    if (store == CFG_STORE_SHARE)
+        gov_engine_set_share(e, &three, NULL);
+    return e;
+}
+
+/* Decides until the first denial (at most 100 tries, all at `now`) and returns it. */
+static gov_result_t first_denial(gov_engine_t *e, const gov_subject_t *s, int64_t tokens,
+                                 int64_t now)
+{
+    for (int i = 0; i < 100; i++) {
+        gov_result_t r = decide(e, s, tokens, now);
+        if (r.verdict == GOV_DENY)
+            return r;
+    }
+    cr_assert_fail("never denied");
+    return (gov_result_t){0};
+}
+
+static int64_t param(const char *v, const char *name)
+{
+    const char *p = v ? strstr(v, name) : NULL;
+    cr_assert_not_null(p, "%s has no %s", v, name);
+    return atoll(p + strlen(name));
+}
+
+/*
+ * The draft's t is the effective window: the time within which the caller can use no more than
+ * r. With r = 0 that is when one unit fits again, the same moment a one-unit retry names; the
+ * draft asks that Retry-After not point before it. 5/1m burst 3: T = 12 s, tau = 36 s.
+ */
+Test(disclose, a_denial_tells_t_and_retry_after_alike)
+{
+    const struct {
+        cfg_limit_t l;
+        cfg_store_t store;
+        int64_t tokens, t, retry;
+    } cases[] = {
+        {rpm("key_rpm", "key", 5, 60 * S, 3), CFG_STORE_LOCAL, GOV_NO_TOKENS, 12, 12},
+        {mk_limit("key_rpm", "key", CFG_TYPE_RPM, RA_TOKEN_BUCKET, 5, 60 * S, 3), CFG_STORE_LOCAL,
+         GOV_NO_TOKENS, 12, 12},
+        /* N = 3, burst 6: T_s = 36 s, tau_s = 72 s, two at once, the next in 36 s */
+        {rpm("key_rpm", "key", 5, 60 * S, 6), CFG_STORE_SHARE, GOV_NO_TOKENS, 36, 36},
+        /* 60000/1m (T = 1 ms) burst 16384 drained, 5000 tokens: the next token in 1 ms, the
+         * cost fits in 5 s; t = 1 <= Retry-After = 5 */
+        {tpm("key_tpm", "key", 60000, 60 * S, 16384), CFG_STORE_LOCAL, 5000, 1, 5},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cfg_limit_t l = cases[i].l;
+        gov_engine_t *e = engine_of(&l, cases[i].store);
+        gov_subject_t s;
+        subj(&s, "key", "k", NULL);
+        if (l.type == CFG_TYPE_TPM)
+            cr_assert(decide(e, &s, 16384, T0).admit);
+        gov_result_t r = first_denial(e, &s, cases[i].tokens, T0);
+        const char *rl = hdr(&r, "RateLimit");
+        cr_assert_eq(param(rl, ";r="), 0, "case %zu: %s", i, rl);
+        cr_assert_eq(param(rl, ";t="), cases[i].t, "case %zu: %s", i, rl);
+        cr_assert_eq(atoll(hdr(&r, "Retry-After")), cases[i].retry, "case %zu", i);
+        gov_engine_destroy(e);
+    }
+}
+
+/* With r > 0, t is when r + 1 units are there: within it, no more than r. */
+Test(disclose, t_is_the_time_until_remaining_grows)
+{
+    cfg_limit_t l = rpm("key_rpm", "key", 5, 60 * S, 3);
+    gov_engine_t *e = engine_of(&l, CFG_STORE_LOCAL);
+    gov_subject_t s;
+    subj(&s, "key", "k", NULL);
+    gov_result_t r = decide(e, &s, GOV_NO_TOKENS, T0);
+    r = decide(e, &s, GOV_NO_TOKENS, T0 + 5 * S); /* TAT = T0 + 24 s: 1 left, a 2nd at T0 + 12 s */
+    cr_assert_str_eq(hdr(&r, "RateLimit"), "\"key_rpm\";r=1;t=7");
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Reset-Requests"), "19s", "full again at T0 + 24 s");
+    gov_engine_destroy(e);
+}
+
+/* The draft's default quota unit is requests: a tpm policy must say it counts tokens. */
+Test(disclose, a_tpm_policy_names_its_unit)
+{
+    cfg_limit_t ls[] = {tpm("team_tpm", "team", 1000000, 60 * S, 100000),
+                        rpm("team_rpm", "team", 300, 60 * S, 300)};
+    gov_engine_t *e = mk_engine(ls, 2, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    gov_result_t r = decide(e, &s, 50000, T0);
+    cr_assert_str_eq(hdr(&r, "Ratelimit-Policy"), "\"team_tpm\";q=1000000;qu=\"tokens\";w=60");
+    r = decide(e, &s, 0, T0 + 3600 * S); /* the rpm limit is the tighter one now */
+    cr_assert_str_eq(hdr(&r, "Ratelimit-Policy"), "\"team_rpm\";q=300;w=60");
+    gov_engine_destroy(e);
+}
+
+/* The draft's w is whole seconds: 3 per 1500 ms is 6 per 3 s, exactly; resets are exact too. */
+Test(disclose, periods_that_are_not_whole_seconds_are_advertised_exactly)
+{
+    cfg_limit_t ls[] = {rpm("sub", "key", 3, 1500 * S / 1000, 3),
+                        rpm("quick", "team", 5, 250 * S / 1000, 5)};
+    gov_engine_t *e = mk_engine(ls, 2, true);
+    gov_subject_t s;
+    subj(&s, "key", "k", NULL);
+    gov_result_t r = decide(e, &s, GOV_NO_TOKENS, T0);
+    cr_assert_str_eq(hdr(&r, "Ratelimit-Policy"), "\"sub\";q=6;w=3");
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Reset-Requests"), "500ms");
+    decide(e, &s, GOV_NO_TOKENS, T0);
+    decide(e, &s, GOV_NO_TOKENS, T0);
+    r = decide(e, &s, GOV_NO_TOKENS, T0 + 100 * S / 1000);
+    cr_assert_eq(r.verdict, GOV_DENY);
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Reset-Requests"), "1.4s");
+    subj(&s, "team", "t", NULL);
+    r = decide(e, &s, GOV_NO_TOKENS, T0);
+    cr_assert_str_eq(hdr(&r, "Ratelimit-Policy"), "\"quick\";q=20;w=1");
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Reset-Requests"), "50ms");
+    gov_engine_destroy(e);
+}
+
+/* A share replica discloses the quota it enforces, on the scale of the remaining it shows. */
+Test(disclose, a_share_replica_discloses_its_own_share)
+{
+    cfg_limit_t l = rpm("fleet_rpm", "team", 300, 60 * S, 60);
+    gov_engine_t *e = engine_of(&l, CFG_STORE_SHARE);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    /* N = 3: T_s = 600 ms, 100 a minute here; tau 12 s: 20 units of depth, one spent */
+    gov_result_t r = decide(e, &s, GOV_NO_TOKENS, T0);
+    cr_assert_str_eq(hdr(&r, "Ratelimit-Policy"), "\"fleet_rpm\";q=100;w=60");
+    cr_assert_str_eq(hdr(&r, "RateLimit"), "\"fleet_rpm\";r=19;t=1");
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Limit-Requests"), "100");
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Remaining-Requests"), "19");
+    gov_engine_destroy(e);
+}

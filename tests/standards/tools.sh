@@ -1,0 +1,50 @@
+# Sourced by the tests that check tokentriage with other people's tools. Each function installs
+# its tool into a cache under the build tree (CI starts from a fresh machine), is quick on
+# re-runs, serialises concurrent tests on a lock, and exits 77 (ctest's skip) with a message
+# only when the tool cannot be had at all.
+
+TT_SF_PARSER=structured-headers@2.1.0 # RFC 9651 (and 8941) Structured Field Values, node >= 18
+
+tt_tools_skip() { echo "SKIP: $*" >&2; exit 77; }
+
+# tt_promtool CACHE_DIR: sets PROMTOOL. The one on PATH, else the one in Debian's prometheus
+# package, unpacked (not installed: that would set up a Prometheus service) into the cache.
+tt_promtool() {
+  local cache=$1
+  PROMTOOL=$(command -v promtool || true)
+  [ -n "$PROMTOOL" ] && return 0
+  PROMTOOL="$cache/promtool/usr/bin/promtool"
+  mkdir -p "$cache"
+  exec 9>"$cache/.lock-promtool"
+  flock 9
+  if [ ! -x "$PROMTOOL" ]; then
+    local tmp; tmp=$(mktemp -d)
+    # (the package lists may be missing on a fresh machine: update them once and retry)
+    (cd "$tmp" && { apt-get download -qq prometheus || { apt-get update -qq && apt-get download -qq prometheus; }; } >/dev/null 2>&1) \
+      || { rm -rf "$tmp"; tt_tools_skip "promtool not on PATH and apt-get download prometheus failed"; }
+    dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x"
+    mkdir -p "$cache/promtool/usr/bin" && mv "$tmp/x/usr/bin/promtool" "$PROMTOOL"
+    rm -rf "$tmp"
+  fi
+  flock -u 9
+}
+
+# tt_sf_parser CACHE_DIR: sets SF_NODE_PATH, the node_modules folder holding npm's
+# structured-headers (nodejs and npm come from scripts/deps.sh).
+tt_sf_parser() {
+  local cache=$1/sf
+  command -v node >/dev/null || tt_tools_skip "node not found (Debian: nodejs)"
+  command -v npm >/dev/null || tt_tools_skip "npm not found (Debian: npm)"
+  mkdir -p "$cache"
+  exec 8>"$cache/.lock"
+  flock 8
+  if [ ! -f "$cache/.stamp-$TT_SF_PARSER" ]; then
+    echo "installing $TT_SF_PARSER into $cache" >&2
+    npm install --prefix "$cache" --no-audit --no-fund --no-package-lock --no-save \
+      --loglevel=error "$TT_SF_PARSER" >&2 \
+      || tt_tools_skip "npm could not install $TT_SF_PARSER (registry unreachable?)"
+    touch "$cache/.stamp-$TT_SF_PARSER"
+  fi
+  flock -u 8
+  SF_NODE_PATH="$cache/node_modules"
+}
