@@ -66,6 +66,29 @@ static inline int cfg_type_is_rate(cfg_type_t t)
     return t == CFG_TYPE_RPM || t == CFG_TYPE_TPM;
 }
 
+/* The largest Integer an RFC 9651 Structured Field carries: 15 decimal digits. The numbers a
+ * disclosed limit's RateLimit-Policy and RateLimit headers carry must fit it (validate checks). */
+#define CFG_SF_INT_MAX INT64_C(999999999999999)
+
+/*
+ * The window RateLimit-Policy advertises for a period, exactly. The draft's `w` is whole
+ * seconds, so a period that is not is advertised over the shortest whole-second window holding
+ * a whole number of periods: w_s seconds = `scale` periods, and q = amount x scale (1500 ms:
+ * w=3, scale 2; 250 ms: w=1, scale 4; 1m: w=60, scale 1). Durations are whole milliseconds,
+ * so scale <= 1000.
+ */
+static inline void cfg_policy_window(int64_t period_ns, int64_t *w_s, int64_t *scale)
+{
+    int64_t a = period_ns, b = RA_NS_PER_S;
+    while (b) { /* gcd(period, 1 s) */
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    *w_s = period_ns / a;
+    *scale = RA_NS_PER_S / a;
+}
+
 /* The cost that must always fit a limit of this type: 1 request, or a max-token reserve. */
 static inline int64_t cfg_type_unit(cfg_type_t t)
 {

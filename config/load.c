@@ -963,6 +963,52 @@ static void load_attach(struct ctx *c, const cfg_node_t *n, const char *path, cf
     }
 }
 
+/* The decimal digits of v, in a static buffer (for one message at a time). */
+static const char *u128_str(unsigned __int128 v)
+{
+    static char buf[40];
+    char *p = buf + sizeof(buf) - 1;
+    *p = '\0';
+    do
+        *--p = (char)('0' + (int)(v % 10));
+    while ((v /= 10));
+    return p;
+}
+
+/*
+ * A disclosed limit's headers carry its amount (q, times the window's scale: cfg_policy_window)
+ * and its remaining (r, at most burst for gcra and token_bucket, amount for the windows) as
+ * Structured Field Integers, which have at most 15 digits: a limit they cannot carry is refused
+ * here rather than disclosed as a header every parser rejects. Redis limits are never disclosed.
+ */
+static void check_disclosable(struct ctx *c, const cfg_node_t *m, const char *base,
+                              const cfg_limit_t *l)
+{
+    char path[PATH_SIZE];
+    if (!c->cfg->disclose_limits || !cfg_type_is_rate(l->type) || l->store == CFG_STORE_REDIS ||
+        l->amount <= 0 || l->period_ns <= 0)
+        return;
+    int64_t w, scale, q;
+    cfg_policy_window(l->period_ns, &w, &scale);
+    bool reads_burst = l->algorithm == RA_GCRA || l->algorithm == RA_TOKEN_BUCKET;
+    if (__builtin_mul_overflow(l->amount, scale, &q) || q > CFG_SF_INT_MAX) {
+        char scaled[96] = "";
+        if (scale > 1) /* at most 1000 x INT64_MAX: 128 bits hold it */
+            snprintf(scaled, sizeof(scaled), " per %lldms is advertised as q=%s per w=%llds,",
+                     (long long)(l->period_ns / 1000000),
+                     u128_str((unsigned __int128)l->amount * (unsigned __int128)scale),
+                     (long long)w);
+        err(c, join(path, base, "amount"), at(m, "amount"),
+            "%lld%s more than a RateLimit-Policy header can carry (q is an RFC 9651 Integer: at "
+            "most %lld); lower it, or set governance.keys.disclose_limits: false",
+            (long long)l->amount, scale > 1 ? scaled : " is", (long long)CFG_SF_INT_MAX);
+    } else if (reads_burst && l->burst > CFG_SF_INT_MAX)
+        err(c, join(path, base, "burst"), at(m, "burst"),
+            "%lld is more than a RateLimit header can carry (r, up to burst, is an RFC 9651 "
+            "Integer: at most %lld); lower it, or set governance.keys.disclose_limits: false",
+            (long long)l->burst, (long long)CFG_SF_INT_MAX);
+}
+
 static void load_limit(struct ctx *c, const cfg_node_t *n, const char *base, cfg_limit_t *l)
 {
     char path[PATH_SIZE];
@@ -1001,6 +1047,7 @@ static void load_limit(struct ctx *c, const cfg_node_t *n, const char *base, cfg
     load_store(c, m, base, l, type_ok);
     if ((v = at(m, "posture")))
         load_posture(c, v, join(path, base, "posture"), &l->posture);
+    check_disclosable(c, m, base, l);
 }
 
 static const char *const governance_keys[] = {"keys", "limits", NULL};

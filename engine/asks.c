@@ -27,7 +27,7 @@ static void asks_step(gov_engine_t *e, probe_t *q, bool charge, int64_t now, int
         q->state = *state; /* what the denial reports and disclosure observes */
         gov_obs_t o = gov__observe(q, false, now);
         q->r.remaining = o.remaining;
-        q->r.reset_after_s = o.reset_s;
+        q->r.reset_after_s = (o.reset_ms + 999) / 1000; /* ceil_s: reset_ms is rounded up */
         q->r.retry_after_s = ra_step(&q->lim, q->state, now, 1).retry_after_s;
     }
 }

@@ -49,20 +49,10 @@ int64_t gov__depth_of(const ra_limiter_t *lim)
  */
 gov_obs_t gov__observe(const probe_t *p, bool committed, int64_t now)
 {
-    const ra_limiter_t *lim = &p->lim;
     int64_t state = committed ? p->r.next_state : p->state;
-    gov_obs_t o = {.limit = &p->l->cfg, .depth = gov__depth_of(lim)};
-    o.remaining = committed ? p->r.remaining : ra_observe_remaining(lim, state, now);
-    if (lim->algorithm == RA_GCRA || lim->algorithm == RA_TOKEN_BUCKET) {
-        int64_t ahead;
-        o.reset_s =
-            __builtin_sub_overflow(state, now, &ahead) ? INT64_MAX / RA_NS_PER_S : ra_ceil_s(ahead);
-    } else {
-        int64_t into = now % lim->period_ns;
-        if (into < 0)
-            into += lim->period_ns;
-        o.reset_s = ra_ceil_s(lim->period_ns - into);
-    }
+    gov_obs_t o = {.limit = &p->l->cfg};
+    o.remaining = committed ? p->r.remaining : ra_observe_remaining(&p->lim, state, now);
+    gov_obs_fill(&o, &p->lim, state, now);
     return o;
 }
 
@@ -156,6 +146,8 @@ void gov__decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, i
         if (gov_obs_tighter(&o, by_type))
             *by_type = o;
     }
+    if (deny && deny->observed) /* RateLimit speaks of the limit Retry-After comes from */
+        best = gov__observe(deny, false, now);
     gov_disclose(out, &best, &rpm, &tpm, retry);
 }
 

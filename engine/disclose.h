@@ -1,6 +1,7 @@
 /*
  * Disclosure: the rate headers a caller hands back to its own client (SPEC §5). Internal to
- * the engine; pure formatting, no allocation.
+ * the engine; pure formatting, no allocation. docs/engine.md ("Disclosure") says what each
+ * number means and why; tests/vectors/headers.txt is the table every renderer must match.
  */
 #ifndef TT_ENGINE_DISCLOSE_H
 #define TT_ENGINE_DISCLOSE_H
@@ -9,11 +10,22 @@
 
 /* One limit's observation: what a non-committing unit probe reads after the decision. */
 typedef struct gov_obs {
-    const cfg_limit_t *limit; /* NULL: nothing observed */
+    const cfg_limit_t *limit; /* NULL: nothing observed; id, type and period are read here */
+    int64_t quota;            /* units per period of the limiter in force: the amount, or for
+                                 a share limit this replica's share of it (docs/share.md) */
     int64_t remaining;        /* ra_observe_remaining on the state after the decision */
-    int64_t reset_s;          /* whole seconds until the key is as a fresh one */
+    int64_t window_s;         /* RateLimit t: whole seconds (rounded up) until `remaining`
+                                 next grows; with remaining 0, until one unit fits again */
+    int64_t reset_ms;         /* milliseconds (rounded up) until the key is as a fresh one */
     int64_t depth;            /* burst (tau / T of the limiter in force) or window amount */
 } gov_obs_t;
+
+/*
+ * Fills quota, window_s, reset_ms and depth of `o` for a limit whose limiter in force is `lim`
+ * (the share store's effective one, or cfg->limiter) and whose state after the decision is
+ * `state`, at `now`. limit and remaining are the caller's.
+ */
+void gov_obs_fill(gov_obs_t *o, const ra_limiter_t *lim, int64_t state, int64_t now);
 
 /* True when a is tighter than b: lower remaining / depth (exact, 128-bit cross products). */
 bool gov_obs_tighter(const gov_obs_t *a, const gov_obs_t *b);
@@ -21,12 +33,14 @@ bool gov_obs_tighter(const gov_obs_t *a, const gov_obs_t *b);
 /*
  * Writes the headers into out->headers: Ratelimit-Policy and RateLimit for `tight`, the
  * X-Ratelimit-*-Requests trio for `rpm`, the -Tokens trio for `tpm` (each skipped when its
- * limit is NULL), then Retry-After when `retry_after_s` >= 0.
+ * limit is NULL), then Retry-After when `retry_after_s` >= 0: the larger of it and tight's t,
+ * so that Retry-After never points before the end of the effective window it accompanies.
  */
 void gov_disclose(gov_result_t *out, const gov_obs_t *tight, const gov_obs_t *rpm,
                   const gov_obs_t *tpm, int64_t retry_after_s);
 
-/* A Go-style duration of whole seconds: 0s, 59s, 1m0s, 6m0s, 1h0m0s. Returns the length. */
-size_t gov_go_duration(char *buf, size_t size, int64_t seconds);
+/* A Go-style duration (time.Duration's String) of whole milliseconds: 0s, 250ms, 1s, 1.5s,
+ * 1m0s, 6m0.25s, 1h0m0s. Negative reads as 0s. Returns the length. */
+size_t gov_go_duration(char *buf, size_t size, int64_t ms);
 
 #endif

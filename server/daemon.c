@@ -217,12 +217,13 @@ static void engine_metrics(proto_out_t *out, void *ud)
         "# HELP tokentriage_counters_reclaimed_total Idle counters forgotten.\n"
         "# TYPE tokentriage_counters_reclaimed_total counter\n"
         "tokentriage_counters_reclaimed_total %llu\n"
-        "# HELP tokentriage_counter_cap_hits_total New counters refused at the cap.\n"
-        "# TYPE tokentriage_counter_cap_hits_total counter\n"
-        "tokentriage_counter_cap_hits_total %llu\n"
-        "# HELP tokentriage_counter_table_bytes Memory of the counter table.\n"
-        "# TYPE tokentriage_counter_table_bytes gauge\n"
-        "tokentriage_counter_table_bytes %llu\n"
+        /* no "counter" in a name: promtool's lint refuses it (the old names: docs/operators.md) */
+        "# HELP tokentriage_table_cap_hits_total New counters refused at the cap.\n"
+        "# TYPE tokentriage_table_cap_hits_total counter\n"
+        "tokentriage_table_cap_hits_total %llu\n"
+        "# HELP tokentriage_table_bytes Memory of the counter table.\n"
+        "# TYPE tokentriage_table_bytes gauge\n"
+        "tokentriage_table_bytes %llu\n"
         "# HELP tokentriage_leases Concurrency leases held.\n"
         "# TYPE tokentriage_leases gauge\ntokentriage_leases %llu\n",
         (unsigned long long)g.counters_max, (unsigned long long)g.counters_reclaimed,

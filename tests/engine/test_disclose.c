@@ -1,21 +1,120 @@
-/* The rate headers, formatted directly from observations. */
+/*
+ * The rate headers: the renderer against the shared vector table (tests/vectors/headers.txt),
+ * and what the engine observes for each kind of limit.
+ */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "helpers.h"
 
-Test(disclose, go_durations_read_like_go)
+#define VECTORS TT_SOURCE_DIR "/tests/vectors/headers.txt"
+
+/* One case of the table: the renderer's inputs and the headers it must write. */
+typedef struct vec_case {
+    char name[64];
+    int line;
+    cfg_limit_t limit;          /* id, type and period: all the renderer reads of a limit */
+    gov_obs_t policy, req, tok; /* .limit NULL when the line is absent */
+    int64_t retry;              /* -1: no retry line */
+    int n_want;
+    char want[GOV_HEADERS_MAX + 1][2][GOV_HEADER_VALUE_MAX + 1];
+} vec_case_t;
+
+static int64_t num(const char *s, int line)
 {
-    char b[32];
-    const struct {
-        int64_t s;
-        const char *want;
-    } cases[] = {{0, "0s"},     {1, "1s"},         {59, "59s"},      {60, "1m0s"},
-                 {360, "6m0s"}, {3599, "59m59s"},  {3600, "1h0m0s"}, {3661, "1h1m1s"},
-                 {-5, "0s"},    {90000, "25h0m0s"}};
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        gov_go_duration(b, sizeof(b), cases[i].s);
-        cr_assert_str_eq(b, cases[i].want, "%lld s", (long long)cases[i].s);
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    cr_assert(s[0] && !*end && errno == 0, "headers.txt:%d: bad number \"%s\"", line, s);
+    return v;
+}
+
+static void read_obs(gov_obs_t *o, const cfg_limit_t *l, char **f, int line)
+{
+    *o = (gov_obs_t){.limit = l, .quota = num(f[0], line), .remaining = num(f[1], line)};
+    o->reset_ms = num(f[2], line);
+}
+
+/* Reads the next case into c; false at the end of the file. */
+static bool next_case(FILE *in, vec_case_t *c, int *line)
+{
+    char buf[512];
+    bool started = false;
+    memset(c, 0, sizeof(*c));
+    c->retry = -1;
+    while (fgets(buf, sizeof(buf), in)) {
+        ++*line;
+        buf[strcspn(buf, "\n")] = '\0';
+        if (buf[0] == '#')
+            continue;
+        if (!buf[0]) {
+            if (started)
+                return true;
+            continue;
+        }
+        if (buf[0] == '>') {
+            cr_assert(started && c->n_want <= GOV_HEADERS_MAX, "headers.txt:%d", *line);
+            char *colon = strstr(buf, ": ");
+            cr_assert(buf[1] == ' ' && colon, "headers.txt:%d: want \"> Name: value\"", *line);
+            *colon = '\0';
+            cr_assert_lt(strlen(colon + 2), sizeof(c->want[0][1]), "headers.txt:%d", *line);
+            snprintf(c->want[c->n_want][0], sizeof(c->want[0][0]), "%.64s", buf + 2);
+            snprintf(c->want[c->n_want][1], sizeof(c->want[0][1]), "%.160s", colon + 2);
+            c->n_want++;
+            continue;
+        }
+        char *f[8] = {0};
+        int n = 0;
+        for (char *t = strtok(buf, " "); t && n < 8; t = strtok(NULL, " "))
+            f[n++] = t;
+        if (strcmp(f[0], "case") == 0 && n == 2) {
+            started = true;
+            c->line = *line;
+            snprintf(c->name, sizeof(c->name), "%s", f[1]);
+        } else if (strcmp(f[0], "policy") == 0 && n == 7) {
+            snprintf(c->limit.id, sizeof(c->limit.id), "%s", f[1]);
+            cr_assert(strcmp(f[2], "rpm") == 0 || strcmp(f[2], "tpm") == 0, "headers.txt:%d",
+                      *line);
+            c->limit.type = f[2][0] == 't' ? CFG_TYPE_TPM : CFG_TYPE_RPM;
+            c->limit.period_ns = num(f[3], *line) * (S / 1000);
+            c->policy = (gov_obs_t){.limit = &c->limit, .quota = num(f[4], *line)};
+            c->policy.remaining = num(f[5], *line);
+            c->policy.window_s = num(f[6], *line);
+        } else if (strcmp(f[0], "requests") == 0 && n == 4) {
+            read_obs(&c->req, &c->limit, f + 1, *line);
+        } else if (strcmp(f[0], "tokens") == 0 && n == 4) {
+            read_obs(&c->tok, &c->limit, f + 1, *line);
+        } else if (strcmp(f[0], "retry") == 0 && n == 2) {
+            c->retry = num(f[1], *line);
+        } else {
+            cr_assert_fail("headers.txt:%d: unknown line \"%s\"", *line, f[0]);
+        }
+        cr_assert(started, "headers.txt:%d: a line before `case`", *line);
     }
+    return started;
+}
+
+Test(disclose, every_case_of_the_header_table_renders_byte_for_byte)
+{
+    FILE *in = fopen(VECTORS, "r");
+    cr_assert_not_null(in, "%s", VECTORS);
+    static vec_case_t c;
+    int line = 0, cases = 0;
+    while (next_case(in, &c, &line)) {
+        gov_result_t out = {.n_headers = 0};
+        gov_disclose(&out, &c.policy, &c.req, &c.tok, c.retry);
+        cr_assert_eq(out.n_headers, (uint32_t)c.n_want, "%s (line %d): %u headers, want %d", c.name,
+                     c.line, out.n_headers, c.n_want);
+        for (int i = 0; i < c.n_want; i++) {
+            cr_assert_str_eq(out.headers[i].name, c.want[i][0], "%s (line %d)", c.name, c.line);
+            cr_assert_str_eq(out.headers[i].value, c.want[i][1], "%s (line %d): %s", c.name, c.line,
+                             c.want[i][0]);
+        }
+        cases++;
+    }
+    fclose(in);
+    cr_assert_geq(cases, 16, "the table was read whole");
 }
 
 Test(disclose, tighter_compares_remaining_over_depth_exactly)
@@ -34,49 +133,6 @@ Test(disclose, tighter_compares_remaining_over_depth_exactly)
     gov_obs_t huge = {.limit = &l, .remaining = INT64_MAX - 1, .depth = INT64_MAX};
     gov_obs_t huge2 = {.limit = &l, .remaining = INT64_MAX - 2, .depth = INT64_MAX};
     cr_assert(gov_obs_tighter(&huge2, &huge), "no overflow in the cross products");
-}
-
-Test(disclose, headers_come_in_a_fixed_order_and_the_widest_values_fit)
-{
-    char id[CFG_ID_MAX + 1];
-    memset(id, 'a', CFG_ID_MAX); /* the longest id */
-    id[CFG_ID_MAX] = '\0';
-    cfg_limit_t r = rpm("team_rpm", "team", 300, 60 * S, 60);
-    cfg_limit_t t = tpm(id, "team", INT64_C(1) << 40, 3600 * S, INT64_C(1) << 40);
-    gov_obs_t ro = {.limit = &r, .remaining = 59, .reset_s = 1, .depth = 60};
-    gov_obs_t to = {.limit = &t, .remaining = INT64_MAX, .reset_s = INT64_MAX, .depth = 1};
-    gov_result_t out = {.n_headers = 0};
-    gov_disclose(&out, &to, &ro, &to, 7);
-    cr_assert_eq(out.n_headers, 9);
-    const char *names[] = {"Ratelimit-Policy",
-                           "RateLimit",
-                           "X-Ratelimit-Limit-Requests",
-                           "X-Ratelimit-Remaining-Requests",
-                           "X-Ratelimit-Reset-Requests",
-                           "X-Ratelimit-Limit-Tokens",
-                           "X-Ratelimit-Remaining-Tokens",
-                           "X-Ratelimit-Reset-Tokens",
-                           "Retry-After"};
-    for (int i = 0; i < 9; i++)
-        cr_assert_str_eq(out.headers[i].name, names[i]);
-    char want[GOV_HEADER_VALUE_MAX];
-    snprintf(want, sizeof(want), "\"%s\";q=1099511627776;w=3600", id);
-    cr_assert_str_eq(out.headers[0].value, want);
-    snprintf(want, sizeof(want), "\"%s\";r=9223372036854775807;t=9223372036854775807", id);
-    cr_assert_str_eq(out.headers[1].value, want);
-    cr_assert_str_eq(out.headers[4].value, "1s");
-    cr_assert_str_eq(out.headers[7].value, "2562047788015215h30m7s");
-    cr_assert_str_eq(out.headers[8].value, "7");
-}
-
-Test(disclose, nothing_observed_writes_only_what_the_verdict_needs)
-{
-    gov_result_t out = {.n_headers = 0};
-    gov_disclose(&out, NULL, NULL, NULL, -1);
-    cr_assert_eq(out.n_headers, 0);
-    gov_disclose(&out, NULL, NULL, NULL, 0);
-    cr_assert_eq(out.n_headers, 1);
-    cr_assert_str_eq(out.headers[0].value, "0");
 }
 
 /* The engine reads a committed limit's headroom from its own step instead of probing again:
@@ -106,6 +162,49 @@ Test(disclose, an_admitted_steps_remaining_equals_the_unit_probe_on_its_new_stat
         checked++;
     }
     cr_assert_gt(checked, 10000);
+}
+
+/*
+ * t over random gcra states: with nothing left it is the retry of one unit, exactly; otherwise
+ * the remaining does not grow before it ends (t - 1 s) and has grown when it has (unless full).
+ */
+Test(disclose, t_is_the_one_unit_retry_or_the_time_to_the_next_unit)
+{
+    uint64_t x = 0x2545f4914f6cdd1du;
+    int empty = 0, some = 0;
+    for (int i = 0; i < 100000; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        cfg_limit_t l = {.type = CFG_TYPE_RPM};
+        int64_t amount = 1 + (int64_t)(x % 500), burst = 1 + (int64_t)((x >> 9) % 600);
+        int64_t period = S / 10 * (1 + (int64_t)((x >> 19) % 1200));
+        ra_algorithm_t alg = (x >> 27) % 2 ? RA_GCRA : RA_TOKEN_BUCKET;
+        if (ra_limiter_init(&l.limiter, alg, amount, period, burst) < 0)
+            continue;
+        l.amount = amount;
+        /* from idle (behind now) through drained to past tau (a settled overrun); half of
+         * them within two units of drained */
+        int64_t T = l.limiter.emission_ns, tau = l.limiter.tolerance_ns, now = T0;
+        int64_t state = (x >> 63) ? now - T + (int64_t)((x >> 33) % (uint64_t)(tau + 3 * T))
+                                  : now + tau - 2 * T + (int64_t)((x >> 33) % (uint64_t)(4 * T));
+        gov_obs_t o = {.limit = &l, .remaining = ra_observe_remaining(&l.limiter, state, now)};
+        gov_obs_fill(&o, &l.limiter, state, now);
+        if (o.remaining == 0) {
+            ra_result_t r = ra_step(&l.limiter, state, now, 1);
+            cr_assert_not(r.admit);
+            cr_assert_eq(o.window_s, r.retry_after_s, "step %d", i);
+            empty++;
+        } else {
+            int64_t before = now + (o.window_s - 1) * S, after = now + o.window_s * S;
+            cr_assert_eq(ra_observe_remaining(&l.limiter, state, before), o.remaining, "%d", i);
+            if (o.remaining < o.depth)
+                cr_assert_gt(ra_observe_remaining(&l.limiter, state, after), o.remaining, "%d", i);
+            some++;
+        }
+    }
+    cr_assert_gt(empty, 1000);
+    cr_assert_gt(some, 1000);
 }
 
 /* ---- what the engine discloses, decision by decision ----------------------------------------- */

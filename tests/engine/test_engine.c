@@ -11,7 +11,7 @@ Test(disclosure, seed_capture_comes_out_exactly)
     cr_assert_str_eq(hdr(&r, "Ratelimit-Policy"), "\"team_rpm\";q=300;w=60");
     cr_assert_str_eq(hdr(&r, "X-Ratelimit-Limit-Requests"), "300");
     cr_assert_str_eq(hdr(&r, "X-Ratelimit-Remaining-Requests"), "59");
-    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Reset-Requests"), "1s");
+    cr_assert_str_eq(hdr(&r, "X-Ratelimit-Reset-Requests"), "200ms");
     cr_assert_str_eq(hdr(&r, "RateLimit"), "\"team_rpm\";r=59;t=1");
     cr_assert_null(hdr(&r, "Retry-After"));
     cr_assert_null(hdr(&r, "X-Ratelimit-Limit-Tokens"));
@@ -63,13 +63,13 @@ Test(disclosure, deny_carries_retry_after_and_reset_as_go_duration)
     gov_engine_destroy(e);
 }
 
-Test(disclosure, policy_leaves_w_out_below_one_second)
+Test(disclosure, policy_scales_a_period_below_one_second_to_whole_seconds)
 {
     cfg_limit_t l = rpm("fast", "team", 5, S / 2, 5);
     gov_engine_t *e = mk_engine(&l, 1, true);
     gov_subject_t s;
     gov_result_t r = decide(e, subj(&s, "team", "t", NULL), GOV_NO_TOKENS, T0);
-    cr_assert_str_eq(hdr(&r, "Ratelimit-Policy"), "\"fast\";q=5");
+    cr_assert_str_eq(hdr(&r, "Ratelimit-Policy"), "\"fast\";q=10;w=1");
     gov_engine_destroy(e);
 }
 
@@ -86,7 +86,7 @@ Test(disclosure, tightest_by_remaining_over_depth_and_tokens_trio)
     gov_result_t r = decide(e, &s, 10000, T0);
     cr_assert(r.admit);
     cr_assert_str_eq(r.limit, "team_tpm");
-    cr_assert_str_eq(hdr(&r, "Ratelimit-Policy"), "\"team_tpm\";q=100000;w=60");
+    cr_assert_str_eq(hdr(&r, "Ratelimit-Policy"), "\"team_tpm\";q=100000;qu=\"tokens\";w=60");
     cr_assert_str_eq(hdr(&r, "X-Ratelimit-Limit-Tokens"), "100000");
     cr_assert_str_eq(hdr(&r, "X-Ratelimit-Remaining-Tokens"), "10000");
     cr_assert_str_eq(hdr(&r, "X-Ratelimit-Reset-Tokens"), "6s");

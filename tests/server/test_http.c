@@ -82,7 +82,7 @@ Test(http, metrics_healthz_and_readyz_answer)
     cr_assert(strstr(m, "# TYPE tokentriage_decision_latency_seconds histogram\n"));
     cr_assert(strstr(m, "tokentriage_counters{limit=\"team_rpm\"} 1\n"), "%s", m);
     cr_assert(strstr(m, "tokentriage_reloads_total{result=\"ok\"} 0\n"));
-    cr_assert(strstr(m, "\ntokentriage_counter_table_bytes "), "%s", m);
+    cr_assert(strstr(m, "\ntokentriage_table_bytes "), "%s", m);
     cr_assert(strstr(m, "\ntokentriage_leases 0\n"), "%s", m);
     cr_assert_eq(get("/nope"), 404);
 }
