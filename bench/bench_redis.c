@@ -7,7 +7,9 @@
  *   bench_redis ADDRESS [--depth N] [--seconds S] [--algorithm gcra|fixed_window|sliding_window]
  *               [--keys K]
  *
- * ADDRESS is host:port or a unix socket path. Prints one line of results.
+ * ADDRESS is host:port or a unix socket path, or cluster:HOST:PORT[,HOST:PORT...] for the seeds
+ * of a Redis Cluster (bench/bench_cluster.sh runs one beside a single Redis). Prints one line
+ * of results.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -137,7 +139,16 @@ int main(int argc, char **argv)
     }
     uv_loop_t *loop = uv_default_loop();
     rds_gov_t g;
-    rds_options_t o = {.address = address, .timeout_ns = 1000 * INT64_C(1000000)};
+    rds_options_t o = {.timeout_ns = 1000 * INT64_C(1000000)};
+    char seeds[1024];
+    if (strncmp(address, "cluster:", 8) == 0) { /* seeds, comma-separated */
+        snprintf(seeds, sizeof(seeds), "%s", address + 8);
+        for (char *save, *t = strtok_r(seeds, ",", &save); t && o.n_cluster < RDS_SEEDS_MAX;
+             t = strtok_r(NULL, ",", &save))
+            o.cluster[o.n_cluster++] = t;
+    } else {
+        o.address = address;
+    }
     if (rds_gov_attach(&g, e, loop, &o, msg, sizeof(msg)) < 0) {
         fprintf(stderr, "bench_redis: %s\n", msg);
         return 64;
@@ -170,10 +181,10 @@ int main(int argc, char **argv)
     double took = (double)(uv_hrtime() - start) / 1e9;
     rds_stats_t st;
     rds_store_stats(g.store, &st);
-    printf("redis store, %s, depth %d, %d keys: %.0f decisions/s (%" PRIu64 " in %.2f s; "
+    printf("redis store%s, %s, depth %d, %d keys: %.0f decisions/s (%" PRIu64 " in %.2f s; "
            "%" PRIu64 " admitted, %" PRIu64 " not answered by redis, %" PRIu64 " timeouts)\n",
-           alg, depth, keys, (double)b.done / took, b.done, took, b.admitted, b.failed,
-           st.timeouts);
+           o.n_cluster ? " (cluster)" : "", alg, depth, keys, (double)b.done / took, b.done, took,
+           b.admitted, b.failed, st.timeouts);
     rds_gov_close(&g);
     uv_run(loop, UV_RUN_DEFAULT);
     gov_engine_destroy(e);

@@ -183,6 +183,8 @@ static void connect_now(rds_node_t *n)
         gone(n);
         return;
     }
+    if (n->at.port != 0) /* TCP keepalive: a Sentinel subscription sends nothing for hours */
+        redisEnableKeepAlive(&ac->c);
     redisAsyncSetConnectCallback(ac, on_connect);
     redisAsyncSetDisconnectCallback(ac, on_disconnect);
     n->ac = ac;
