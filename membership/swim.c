@@ -90,6 +90,7 @@
 #define REPLAY_BITS 64
 #define RECLAIM_EVERY_NS INT64_C(1000000000)
 #define MS INT64_C(1000000)
+#define FETCH_RECENT 8
 
 typedef struct member {
     swim_state_t state;
@@ -137,7 +138,8 @@ struct swim_core {
     uint32_t probe_seq;
     int awareness;
     bool joined;
-    struct { /* another process claims our id: the last report of it */
+    bool announced; /* our record went to every member of the first push-pull */
+    struct {        /* another process claims our id: the last report of it */
         bool seen;
         int64_t at;
         uint64_t gen;
@@ -166,6 +168,10 @@ struct swim_core {
     } probe;
     relay_t relays[RELAY_MAX];
     int64_t next_probe, next_buddy, next_gossip, next_pushpull, next_reclaim;
+    struct { /* recent record fetches (fetch_sender), so a chatty stranger costs one a second */
+        uint64_t hash;
+        int64_t at;
+    } fetched[FETCH_RECENT];
     unsigned pushpull_round;
 
     swim_outbox_t out;
@@ -1456,6 +1462,33 @@ static int admit(swim_core_t *c, int64_t now, const uint8_t *bytes, size_t len, 
     return 0;
 }
 
+/*
+ * A datagram from a sender missing from our table, or newer than the generation we hold (a join
+ * or a restart whose gossip missed us, which otherwise waits for a push-pull: 2 of 100 joins at
+ * 5% loss for up to 43 s): ask the sender for its record at once. A ping naming it with a
+ * generation it does not have is answered by an ack that carries its own record first. At most
+ * one fetch a probe interval per sender id.
+ */
+static void fetch_sender(swim_core_t *c, int64_t now, const swim_msg_t *msg,
+                         const swim_addr_t *from)
+{
+    int32_t i = find(c, msg->sender, msg->sender_len);
+    if (msg->kind == SWIM_ACK || (i >= 0 && c->m[i].gen >= msg->sender_gen))
+        return; /* known, or an ack: an ack to a fetch that did not carry the record */
+    uint64_t h = swim_id_hash(msg->sender, msg->sender_len);
+    int slot = 0;
+    for (int k = 0; k < FETCH_RECENT; k++) {
+        if (c->fetched[k].hash == h && now - c->fetched[k].at < c->cfg.probe_interval_ns)
+            return;
+        if (c->fetched[k].at < c->fetched[slot].at)
+            slot = k;
+    }
+    c->fetched[slot].hash = h;
+    c->fetched[slot].at = now;
+    send_probe(c, now, from, SWIM_PING, 0, msg->sender, msg->sender_len, i >= 0 ? c->m[i].gen : 0,
+               NULL, -1);
+}
+
 /* A sender first heard of in its own datagram gets its replay window now. */
 static void note_new_sender(swim_core_t *c, const swim_msg_t *msg, int32_t sender)
 {
@@ -1516,6 +1549,7 @@ int swim_receive(swim_core_t *c, int64_t now, const swim_addr_t *from, const uin
     note_new_sender(c, &msg, sender);
     if (sender > 0)
         two_claimants(c, now, sender, &msg, from);
+    fetch_sender(c, now, &msg, from);
     const member_t *self = &c->m[0]; /* after apply_all: the table may have moved */
     switch (msg.kind) {
     case SWIM_PING:
@@ -1542,6 +1576,22 @@ int swim_receive(swim_core_t *c, int64_t now, const swim_addr_t *from, const uin
     }
     note_live(c);
     return 0;
+}
+
+/*
+ * After our first push-pull, our record goes to every live member directly, once (as a leave
+ * does): gossip alone missed some member in 2 of 100 joins at 5% loss, which then waited for a
+ * push-pull. One datagram per member per process start; a lost one is still covered by gossip
+ * and by fetch_sender.
+ */
+static void announce(swim_core_t *c, int64_t now)
+{
+    if (c->announced)
+        return;
+    c->announced = true;
+    for (size_t i = 1; i < c->n; i++)
+        if (is_live(c->m[i].state))
+            send_simple(c, now, &c->m[i].addr, SWIM_GOSSIP, 0, 0);
 }
 
 size_t swim_pushpull_bound(const swim_core_t *c)
@@ -1612,8 +1662,10 @@ int swim_pushpull_receive(swim_core_t *c, int64_t now, const uint8_t *bytes, siz
     if (!rc) {
         c->ctr.pushpull_in++;
         c->joined = true;
-        if (!c->m[0].leaving)
+        if (!c->m[0].leaving) {
             apply_all(c, now, &msg, true);
+            announce(c, now);
+        }
         note_new_sender(c, &msg, sender);
         note_live(c);
     }
