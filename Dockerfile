@@ -35,8 +35,9 @@ RUN apt-get update \
 COPY --from=build /rootfs/ /
 RUN ldconfig
 USER 65532:65532
-# 7946 gossip (UDP and TCP), 9464 /metrics /healthz /readyz; the socket lives in /run/tokentriage,
-# a volume shared with the workloads (hostPath on Kubernetes).
-EXPOSE 7946/udp 7946/tcp 9464/tcp
+# 7946 gossip (UDP and TCP), 9464 /metrics /healthz /readyz, 8081 Envoy's rate limit service
+# (server.grpc, when the config sets it); the socket lives in /run/tokentriage, a volume shared
+# with the workloads (hostPath on Kubernetes).
+EXPOSE 7946/udp 7946/tcp 9464/tcp 8081/tcp
 ENTRYPOINT ["tokentriage"]
 CMD ["serve", "-c", "/etc/tokentriage/tokentriage.yaml"]

@@ -5,7 +5,7 @@ pkgs=(build-essential cmake pkg-config clang libclang-rt-14-dev
       libuv1-dev libmsgpack-dev libyaml-dev libsodium-dev libhiredis-dev libcriterion-dev
       libhttp-parser-dev nginx-light caddy faketime
       libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
-      python3-grpcio python3-protobuf
+      python3-grpcio python3-protobuf python3-yaml
       redis-server redis-tools iproute2 valgrind jq python3 python3-msgpack
       curl systemd nodejs libfaketime)
 # kubectl: not from Debian (kubernetes-client clashes with the image's kubectl and its kustomize is

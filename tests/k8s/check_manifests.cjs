@@ -16,6 +16,7 @@ const YAML = require("yaml");
 const GRACEFUL_LEAVE_S = 5;
 const SOCKET_DIR = "/run/tokentriage";
 const GOSSIP_PORT = 7946;
+const RLS_SERVICE = "tokentriage-rls";
 
 function loadDocs(file) {
   return YAML.parseAllDocuments(fs.readFileSync(file, "utf8"))
@@ -178,6 +179,23 @@ function checkAll(base, nodeCritical, client) {
     ["UDP", "TCP"].every((pr) => (get(svc, "spec.ports") || []).some(
       (p) => p.port === GOSSIP_PORT && p.protocol === pr && (namedPort(p.targetPort) || {}).protocol === pr)));
 
+  // Envoy's rate limit service: node-local, on the container port server.grpc listens on.
+  const rls = find(base, "Service", (o) => o.metadata.name === RLS_SERVICE);
+  check("Service tokentriage-rls internalTrafficPolicy Local (each node's own replica)", () =>
+    get(rls, "spec.internalTrafficPolicy") === "Local");
+  check("Service tokentriage-rls selects the DaemonSet's pods", () => {
+    const sel = get(rls, "spec.selector") || {};
+    const labels = get(ds, "spec.template.metadata.labels") || {};
+    return Object.keys(sel).length > 0 && Object.entries(sel).every(([k, v]) => labels[k] === v);
+  });
+  check("Service tokentriage-rls targets the grpc container port, server.grpc's port", () => {
+    const p = (get(rls, "spec.ports") || [])[0] || {};
+    const target = namedPort(p.targetPort) || {};
+    const grpc = String(get(config(), "server.grpc") || "");
+    return (target.containerPort === Number(grpc.split(":").pop()) && grpc.startsWith("0.0.0.0:")) ||
+      `targetPort ${p.targetPort} (${target.containerPort}) vs server.grpc "${grpc}"`;
+  });
+
   // The config: mounted where the args say, from objects that exist, and wired to the env above.
   check("serve -c names the mounted config file", () => {
     const m = mountOf(ctr, "/etc/tokentriage");
@@ -239,8 +257,11 @@ const MUTATIONS = [
   ["drop ALL, add none", (b) => (dsCtr(b).securityContext.capabilities.drop = ["NET_RAW"])],
   ["seccompProfile", (b) => delete dsSpec(b).securityContext.seccompProfile],
   ["add at most CHOWN", (b) => dsSpec(b).initContainers[0].securityContext.capabilities.add.push("SYS_ADMIN")],
-  ["publishNotReadyAddresses", (b) => delete find(b, "Service").spec.publishNotReadyAddresses],
-  ["headless", (b) => (find(b, "Service").spec.clusterIP = "")],
+  ["publishNotReadyAddresses", (b) => delete peers(b).spec.publishNotReadyAddresses],
+  ["headless", (b) => (peers(b).spec.clusterIP = "")],
+  ["internalTrafficPolicy Local", (b) => (rlsSvc(b).spec.internalTrafficPolicy = "Cluster")],
+  ["targets the grpc container port", (b) => (dsCtr(b).ports = dsCtr(b).ports.filter((p) => p.name !== "grpc"))],
+  ["server.grpc's port", (b) => setConfig(b, (c) => (c.server.grpc = "127.0.0.1:8081"))],
   ["ConfigMap exists", (b) => (b.splice(b.indexOf(find(b, "ConfigMap")), 1))],
   ["node_id", (b) => setConfig(b, (c) => (c.shared_state.share.node_id = "node-1"))],
   ["seeds name", (b) => setConfig(b, (c) => (c.shared_state.share.seeds = ["127.0.0.1:7946"]))],
@@ -250,6 +271,8 @@ const MUTATIONS_CLIENT = [
   ["readOnly", (c) => delete find(c, "Pod").spec.containers[0].volumeMounts[0].readOnly],
   ["supplementalGroups", (c) => delete find(c, "Pod").spec.securityContext.supplementalGroups],
 ];
+const peers = (b) => find(b, "Service", (o) => o.metadata.name === "tokentriage-peers");
+const rlsSvc = (b) => find(b, "Service", (o) => o.metadata.name === RLS_SERVICE);
 const dsSpec = (b) => find(b, "DaemonSet").spec.template.spec;
 const dsCtr = (b) => dsSpec(b).containers.find((c) => c.name === "tokentriage");
 function setConfig(b, edit) {

@@ -3,7 +3,10 @@
 the client (not ours). The message classes come from the project's .proto files through protoc
 --python_out at test time (python3-protobuf runs them); no stub generator is needed.
 
-usage: test_grpc.py TOKENTRIAGE PROTO_DIR CLIENTS_DIR
+Then examples/envoy/envoy.yaml against examples/envoy-rls.yaml: every descriptor the route's
+rate_limits actions produce meets a limit of the example config.
+
+usage: test_grpc.py TOKENTRIAGE PROTO_DIR CLIENTS_DIR EXAMPLES_DIR
 """
 
 import os
@@ -17,6 +20,7 @@ import threading
 import time
 
 import grpc
+import yaml
 
 FAILED = []
 DEADLINE_S = 15.0
@@ -129,8 +133,63 @@ def reset_mid_call(path, message):
     check(answered == 0, f"20 calls reset mid-call: none answered ({answered})")
 
 
+def envoy_descriptors(bootstrap):
+    """(domain, [descriptor entries]) for every rate_limits entry of every route, with the
+    values a request with x-team: t-1 gives the actions used there."""
+    hcm = bootstrap["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    rl = next(f for f in hcm["http_filters"] if f["name"] == "envoy.filters.http.ratelimit")
+    out = []
+    for vh in hcm["route_config"]["virtual_hosts"]:
+        for route in vh["routes"]:
+            for limit in route["route"].get("rate_limits", []):
+                entries = []
+                for action in limit["actions"]:
+                    if "generic_key" in action:
+                        g = action["generic_key"]
+                        entries.append((g.get("descriptor_key", "generic_key"), g["descriptor_value"]))
+                    elif "request_headers" in action:
+                        entries.append((action["request_headers"]["descriptor_key"], "t-1"))
+                    else:
+                        raise ValueError(f"an action the check does not know: {action}")
+                out.append(entries)
+    return rl["typed_config"]["domain"], out
+
+
+def check_envoy_example(tt, pb, examples, work):
+    with open(os.path.join(examples, "envoy-rls.yaml")) as f:
+        conf = yaml.safe_load(f)
+    sock, gsock = os.path.join(work, "ex.sock"), os.path.join(work, "ex-grpc.sock")
+    conf["server"].update(socket=sock, grpc=gsock)
+    cfg = os.path.join(work, "ex.yaml")
+    with open(cfg, "w") as f:
+        yaml.safe_dump(conf, f)
+    with open(os.path.join(examples, "envoy", "envoy.yaml")) as f:
+        domain, descs = envoy_descriptors(yaml.safe_load(f))
+    daemon = subprocess.Popen([tt, "serve", "-c", cfg], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        wait_for("the example daemon", lambda: daemon.poll() is None and connectable(gsock))
+        with grpc.insecure_channel("unix:" + gsock) as ch:
+            call = ch.unary_unary(RLS, request_serializer=pb.RateLimitRequest.SerializeToString,
+                                  response_deserializer=pb.RateLimitResponse.FromString)
+            r = pb.RateLimitRequest(domain=domain)
+            for entries in descs:
+                d = r.descriptors.add()
+                for k, v in entries:
+                    d.entries.add(key=k, value=v)
+            resp = call(r, timeout=5)
+            names = [st.current_limit.name for st in resp.statuses]
+            check(len(descs) >= 3 and all(names),
+                  f"examples/envoy: each of the {len(descs)} descriptors meets a limit ({names})")
+    finally:
+        daemon.terminate()
+        rc = daemon.wait(30)
+        check(rc == 0, f"the example daemon stops cleanly (exit {rc})")
+
+
 def main():
     tt, proto_dir, clients = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
+    examples = sys.argv[4]
     sys.path.insert(0, clients)
     from tokentriage_client import Client  # noqa: E402
 
@@ -298,6 +357,8 @@ def main():
                     print(f"  arrival {i} ({tokens}): socket {s['verdict']} grpc {g.overall_code}")
         check(agree and rounds["admit"] and rounds["deny"],
               f"socket and gRPC agree on {len(seq)} arrivals ({rounds})")
+
+        check_envoy_example(tt, pb, examples, work)
     except Exception as e:  # noqa: BLE001
         check(False, f"unexpected {type(e).__name__}: {e}")
     finally:
@@ -305,9 +366,11 @@ def main():
             channel.close()
         daemon.terminate()
         try:
-            daemon.wait(10)
+            rc = daemon.wait(30)
+            check(rc == 0, f"the daemon stops cleanly on SIGTERM (exit {rc}; a sanitizer report fails it)")
         except subprocess.TimeoutExpired:
             daemon.kill()
+            check(False, "the daemon stops on SIGTERM")
         if FAILED:
             print(open(os.path.join(work, "serve.log")).read()[-3000:])
         shutil.rmtree(work, ignore_errors=True)

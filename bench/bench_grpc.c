@@ -1,0 +1,204 @@
+/*
+ * ShouldRateLimit calls per second against a running daemon's server.grpc: one HTTP/2
+ * connection (nghttp2's client session, blocking socket), CONCURRENCY calls in flight on it
+ * (as Envoy multiplexes), each on one of KEYS descriptors [key=k-N] of domain "bench", for
+ * SECONDS. Prints calls/s, errors and, per call, p50/p99 latency. bench/bench_grpc.sh runs it
+ * beside `tokentriage bench` on the socket.
+ *
+ * usage: bench_grpc UNIX_PATH CONCURRENCY SECONDS KEYS
+ */
+#include <nghttp2/nghttp2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rls.pb-c.h"
+
+typedef struct call {
+    const uint8_t *msg;
+    size_t len, sent;
+    double t0;
+} call_t;
+
+static int fd;
+static uint8_t **msgs;
+static size_t *lens;
+static long keys, next_key, done, errors, inflight;
+static double *lat;
+static long nlat, cap_lat;
+static double stop_at;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static ssize_t send_cb(nghttp2_session *s, const uint8_t *data, size_t len, int flags, void *u)
+{
+    (void)s, (void)flags, (void)u;
+    size_t off = 0;
+    while (off < len) {
+        ssize_t n = write(fd, data + off, len - off);
+        if (n <= 0)
+            return NGHTTP2_ERR_CALLBACK_FAILURE;
+        off += (size_t)n;
+    }
+    return (ssize_t)len;
+}
+
+static ssize_t body_cb(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
+                       nghttp2_data_source *src, void *u)
+{
+    (void)s, (void)id, (void)u;
+    call_t *c = src->ptr;
+    size_t n = c->len - c->sent < length ? c->len - c->sent : length;
+    memcpy(buf, c->msg + c->sent, n);
+    c->sent += n;
+    if (c->sent == c->len)
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+#define NV(n, v)                                                                                   \
+    {                                                                                              \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1, 0                            \
+    }
+
+static void submit(nghttp2_session *s)
+{
+    static const nghttp2_nv hdrs[] = {
+        NV(":method", "POST"),
+        NV(":scheme", "http"),
+        NV(":path", "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"),
+        NV(":authority", "tt"),
+        NV("content-type", "application/grpc"),
+        NV("te", "trailers"),
+    };
+    call_t *c = calloc(1, sizeof(*c));
+    long k = next_key++ % keys;
+    c->msg = msgs[k];
+    c->len = lens[k];
+    c->t0 = now_s();
+    nghttp2_data_provider prd = {.source.ptr = c, .read_callback = body_cb};
+    if (nghttp2_submit_request(s, NULL, hdrs, 6, &prd, c) < 0) {
+        fprintf(stderr, "submit failed\n");
+        exit(1);
+    }
+    inflight++;
+}
+
+static int header_cb(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nl,
+                     const uint8_t *value, size_t vl, uint8_t flags, void *u)
+{
+    (void)s, (void)f, (void)flags, (void)u;
+    if (nl == 11 && memcmp(name, "grpc-status", 11) == 0 && !(vl == 1 && value[0] == '0'))
+        errors++;
+    return 0;
+}
+
+static int close_cb(nghttp2_session *s, int32_t id, uint32_t code, void *u)
+{
+    (void)u;
+    call_t *c = nghttp2_session_get_stream_user_data(s, id);
+    if (code)
+        errors++;
+    if (c) {
+        if (nlat < cap_lat)
+            lat[nlat++] = now_s() - c->t0;
+        free(c);
+    }
+    done++;
+    inflight--;
+    if (now_s() < stop_at)
+        submit(s);
+    return 0;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 5) {
+        fprintf(stderr, "usage: bench_grpc UNIX_PATH CONCURRENCY SECONDS KEYS\n");
+        return 2;
+    }
+    long conc = atol(argv[2]);
+    double secs = atof(argv[3]);
+    keys = atol(argv[4]);
+    msgs = calloc((size_t)keys, sizeof(*msgs));
+    lens = calloc((size_t)keys, sizeof(*lens));
+    for (long i = 0; i < keys; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "k-%ld", i);
+        Envoy__Service__Ratelimit__V3__RateLimitDescriptor__Entry e =
+            ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_DESCRIPTOR__ENTRY__INIT;
+        e.key = "key";
+        e.value = id;
+        Envoy__Service__Ratelimit__V3__RateLimitDescriptor__Entry *ep = &e;
+        Envoy__Service__Ratelimit__V3__RateLimitDescriptor d =
+            ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_DESCRIPTOR__INIT;
+        d.n_entries = 1;
+        d.entries = &ep;
+        Envoy__Service__Ratelimit__V3__RateLimitDescriptor *dp = &d;
+        Envoy__Service__Ratelimit__V3__RateLimitRequest r =
+            ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_REQUEST__INIT;
+        r.domain = "bench";
+        r.n_descriptors = 1;
+        r.descriptors = &dp;
+        size_t n = envoy__service__ratelimit__v3__rate_limit_request__get_packed_size(&r);
+        msgs[i] = malloc(n + 5);
+        msgs[i][0] = 0;
+        msgs[i][1] = (uint8_t)(n >> 24), msgs[i][2] = (uint8_t)(n >> 16);
+        msgs[i][3] = (uint8_t)(n >> 8), msgs[i][4] = (uint8_t)n;
+        envoy__service__ratelimit__v3__rate_limit_request__pack(&r, msgs[i] + 5);
+        lens[i] = n + 5;
+    }
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", argv[1]);
+    fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        perror("connect");
+        return 1;
+    }
+    nghttp2_session_callbacks *cb;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_send_callback(cb, send_cb);
+    nghttp2_session_callbacks_set_on_header_callback(cb, header_cb);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, close_cb);
+    nghttp2_session *s;
+    nghttp2_session_client_new(&s, cb, NULL);
+    nghttp2_submit_settings(s, 0, NULL, 0);
+    cap_lat = 50000000;
+    lat = malloc((size_t)cap_lat * sizeof(*lat));
+    double t0 = now_s();
+    stop_at = t0 + secs;
+    for (long i = 0; i < conc; i++)
+        submit(s);
+    uint8_t buf[65536];
+    while (inflight > 0) {
+        if (nghttp2_session_send(s) != 0)
+            break;
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n <= 0 || nghttp2_session_mem_recv(s, buf, (size_t)n) < 0)
+            break;
+    }
+    double el = now_s() - t0;
+    qsort(lat, (size_t)nlat, sizeof(*lat), cmp);
+    printf(
+        "{\"concurrency\":%ld,\"calls\":%ld,\"errors\":%ld,\"seconds\":%.3f,\"calls_per_s\":%.0f,"
+        "\"p50_us\":%.1f,\"p99_us\":%.1f}\n",
+        conc, done, errors, el, (double)done / el, nlat ? lat[nlat / 2] * 1e6 : 0,
+        nlat ? lat[(long)(nlat * 0.99)] * 1e6 : 0);
+    nghttp2_session_del(s);
+    return errors ? 1 : 0;
+}
