@@ -3,7 +3,7 @@
 the client (not ours). The message classes come from the project's .proto files through protoc
 --python_out at test time (python3-protobuf runs them); no stub generator is needed.
 
-Then examples/envoy/envoy.yaml against examples/envoy-rls.yaml: every descriptor the route's
+Then examples/proxy/envoy-grpc.yaml against examples/envoy-grpc.yaml: every descriptor the route's
 rate_limits actions produce meets a limit of the example config.
 
 usage: test_grpc.py TOKENTRIAGE PROTO_DIR CLIENTS_DIR EXAMPLES_DIR
@@ -156,14 +156,14 @@ def envoy_descriptors(bootstrap):
 
 
 def check_envoy_example(tt, pb, examples, work):
-    with open(os.path.join(examples, "envoy-rls.yaml")) as f:
+    with open(os.path.join(examples, "envoy-grpc.yaml")) as f:
         conf = yaml.safe_load(f)
     sock, gsock = os.path.join(work, "ex.sock"), os.path.join(work, "ex-grpc.sock")
     conf["server"].update(socket=sock, grpc=gsock)
     cfg = os.path.join(work, "ex.yaml")
     with open(cfg, "w") as f:
         yaml.safe_dump(conf, f)
-    with open(os.path.join(examples, "envoy", "envoy.yaml")) as f:
+    with open(os.path.join(examples, "proxy", "envoy-grpc.yaml")) as f:
         domain, descs = envoy_descriptors(yaml.safe_load(f))
     daemon = subprocess.Popen([tt, "serve", "-c", cfg], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
