@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -202,6 +204,41 @@ Test(srv, a_truncated_map_waits_for_its_end_and_dies_quietly_at_eof)
     expect_closed(fd);
     close(fd);
     others_are_served();
+}
+
+/* Waits (5 s at most) until the daemon has read every byte fd sent: SIOCOUTQ on a unix stream
+ * socket counts the bytes the peer has not consumed yet. */
+static void wait_consumed(int fd)
+{
+    int queued = -1;
+    for (long long deadline = tt_now_ms() + 5000; tt_now_ms() < deadline;) {
+        cr_assert_eq(ioctl(fd, SIOCOUTQ, &queued), 0, "%s", strerror(errno));
+        if (queued == 0)
+            return;
+        poll(NULL, 0, 1);
+    }
+    cr_assert_fail("the daemon left %d bytes unread", queued);
+}
+
+/* Issue 16, defect 1: a framing error in bytes kept from an earlier, cut read once made the
+ * server keep a length near 2^64 (ASan: negative-size-param in memmove). */
+Test(srv, a_framing_error_after_a_cut_read_is_answered_and_closes_only_that_connection)
+{
+    cr_assert_eq(tt_daemon_start(&d, LIMITS, NULL), 0);
+    int fd = raw_connect();
+    begin();
+    ping(9);
+    uint8_t bad = 0xc1; /* no msgpack value starts with it */
+    proto_out_append(&msg, &bad, 1);
+    raw_send(fd, msg.data, 5); /* the first read: a cut ping, kept */
+    wait_consumed(fd);
+    raw_send(fd, msg.data + 5, msg.len - 5); /* the rest of it, then the bad byte */
+    expect_error(fd, "", 9);
+    expect_error(fd, "bad_frame", 0);
+    expect_closed(fd);
+    close(fd);
+    others_are_served();
+    cr_assert_eq(tt_daemon_stop(&d), 0, "the daemon did not exit cleanly");
 }
 
 Test(srv, deep_nesting_is_answered_and_the_stream_goes_on)
