@@ -22,6 +22,7 @@
 #include "config.h"
 #include "daemon_state.h"
 #include "demand_node.h"
+#include "dispatch.h"
 #include "engine.h"
 #include "gov.h" /* redis/: the redis store as the engine's hook */
 #include "log.h"
@@ -46,6 +47,7 @@ typedef struct daemon {
     srv_metrics_t *metrics;
     srv_t *srv;
     rls_srv_t *grpc; /* server.grpc, when set */
+    dispatch_t *dispatch;
     uv_signal_t sighup, sigterm, sigint;
     uv_timer_t tick;
     char node[256];
@@ -432,6 +434,7 @@ static int start(daemon_t *d)
     else if (gethostname(d->node, sizeof(d->node)) != 0)
         snprintf(d->node, sizeof(d->node), "localhost");
     srv_options_t so = {
+        .engine = d->engine,
         .socket_path = path,
         .socket_mode = d->cfg->server.socket_mode,
         .http = d->cfg->server.http,
@@ -440,14 +443,15 @@ static int start(daemon_t *d)
         .n_http_subject = d->cfg->server.n_http_subject,
         .http_tokens = d->cfg->server.http_tokens,
         .max_connections = (unsigned)d->cfg->server.max_connections,
-        .node = d->node,
-        .version = opt->version,
         .allow_uids = d->cfg->server.allow_uids,
         .n_allow_uids = d->cfg->server.n_allow_uids,
         .allow_gids = d->cfg->server.allow_gids,
         .n_allow_gids = d->cfg->server.n_allow_gids,
     };
-    int rc = srv_start(&d->srv, &d->loop, &so, d->engine, d->metrics, err, sizeof(err));
+    if (dispatch_new(&d->dispatch, d->engine, d->metrics, d->node, path, opt->version) != 0)
+        return EX_SOFTWARE_;
+    int rc = srv_start(&d->srv, &d->loop, &so, dispatch_handler(d->dispatch), d->metrics, err,
+                       sizeof(err));
     if (rc != 0) {
         srv_log(SRV_LOG_ERROR, "cannot serve", "detail", err, NULL);
         return rc == SRV_ENOMEM ? EX_SOFTWARE_ : EX_UNAVAILABLE_;
@@ -462,8 +466,8 @@ static int start(daemon_t *d)
             srv_log(SRV_LOG_ERROR, "membership", "detail", merr.msg, NULL);
             return EX_CONFIG_;
         }
-        srv_set_members(d->srv, members_rows, d);
-        srv_set_doubt(d->srv, n_doubt, d);
+        dispatch_set_members(d->dispatch, members_rows, d);
+        dispatch_set_doubt(d->dispatch, n_doubt, d);
         srv_metrics_add_source(d->metrics, membership_metrics, d);
         if (share_node_new(&d->share, &d->cfg->share, tt_wall_ns()) ||
             share_node_attach(d->share, &d->loop, d->mb)) {
@@ -528,6 +532,7 @@ int srv_daemon_run(const srv_daemon_options_t *opt)
     uv_run(&d.loop, UV_RUN_DEFAULT);
     uv_loop_close(&d.loop);
     srv_free(d.srv);
+    dispatch_free(d.dispatch);
     mb_free(d.mb);
     share_node_free(d.share);
     demand_node_free(d.demand);

@@ -1,5 +1,7 @@
 /*
- * Requests to the engine, answers to the wire.
+ * Requests to the engine, answers to the wire: the decision socket's request handler. The
+ * connection layer (srv.c) is given dispatch_handler() and knows nothing of this file; this
+ * file knows a connection only as its stream (stream.h).
  *
  * The engine writes each answer into a gov_result_t the server passes in, and keeps that very
  * struct when it answers later (GOV_PENDING, a redis limit). So every call is handed the result
@@ -11,14 +13,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <uv.h>
+
+#include "dispatch.h"
 #include "engine.h"
-#include "srv_int.h"
 
 /* A slot and the result the engine writes into; the slot first, so free(slot) frees both. */
 typedef struct pending {
-    srv_slot_t slot;
+    stream_slot_t slot;
     gov_result_t result;
 } pending_t;
+
+struct dispatch {
+    stream_handler_t handler;
+    struct gov_engine *engine;
+    srv_metrics_t *metrics;
+    char *node, *address, *version;
+    dispatch_members_fn members; /* membership's member list; NULL: self alone */
+    void *members_ud;
+    dispatch_doubt_fn doubt; /* NULL: N is never in doubt */
+    void *doubt_ud;
+    pending_t *spare;         /* the slot and result the next engine call gets */
+    uint64_t batch_decisions; /* answered within the batch, observed at its end */
+};
 
 static void to_subject(const proto_request_t *req, gov_subject_t *s)
 {
@@ -71,87 +88,86 @@ static srv_verdict_t verdict_of(const gov_result_t *r)
                                           : SRV_VERDICT_ADMIT;
 }
 
-void srv__count(srv_t *s, proto_op_t op, uint64_t start_ns, const gov_result_t *r)
+int dispatch_count(srv_metrics_t *metrics, proto_op_t op, uint64_t start_ns,
+                   const struct gov_result *r)
 {
-    if (r->status < 0)
-        srv_metrics_error(s->metrics, gov_strcode(r->status));
-    else if (op == PROTO_OP_DECIDE || op == PROTO_OP_ACQUIRE) {
-        srv_metrics_decision(s->metrics, verdict_of(r));
-        if (start_ns)
-            srv_metrics_latency(s->metrics, uv_hrtime() - start_ns, 1);
-        else
-            s->batch_decisions++;
+    if (r->status < 0) {
+        srv_metrics_error(metrics, gov_strcode(r->status));
+        return 0;
     }
+    if (op != PROTO_OP_DECIDE && op != PROTO_OP_ACQUIRE)
+        return 0;
+    srv_metrics_decision(metrics, verdict_of(r));
+    if (!start_ns)
+        return 1;
+    srv_metrics_latency(metrics, uv_hrtime() - start_ns, 1);
+    return 0;
 }
 
-/* Counts and encodes a finished engine answer. */
-static int finish(srv_t *s, proto_out_t *out, uint64_t seq, proto_op_t op, uint64_t start_ns,
+/* Counts and encodes a finished engine answer. start_ns is 0 for an answer made within the
+ * current batch: its latency is the batch's, observed once when the batch ends; a later
+ * completion measures its own. */
+static int finish(dispatch_t *s, proto_out_t *out, uint64_t seq, proto_op_t op, uint64_t start_ns,
                   const gov_result_t *r)
 {
-    srv__count(s, op, start_ns, r);
+    s->batch_decisions += (uint64_t)dispatch_count(s->metrics, op, start_ns, r);
     return encode_result(out, seq, op, r);
 }
 
 static void on_done(gov_result_t *res, void *ctx)
 {
-    srv_slot_t *slot = ctx;
-    if (slot->conn &&
-        finish(slot->conn->srv, &slot->bytes, slot->seq, slot->op, slot->start_ns, res) != 0) {
-        srv_conn_t *c = slot->conn;
-        srv__slot_ready(slot); /* written or not, the connection cannot go on */
-        srv__fail(c);
-        return;
-    }
-    srv__slot_ready(slot);
+    stream_slot_t *slot = ctx;
+    dispatch_t *s = slot->st ? slot->st->h->ud : NULL;
+    if (s && finish(s, &slot->bytes, slot->seq, slot->op, slot->start_ns, res) != 0)
+        slot->st->failed = true; /* written or not, the connection cannot go on */
+    stream_slot_ready(slot);
 }
 
 /* The spare result the next engine call writes into. */
-static pending_t *spare(srv_t *s)
+static pending_t *spare(dispatch_t *s)
 {
     if (!s->spare)
         s->spare = malloc(sizeof(pending_t));
     return s->spare;
 }
 
-static void answer(srv_conn_t *c, const proto_request_t *req, const gov_result_t *r)
+static void answer(dispatch_t *s, stream_t *c, const proto_request_t *req, const gov_result_t *r)
 {
-    proto_out_t *out = srv__answer_buf(c);
-    if (!out || finish(c->srv, out, req->seq, req->op, 0, r))
-        srv__fail(c);
+    proto_out_t *out = stream_answer_buf(c);
+    if (!out || finish(s, out, req->seq, req->op, 0, r))
+        c->failed = true;
 }
 
 /* decide and settle, which may answer later. */
-static void engine_call(srv_conn_t *c, const proto_request_t *req)
+static void engine_call(dispatch_t *s, stream_t *c, const proto_request_t *req)
 {
-    srv_t *s = c->srv;
     pending_t *p = spare(s);
     if (!p) {
-        srv__fail(c);
+        c->failed = true;
         return;
     }
     /* queued before the call: a completion may come from inside it */
-    srv__slot_link(c, &p->slot, req->seq, req->op, s->batch_mono_ns);
+    stream_slot_link(c, &p->slot, req->seq, req->op, c->now_mono_ns);
     gov_subject_t subj;
     to_subject(req, &subj);
     int rc = req->op == PROTO_OP_DECIDE
                  ? gov_decide(s->engine, &subj, req->has_tokens ? req->tokens : GOV_NO_TOKENS,
-                              s->batch_wall_ns, &p->result, on_done, &p->slot)
-                 : gov_settle(s->engine, &subj, req->reserved, req->actual, s->batch_wall_ns,
+                              c->now_wall_ns, &p->result, on_done, &p->slot)
+                 : gov_settle(s->engine, &subj, req->reserved, req->actual, c->now_wall_ns,
                               &p->result, on_done, &p->slot);
     if (rc == GOV_PENDING) {
         s->spare = NULL; /* the engine owns it until on_done */
         return;
     }
-    srv__slot_unlink(c, &p->slot); /* answered at once: it never waits in the queue */
-    answer(c, req, &p->result);
+    stream_slot_unlink(c, &p->slot); /* answered at once: it never waits in the queue */
+    answer(s, c, req, &p->result);
 }
 
-static void fleet(srv_conn_t *c, uint64_t seq)
+static void fleet(dispatch_t *s, stream_t *c, uint64_t seq)
 {
-    srv_t *s = c->srv;
     static gov_fleet_entry_t entries[GOV_LIMITS_MAX];
     static proto_fleet_limit_t rows[GOV_LIMITS_MAX];
-    size_t n = gov_fleet(s->engine, s->batch_wall_ns, entries, GOV_LIMITS_MAX);
+    size_t n = gov_fleet(s->engine, c->now_wall_ns, entries, GOV_LIMITS_MAX);
     if (n > GOV_LIMITS_MAX)
         n = GOV_LIMITS_MAX;
     int64_t replicas = 1;
@@ -184,100 +200,155 @@ static void fleet(srv_conn_t *c, uint64_t seq)
             .moving = e->moving,
         };
     }
-    proto_out_t *out = srv__answer_buf(c);
+    proto_out_t *out = stream_answer_buf(c);
     const char *doubt = s->doubt ? s->doubt(s->doubt_ud) : NULL;
     if (!out || proto_enc_fleet(out, seq, s->node, replicas, doubt, rows, (uint32_t)n))
-        srv__fail(c);
+        c->failed = true;
 }
 
-void srv_set_members(srv_t *s, srv_members_fn fn, void *ud)
+void dispatch_set_members(dispatch_t *s, dispatch_members_fn fn, void *ud)
 {
     s->members = fn;
     s->members_ud = ud;
 }
 
-void srv_set_doubt(srv_t *s, srv_doubt_fn fn, void *ud)
+void dispatch_set_doubt(dispatch_t *s, dispatch_doubt_fn fn, void *ud)
 {
     s->doubt = fn;
     s->doubt_ud = ud;
 }
 
 /* The members membership knows; without membership, the replica knows itself alone. */
-static void members(srv_conn_t *c, uint64_t seq)
+static void members(dispatch_t *s, stream_t *c, uint64_t seq)
 {
-    srv_t *s = c->srv;
     proto_member_t self = {
-        .id = cstr(s->node), .address = cstr(s->path), .state = cstr("alive"), .self = true};
+        .id = cstr(s->node), .address = cstr(s->address), .state = cstr("alive"), .self = true};
     proto_member_t *rows = &self;
     int64_t live = 1;
     size_t n = 1;
     if (s->members) {
         size_t cap = s->members(s->members_ud, NULL, 0, &live);
         if (!(rows = calloc(cap ? cap : 1, sizeof *rows))) {
-            srv__fail(c);
+            c->failed = true;
             return;
         }
         n = s->members(s->members_ud, rows, cap, &live);
         if (n > cap)
             n = cap;
     }
-    proto_out_t *out = srv__answer_buf(c);
+    proto_out_t *out = stream_answer_buf(c);
     if (!out || proto_enc_members(out, seq, live, rows, (uint32_t)n))
-        srv__fail(c);
+        c->failed = true;
     if (rows != &self)
         free(rows);
 }
 
-void srv__dispatch(srv_conn_t *c, const proto_request_t *req)
+static void on_request(void *ud, stream_t *c, const proto_request_t *req)
 {
-    srv_t *s = c->srv;
+    dispatch_t *s = ud;
     proto_out_t *out;
     gov_subject_t subj;
     pending_t *p;
+    srv_metrics_request(s->metrics, req->op);
     switch (req->op) {
     case PROTO_OP_DECIDE:
     case PROTO_OP_SETTLE:
-        engine_call(c, req);
+        engine_call(s, c, req);
         return;
     case PROTO_OP_ACQUIRE:
         if (!(p = spare(s))) {
-            srv__fail(c);
+            c->failed = true;
             return;
         }
         to_subject(req, &subj);
-        gov_acquire(s->engine, &subj, c->id, s->batch_wall_ns, &p->result);
-        answer(c, req, &p->result);
+        gov_acquire(s->engine, &subj, c->id, c->now_wall_ns, &p->result);
+        answer(s, c, req, &p->result);
         return;
     case PROTO_OP_RELEASE:
-        out = srv__answer_buf(c);
+        out = stream_answer_buf(c);
         if (!out ||
             proto_enc_released(out, req->seq, gov_release(s->engine, c->id, req->lease) == 0))
-            srv__fail(c);
+            c->failed = true;
         return;
     case PROTO_OP_PING:
-        out = srv__answer_buf(c);
+        out = stream_answer_buf(c);
         if (!out || proto_enc_pong(out, req->seq, s->version))
-            srv__fail(c);
+            c->failed = true;
         return;
     case PROTO_OP_FLEET:
-        fleet(c, req->seq);
+        fleet(s, c, req->seq);
         return;
     case PROTO_OP_MEMBERS:
-        members(c, req->seq);
+        members(s, c, req->seq);
         return;
     default:
-        srv__error(c, req->seq, tt_err_name(PROTO_EOP), "unknown op");
+        stream_error(c, req->seq, tt_err_name(PROTO_EOP), "unknown op");
         return;
     }
 }
 
-void srv__conn_released(srv_conn_t *c)
+static void on_error(void *ud, const char *code)
 {
-    gov_release_owner(c->srv->engine, c->id);
+    dispatch_t *s = ud;
+    srv_metrics_error(s->metrics, code);
 }
 
-void srv__dispatch_free(srv_t *s)
+/* The batch's decisions share one latency: the time from its read to its end. */
+static void on_batch_end(void *ud, stream_t *c)
 {
+    dispatch_t *s = ud;
+    if (s->batch_decisions) {
+        srv_metrics_latency(s->metrics, uv_hrtime() - c->now_mono_ns, s->batch_decisions);
+        s->batch_decisions = 0;
+    }
+}
+
+/* The connection is closing: release what the engine holds for it. */
+static void on_closed(void *ud, stream_t *c)
+{
+    dispatch_t *s = ud;
+    gov_release_owner(s->engine, c->id);
+}
+
+int dispatch_new(dispatch_t **out, struct gov_engine *engine, srv_metrics_t *metrics,
+                 const char *node, const char *address, const char *version)
+{
+    dispatch_t *s = calloc(1, sizeof(*s));
+    *out = s;
+    if (!s)
+        return -1;
+    s->handler = (stream_handler_t){
+        .request = on_request,
+        .error = on_error,
+        .batch_end = on_batch_end,
+        .closed = on_closed,
+        .ud = s,
+    };
+    s->engine = engine;
+    s->metrics = metrics;
+    s->node = strdup(node ? node : "localhost");
+    s->address = strdup(address ? address : "");
+    s->version = strdup(version ? version : "");
+    if (!s->node || !s->address || !s->version) {
+        dispatch_free(s);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+const stream_handler_t *dispatch_handler(dispatch_t *s)
+{
+    return &s->handler;
+}
+
+void dispatch_free(dispatch_t *s)
+{
+    if (!s)
+        return;
     free(s->spare);
-    s->spare = NULL;
+    free(s->node);
+    free(s->address);
+    free(s->version);
+    free(s);
 }

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatch.h"
 #include "engine.h"
 #include "hdoor.h"
 #include "hreq.h"
@@ -282,7 +283,7 @@ static void on_decided(gov_result_t *res, void *ctx)
         free(p);
         return;
     }
-    srv__count(c->http->srv, PROTO_OP_DECIDE, p->start_ns, res);
+    dispatch_count(c->http->srv->metrics, PROTO_OP_DECIDE, p->start_ns, res);
     c->waiting = NULL;
     if (hdoor_respond_decision(&c->fill, res, p->deny_status, p->f) != 0)
         c->fill.failed = true;
@@ -318,7 +319,7 @@ static void decide(http_conn_t *c, hdoor_frame_t f)
         c->waiting = p;
         return;
     }
-    srv__count(s, PROTO_OP_DECIDE, p->start_ns, &p->result);
+    dispatch_count(s->metrics, PROTO_OP_DECIDE, p->start_ns, &p->result);
     if (hdoor_respond_decision(&c->fill, &p->result, p->deny_status, f) != 0)
         c->fill.failed = true;
 }

@@ -1,7 +1,8 @@
 /*
  * srv: the daemon's libuv shell. It owns the decision socket (unix stream, msgpack maps per
  * SPEC §5), the HTTP listener (/metrics, /healthz, /readyz) and every connection, and hands
- * each decoded request to the engine. It moves bytes; the engine decides.
+ * each decoded request to the handler it was given (dispatch.c's, in the daemon). It moves
+ * bytes; what a connection's bytes mean is stream.c's, what a request does is the handler's.
  */
 #ifndef TT_SERVER_SRV_H
 #define TT_SERVER_SRV_H
@@ -14,6 +15,7 @@
 #include "config.h"
 #include "metrics.h"
 #include "proto.h"
+#include "stream.h"
 
 struct gov_engine;
 
@@ -43,13 +45,14 @@ typedef struct srv_options {
     unsigned max_connections; /* 0: SRV_DEFAULT_MAX_CONNECTIONS */
     size_t out_limit;         /* unsent answer bytes before a connection stops being read;
                                  0: SRV_DEFAULT_OUT_LIMIT */
-    const char *node;         /* this replica's name, for fleet and members */
-    const char *version;
     /* peer allow-list checked with SO_PEERCRED at accept (copied): with either list non-empty,
      * a peer whose uid is not in allow_uids and whose gid is not in allow_gids is told
      * "peer_not_allowed" and closed */
     const uint32_t *allow_uids, *allow_gids;
     size_t n_allow_uids, n_allow_gids;
+    /* the engine the HTTP front door (http.c: server.http_decide, and HTTP on the socket)
+     * decides with; the caller's, outliving the server */
+    struct gov_engine *engine;
 } srv_options_t;
 
 /* /readyz: true when the daemon is armed (and, once membership lands, joined). Sets *why
@@ -60,22 +63,14 @@ typedef struct srv srv_t;
 
 /*
  * Starts listening on loop. A socket file left by a dead daemon is replaced; one a live
- * daemon answers on is not (SRV_EINUSE). The engine and metrics stay the caller's and must outlive
- * the server. The options' strings are copied. SIGPIPE is ignored from here on (process-wide).
+ * daemon answers on is not (SRV_EINUSE). Every connection's requests go to handler. The
+ * handler and metrics stay the caller's and must outlive the server. The options' strings are
+ * copied. SIGPIPE is ignored from here on (process-wide).
  */
-int srv_start(srv_t **out, uv_loop_t *loop, const srv_options_t *opt, struct gov_engine *engine,
-              srv_metrics_t *metrics, char *err, size_t err_size);
+int srv_start(srv_t **out, uv_loop_t *loop, const srv_options_t *opt,
+              const stream_handler_t *handler, srv_metrics_t *metrics, char *err, size_t err_size);
 
 void srv_set_ready(srv_t *s, srv_ready_fn fn, void *ud);
-
-/* The `members` answer (membership/): returns how many members there are, fills up to cap
- * rows when rows is not NULL (strings valid until the loop runs again) and sets *live
- * (alive + suspect, self included). Without one the replica knows itself alone. */
-typedef size_t (*srv_members_fn)(void *ud, proto_member_t *rows, size_t cap, int64_t *live);
-void srv_set_members(srv_t *s, srv_members_fn fn, void *ud);
-/* Why the fleet's N may be wrong (a duplicate node id), for `fleet`; NULL when it is not. */
-typedef const char *(*srv_doubt_fn)(void *ud);
-void srv_set_doubt(srv_t *s, srv_doubt_fn fn, void *ud);
 
 /* Stops listening, removes the socket file and closes every connection (their leases are
  * released). The handles close on the loop: run it until it is empty, then srv_free(). */

@@ -24,54 +24,65 @@ const char *proto_op_name(proto_op_t op)
     return (unsigned)op < PROTO_OP_COUNT_ ? op_names[op] : "unknown";
 }
 
-int proto_frame(const uint8_t *data, size_t len, size_t *msg_len, bool *deep)
+void proto_framer_init(proto_framer_t *f)
 {
-    uint64_t left[PROTO_MAX_DEPTH]; /* values still to read in each open container */
-    int depth = 0;
-    uint64_t pending = 1; /* values still to read in the whole message */
-    size_t pos = 0;
-    *deep = false;
+    *f = (proto_framer_t){.pending = 1};
+}
+
+int proto_frame_resume(proto_framer_t *f, const uint8_t *data, size_t len, size_t *msg_len,
+                       bool *deep)
+{
     if (len == 0)
         return PROTO_EMORE;
-    if (!wire_is_map_byte(data[0]))
+    if (f->pos == 0 && !wire_is_map_byte(data[0]))
         return PROTO_EFRAME;
     for (;;) {
         size_t hdr;
         uint64_t payload, children;
-        int rc = wire_head(data + pos, data + len, &hdr, &payload, &children);
+        int rc = wire_head(data + f->pos, data + len, &hdr, &payload, &children);
         if (rc == PROTO_EMORE)
             return len >= PROTO_MAX_MESSAGE ? PROTO_ETOOBIG : PROTO_EMORE;
         if (rc)
             return rc;
-        if (payload > PROTO_MAX_MESSAGE || pos + hdr + payload > PROTO_MAX_MESSAGE)
+        if (payload > PROTO_MAX_MESSAGE || f->pos + hdr + payload > PROTO_MAX_MESSAGE)
             return PROTO_ETOOBIG;
-        if (pos + hdr + payload > len)
+        if (f->pos + hdr + payload > len) /* cut: read this header again when more comes */
             return PROTO_EMORE;
-        pos += hdr + (size_t)payload;
-        pending--;
-        if (depth > 0)
-            left[depth - 1]--;
+        f->steps++;
+        f->pos += hdr + (size_t)payload;
+        f->pending--;
+        if (f->depth > 0)
+            f->left[f->depth - 1]--;
         if (children > 0) {
             /* every pending value needs at least one more byte within the bound */
-            if (children > PROTO_MAX_MESSAGE || pending + children > PROTO_MAX_MESSAGE - pos)
+            if (children > PROTO_MAX_MESSAGE || f->pending + children > PROTO_MAX_MESSAGE - f->pos)
                 return PROTO_ETOOBIG;
-            pending += children;
-            if (depth < PROTO_MAX_DEPTH) {
-                left[depth++] = children;
+            f->pending += children;
+            if (f->depth < PROTO_MAX_DEPTH) {
+                f->left[f->depth++] = children;
             } else {
-                *deep = true;
-                left[depth - 1] += children;
+                f->deep = true;
+                f->left[f->depth - 1] += children;
             }
         }
-        while (depth > 0 && left[depth - 1] == 0)
-            depth--;
-        if (pending == 0) {
-            *msg_len = pos;
+        while (f->depth > 0 && f->left[f->depth - 1] == 0)
+            f->depth--;
+        *deep = f->deep;
+        if (f->pending == 0) {
+            *msg_len = f->pos;
             return 0;
         }
-        if (pos >= len)
+        if (f->pos >= len)
             return len >= PROTO_MAX_MESSAGE ? PROTO_ETOOBIG : PROTO_EMORE;
     }
+}
+
+int proto_frame(const uint8_t *data, size_t len, size_t *msg_len, bool *deep)
+{
+    proto_framer_t f;
+    proto_framer_init(&f);
+    *deep = false;
+    return proto_frame_resume(&f, data, len, msg_len, deep);
 }
 
 /* ---- request decoding ---- */

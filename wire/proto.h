@@ -96,6 +96,26 @@ typedef struct proto_request {
  */
 int proto_frame(const uint8_t *data, size_t len, size_t *msg_len, bool *deep);
 
+/*
+ * Framing that resumes: a message that arrives in pieces is walked once, not again from its
+ * start on every piece (which costs a dripping client's message quadratic work). Each call
+ * passes the same message's bytes from its start, with more appended since the last call;
+ * the framer goes on from the last value it finished. proto_framer_init before each message.
+ */
+typedef struct proto_framer {
+    size_t pos;       /* bytes of the message framed so far */
+    uint64_t pending; /* values still to read in the whole message */
+    int depth;
+    uint64_t left[PROTO_MAX_DEPTH]; /* values still to read in each open container */
+    bool deep;
+    uint64_t steps; /* values framed, for the tests: each is framed once */
+} proto_framer_t;
+
+void proto_framer_init(proto_framer_t *f);
+/* As proto_frame, from where the last call on this message stopped. */
+int proto_frame_resume(proto_framer_t *f, const uint8_t *data, size_t len, size_t *msg_len,
+                       bool *deep);
+
 /* Decodes one framed message. Returns 0, or a negative PROTO_E* code with err filled in;
  * req->seq is set whenever the message carries a readable seq, even on error. */
 int proto_decode_request(const uint8_t *msg, size_t len, proto_request_t *req, proto_error_t *err);

@@ -1,10 +1,15 @@
 /*
- * libFuzzer target for the socket codec: any bytes as a stream of requests, framed and decoded
- * the way the server does it. Properties beyond "no crash, no UB": a framed message lies within
- * the input and the 64 KiB bound; every decoded request respects the documented bounds; every
- * error carries a code and a message; a decoded request re-encodes (client encoder) to bytes
- * that decode to the same request; every answer encoder's output frames as one message; the
- * unframed fast path (proto_decode_first) accepts exactly the valid requests.
+ * libFuzzer target for the decision socket's input path: the server's own stream unit
+ * (server/stream.c: reassembly, framing, decoding, answers in order) fed real byte streams,
+ * good, bad and pipelined, split at random points into random-sized reads. The first 8 bytes
+ * of an input seed the splits; the rest is the stream.
+ *
+ * Properties beyond "no crash, no leak, no UB": the stream cut into random reads (and paused
+ * and resumed by a small answer limit) gets exactly the answers, byte for byte, and hands
+ * exactly the requests to its handler, that it gets in one read; the reassembly buffer stays
+ * within STREAM_IN_CAP; every request handed up respects the documented bounds and
+ * re-encodes (client encoder) to bytes that decode to the same request; every answer
+ * encoder's output frames as one message and reads back.
  * Run longer, from a fuzz build tree:
  *   tests/fuzz/fuzz_proto -max_total_time=600 -dict=../tests/fuzz/proto.dict corpus/
  */
@@ -14,6 +19,7 @@
 
 #include "json.h"
 #include "proto.h"
+#include "stream.h"
 
 static void check(int ok)
 {
@@ -93,42 +99,121 @@ static void check_answers(const proto_request_t *req)
     proto_out_free(&out);
 }
 
+/* One run: what the handler saw and what the stream wrote. */
+typedef struct run {
+    proto_out_t seen;             /* op and seq of each request handed up */
+    proto_out_t written;          /* every answer, in order */
+    stream_slot_t *pending[8192]; /* more than a 64 KiB input can hold decides */
+    int npending;
+} run_t;
+
+static void complete(run_t *run)
+{
+    for (int i = 0; i < run->npending; i++) {
+        stream_slot_t *s = run->pending[i];
+        check(proto_enc_settled(&s->bytes, s->seq, 7) == 0);
+        stream_slot_ready(s); /* frees an orphan */
+    }
+    run->npending = 0;
+}
+
+/* decide waits in a slot (completed after the read, as the engine would later); the rest are
+ * answered at once. */
+static void on_request(void *ud, stream_t *st, const proto_request_t *req)
+{
+    run_t *run = ud;
+    check_request(req);
+    proto_out_append(&run->seen, &req->op, sizeof(req->op));
+    proto_out_append(&run->seen, &req->seq, sizeof(req->seq));
+    if (req->op == PROTO_OP_DECIDE) {
+        check(run->npending < 8192);
+        stream_slot_t *s = malloc(sizeof(*s));
+        check(s != NULL);
+        stream_slot_link(st, s, req->seq, req->op, 0);
+        run->pending[run->npending++] = s;
+        return;
+    }
+    check_answers(req);
+    proto_out_t *out = stream_answer_buf(st);
+    check(out && proto_enc_pong(out, req->seq, "fuzz") == 0);
+}
+
+/* Writes out what the stream has, as the shell does after each read, and resumes it. */
+static void drain(stream_t *st, run_t *run)
+{
+    const uint8_t *p;
+    size_t n;
+    for (;;) {
+        complete(run);
+        if (stream_flush_begin(st, &p, &n)) {
+            proto_out_append(&run->written, p, n);
+            stream_flush_end(st);
+        }
+        if (!st->paused || st->draining || st->failed)
+            break;
+        stream_resume(st, 1, 1); /* may take more and pause again: write that out too */
+    }
+}
+
+static uint64_t rng;
+static size_t next_piece(void)
+{
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    uint32_t r = (uint32_t)(rng >> 33);
+    return (r & 3) == 0 ? 1 + (r >> 2) % 3 : 1 + (r >> 2) % 8192; /* drips and bulk */
+}
+
+static void feed(const uint8_t *data, size_t size, bool split, size_t out_limit, run_t *run)
+{
+    static uint8_t shared[64 * 1024];
+    stream_handler_t h = {.request = on_request, .ud = run};
+    stream_t st;
+    stream_init(&st, &h, out_limit);
+    size_t off = 0;
+    while (off < size && !st.draining && !st.failed) {
+        uint8_t *buf;
+        size_t cap;
+        stream_read_buf(&st, shared, sizeof(shared), &buf, &cap);
+        size_t k = split ? next_piece() : size - off;
+        if (k > size - off)
+            k = size - off;
+        if (k > cap)
+            k = cap;
+        check(k > 0); /* a paused stream is resumed by drain() before the next read */
+        memcpy(buf, data + off, k);
+        check(stream_feed(&st, buf, k, 1, 1) == 0);
+        check(st.in_len <= STREAM_IN_CAP);
+        off += k;
+        drain(&st, run);
+    }
+    stream_end(&st);
+    drain(&st, run);
+    stream_free(&st);
+    complete(run);
+}
+
+static bool same_bytes(const proto_out_t *a, const proto_out_t *b)
+{
+    return a->len == b->len && (a->len == 0 || memcmp(a->data, b->data, a->len) == 0);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    size_t off = 0;
-    while (off < size) {
-        size_t n;
-        bool deep;
-        int rc = proto_frame(data + off, size - off, &n, &deep);
-        if (rc == PROTO_EMORE || rc == PROTO_EFRAME || rc == PROTO_ETOOBIG)
-            break; /* the server waits for more, or answers once and closes */
-        check(rc == 0 && n > 0 && n <= size - off && n <= PROTO_MAX_MESSAGE);
-        proto_request_t req;
-        proto_error_t err;
-        rc = proto_decode_request(data + off, n, &req, &err);
-        /* the unframed fast path takes exactly the valid requests, and reads them the same */
-        proto_request_t fast;
-        proto_error_t ferr;
-        size_t used;
-        int frc = proto_decode_first(data + off, size - off, &used, &fast, &ferr);
-        check((frc == 0) == (rc == 0 && !deep));
-        if (frc == 0)
-            check(used == n && fast.op == req.op && fast.seq == req.seq &&
-                  fast.nsubject == req.nsubject && fast.tokens == req.tokens);
-        if (rc == 0) {
-            check(!deep);
-            check_request(&req);
-            check_answers(&req);
-        } else {
-            check(rc < 0 && err.code == rc && err.message[0] != 0);
-            check(strcmp(tt_err_name(rc), "error") != 0);
-        }
-        /* any value skips exactly as the framer measured it */
-        wire_reader_t r = {.pos = data + off, .end = data + off + n};
-        check(wire_skip(&r) == 0 && r.pos == data + off + n);
-        off += n;
-    }
+    if (size < 8)
+        return 0;
+    memcpy(&rng, data, 8);
+    data += 8, size -= 8;
+    static run_t whole, cut;
+    whole = (run_t){0}, cut = (run_t){0};
+    feed(data, size, false, 1 << 30, &whole);
+    feed(data, size, true, 256 + (size_t)(rng & 0xfff), &cut);
+    check(same_bytes(&whole.seen, &cut.seen));
+    check(same_bytes(&whole.written, &cut.written));
+    proto_out_free(&whole.seen);
+    proto_out_free(&whole.written);
+    proto_out_free(&cut.seen);
+    proto_out_free(&cut.written);
     return 0;
 }

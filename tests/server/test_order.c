@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "dispatch.h"
 #include "engine.h"
 #include "srv.h"
 #include "store.h"
@@ -39,6 +40,7 @@ static struct {
     gov_engine_t *engine;
     srv_metrics_t *metrics;
     srv_t *srv;
+    dispatch_t *dispatch;
     char dir[64], sock[128];
     gov_redis_op_t *ops[1024]; /* queued, answered newest first */
     int nops;
@@ -94,9 +96,11 @@ static void start(void)
     cr_assert_not_null(mkdtemp(t.dir));
     snprintf(t.sock, sizeof(t.sock), "%s/tt.sock", t.dir);
     uv_loop_init(&t.loop);
-    srv_options_t so = {.socket_path = t.sock, .node = "test", .version = "test"};
-    cr_assert_eq(srv_start(&t.srv, &t.loop, &so, t.engine, t.metrics, err, sizeof(err)), 0, "%s",
-                 err);
+    srv_options_t so = {.socket_path = t.sock};
+    cr_assert_eq(dispatch_new(&t.dispatch, t.engine, t.metrics, "test", t.sock, "test"), 0);
+    cr_assert_eq(
+        srv_start(&t.srv, &t.loop, &so, dispatch_handler(t.dispatch), t.metrics, err, sizeof(err)),
+        0, "%s", err);
     uv_timer_init(&t.loop, &t.answer);
     uv_timer_start(&t.answer, on_answer, 3, 3);
     uv_async_init(&t.loop, &t.stop, on_stop);
@@ -109,6 +113,7 @@ static void stop(void)
     pthread_join(t.thread, NULL);
     uv_loop_close(&t.loop);
     srv_free(t.srv);
+    dispatch_free(t.dispatch);
     gov_engine_destroy(t.engine);
     srv_metrics_free(t.metrics);
     cfg_free(t.cfg);
