@@ -1,16 +1,18 @@
 /*
  * loadgen: the one load generator of bench/run.sh, for every target it compares.
  *
- *   loadgen --proto msgpack|resp --socket PATH [-c CONNS] [-p DEPTH] [-k KEYS]
+ *   loadgen --proto msgpack|resp|http --socket PATH|tcp:PORT [-c CONNS] [-p DEPTH] [-k KEYS]
  *           [-d MS] [-w MS] [--sha SHA1] [--prefill] [--seed N] [--pid PID]
  *
  * Why one generator. The comparison is only fair when every target sees the same client: the
  * same connections, the same number of requests in flight, the same keys in the same order,
  * the same syscalls. What differs is the bytes: `msgpack` speaks the decision socket (the
  * ceiling, the daemon with a local limit, the daemon with a redis limit), `resp` speaks Redis
- * (EVALSHA of bench/redis_gcra.lua). Answers are framed by the daemon's own framing
- * (proto_frame) and by hiredis's reply reader respectively, and each is checked: a decision
- * (admit true/false) or an error, counted apart.
+ * (EVALSHA of bench/redis_gcra.lua), `http` the daemon's HTTP front door (GET /v1/decide on
+ * keep-alive connections, pipelined like the others; over the socket, or the TCP listener with
+ * --socket tcp:PORT). Answers are framed by the daemon's own framing (proto_frame), by
+ * hiredis's reply reader and by libhttp-parser respectively, and each is checked: a decision
+ * (admit true/false; HTTP 200/429) or an error, counted apart.
  *
  * Why one thread. The machine has two cores and each target serves from one thread; a thread
  * per connection would take the target's core away from it with context switches. One epoll
@@ -36,6 +38,8 @@
 #include <getopt.h>
 #include <hiredis/read.h>
 #include <hiredis/hiredis.h>
+#include <http_parser.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,7 +64,7 @@
 #define LIMIT_RATE "600"
 #define LIMIT_PERIOD_S "60"
 
-typedef enum { P_MSGPACK, P_RESP } proto_kind_t;
+typedef enum { P_MSGPACK, P_RESP, P_HTTP } proto_kind_t;
 
 typedef struct conn {
     int fd;
@@ -72,6 +76,8 @@ typedef struct conn {
     uint8_t *out;
     size_t out_len, out_off;
     redisReader *reader;
+    http_parser hp;   /* http: the answers' parser */
+    unsigned hp_done; /* http: answers completed by the last parse */
     /* send times of the batches in flight: a FIFO of (time, requests) */
     int64_t *batch_t;
     uint32_t *batch_n;
@@ -217,6 +223,15 @@ static size_t encode(conn_t *c, uint64_t k, uint8_t *p)
         put_key((char *)p, k);
         return (size_t)(p + KEY_DIGITS - start);
     }
+    if (opt.proto == P_HTTP) {
+        static const char head[] = "GET /v1/decide?key=k", tail[] = " HTTP/1.1\r\nHost: t\r\n\r\n";
+        memcpy(p, head, sizeof(head) - 1);
+        p += sizeof(head) - 1;
+        put_key((char *)p, k);
+        p += KEY_DIGITS;
+        memcpy(p, tail, sizeof(tail) - 1);
+        return (size_t)(p + sizeof(tail) - 1 - start);
+    }
     p += sprintf((char *)p, "*8\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n$9\r\nk", opt.sha);
     put_key((char *)p, k);
     p += KEY_DIGITS;
@@ -347,10 +362,43 @@ static void check_resp(const redisReply *rep)
         st.unexpected++;
 }
 
+/* An HTTP answer: 200 admitted, 429 denied, anything else an error. */
+static int on_http_answer(http_parser *hp)
+{
+    conn_t *c = hp->data;
+    c->hp_done++;
+    if (!counting)
+        return 0;
+    if (hp->status_code == 200)
+        st.admitted++;
+    else if (hp->status_code == 429)
+        st.denied++;
+    else {
+        st.errors++;
+        char m[32];
+        snprintf(m, sizeof(m), "HTTP %u", hp->status_code);
+        note_error(m, strlen(m));
+    }
+    return 0;
+}
+
+static const http_parser_settings http_answers = {.on_message_complete = on_http_answer};
+
 /* Counts the whole answers in c->in; keeps the cut tail. Returns how many. */
 static unsigned parse(conn_t *c)
 {
     unsigned k = 0;
+    if (opt.proto == P_HTTP) { /* the parser keeps its own state across reads */
+        c->hp_done = 0;
+        size_t n = http_parser_execute(&c->hp, &http_answers, (const char *)c->in, c->in_len);
+        if (n != c->in_len || HTTP_PARSER_ERRNO(&c->hp) != HPE_OK) {
+            fprintf(stderr, "loadgen: bad HTTP answer: %s\n",
+                    http_errno_description(HTTP_PARSER_ERRNO(&c->hp)));
+            exit(1);
+        }
+        c->in_len = 0;
+        return c->hp_done;
+    }
     if (opt.proto == P_MSGPACK) {
         size_t off = 0, n;
         bool deep;
@@ -383,6 +431,16 @@ static unsigned parse(conn_t *c)
 
 static int dial(void)
 {
+    if (strncmp(opt.socket, "tcp:", 4) == 0) { /* the HTTP listener on loopback */
+        struct sockaddr_in in = {.sin_family = AF_INET,
+                                 .sin_port = htons((uint16_t)atoi(opt.socket + 4)),
+                                 .sin_addr.s_addr = htonl(0x7f000001)};
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&in, sizeof(in)) != 0)
+            fail(opt.socket);
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        return fd;
+    }
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", opt.socket);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -396,8 +454,9 @@ static int dial(void)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: loadgen --proto msgpack|resp --socket PATH [-c CONNS] [-p DEPTH] "
-                    "[-k KEYS] [-d MS] [-w MS] [--sha SHA1] [--prefill] [--seed N] [--pid PID]\n");
+    fprintf(stderr,
+            "usage: loadgen --proto msgpack|resp|http --socket PATH|tcp:PORT [-c CONNS] [-p DEPTH] "
+            "[-k KEYS] [-d MS] [-w MS] [--sha SHA1] [--prefill] [--seed N] [--pid PID]\n");
     exit(64);
 }
 
@@ -418,6 +477,8 @@ static void parse_args(int argc, char **argv)
                 opt.proto = P_MSGPACK;
             else if (strcmp(optarg, "resp") == 0)
                 opt.proto = P_RESP;
+            else if (strcmp(optarg, "http") == 0)
+                opt.proto = P_HTTP;
             else
                 usage();
             break;
@@ -480,6 +541,8 @@ int main(int argc, char **argv)
         c->batch_n = calloc(MAX_DEPTH, sizeof(uint32_t));
         if (opt.proto == P_RESP)
             c->reader = redisReaderCreate();
+        http_parser_init(&c->hp, HTTP_RESPONSE);
+        c->hp.data = c;
         if (!c->in || !c->out || !c->batch_t || !c->batch_n || (opt.proto == P_RESP && !c->reader))
             fail("allocation");
         c->prefill_next = i;
@@ -567,8 +630,10 @@ int main(int argc, char **argv)
     printf("{\"proto\":\"%s\",\"connections\":%u,\"depth\":%u,\"keys\":%llu,\"answers\":%llu,"
            "\"seconds\":%.3f,\"per_s\":%.0f,\"admitted\":%llu,\"denied\":%llu,\"errors\":%llu,"
            "\"unexpected\":%llu,\"p50_us\":%.1f,\"p99_us\":%.1f,\"max_us\":%.1f",
-           opt.proto == P_MSGPACK ? "msgpack" : "resp", opt.conns, opt.depth,
-           (unsigned long long)opt.keys, (unsigned long long)st.answers, secs,
+           opt.proto == P_MSGPACK ? "msgpack"
+           : opt.proto == P_RESP  ? "resp"
+                                  : "http",
+           opt.conns, opt.depth, (unsigned long long)opt.keys, (unsigned long long)st.answers, secs,
            (double)st.answers / secs, (unsigned long long)st.admitted,
            (unsigned long long)st.denied, (unsigned long long)st.errors,
            (unsigned long long)st.unexpected, percentile(0.5) / 1e3, percentile(0.99) / 1e3,

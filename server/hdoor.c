@@ -2,36 +2,12 @@
 #include "hdoor.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 /* ---- answers ----------------------------------------------------------------------------- */
-
-int hdoor_respond(proto_out_t *out, int status, const char *reason, const char *type,
-                  const char *extra, const void *body, size_t len, hdoor_frame_t f)
-{
-    char head[256];
-    int n = snprintf(head, sizeof(head),
-                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s", status,
-                     reason, type, len, f.keep_alive ? "" : "Connection: close\r\n");
-    if (n < 0 || (size_t)n >= sizeof(head))
-        return -1;
-    proto_out_append(out, head, (size_t)n);
-    if (extra)
-        proto_out_append(out, extra, strlen(extra));
-    proto_out_append(out, "\r\n", 2);
-    if (!f.head_only && len)
-        proto_out_append(out, body, len);
-    return out->failed ? -1 : 0;
-}
-
-int hdoor_respond_text(proto_out_t *out, int status, const char *reason, const char *text,
-                       hdoor_frame_t f)
-{
-    return hdoor_respond(out, status, reason, "text/plain; charset=utf-8", NULL, text, strlen(text),
-                         f);
-}
 
 /* A bounded text buffer; appends past its end are dropped (and `full` set). */
 typedef struct tbuf {
@@ -65,22 +41,78 @@ __attribute__((format(printf, 2, 3))) static void putf(tbuf_t *b, const char *fm
     }
 }
 
-/* A JSON string: quotes, backslashes and control bytes escaped. */
+static void put_str(tbuf_t *b, const char *s)
+{
+    put(b, s, strlen(s));
+}
+
+static void put_i64(tbuf_t *b, int64_t v)
+{
+    char tmp[24];
+    size_t n = sizeof(tmp);
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[--n] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        tmp[--n] = '-';
+    put(b, tmp + n, sizeof(tmp) - n);
+}
+
+/* A JSON string: quotes, backslashes and control bytes escaped; runs of plain bytes copied
+ * whole (this runs for every header of every answer). */
 static void json_str(tbuf_t *b, const char *s, size_t n)
 {
     put(b, "\"", 1);
+    size_t run = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
+        if (ch >= 0x20 && ch != '"' && ch != '\\' && ch != 0x7f)
+            continue;
+        put(b, s + run, i - run);
+        run = i + 1;
         if (ch == '"' || ch == '\\') {
             char e[2] = {'\\', (char)ch};
             put(b, e, 2);
-        } else if (ch < 0x20 || ch == 0x7f) {
-            putf(b, "\\u%04x", ch);
         } else {
-            put(b, (const char *)&ch, 1);
+            putf(b, "\\u%04x", ch);
         }
     }
+    put(b, s + run, n - run);
     put(b, "\"", 1);
+}
+
+int hdoor_respond(proto_out_t *out, int status, const char *reason, const char *type,
+                  const char *extra, const void *body, size_t len, hdoor_frame_t f)
+{
+    char head[256];
+    tbuf_t h = {head, 0, sizeof(head), false};
+    put_str(&h, "HTTP/1.1 ");
+    put_i64(&h, status);
+    put_str(&h, " ");
+    put_str(&h, reason);
+    put_str(&h, "\r\nContent-Type: ");
+    put_str(&h, type);
+    put_str(&h, "\r\nContent-Length: ");
+    put_i64(&h, (int64_t)len);
+    put_str(&h, f.keep_alive ? "\r\n" : "\r\nConnection: close\r\n");
+    if (h.full)
+        return -1;
+    proto_out_append(out, head, h.len);
+    if (extra)
+        proto_out_append(out, extra, strlen(extra));
+    proto_out_append(out, "\r\n", 2);
+    if (!f.head_only && len)
+        proto_out_append(out, body, len);
+    return out->failed ? -1 : 0;
+}
+
+int hdoor_respond_text(proto_out_t *out, int status, const char *reason, const char *text,
+                       hdoor_frame_t f)
+{
+    return hdoor_respond(out, status, reason, "text/plain; charset=utf-8", NULL, text, strlen(text),
+                         f);
 }
 
 int hdoor_respond_error(proto_out_t *out, int status, const char *reason, const char *code,
@@ -116,19 +148,30 @@ int hdoor_respond_decision(proto_out_t *out, const gov_result_t *r, int deny_sta
                                           : reason_of(deny_status);
     char extra[GOV_HEADERS_MAX * (GOV_HEADER_VALUE_MAX + 40)];
     tbuf_t h = {extra, 0, sizeof(extra), false};
-    for (uint32_t i = 0; i < r->n_headers && i < GOV_HEADERS_MAX; i++)
-        putf(&h, "%s: %s\r\n", r->headers[i].name, r->headers[i].value);
+    for (uint32_t i = 0; i < r->n_headers && i < GOV_HEADERS_MAX; i++) {
+        put_str(&h, r->headers[i].name);
+        put(&h, ": ", 2);
+        put_str(&h, r->headers[i].value);
+        put(&h, "\r\n", 2);
+    }
     char body[2048 + GOV_SOFT_MAX * (CFG_ID_MAX + 4)];
     tbuf_t b = {body, 0, sizeof(body), false};
-    putf(&b, "{\"admit\":%s,\"verdict\":\"%s\",\"limit\":", r->admit ? "true" : "false",
-         gov_verdict_name(r->verdict));
+    put_str(&b, r->admit ? "{\"admit\":true,\"verdict\":\"" : "{\"admit\":false,\"verdict\":\"");
+    put_str(&b, gov_verdict_name(r->verdict));
+    put_str(&b, "\",\"limit\":");
     json_str(&b, r->limit, strlen(r->limit));
-    if (r->remaining >= 0)
-        putf(&b, ",\"remaining\":%lld", (long long)r->remaining);
-    putf(&b, ",\"retry_after\":%lld,\"reset_after\":%lld", (long long)r->retry_after_s,
-         (long long)r->reset_after_s);
-    if (r->code)
-        putf(&b, ",\"code\":\"%s\"", r->code);
+    if (r->remaining >= 0) {
+        put_str(&b, ",\"remaining\":");
+        put_i64(&b, r->remaining);
+    }
+    put_str(&b, ",\"retry_after\":");
+    put_i64(&b, r->retry_after_s);
+    put_str(&b, ",\"reset_after\":");
+    put_i64(&b, r->reset_after_s);
+    if (r->code) {
+        put_str(&b, ",\"code\":");
+        json_str(&b, r->code, strlen(r->code));
+    }
     if (r->unavailable)
         put(&b, ",\"unavailable\":true", 19);
     put(&b, ",\"soft_denied\":[", 16);

@@ -10,6 +10,7 @@
 /* What one request holds while it is read; allocated at its first byte. */
 struct hreq_buf {
     hreq_request_t req;
+    bool started;  /* a byte of the current request has arrived */
     bool done;     /* the parser reached the end of the request */
     bool in_value; /* the last callback was a header value */
     bool keeping;  /* the current header is kept */
@@ -169,6 +170,13 @@ static const http_parser_settings settings = {
     .on_message_complete = on_message_complete,
 };
 
+static void buf_reset(hreq_buf_t *b)
+{
+    b->req.nheaders = 0;
+    b->started = b->done = b->in_value = b->keeping = false;
+    b->name_len = b->target_len = b->kept_len = b->body_len = 0;
+}
+
 void hreq_init(hreq_reader_t *r, hreq_want_fn want, void *want_ud)
 {
     *r = (hreq_reader_t){.want = want, .want_ud = want_ud};
@@ -190,10 +198,9 @@ int hreq_feed(hreq_reader_t *r, const uint8_t *data, size_t len, size_t *used,
     if (!r->buf) {
         if (!(r->buf = malloc(sizeof(*r->buf))))
             return fail(r, HREQ_ENOMEM, "out of memory"), r->error;
-        r->buf->req.nheaders = 0;
-        r->buf->done = r->buf->in_value = r->buf->keeping = false;
-        r->buf->name_len = r->buf->target_len = r->buf->kept_len = r->buf->body_len = 0;
+        buf_reset(r->buf);
     }
+    r->buf->started = true;
     size_t n = http_parser_execute(&r->parser, &settings, (const char *)data, len);
     *used = n;
     if (r->error)
@@ -212,15 +219,23 @@ int hreq_feed(hreq_reader_t *r, const uint8_t *data, size_t len, size_t *used,
 
 void hreq_next(hreq_reader_t *r)
 {
-    free(r->buf);
-    r->buf = NULL;
+    if (r->buf)
+        buf_reset(r->buf);
     if (r->error == 0)
         http_parser_pause(&r->parser, 0);
 }
 
+void hreq_release(hreq_reader_t *r)
+{
+    if (hreq_idle(r)) {
+        free(r->buf);
+        r->buf = NULL;
+    }
+}
+
 bool hreq_idle(const hreq_reader_t *r)
 {
-    return r->buf == NULL;
+    return !r->buf || !r->buf->started;
 }
 
 void hreq_free(hreq_reader_t *r)

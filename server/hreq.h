@@ -14,8 +14,9 @@
  * every header of its client costs nothing for the ones nobody reads.
  *
  * Memory. An idle reader holds the parser's 32 bytes and no buffer: the buffer that holds a
- * request's target, kept headers and body is allocated at its first byte and freed by
- * hreq_next when no byte of the next request has arrived.
+ * request's target, kept headers and body is allocated at its first byte, reused by the
+ * requests that follow, and freed by hreq_release between requests (the shell calls it when a
+ * read has been dealt with: pipelined requests share one buffer, idle connections hold none).
  */
 #ifndef TT_SERVER_HREQ_H
 #define TT_SERVER_HREQ_H
@@ -96,6 +97,9 @@ int hreq_feed(hreq_reader_t *r, const uint8_t *data, size_t len, size_t *used,
 
 /* The request handed over has been dealt with: ready for the next one. */
 void hreq_next(hreq_reader_t *r);
+
+/* Frees the request buffer when no request is under way (hreq_idle). */
+void hreq_release(hreq_reader_t *r);
 
 /* True when no byte of a request is waiting (between requests). */
 bool hreq_idle(const hreq_reader_t *r);

@@ -453,6 +453,7 @@ static void ingest(http_conn_t *c, const uint8_t *data, size_t len)
     size_t used = process(c, data, len);
     if (c->closed)
         return;
+    hreq_release(&c->rd); /* between requests a connection holds no buffer */
     if (c->last)
         uv_read_stop(&c->h.stream);
     else if (used < len)

@@ -180,4 +180,9 @@ Test(hreq, an_idle_reader_holds_no_buffer)
     cr_assert_eq(feed_str("TP/1.1\r\n\r\n", &used, &req), HREQ_DONE);
     hreq_next(&rd);
     cr_assert(hreq_idle(&rd));
+    hreq_release(&rd);
+    cr_assert_null(rd.buf);
+    cr_assert_eq(feed_str("GET / HT", &used, &req), 0);
+    hreq_release(&rd);
+    cr_assert_not_null(rd.buf, "a request under way keeps its buffer");
 }
