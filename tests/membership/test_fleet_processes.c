@@ -56,11 +56,11 @@ static int bound_port(const tt_daemon_t *r, const char *after)
     return atoi(p + strlen("127.0.0.1:"));
 }
 
-/* `tokentriage members --json` against replica i; the output in out. */
-static int members_json(int i, char *out, size_t cap)
+/* `tokentriage SUB --json` (members or fleet) against replica i; the output in out. */
+static int cli_json(int i, const char *sub, char *out, size_t cap)
 {
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "%s/cmd/tokentriage members -s %s --json 2>/dev/null", TT_BINARY_DIR,
+    snprintf(cmd, sizeof cmd, "%s/cmd/tokentriage %s -s %s --json 2>/dev/null", TT_BINARY_DIR, sub,
              d[i].socket);
     FILE *p = popen(cmd, "r");
     if (!p)
@@ -69,6 +69,11 @@ static int members_json(int i, char *out, size_t cap)
     out[n] = 0;
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int members_json(int i, char *out, size_t cap)
+{
+    return cli_json(i, "members", out, cap);
 }
 
 /* Field `key` of replica `target`'s row in a members answer, copied into out ("" if absent;
@@ -610,21 +615,6 @@ Test(fleet, a_wall_clock_step_on_one_replica_kills_no_one, .fini = clock_fini)
     }
 }
 
-/* `tokentriage fleet --json` against replica i; the output in out. */
-static int fleet_json(int i, char *out, size_t cap)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "%s/cmd/tokentriage fleet -s %s --json 2>/dev/null", TT_BINARY_DIR,
-             d[i].socket);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -1;
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* Replica i says what a claimant of a duplicate id must say: the log line, the metric, the
  * field in `members` and N in doubt in `fleet`. */
 static bool reports_duplicate(int i, int hport)
@@ -633,7 +623,7 @@ static bool reports_duplicate(int i, int hport)
     return tt_daemon_log_has(&d[i], "duplicate node id", 0) &&
            metric_of(hport, "\ntokentriage_membership_duplicate_id ") == 1 &&
            members_json(i, out, sizeof out) == 0 && strstr(out, "\"duplicate_generation\":") &&
-           fleet_json(i, out, sizeof out) == 0 && strstr(out, "\"n_in_doubt\":\"");
+           cli_json(i, "fleet", out, sizeof out) == 0 && strstr(out, "\"n_in_doubt\":\"");
 }
 
 /* Two live processes with one node id (issue #17 finding 3): replicas 1 and 2 both claim "k1".
