@@ -108,6 +108,34 @@ Test(decisions, settling_a_reservation_restores_the_headroom)
               "remaining %lld (refill allowance %lld)", left, refill);
 }
 
+Test(decisions, a_settle_for_a_reservation_never_made_refunds_nothing)
+{
+    /* issue 23, item 2: the key has spent its whole burst; a settle claiming a reservation of
+     * 1000000 with 0 used must not hand it a full bucket */
+    start(TEAM_TPM, NULL);
+    tt_pair_t t[] = {{"team", "t"}};
+    cr_assert_eq(tt_decide(c, t, 1, 20000, &r), 0, "%s", r.error_message);
+    cr_assert(r.admit);
+    tt_settle(c, t, 1, 1000000, 0, &r);
+    cr_assert_eq(tt_decide(c, t, 1, 10000, &r), 0, "%s", r.error_message);
+    cr_assert_not(r.admit, "10000 tokens admitted right after the whole burst was spent");
+}
+
+Test(decisions, settling_twice_refunds_once)
+{
+    /* issue 23, item 2: a client retrying a settle after a timeout must not refund twice */
+    start(TEAM_TPM, NULL);
+    tt_pair_t t[] = {{"team", "t"}};
+    cr_assert_eq(tt_decide(c, t, 1, 20000, &r), 0, "%s", r.error_message);
+    cr_assert(r.admit);
+    cr_assert_eq(tt_decide(c, t, 1, 0, &r), 0); /* a reading: 0 left */
+    cr_assert_eq(tt_settle(c, t, 1, 10000, 0, &r), 0, "%s", r.error_message);
+    tt_settle(c, t, 1, 10000, 0, &r); /* the same settle again */
+    /* one refund of 10000 (plus what refilled: 5 tokens every 3 ms) leaves less than 15000 */
+    cr_assert_eq(tt_decide(c, t, 1, 15000, &r), 0, "%s", r.error_message);
+    cr_assert_not(r.admit, "the second settle refunded again");
+}
+
 Test(decisions, settle_without_a_tpm_limit_is_a_clear_error)
 {
     start(TEAM_RPM(60), NULL);
