@@ -265,7 +265,10 @@ static int decode_response(const uint8_t *msg, size_t len, tt_response_t *r, siz
     r->retry_after = r->reset_after = 0;
     r->nsoft = r->nheaders = 0;
     r->lease = 0;
+    r->reservation = 0;
     r->settled = 0;
+    r->already_settled = 0;
+    r->charged = 0;
     r->released = 0;
     r->raw = msg;
     r->raw_len = len;
@@ -309,9 +312,17 @@ static int decode_response(const uint8_t *msg, size_t len, tt_response_t *r, siz
             rc = read_headers(&rd, r);
         } else if (wire_str_eq(k, "lease")) {
             rc = wire_read_uint(&rd, &r->lease);
+        } else if (wire_str_eq(k, "reservation")) {
+            rc = wire_read_uint(&rd, &r->reservation);
         } else if (wire_str_eq(k, "settled")) {
             kind = TT_KIND_SETTLED;
             rc = wire_read_int(&rd, &r->settled);
+        } else if (wire_str_eq(k, "already_settled")) {
+            rc = wire_read_bool(&rd, &b);
+            r->already_settled = b;
+        } else if (wire_str_eq(k, "charged")) {
+            kind = TT_KIND_CHARGED;
+            rc = wire_read_int(&rd, &r->charged);
         } else if (wire_str_eq(k, "released")) {
             kind = TT_KIND_RELEASED;
             rc = wire_read_bool(&rd, &b);
@@ -411,10 +422,16 @@ int tt_send_decide(tt_client_t *c, const tt_pair_t *subject, size_t n, int64_t t
     return rc ? rc : queue(c, &req, seq);
 }
 
-int tt_send_settle(tt_client_t *c, const tt_pair_t *subject, size_t n, int64_t reserved,
-                   int64_t actual, uint64_t *seq)
+int tt_send_settle(tt_client_t *c, uint64_t reservation, int64_t actual, uint64_t *seq)
 {
-    proto_request_t req = {.op = PROTO_OP_SETTLE, .reserved = reserved, .actual = actual};
+    proto_request_t req = {.op = PROTO_OP_SETTLE, .reservation = reservation, .actual = actual};
+    return queue(c, &req, seq);
+}
+
+int tt_send_charge(tt_client_t *c, const tt_pair_t *subject, size_t n, int64_t tokens,
+                   uint64_t *seq)
+{
+    proto_request_t req = {.op = PROTO_OP_CHARGE, .has_tokens = true, .tokens = tokens};
     int rc = check_subject(subject, n, &req);
     return rc ? rc : queue(c, &req, seq);
 }
@@ -467,10 +484,14 @@ int tt_decide(tt_client_t *c, const tt_pair_t *subject, size_t n, int64_t tokens
     BLOCKING(c, r, tt_send_decide(c, subject, n, tokens, NULL));
 }
 
-int tt_settle(tt_client_t *c, const tt_pair_t *subject, size_t n, int64_t reserved, int64_t actual,
-              tt_response_t *r)
+int tt_settle(tt_client_t *c, uint64_t reservation, int64_t actual, tt_response_t *r)
 {
-    BLOCKING(c, r, tt_send_settle(c, subject, n, reserved, actual, NULL));
+    BLOCKING(c, r, tt_send_settle(c, reservation, actual, NULL));
+}
+
+int tt_charge(tt_client_t *c, const tt_pair_t *subject, size_t n, int64_t tokens, tt_response_t *r)
+{
+    BLOCKING(c, r, tt_send_charge(c, subject, n, tokens, NULL));
 }
 
 int tt_acquire(tt_client_t *c, const tt_pair_t *subject, size_t n, tt_response_t *r)

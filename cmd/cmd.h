@@ -16,6 +16,7 @@ int cmd_simulate(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_decide(int argc, char **argv);
 int cmd_settle(int argc, char **argv);
+int cmd_charge(int argc, char **argv);
 int cmd_fleet(int argc, char **argv);
 int cmd_members(int argc, char **argv);
 int cmd_bench(int argc, char **argv);

@@ -31,6 +31,9 @@ static void print_decision(const tt_response_t *r)
     }
     if (r->lease)
         printf("lease        %llu\n", (unsigned long long)r->lease);
+    if (r->reservation)
+        printf("reservation  %llu (settle --reservation %llu --actual N)\n",
+               (unsigned long long)r->reservation, (unsigned long long)r->reservation);
     for (unsigned i = 0; i < r->nheaders; i++)
         printf("%s: %s\n", r->headers[i].name, r->headers[i].value);
 }

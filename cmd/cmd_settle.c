@@ -1,59 +1,127 @@
 /*
- * tokentriage settle [-s SOCK] --subject LEVEL=ID... --reserved R --actual A [--json]
+ * tokentriage settle [-s SOCK] --reservation ID --actual A [--json]
+ * tokentriage charge [-s SOCK] --subject LEVEL=ID... --tokens N [--json]
  *
- * Corrects the tpm limits of a subject once a call's real token count is known: the decision
- * reserved R, the call used A (SPEC §5, docs/protocol.md).
+ * settle corrects what a tpm decision charged once the call's real token count is known: the
+ * decision answered a reservation id, the call used A (SPEC §5, docs/protocol.md). Once: a
+ * repeat is told "already settled". charge counts tokens known after the fact with no
+ * reservation (never a refund).
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "cmd.h"
 
-#define USAGE                                                                                      \
-    "usage: tokentriage settle [-s SOCKET] --subject LEVEL=ID... --reserved R --actual A "         \
-    "[--json]\n"
+#define SETTLE_USAGE "usage: tokentriage settle [-s SOCKET] --reservation ID --actual A [--json]\n"
+#define CHARGE_USAGE                                                                               \
+    "usage: tokentriage charge [-s SOCKET] --subject LEVEL=ID... --tokens N [--json]\n"
 
-/* The counts, for the human line. */
-static long long reserved = -1, actual = -1;
+/* The counts, for the human lines. */
+static long long actual = -1, tokens = -1;
 
 static void print_settled(const tt_response_t *r)
 {
-    printf("settled %lld tpm limit%s (reserved %lld, actual %lld)\n", (long long)r->settled,
-           r->settled == 1 ? "" : "s", reserved, actual);
+    if (r->already_settled)
+        printf("already settled: nothing changed\n");
+    else
+        printf("settled %lld tpm limit%s (actual %lld)\n", (long long)r->settled,
+               r->settled == 1 ? "" : "s", actual);
+}
+
+static void print_charged(const tt_response_t *r)
+{
+    printf("charged %lld tpm limit%s (tokens %lld)\n", (long long)r->charged,
+           r->charged == 1 ? "" : "s", tokens);
+}
+
+/* A reservation id: the decimal the decision answered, 1 .. 2^64 - 1. */
+static int parse_reservation(const char *arg, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(arg, &end, 10);
+    if (!*arg || *end || errno || v == 0 || arg[strspn(arg, "0123456789")]) {
+        fprintf(stderr,
+                "tokentriage settle: --reservation: \"%s\" is not a reservation id (the decimal "
+                "number a tpm decision answered)\n",
+                arg);
+        return -1;
+    }
+    *out = v;
+    return 0;
 }
 
 int cmd_settle(int argc, char **argv)
 {
     static const struct option opts[] = {CLI_COMMON_OPTIONS,
-                                         {"subject", required_argument, NULL, 'S'},
-                                         {"reserved", required_argument, NULL, 'r'},
+                                         {"reservation", required_argument, NULL, 'R'},
                                          {"actual", required_argument, NULL, 'a'},
+                                         {"reserved", required_argument, NULL, 'r'},
+                                         {"subject", required_argument, NULL, 'S'},
                                          {NULL, 0, NULL, 0}};
     cli_common_t o = {0};
-    cli_subject_t subject = {.n = 0};
+    uint64_t reservation = 0;
     int ch, rc;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "s:h", opts, NULL)) != -1) {
-        if (ch == 'S' && cli_subject_add(&subject, optarg, "settle"))
+        if (ch == 'r' || ch == 'S') { /* the form before reservations (issue 23) */
+            fprintf(stderr,
+                    "tokentriage settle: --%s is gone: settle takes the --reservation a tpm "
+                    "decision answered; tokens counted without one go through `tokentriage "
+                    "charge --subject ... --tokens N`\n%s",
+                    ch == 'r' ? "reserved" : "subject", SETTLE_USAGE);
             return EX_USAGE_;
-        if (ch == 'r' && cli_parse_count(optarg, "--reserved", "settle", 1LL << 40, &reserved))
+        }
+        if (ch == 'R' && parse_reservation(optarg, &reservation))
             return EX_USAGE_;
         if (ch == 'a' && cli_parse_count(optarg, "--actual", "settle", 1LL << 40, &actual))
             return EX_USAGE_;
-        if (!strchr("Sra", ch) && (rc = cli_common_option(ch, &o, USAGE)) != CLI_CONTINUE)
+        if (!strchr("Ra", ch) && (rc = cli_common_option(ch, &o, SETTLE_USAGE)) != CLI_CONTINUE)
             return rc;
     }
-    if (optind != argc || subject.n == 0 || reserved < 0 || actual < 0) {
-        fprintf(stderr, "tokentriage settle: --subject, --reserved and --actual are required\n%s",
-                USAGE);
+    if (optind != argc || reservation == 0 || actual < 0) {
+        fprintf(stderr, "tokentriage settle: --reservation and --actual are required\n%s",
+                SETTLE_USAGE);
         return EX_USAGE_;
     }
     tt_client_t *c = cli_connect(o.sock, "settle");
     if (!c)
         return EX_UNAVAILABLE_;
     static tt_response_t r;
-    return cli_answer(c, tt_settle(c, subject.pairs, subject.n, reserved, actual, &r), &r, &o,
-                      "settle", print_settled);
+    return cli_answer(c, tt_settle(c, reservation, actual, &r), &r, &o, "settle", print_settled);
+}
+
+int cmd_charge(int argc, char **argv)
+{
+    static const struct option opts[] = {CLI_COMMON_OPTIONS,
+                                         {"subject", required_argument, NULL, 'S'},
+                                         {"tokens", required_argument, NULL, 't'},
+                                         {NULL, 0, NULL, 0}};
+    cli_common_t o = {0};
+    cli_subject_t subject = {.n = 0};
+    int ch, rc;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "s:h", opts, NULL)) != -1) {
+        if (ch == 'S' && cli_subject_add(&subject, optarg, "charge"))
+            return EX_USAGE_;
+        if (ch == 't' && cli_parse_count(optarg, "--tokens", "charge", 1LL << 40, &tokens))
+            return EX_USAGE_;
+        if (!strchr("St", ch) && (rc = cli_common_option(ch, &o, CHARGE_USAGE)) != CLI_CONTINUE)
+            return rc;
+    }
+    if (optind != argc || subject.n == 0 || tokens < 0) {
+        fprintf(stderr, "tokentriage charge: --subject and --tokens are required\n%s",
+                CHARGE_USAGE);
+        return EX_USAGE_;
+    }
+    tt_client_t *c = cli_connect(o.sock, "charge");
+    if (!c)
+        return EX_UNAVAILABLE_;
+    static tt_response_t r;
+    return cli_answer(c, tt_charge(c, subject.pairs, subject.n, tokens, &r), &r, &o, "charge",
+                      print_charged);
 }

@@ -73,6 +73,31 @@ void gov__fill_from(gov_result_t *out, const probe_t *p)
     out->reset_after_s = p->r.reset_after_s;
 }
 
+/* An admitted decision's reservation: the tpm limits it charged (counted, not failed open nor
+ * soft-denied), as bits over the subject's tpm limits in config order. */
+static void reserve_charged(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s,
+                            const probe_t *p, size_t n, int64_t tokens, int64_t now,
+                            gov_result_t *out)
+{
+    gov_probe_set_t charged = {{0}}, local = {{0}};
+    size_t k = 0;
+    bool any = false;
+    for (size_t i = 0; i < n; i++) {
+        const probe_t *q = &p[i];
+        if (q->l->cfg.type != CFG_TYPE_TPM)
+            continue;
+        if (q->evaluated && q->r.admit && q->outcome == GOV_OUT_ADMIT) {
+            gov__probe_set_add(&charged, k);
+            if (q->l->cfg.store == CFG_STORE_REDIS && q->slot != GOV_SLOT_NONE)
+                gov__probe_set_add(&local, k); /* the fallback limiter counted it */
+            any = true;
+        }
+        k++;
+    }
+    if (any)
+        out->reservation = gov__reservation_open(e, set, s, tokens, &charged, &local, now);
+}
+
 void gov__decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, int64_t now,
                         gov_finish_mode_t mode, gov_result_t *out)
 {
@@ -180,9 +205,9 @@ size_t gov__counters_needed(gov_engine_t *e, const probe_t *p, size_t n)
  * and counted in *n_redis; with replies (the second pass) they take their answers in order.
  * Returns GOV_PENDING when redis must be asked, else 0 with the decision finished.
  */
-static int decide_run(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, int64_t tokens,
-                      int64_t now, const gov_redis_reply_t *replies, size_t *n_redis,
-                      gov_result_t *out)
+static int decide_run(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s, probe_t *p, size_t n,
+                      int64_t tokens, int64_t now, const gov_redis_reply_t *replies,
+                      size_t *n_redis, gov_result_t *out)
 {
     int rc = gov__reserve(e, gov__counters_needed(e, p, n), now, out);
     if (rc < 0)
@@ -223,6 +248,8 @@ static int decide_run(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, int
     if (ri && !replies && !blocked)
         return GOV_PENDING;
     gov__decide_finish(e, set, p, n, now, GOV_FINISH_COMMIT, out);
+    if (out->admit && tokens > 0) /* a 0-token decision is a reading: nothing to settle */
+        reserve_charged(e, set, s, p, n, tokens, now, out);
     return 0;
 }
 
@@ -230,7 +257,8 @@ static int decide_run(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, int
 static void decide_resume(gov_pending_t *pd, probe_t *p, size_t n, int64_t now)
 {
     size_t n_redis = 0;
-    (void)decide_run(pd->e, pd->set, p, n, pd->tokens, now, pd->replies, &n_redis, pd->out);
+    (void)decide_run(pd->e, pd->set, &pd->subject, p, n, pd->tokens, now, pd->replies, &n_redis,
+                     pd->out);
 }
 
 int gov_decide(gov_engine_t *e, const gov_subject_t *s, int64_t tokens, int64_t now,
@@ -248,14 +276,14 @@ int gov_decide(gov_engine_t *e, const gov_subject_t *s, int64_t tokens, int64_t 
         if (p[i].l->cfg.type == CFG_TYPE_TPM)
             return gov__fail(out, GOV_ETOKENS, "tokens: required: tpm limit \"%s\" applies",
                              p[i].l->cfg.id);
-    rc = decide_run(e, e->set, p, n, tokens, now, NULL, &n_redis, out);
+    rc = decide_run(e, e->set, s, p, n, tokens, now, NULL, &n_redis, out);
     if (rc == GOV_PENDING) {
         gov_pending_t tmpl = {.types = RATE_TYPES,
                               .finish = decide_resume,
                               .tokens = tokens,
                               .done = done,
                               .ctx = ctx};
-        gov_pending_t *pd = gov__pending_new(e, s, n_redis, &tmpl, out);
+        gov_pending_t *pd = gov__pending_new(e, e->set, s, n_redis, &tmpl, out);
         rc = pd ? gov__pending_start(pd, GOV_REDIS_STEP, p, n, now)
                 : gov__fail(out, GOV_ENOMEM, "out of memory starting a redis operation");
     }

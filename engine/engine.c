@@ -13,7 +13,8 @@
 
 #include "engine_int.h"
 
-#define RECLAIM_TICK_MIN 16384 /* slots examined per tick, at least (else capacity / 64) */
+#define RECLAIM_TICK_MIN 16384    /* slots examined per tick, at least (else capacity / 64) */
+#define RESV_EXPIRE_PER_TICK 4096 /* reservations ended per tick, at most (adds end 2 each) */
 
 /* ---- errors and results ------------------------------------------------------------------ */
 
@@ -44,7 +45,9 @@ void gov__result_init(gov_result_t *out)
     out->n_headers = 0;
     out->unavailable = false;
     out->settled = 0;
+    out->already_settled = false;
     out->lease = 0;
+    out->reservation = 0;
 }
 
 const char *gov_strcode(int err)
@@ -70,6 +73,8 @@ const char *gov_strcode(int err)
         return "bad_limits";
     case GOV_ELEASES:
         return "lease_cap";
+    case GOV_ERESERVATION:
+        return "unknown_reservation";
     default:
         return "unknown_error";
     }
@@ -105,13 +110,21 @@ int gov_engine_create(gov_engine_t **out, const gov_options_t *opt, const cfg_li
         o.max_counters = GOV_DEFAULT_MAX_COUNTERS;
     if (!o.max_leases)
         o.max_leases = GOV_DEFAULT_MAX_LEASES;
+    if (!o.max_reservations)
+        o.max_reservations = GOV_DEFAULT_MAX_RESERVATIONS;
+    if (!o.reservation_bytes)
+        o.reservation_bytes = GOV_DEFAULT_RESERVATION_BYTES;
+    if (o.reservation_ttl_ns <= 0)
+        o.reservation_ttl_ns = GOV_DEFAULT_RESERVATION_TTL_NS;
     gov_engine_t *e = calloc(1, sizeof(*e));
     if (!e) {
         snprintf(err, err_size, "out of memory");
         return GOV_ENOMEM;
     }
     if (gov_table_init(&e->table, o.initial_counters, o.max_counters, o.hash_seed) < 0 ||
-        gov_leases_init(&e->leases, o.max_leases, o.hash_seed) < 0) {
+        gov_leases_init(&e->leases, o.max_leases, o.hash_seed) < 0 ||
+        gov_resv_init(&e->resv, o.max_reservations, o.reservation_bytes, o.reservation_ttl_ns,
+                      o.hash_seed, gov__reservation_drop) < 0) {
         snprintf(err, err_size, "out of memory");
         gov_engine_destroy(e);
         return GOV_ENOMEM;
@@ -151,6 +164,7 @@ void gov_engine_destroy(gov_engine_t *e)
     gov__set_unref(e->set);
     gov_table_free(&e->table);
     gov_leases_free(&e->leases);
+    gov_resv_free(&e->resv); /* drops the records and their references to generations */
     free(e);
 }
 
@@ -176,6 +190,7 @@ void gov_engine_tick(gov_engine_t *e, int64_t now)
 {
     size_t budget = (e->table.mask + 1) / 64;
     gov_table_reclaim(&e->table, now, budget > RECLAIM_TICK_MIN ? budget : RECLAIM_TICK_MIN);
+    gov_resv_expire(&e->resv, now, RESV_EXPIRE_PER_TICK);
 }
 
 void gov_engine_metrics(gov_engine_t *e, gov_metrics_t *out)
@@ -186,6 +201,9 @@ void gov_engine_metrics(gov_engine_t *e, gov_metrics_t *out)
     out->leases = e->leases.heads;
     out->table_bytes = gov_table_bytes(&e->table);
     out->pending = e->pending;
+    out->reservations = e->resv.open;
+    out->reservations_expired = e->resv.expired;
+    out->reservations_evicted = e->resv.evicted;
 }
 
 bool gov_level_known(const gov_engine_t *e, const char *level, size_t len)

@@ -44,15 +44,16 @@
 #define GOV_PENDING 1
 
 enum {
-    GOV_EINVAL = -1,   /* a bad argument (the message names it) */
-    GOV_ESUBJECT = -2, /* subject malformed: too many levels, id too long, level twice */
-    GOV_ETOKENS = -3,  /* a tpm limit applies and `tokens` is absent */
-    GOV_ERANGE = -4,   /* tokens/reserved/actual negative or above 2^40 */
-    GOV_ENOTPM = -5,   /* settle: no tpm limit applies to the subject */
-    GOV_ENOLEASE = -6, /* release: no such lease of this owner (or already released) */
-    GOV_ENOMEM = -7,   /* allocation failed */
-    GOV_ELIMITS = -8,  /* config: too many limits, or a limit not armed */
-    GOV_ELEASES = -9,  /* acquire: the lease cap is reached */
+    GOV_EINVAL = -1,        /* a bad argument (the message names it) */
+    GOV_ESUBJECT = -2,      /* subject malformed: too many levels, id too long, level twice */
+    GOV_ETOKENS = -3,       /* a tpm limit applies and `tokens` is absent */
+    GOV_ERANGE = -4,        /* tokens/reserved/actual negative or above 2^40 */
+    GOV_ENOTPM = -5,        /* settle: no tpm limit applies to the subject */
+    GOV_ENOLEASE = -6,      /* release: no such lease of this owner (or already released) */
+    GOV_ENOMEM = -7,        /* allocation failed */
+    GOV_ELIMITS = -8,       /* config: too many limits, or a limit not armed */
+    GOV_ELEASES = -9,       /* acquire: the lease cap is reached */
+    GOV_ERESERVATION = -10, /* settle: no such reservation (never issued, expired or evicted) */
 };
 
 typedef struct gov_engine gov_engine_t;
@@ -100,23 +101,33 @@ typedef struct gov_result {
     gov_header_t headers[GOV_HEADERS_MAX];
     bool unavailable; /* a deny that only posture.fail closed made: every limit that denied
                          did so because its store could not answer */
-    int64_t settled;  /* gov_settle: the number of tpm limits corrected */
-    uint64_t lease;   /* gov_acquire: the lease id, on admit (never 0) */
+    int64_t settled;      /* gov_settle, gov_charge: the number of tpm limits corrected */
+    bool already_settled; /* gov_settle: the reservation was settled before; nothing changed */
+    uint64_t lease;       /* gov_acquire: the lease id, on admit (never 0) */
+    uint64_t reservation; /* gov_decide: on an admitted decision that charged a tpm limit, the id
+                             to settle it with (opaque, not guessable); 0 when none */
 } gov_result_t;
 
 /* Called once for every GOV_PENDING answer, with the `out` the request was given. */
 typedef void (*gov_done_fn)(gov_result_t *res, void *ctx);
 
 typedef struct gov_options {
-    size_t max_counters;     /* cap on counters held; 0 = GOV_DEFAULT_MAX_COUNTERS */
-    size_t max_leases;       /* cap on concurrency leases; 0 = GOV_DEFAULT_MAX_LEASES */
-    size_t initial_counters; /* pre-size the table (avoids growth pauses); 0 = small */
-    uint64_t hash_seed[2];   /* random per process (the server draws it): keeps clients from
-                                aiming collisions at the table */
+    size_t max_counters;        /* cap on counters held; 0 = GOV_DEFAULT_MAX_COUNTERS */
+    size_t max_leases;          /* cap on concurrency leases; 0 = GOV_DEFAULT_MAX_LEASES */
+    size_t initial_counters;    /* pre-size the table (avoids growth pauses); 0 = small */
+    uint64_t hash_seed[2];      /* random per process (the server draws it): keeps clients from
+                                   aiming collisions at the table, and keys the lease and
+                                   reservation ids */
+    size_t max_reservations;    /* reservations held at once; 0 = GOV_DEFAULT_MAX_RESERVATIONS */
+    size_t reservation_bytes;   /* their records' memory; 0 = GOV_DEFAULT_RESERVATION_BYTES */
+    int64_t reservation_ttl_ns; /* how long a reservation may be settled; 0 = the default */
 } gov_options_t;
 
 #define GOV_DEFAULT_MAX_COUNTERS ((size_t)4 << 20)
 #define GOV_DEFAULT_MAX_LEASES ((size_t)1 << 20)
+#define GOV_DEFAULT_MAX_RESERVATIONS ((size_t)1 << 17)
+#define GOV_DEFAULT_RESERVATION_BYTES ((size_t)16 << 20)
+#define GOV_DEFAULT_RESERVATION_TTL_NS (INT64_C(900) * 1000000000) /* 15 minutes */
 
 /*
  * Builds an engine over `n` armed limits (cfg_limit_arm done on each; copied). `disclose` is
@@ -161,6 +172,8 @@ int gov_engine_reload_config(gov_engine_t *e, const cfg_config_t *cfg, gov_reloa
 /*
  * One decision. rpm limits present cost 1; tpm limits present `tokens` (GOV_NO_TOKENS when the
  * request had none: an error if a tpm limit applies). `done`/`ctx` are used only on GOV_PENDING.
+ * An admitted decision that charged a tpm limit opens a reservation (out->reservation) unless
+ * memory runs out, in which case its estimate simply stays charged.
  */
 int gov_decide(gov_engine_t *e, const gov_subject_t *s, int64_t tokens, int64_t now,
                gov_result_t *out, gov_done_fn done, void *ctx);
@@ -202,11 +215,23 @@ int gov_decide_asks(gov_engine_t *e, const gov_ask_t *asks, size_t n, unsigned f
                     gov_result_t *results);
 
 /*
- * Corrects every tpm limit that applies to the subject by (actual - reserved) tokens: a refund
- * never below `now`, an overrun always charged. out->settled = limits corrected.
+ * Settles a reservation (SPEC section 5): every tpm limit the decision charged (admitted and
+ * counted; the same counters, as long as a reload kept their limits) is corrected by
+ * (actual - reserved) x T: a refund never below `now`, an overrun always charged. Once: a repeat
+ * answers 0 with out->already_settled and changes nothing. An id never issued, expired (not
+ * settled within the reservation ttl: it stays charged) or evicted (the pool was full) is
+ * GOV_ERESERVATION and changes nothing. out->settled = limits corrected.
  */
-int gov_settle(gov_engine_t *e, const gov_subject_t *s, int64_t reserved, int64_t actual,
-               int64_t now, gov_result_t *out, gov_done_fn done, void *ctx);
+int gov_settle(gov_engine_t *e, uint64_t reservation, int64_t actual, int64_t now,
+               gov_result_t *out, gov_done_fn done, void *ctx);
+
+/*
+ * Charges `tokens` counted after the fact, with no reservation, to every tpm limit that applies
+ * to the subject: the TAT moves forward by tokens x T, never back. GOV_ENOTPM when no tpm limit
+ * applies. out->settled = limits charged.
+ */
+int gov_charge(gov_engine_t *e, const gov_subject_t *s, int64_t tokens, int64_t now,
+               gov_result_t *out, gov_done_fn done, void *ctx);
 
 /*
  * Takes one slot of every concurrency limit that applies, all or none. On admit out->lease is
@@ -290,7 +315,7 @@ typedef struct gov_limit_metrics {
 
 typedef struct gov_metrics {
     uint64_t decisions[3]; /* by gov_verdict_t */
-    uint64_t settles, acquires, releases;
+    uint64_t settles, charges, acquires, releases;
     uint64_t counters;     /* held now */
     uint64_t counters_max; /* the cap */
     uint64_t counters_reclaimed;
@@ -298,8 +323,11 @@ typedef struct gov_metrics {
     uint64_t leases;   /* held now */
     uint64_t store_errors;
     uint64_t reloads;
-    uint64_t table_bytes; /* memory of the counter table (slots + key arena) */
-    uint64_t pending;     /* asynchronous (redis) requests in flight */
+    uint64_t table_bytes;          /* memory of the counter table (slots + key arena) */
+    uint64_t pending;              /* asynchronous (redis) requests in flight */
+    uint64_t reservations;         /* open (not settled, not expired) now */
+    uint64_t reservations_expired; /* not settled in time: stayed charged */
+    uint64_t reservations_evicted; /* ended early to make room (the pool was full): charged */
 } gov_metrics_t;
 
 void gov_engine_metrics(gov_engine_t *e, gov_metrics_t *out);

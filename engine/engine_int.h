@@ -8,7 +8,7 @@
  *   probe.c    subjects to applicable limits, the limiter in force, the local counter
  *   decide.c   the two-phase decision and its disclosure
  *   pending.c  requests waiting on the redis store
- *   settle.c   settle
+ *   settle.c   reservations, settle and charge (resv.c holds the pool)
  *   acquire.c  concurrency leases (lease.c holds the pool)
  *   asks.c     several asks decided as one (the gRPC front door)
  *   fleet.c    the fleet bounds
@@ -20,6 +20,7 @@
 #include "disclose.h"
 #include "engine.h"
 #include "lease.h"
+#include "resv.h"
 #include "store.h"
 #include "table.h"
 
@@ -75,6 +76,7 @@ struct gov_engine {
     gov_set_t *set;
     gov_table_t table;
     gov_leases_t leases;
+    gov_resv_t resv;
     gov_metrics_t m;
     size_t pending; /* asynchronous requests in flight */
     gov_share_ops_t share;
@@ -99,7 +101,15 @@ typedef struct probe {
     bool evaluated; /* r holds an answer or a posture.fail verdict */
     bool observed;  /* r came from a local counter that may be disclosed */
     int64_t cost;   /* gov_decide_asks: its ask's cost */
+    bool local;     /* settle: a redis limit whose decision was counted by its local fallback
+                       limiter, so the correction goes there, not to redis */
 } probe_t;
+
+/* Whether a probe's store is asked through redis. */
+static inline bool gov__via_redis(const probe_t *p)
+{
+    return p->l->cfg.store == CFG_STORE_REDIS && !p->local;
+}
 
 /* ---- engine.c ---------------------------------------------------------------------------- */
 
@@ -127,6 +137,27 @@ void gov__set_unref(gov_set_t *set);
  * (gov__subject_bytes of them; the subject must have been checked by gov__prepare first). */
 size_t gov__subject_bytes(const gov_subject_t *s);
 void gov__subject_copy(gov_subject_t *dst, char *bytes, const gov_subject_t *src);
+
+/* A subject packed into one flat record (reservations keep it): its size, the packing, and a
+ * view of a packed one whose pointers go into `src`. */
+size_t gov__subject_pack_size(const gov_subject_t *s);
+void gov__subject_pack(uint8_t *dst, const gov_subject_t *s);
+void gov__subject_unpack(gov_subject_t *s, const uint8_t *src);
+
+/* Probes of one request as a bit set over their order (at most GOV_APPLY_MAX). */
+typedef struct gov_probe_set {
+    uint64_t bits[(GOV_APPLY_MAX + 63) / 64];
+} gov_probe_set_t;
+
+static inline void gov__probe_set_add(gov_probe_set_t *set, size_t i)
+{
+    set->bits[i / 64] |= UINT64_C(1) << (i % 64);
+}
+
+/* Marks the probes in `local` (p->local) and keeps those in `keep`, compacted in place; both
+ * sets are over the order of p as collected. */
+void gov__probes_select(probe_t *p, size_t *n, const gov_probe_set_t *keep,
+                        const gov_probe_set_t *local);
 
 /* Resolves the subject against `set` and collects the limits of `types` that apply, in config
  * order. A negative GOV_E* code with out->error on a malformed subject. */
@@ -175,6 +206,18 @@ void gov__add_soft(gov_result_t *out, const gov_limit_t *l);
 /* The result's limit, remaining, retry and reset from one probe. */
 void gov__fill_from(gov_result_t *out, const probe_t *p);
 
+/* ---- settle.c ---------------------------------------------------------------------------- */
+
+/* Opens a reservation for a decision admitted under `set` that charged the tpm probes in
+ * `charged` (bits over the subject's tpm limits in `set`, in order) `reserved` tokens each,
+ * those in `local` on a redis limit's local fallback. Returns its id, or 0 when memory runs
+ * out. */
+uint64_t gov__reservation_open(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s,
+                               int64_t reserved, const gov_probe_set_t *charged,
+                               const gov_probe_set_t *local, int64_t now);
+/* Frees a reservation's record (the pool's drop). */
+void gov__reservation_drop(void *record);
+
 /* ---- pending.c --------------------------------------------------------------------------- */
 
 typedef struct gov_pending gov_pending_t;
@@ -191,6 +234,8 @@ struct gov_pending {
     gov_finish_fn finish;
     int64_t tokens, reserved, actual;
     int64_t settled; /* settle: limits corrected before redis was asked */
+    bool select;     /* a reservation's: only the probes in `keep`, those in `local` marked */
+    gov_probe_set_t keep, local;
     gov_result_t *out;
     gov_done_fn done;
     void *ctx;
@@ -200,10 +245,10 @@ struct gov_pending {
     gov_redis_reply_t *replies; /* in the order of the redis probes */
 };
 
-/* Allocates an asynchronous request over the live generation from `tmpl` (its scalar fields),
+/* Allocates an asynchronous request over generation `set` from `tmpl` (its scalar fields),
  * copying the subject. NULL when out of memory (nothing changed). */
-gov_pending_t *gov__pending_new(gov_engine_t *e, const gov_subject_t *s, size_t n_ops,
-                                const gov_pending_t *tmpl, gov_result_t *out);
+gov_pending_t *gov__pending_new(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s,
+                                size_t n_ops, const gov_pending_t *tmpl, gov_result_t *out);
 /* Submits one op per redis probe (kind STEP or SETTLE). Returns GOV_PENDING, or 0 when every op
  * finished (or failed to start) before this returned: then the request is finished and freed
  * here and no callback runs. */

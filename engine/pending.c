@@ -9,10 +9,9 @@
 
 #include "engine_int.h"
 
-gov_pending_t *gov__pending_new(gov_engine_t *e, const gov_subject_t *s, size_t n_ops,
-                                const gov_pending_t *tmpl, gov_result_t *out)
+gov_pending_t *gov__pending_new(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s,
+                                size_t n_ops, const gov_pending_t *tmpl, gov_result_t *out)
 {
-    gov_set_t *set = e->set;
     size_t bytes = gov__subject_bytes(s);
     gov_pending_t *pd = calloc(
         1, sizeof(*pd) + n_ops * (sizeof(gov_redis_op_t) + sizeof(gov_redis_reply_t)) + bytes);
@@ -45,6 +44,8 @@ static void pending_finish(gov_pending_t *pd, int64_t now)
     gov__result_init(pd->out);
     /* checked on the first pass, against the same generation: cannot fail now */
     (void)gov__prepare(pd->set, &pd->subject, pd->types, p, &n, pd->out);
+    if (pd->select)
+        gov__probes_select(p, &n, &pd->keep, &pd->local);
     pd->finish(pd, p, n, now);
 }
 
@@ -55,7 +56,7 @@ int gov__pending_start(gov_pending_t *pd, gov_redis_kind_t kind, const probe_t *
     uint32_t k = 0;
     pd->outstanding = pd->n_ops + 1; /* +1: no completion inside submit may finish it */
     for (size_t i = 0; i < n; i++) {
-        if (p[i].l->cfg.store != CFG_STORE_REDIS)
+        if (!gov__via_redis(&p[i]))
             continue;
         gov_redis_op_t *op = &pd->ops[k];
         *op = (gov_redis_op_t){

@@ -42,6 +42,58 @@ void gov__subject_copy(gov_subject_t *dst, char *bytes, const gov_subject_t *src
     }
 }
 
+/* The packed form: n, then per pair its level length (1 byte) and id length (2 bytes, little
+ * endian), then the bytes of every level and id in order. */
+size_t gov__subject_pack_size(const gov_subject_t *s)
+{
+    return 1 + 3 * s->n + gov__subject_bytes(s);
+}
+
+void gov__subject_pack(uint8_t *dst, const gov_subject_t *s)
+{
+    uint8_t *b = dst + 1 + 3 * s->n;
+    dst[0] = (uint8_t)s->n;
+    for (size_t i = 0; i < s->n; i++) {
+        const gov_pair_t *pr = &s->pairs[i];
+        dst[1 + 3 * i] = (uint8_t)pr->level_len;
+        dst[2 + 3 * i] = (uint8_t)pr->id_len;
+        dst[3 + 3 * i] = (uint8_t)(pr->id_len >> 8);
+        memcpy(b, pr->level, pr->level_len);
+        b += pr->level_len;
+        if (pr->id_len)
+            memcpy(b, pr->id, pr->id_len);
+        b += pr->id_len;
+    }
+}
+
+void gov__subject_unpack(gov_subject_t *s, const uint8_t *src)
+{
+    const char *b = (const char *)src + 1 + 3 * (size_t)src[0];
+    s->n = src[0];
+    for (size_t i = 0; i < s->n; i++) {
+        gov_pair_t *pr = &s->pairs[i];
+        pr->level_len = src[1 + 3 * i];
+        pr->id_len = (size_t)src[2 + 3 * i] | (size_t)src[3 + 3 * i] << 8;
+        pr->level = b;
+        b += pr->level_len;
+        pr->id = b;
+        b += pr->id_len;
+    }
+}
+
+void gov__probes_select(probe_t *p, size_t *n, const gov_probe_set_t *keep,
+                        const gov_probe_set_t *local)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++) {
+        if (!(keep->bits[i / 64] >> (i % 64) & 1))
+            continue;
+        p[k] = p[i];
+        p[k++].local = local->bits[i / 64] >> (i % 64) & 1;
+    }
+    *n = k;
+}
+
 static int resolve(const gov_set_t *set, const gov_subject_t *s, gov_resolved_t *res,
                    gov_result_t *out)
 {

@@ -1,8 +1,60 @@
 /*
- * Settling tokens: a tpm limit's TAT corrected by (actual - reserved) x T of the limiter in
- * force (ra_settle): a refund never below now, an overrun always charged.
+ * Reservations, settle and charge (SPEC section 5).
+ *
+ * A tpm decision presents an estimate R and is charged R on every tpm limit that admits it. When
+ * it was admitted and charged at least one, the engine keeps a reservation: the generation it
+ * was decided under, the subject, R, and which tpm limits were charged (and which of those were
+ * redis limits counted by their local fallback). Its id is a ticket (ticket.h), so it cannot be
+ * made up. `settle` presents the id and the actual count A, and every charged limit's TAT moves
+ * by (A - R) x T of the limiter in force (ra_settle): a refund never below now, an overrun
+ * always charged, never so far that a later decision reads as unfittable. Once: the entry is
+ * then marked settled and a repeat is told so, changing nothing. The pool (resv.c) bounds how
+ * many reservations are held and for how long; an unsettled one that expires or is evicted to
+ * make room simply stays charged, which errs towards admitting less, never more.
+ *
+ * A settle corrects the same counters the decision charged, through the handles of the
+ * generation it was decided under: a limit a reload kept is corrected, one it reset or removed
+ * is not (its counters are gone), and nothing another limit holds now is touched.
+ *
+ * `charge` is the path for tokens counted after the fact with no reservation: A tokens on every
+ * tpm limit that applies now, as a settle of a reservation of 0 would, so it never refunds.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "engine_int.h"
+
+/* A reservation's record, owned by the pool: the subject follows, packed. */
+typedef struct resv_record {
+    gov_set_t *set; /* a reference */
+    int64_t reserved;
+    gov_probe_set_t charged, local;
+    uint8_t subject[];
+} resv_record_t;
+
+uint64_t gov__reservation_open(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s,
+                               int64_t reserved, const gov_probe_set_t *charged,
+                               const gov_probe_set_t *local, int64_t now)
+{
+    size_t bytes = sizeof(resv_record_t) + gov__subject_pack_size(s);
+    resv_record_t *r = malloc(bytes);
+    if (!r)
+        return 0;
+    *r = (resv_record_t){.set = set, .reserved = reserved, .charged = *charged, .local = *local};
+    set->refs++;
+    gov__subject_pack(r->subject, s);
+    uint64_t id = gov_resv_add(&e->resv, r, bytes, now);
+    if (!id)
+        gov__reservation_drop(r);
+    return id;
+}
+
+void gov__reservation_drop(void *record)
+{
+    resv_record_t *r = record;
+    gov__set_unref(r->set);
+    free(r);
+}
 
 static void local_settle_probe(gov_engine_t *e, probe_t *p, int64_t now, int64_t reserved,
                                int64_t actual, int64_t *settled)
@@ -20,7 +72,7 @@ static void local_settle_probe(gov_engine_t *e, probe_t *p, int64_t now, int64_t
     (*settled)++;
 }
 
-/* The end of a settle that waited for redis (pending.c). */
+/* The end of a correction that waited for redis (pending.c). */
 static void settle_resume(gov_pending_t *pd, probe_t *p, size_t n, int64_t now)
 {
     gov_engine_t *e = pd->e;
@@ -28,7 +80,7 @@ static void settle_resume(gov_pending_t *pd, probe_t *p, size_t n, int64_t now)
     uint32_t k = 0;
     for (size_t i = 0; i < n; i++) {
         probe_t q = p[i];
-        if (q.l->cfg.store != CFG_STORE_REDIS)
+        if (!gov__via_redis(&q))
             continue;
         const gov_redis_reply_t *rep = &pd->replies[k++];
         q.l->fallback = rep->unavailable;
@@ -44,51 +96,112 @@ static void settle_resume(gov_pending_t *pd, probe_t *p, size_t n, int64_t now)
     pd->out->settled = settled;
 }
 
-int gov_settle(gov_engine_t *e, const gov_subject_t *s, int64_t reserved, int64_t actual,
-               int64_t now, gov_result_t *out, gov_done_fn done, void *ctx)
+/*
+ * Corrects the tpm probes p[0..n) of `set` by (actual - reserved): the local and share ones now,
+ * the redis ones through the store (GOV_PENDING). All or nothing up to the store: an error
+ * (out of memory) is returned before anything changed.
+ */
+static int correct(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s, probe_t *p, size_t n,
+                   const gov_pending_t *tmpl, int64_t now, gov_result_t *out)
 {
-    probe_t p[GOV_APPLY_MAX];
-    size_t n = 0, n_redis = 0;
-    gov__result_init(out);
-    int rc = gov__prepare(e->set, s, TYPE_BIT(CFG_TYPE_TPM), p, &n, out);
+    size_t n_redis = 0;
+    int rc = gov__reserve(e, n, now, out);
     if (rc < 0)
         return rc;
-    if (reserved < 0 || reserved > GOV_TOKENS_MAX)
-        return gov__fail(out, GOV_ERANGE, "reserved: %lld is outside 0..2^40", (long long)reserved);
-    if (actual < 0 || actual > GOV_TOKENS_MAX)
-        return gov__fail(out, GOV_ERANGE, "actual: %lld is outside 0..2^40", (long long)actual);
-    if (n == 0)
-        return gov__fail(out, GOV_ENOTPM,
-                         "subject: no tpm limit applies (settle corrects tpm limits)");
-    if ((rc = gov__reserve(e, n, now, out)) < 0)
-        return rc;
     for (size_t i = 0; i < n; i++)
-        n_redis += p[i].l->cfg.store == CFG_STORE_REDIS;
+        n_redis += gov__via_redis(&p[i]);
     gov_pending_t *pd = NULL; /* allocated before anything changes: all or nothing */
-    if (n_redis) {
-        gov_pending_t tmpl = {.types = TYPE_BIT(CFG_TYPE_TPM),
-                              .finish = settle_resume,
-                              .reserved = reserved,
-                              .actual = actual,
-                              .done = done,
-                              .ctx = ctx};
-        if (!(pd = gov__pending_new(e, s, n_redis, &tmpl, out)))
-            return gov__fail(out, GOV_ENOMEM, "out of memory starting a redis operation");
-    }
+    if (n_redis && !(pd = gov__pending_new(e, set, s, n_redis, tmpl, out)))
+        return gov__fail(out, GOV_ENOMEM, "out of memory starting a redis operation");
     int64_t settled = 0;
     for (size_t i = 0; i < n; i++) {
-        if (p[i].l->cfg.store == CFG_STORE_REDIS)
+        if (gov__via_redis(&p[i]))
             continue;
         /* unarmed or unanswered: the replica's own state is settled anyway (plain limiter) */
         (void)gov__limiter_in_force(e, &p[i], 0, now);
-        local_settle_probe(e, &p[i], now, reserved, actual, &settled);
+        local_settle_probe(e, &p[i], now, tmpl->reserved, tmpl->actual, &settled);
     }
-    e->m.settles++;
     out->settled = settled;
+    rc = 0;
     if (pd) {
         pd->settled = settled;
         rc = gov__pending_start(pd, GOV_REDIS_SETTLE, p, n, now);
     }
     gov_table_reclaim(&e->table, now, RECLAIM_PER_OP);
+    return rc;
+}
+
+static int check_count(gov_result_t *out, const char *what, int64_t v)
+{
+    if (v < 0 || v > GOV_TOKENS_MAX)
+        return gov__fail(out, GOV_ERANGE, "%s: %lld is outside 0..2^40", what, (long long)v);
+    return 0;
+}
+
+int gov_settle(gov_engine_t *e, uint64_t reservation, int64_t actual, int64_t now,
+               gov_result_t *out, gov_done_fn done, void *ctx)
+{
+    gov__result_init(out);
+    int rc = check_count(out, "actual", actual);
+    if (rc < 0)
+        return rc;
+    void *record = NULL;
+    switch (gov_resv_find(&e->resv, reservation, now, &record)) {
+    case GOV_RESV_SETTLED:
+        out->already_settled = true;
+        return 0;
+    case GOV_RESV_OPEN:
+        break;
+    default:
+        return gov__fail(out, GOV_ERESERVATION,
+                         "reservation: unknown or expired (never issued, not settled within %lld "
+                         "s of its decision, or evicted from a full pool); it stays charged",
+                         (long long)(e->resv.ttl / RA_NS_PER_S));
+    }
+    resv_record_t *r = record;
+    gov_subject_t s;
+    probe_t p[GOV_APPLY_MAX];
+    size_t n = 0;
+    gov__subject_unpack(&s, r->subject);
+    /* checked when the decision was made, against the same generation: cannot fail now */
+    (void)gov__prepare(r->set, &s, TYPE_BIT(CFG_TYPE_TPM), p, &n, out);
+    gov__probes_select(p, &n, &r->charged, &r->local);
+    gov_pending_t tmpl = {.types = TYPE_BIT(CFG_TYPE_TPM),
+                          .finish = settle_resume,
+                          .reserved = r->reserved,
+                          .actual = actual,
+                          .select = true,
+                          .keep = r->charged,
+                          .local = r->local,
+                          .done = done,
+                          .ctx = ctx};
+    rc = correct(e, r->set, &s, p, n, &tmpl, now, out);
+    if (rc >= 0) { /* the record (and `s`, which points into it) goes now */
+        gov_resv_settle(&e->resv, reservation);
+        e->m.settles++;
+    }
+    return rc;
+}
+
+int gov_charge(gov_engine_t *e, const gov_subject_t *s, int64_t tokens, int64_t now,
+               gov_result_t *out, gov_done_fn done, void *ctx)
+{
+    probe_t p[GOV_APPLY_MAX];
+    size_t n = 0;
+    gov__result_init(out);
+    int rc = gov__prepare(e->set, s, TYPE_BIT(CFG_TYPE_TPM), p, &n, out);
+    if (rc < 0 || (rc = check_count(out, "tokens", tokens)) < 0)
+        return rc;
+    if (n == 0)
+        return gov__fail(out, GOV_ENOTPM,
+                         "subject: no tpm limit applies (charge counts tpm limits)");
+    gov_pending_t tmpl = {.types = TYPE_BIT(CFG_TYPE_TPM),
+                          .finish = settle_resume,
+                          .actual = tokens,
+                          .done = done,
+                          .ctx = ctx};
+    rc = correct(e, e->set, s, p, n, &tmpl, now, out);
+    if (rc >= 0)
+        e->m.charges++;
     return rc;
 }

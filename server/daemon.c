@@ -227,10 +227,18 @@ static void engine_metrics(proto_out_t *out, void *ud)
         "# TYPE tokentriage_table_bytes gauge\n"
         "tokentriage_table_bytes %llu\n"
         "# HELP tokentriage_leases Concurrency leases held.\n"
-        "# TYPE tokentriage_leases gauge\ntokentriage_leases %llu\n",
+        "# TYPE tokentriage_leases gauge\ntokentriage_leases %llu\n"
+        "# HELP tokentriage_reservations Tpm reservations open (not settled, not expired).\n"
+        "# TYPE tokentriage_reservations gauge\ntokentriage_reservations %llu\n"
+        "# HELP tokentriage_reservations_ended_total Reservations never settled, which stayed "
+        "charged: expired (not settled in time) or evicted (the pool was full).\n"
+        "# TYPE tokentriage_reservations_ended_total counter\n"
+        "tokentriage_reservations_ended_total{reason=\"expired\"} %llu\n"
+        "tokentriage_reservations_ended_total{reason=\"evicted\"} %llu\n",
         (unsigned long long)g.counters_max, (unsigned long long)g.counters_reclaimed,
         (unsigned long long)g.cap_hits, (unsigned long long)g.table_bytes,
-        (unsigned long long)g.leases);
+        (unsigned long long)g.leases, (unsigned long long)g.reservations,
+        (unsigned long long)g.reservations_expired, (unsigned long long)g.reservations_evicted);
 }
 
 static bool ready(void *ud, const char **why)

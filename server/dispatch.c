@@ -56,7 +56,9 @@ static int encode_result(proto_out_t *out, uint64_t seq, proto_op_t op, const go
     if (r->status < 0)
         return proto_enc_error(out, seq, gov_strcode(r->status), r->error);
     if (op == PROTO_OP_SETTLE)
-        return proto_enc_settled(out, seq, r->settled);
+        return proto_enc_settled(out, seq, r->settled, r->already_settled);
+    if (op == PROTO_OP_CHARGE)
+        return proto_enc_charged(out, seq, r->settled);
     proto_str_t soft[GOV_SOFT_MAX];
     proto_header_t headers[GOV_HEADERS_MAX];
     for (uint32_t i = 0; i < r->n_soft_denied && i < GOV_SOFT_MAX; i++)
@@ -77,6 +79,7 @@ static int encode_result(proto_out_t *out, uint64_t seq, proto_op_t op, const go
         .headers = headers,
         .has_lease = op == PROTO_OP_ACQUIRE && r->admit,
         .lease = r->lease,
+        .reservation = op == PROTO_OP_DECIDE ? r->reservation : 0,
     };
     return proto_enc_decision(out, seq, &d);
 }
@@ -138,7 +141,7 @@ static void answer(dispatch_t *s, stream_t *c, const proto_request_t *req, const
         c->failed = true;
 }
 
-/* decide and settle, which may answer later. */
+/* decide, settle and charge, which may answer later. */
 static void engine_call(dispatch_t *s, stream_t *c, const proto_request_t *req)
 {
     pending_t *p = spare(s);
@@ -150,11 +153,16 @@ static void engine_call(dispatch_t *s, stream_t *c, const proto_request_t *req)
     stream_slot_link(c, &p->slot, req->seq, req->op, c->now_mono_ns);
     gov_subject_t subj;
     to_subject(req, &subj);
-    int rc = req->op == PROTO_OP_DECIDE
-                 ? gov_decide(s->engine, &subj, req->has_tokens ? req->tokens : GOV_NO_TOKENS,
-                              c->now_wall_ns, &p->result, on_done, &p->slot)
-                 : gov_settle(s->engine, &subj, req->reserved, req->actual, c->now_wall_ns,
-                              &p->result, on_done, &p->slot);
+    int rc;
+    if (req->op == PROTO_OP_DECIDE)
+        rc = gov_decide(s->engine, &subj, req->has_tokens ? req->tokens : GOV_NO_TOKENS,
+                        c->now_wall_ns, &p->result, on_done, &p->slot);
+    else if (req->op == PROTO_OP_SETTLE)
+        rc = gov_settle(s->engine, req->reservation, req->actual, c->now_wall_ns, &p->result,
+                        on_done, &p->slot);
+    else
+        rc = gov_charge(s->engine, &subj, req->tokens, c->now_wall_ns, &p->result, on_done,
+                        &p->slot);
     if (rc == GOV_PENDING) {
         s->spare = NULL; /* the engine owns it until on_done */
         return;
@@ -253,6 +261,7 @@ static void on_request(void *ud, stream_t *c, const proto_request_t *req)
     switch (req->op) {
     case PROTO_OP_DECIDE:
     case PROTO_OP_SETTLE:
+    case PROTO_OP_CHARGE:
         engine_call(s, c, req);
         return;
     case PROTO_OP_ACQUIRE:

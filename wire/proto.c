@@ -16,7 +16,7 @@
 #include <string.h>
 
 static const char *const op_names[PROTO_OP_COUNT_] = {
-    "decide", "settle", "acquire", "release", "ping", "fleet", "members",
+    "decide", "settle", "acquire", "release", "ping", "fleet", "members", "charge",
 };
 
 const char *proto_op_name(proto_op_t op)
@@ -92,14 +92,15 @@ enum field {
     F_SEQ,
     F_SUBJECT,
     F_TOKENS,
-    F_RESERVED,
+    F_RESERVATION,
     F_ACTUAL,
     F_LEASE,
+    F_RESERVED, /* retired (issue 23): named only to say what replaced it */
     F_COUNT_,
 };
 
 static const char *const field_names[F_COUNT_] = {
-    "op", "seq", "subject", "tokens", "reserved", "actual", "lease",
+    "op", "seq", "subject", "tokens", "reservation", "actual", "lease", "reserved",
 };
 
 #define BIT(f) (1u << (f))
@@ -108,14 +109,19 @@ static const struct {
     unsigned allowed, required;
 } op_fields[PROTO_OP_COUNT_] = {
     [PROTO_OP_DECIDE] = {BIT(F_SUBJECT) | BIT(F_TOKENS), BIT(F_SUBJECT)},
-    [PROTO_OP_SETTLE] = {BIT(F_SUBJECT) | BIT(F_RESERVED) | BIT(F_ACTUAL),
-                         BIT(F_SUBJECT) | BIT(F_RESERVED) | BIT(F_ACTUAL)},
+    [PROTO_OP_SETTLE] = {BIT(F_RESERVATION) | BIT(F_ACTUAL), BIT(F_RESERVATION) | BIT(F_ACTUAL)},
     [PROTO_OP_ACQUIRE] = {BIT(F_SUBJECT), BIT(F_SUBJECT)},
     [PROTO_OP_RELEASE] = {BIT(F_LEASE), BIT(F_LEASE)},
     [PROTO_OP_PING] = {0, 0},
     [PROTO_OP_FLEET] = {0, 0},
     [PROTO_OP_MEMBERS] = {0, 0},
+    [PROTO_OP_CHARGE] = {BIT(F_SUBJECT) | BIT(F_TOKENS), BIT(F_SUBJECT) | BIT(F_TOKENS)},
 };
+
+/* What replaced settle by subject and reserved count, which let any client refund any key. */
+#define SETTLE_BY_RESERVATION                                                                      \
+    "settle takes \"reservation\" (a tpm decision's id) and \"actual\"; tokens counted "           \
+    "without one: op \"charge\""
 
 /* Records the first error only: later ones are usually consequences. */
 static int fail(proto_error_t *err, int code, const char *fmt, ...)
@@ -210,7 +216,7 @@ static int decode_field(wire_reader_t *r, enum field f, proto_request_t *req, in
                 return 0;
             }
         return fail(err, PROTO_EOP,
-                    "unknown op \"%s\" (decide settle acquire release ping "
+                    "unknown op \"%s\" (decide settle charge acquire release ping "
                     "fleet members)",
                     printable(s, buf));
     case F_SEQ:
@@ -225,8 +231,15 @@ static int decode_field(wire_reader_t *r, enum field f, proto_request_t *req, in
     case F_TOKENS:
         req->has_tokens = true;
         return decode_count(r, "tokens", &req->tokens, err);
+    case F_RESERVATION:
+        rc = wire_read_uint(r, &req->reservation);
+        if (rc == PROTO_ETYPE)
+            return fail(err, PROTO_ETYPE, "reservation: must be an unsigned integer");
+        if (rc || req->reservation == 0)
+            return fail(err, PROTO_EVALUE, "reservation: must be the id a tpm decision answered");
+        return 0;
     case F_RESERVED:
-        return decode_count(r, "reserved", &req->reserved, err);
+        return fail(err, PROTO_EFIELD, "reserved: no longer taken: " SETTLE_BY_RESERVATION);
     case F_ACTUAL:
         return decode_count(r, "actual", &req->actual, err);
     case F_LEASE:
@@ -249,8 +262,8 @@ static int decode(wire_reader_t *rd, proto_request_t *req, proto_error_t *err)
     req->seq = 0;
     req->nsubject = 0;
     req->has_tokens = false;
-    req->tokens = req->reserved = req->actual = 0;
-    req->lease = 0;
+    req->tokens = req->actual = 0;
+    req->reservation = req->lease = 0;
     err->code = 0;
     err->message[0] = 0;
     if (wire_read_map(&r, &n))
@@ -292,6 +305,9 @@ static int decode(wire_reader_t *rd, proto_request_t *req, proto_error_t *err)
         return fail(err, PROTO_EMISSING, "missing \"op\"");
     req->op = (proto_op_t)op;
     unsigned extra = seen & ~(BIT(F_OP) | BIT(F_SEQ) | op_fields[op].allowed);
+    if (op == PROTO_OP_SETTLE && (extra & BIT(F_SUBJECT)))
+        return fail(err, PROTO_EFIELD,
+                    "op \"settle\" takes no \"subject\": " SETTLE_BY_RESERVATION);
     for (int f = 0; f < F_COUNT_; f++)
         if (extra & BIT(f))
             return fail(err, PROTO_EFIELD, "op \"%s\" takes no \"%s\"", op_names[op],
@@ -484,7 +500,8 @@ int proto_enc_decision(proto_out_t *out, uint64_t seq, const proto_decision_t *d
 {
     size_t start = out->len;
     bool has_limit = d->limit.len > 0, has_rem = d->remaining >= 0, has_code = d->code.len > 0;
-    open_answer(out, 7u + has_limit + has_rem + has_code + d->has_lease, seq);
+    bool has_resv = d->reservation != 0;
+    open_answer(out, 7u + has_limit + has_rem + has_code + d->has_lease + has_resv, seq);
     W_KEY(out, "admit");
     w_bool(out, d->admit);
     W_KEY(out, "verdict");
@@ -519,15 +536,30 @@ int proto_enc_decision(proto_out_t *out, uint64_t seq, const proto_decision_t *d
         W_KEY(out, "lease");
         w_uint(out, d->lease);
     }
+    if (has_resv) {
+        W_KEY(out, "reservation");
+        w_uint(out, d->reservation);
+    }
     return done(out, start);
 }
 
-int proto_enc_settled(proto_out_t *out, uint64_t seq, int64_t settled)
+int proto_enc_settled(proto_out_t *out, uint64_t seq, int64_t settled, bool already_settled)
+{
+    size_t start = out->len;
+    open_answer(out, 3, seq);
+    W_KEY(out, "settled");
+    w_int(out, settled);
+    W_KEY(out, "already_settled");
+    w_bool(out, already_settled);
+    return done(out, start);
+}
+
+int proto_enc_charged(proto_out_t *out, uint64_t seq, int64_t charged)
 {
     size_t start = out->len;
     open_answer(out, 2, seq);
-    W_KEY(out, "settled");
-    w_int(out, settled);
+    W_KEY(out, "charged");
+    w_int(out, charged);
     return done(out, start);
 }
 
@@ -733,9 +765,9 @@ int proto_enc_request(proto_out_t *out, const proto_request_t *req)
         W_KEY(out, "tokens");
         w_int(out, req->tokens);
     }
-    if (fields & BIT(F_RESERVED)) {
-        W_KEY(out, "reserved");
-        w_int(out, req->reserved);
+    if (fields & BIT(F_RESERVATION)) {
+        W_KEY(out, "reservation");
+        w_uint(out, req->reservation);
     }
     if (fields & BIT(F_ACTUAL)) {
         W_KEY(out, "actual");

@@ -29,7 +29,7 @@
 #define PROTO_MAX_LEVEL_NAME 64            /* bytes in a level name */
 #define PROTO_MAX_ID 256                   /* bytes in a subject id */
 #define PROTO_MAX_DEPTH 16                 /* nesting of maps and arrays in a request */
-#define PROTO_MAX_COUNT (INT64_C(1) << 40) /* tokens, reserved, actual */
+#define PROTO_MAX_COUNT (INT64_C(1) << 40) /* tokens, actual */
 
 /* Results of framing and decoding, in the one error table (tt_err.h; the wire names are in
  * brackets). PROTO_EMORE is not an error: the message is incomplete. PROTO_EFRAME and
@@ -62,6 +62,7 @@ typedef enum proto_op {
     PROTO_OP_PING,
     PROTO_OP_FLEET,
     PROTO_OP_MEMBERS,
+    PROTO_OP_CHARGE,
     PROTO_OP_COUNT_,
 } proto_op_t;
 
@@ -82,10 +83,10 @@ typedef struct proto_request {
     uint32_t nsubject;
     proto_pair_t subject[PROTO_MAX_LEVELS];
     bool has_tokens;
-    int64_t tokens;   /* decide, acquire: 0..2^40 */
-    int64_t reserved; /* settle */
-    int64_t actual;   /* settle */
-    uint64_t lease;   /* release */
+    int64_t tokens;       /* decide, charge: 0..2^40 */
+    uint64_t reservation; /* settle: the id a tpm decision answered (never 0) */
+    int64_t actual;       /* settle: 0..2^40 */
+    uint64_t lease;       /* release */
 } proto_request_t;
 
 /*
@@ -162,6 +163,7 @@ typedef struct proto_decision {
     const proto_header_t *headers;
     bool has_lease; /* acquire */
     uint64_t lease;
+    uint64_t reservation; /* decide: a tpm decision's reservation; 0: none (absent) */
 } proto_decision_t;
 
 /* One row of `fleet`: a rate-class limit and the bound its store discloses (SPEC §6). */
@@ -203,7 +205,8 @@ typedef struct proto_member {
 
 /* Response encoders: each appends one whole message to out. Return 0 or -1 (out->failed). */
 int proto_enc_decision(proto_out_t *out, uint64_t seq, const proto_decision_t *d);
-int proto_enc_settled(proto_out_t *out, uint64_t seq, int64_t settled);
+int proto_enc_settled(proto_out_t *out, uint64_t seq, int64_t settled, bool already_settled);
+int proto_enc_charged(proto_out_t *out, uint64_t seq, int64_t charged);
 int proto_enc_released(proto_out_t *out, uint64_t seq, bool released);
 int proto_enc_pong(proto_out_t *out, uint64_t seq, const char *version);
 int proto_enc_error(proto_out_t *out, uint64_t seq, const char *code, const char *message);

@@ -92,6 +92,7 @@ typedef enum tt_kind {
     TT_KIND_PONG,
     TT_KIND_FLEET,
     TT_KIND_MEMBERS,
+    TT_KIND_CHARGED,
 } tt_kind_t;
 
 typedef struct tt_header {
@@ -122,9 +123,13 @@ typedef struct tt_response {
     char soft_denied[TT_MAX_SOFT][65];
     unsigned nheaders;
     tt_header_t headers[TT_MAX_HEADERS];
-    uint64_t lease; /* acquire: the lease to release; 0 when none was granted */
+    uint64_t lease;       /* acquire: the lease to release; 0 when none was granted */
+    uint64_t reservation; /* decide: an admitted tpm decision's id for tt_settle(); 0: none */
     /* TT_KIND_SETTLED */
-    int64_t settled;
+    int64_t settled;     /* tpm limits corrected */
+    int already_settled; /* the reservation had been settled before: nothing changed */
+    /* TT_KIND_CHARGED */
+    int64_t charged; /* tpm limits charged */
     /* TT_KIND_RELEASED */
     int released;
     const uint8_t *raw;
@@ -140,8 +145,11 @@ TT_EXPORT const char *tt_header(const tt_response_t *r, const char *name);
  * "tokens" out. */
 TT_EXPORT int tt_send_decide(tt_client_t *c, const tt_pair_t *subject, size_t n, int64_t tokens,
                              uint64_t *seq);
-TT_EXPORT int tt_send_settle(tt_client_t *c, const tt_pair_t *subject, size_t n, int64_t reserved,
-                             int64_t actual, uint64_t *seq);
+/* Corrects what a tpm decision charged to the `actual` tokens used, by its reservation (once). */
+TT_EXPORT int tt_send_settle(tt_client_t *c, uint64_t reservation, int64_t actual, uint64_t *seq);
+/* Charges tokens counted with no reservation to every tpm limit of the subject (never refunds). */
+TT_EXPORT int tt_send_charge(tt_client_t *c, const tt_pair_t *subject, size_t n, int64_t tokens,
+                             uint64_t *seq);
 TT_EXPORT int tt_send_acquire(tt_client_t *c, const tt_pair_t *subject, size_t n, uint64_t *seq);
 TT_EXPORT int tt_send_release(tt_client_t *c, uint64_t lease, uint64_t *seq);
 TT_EXPORT int tt_send_ping(tt_client_t *c, uint64_t *seq);
@@ -159,8 +167,9 @@ TT_EXPORT size_t tt_outstanding(const tt_client_t *c);
 
 TT_EXPORT int tt_decide(tt_client_t *c, const tt_pair_t *subject, size_t n, int64_t tokens,
                         tt_response_t *r);
-TT_EXPORT int tt_settle(tt_client_t *c, const tt_pair_t *subject, size_t n, int64_t reserved,
-                        int64_t actual, tt_response_t *r);
+TT_EXPORT int tt_settle(tt_client_t *c, uint64_t reservation, int64_t actual, tt_response_t *r);
+TT_EXPORT int tt_charge(tt_client_t *c, const tt_pair_t *subject, size_t n, int64_t tokens,
+                        tt_response_t *r);
 TT_EXPORT int tt_acquire(tt_client_t *c, const tt_pair_t *subject, size_t n, tt_response_t *r);
 TT_EXPORT int tt_release(tt_client_t *c, uint64_t lease, tt_response_t *r);
 TT_EXPORT int tt_ping(tt_client_t *c, tt_response_t *r);

@@ -10,6 +10,9 @@ which is what a request handler needs; it needs nothing beyond the standard libr
         d = tt.decide({"team": "t-42", "key": "k-1"})
         if not d["admit"]:
             ...  # answer 429 with d["headers"] (Retry-After, RateLimit, ...)
+        d = tt.decide({"team": "t-42"}, tokens=16384)  # a tpm estimate
+        ...  # the call; then correct the estimate to what it used:
+        tt.settle(d["reservation"], used)
 
 It is not thread-safe: give each thread (or each worker process) its own Client.
 """
@@ -115,13 +118,22 @@ class Client:
         """May this request go? subject maps levels to ids ({"team": "t-42", "key": "k-1"});
         tokens is the cost presented to tpm limits. Returns the decision map: admit, verdict
         (admit|deny|unfittable), limit, remaining, retry_after, reset_after, soft_denied, headers
-        and, for unfittable, code "quota_cost_unfittable" (do not retry the same cost)."""
+        and, for unfittable, code "quota_cost_unfittable" (do not retry the same cost). An admitted
+        decision that charged tpm limits carries "reservation": settle it when the call is done."""
         return self.call("decide", subject=subject, tokens=tokens)
 
-    def settle(self, subject, reserved, actual):
-        """Corrects the tpm limits a decision charged `reserved` tokens to the `actual` count.
-        Send it once per request. Returns the number of limits settled."""
-        return self.call("settle", subject=subject, reserved=reserved, actual=actual)["settled"]
+    def settle(self, reservation, actual):
+        """Corrects the tpm limits a decision charged to the call's `actual` token count, by the
+        decision's "reservation" id. Applied once: a repeat (a retry after a timeout) is answered
+        with already_settled True and changes nothing. Returns the answer map: settled (limits
+        corrected) and already_settled. An unknown or expired reservation (not settled within the
+        daemon's bound: it stays charged) raises TokentriageError "unknown_reservation"."""
+        return self.call("settle", reservation=reservation, actual=actual)
+
+    def charge(self, subject, tokens):
+        """Charges `tokens` counted after the fact, with no reservation, to every tpm limit of
+        the subject: never a refund. Returns the number of limits charged."""
+        return self.call("charge", subject=subject, tokens=tokens)["charged"]
 
     def ping(self):
         return self.call("ping")

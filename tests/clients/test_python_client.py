@@ -110,6 +110,21 @@ def main():
             except TokentriageError as e:
                 check("tokens" in e.message, f"a tpm limit without tokens is the daemon's error ({e.message})")
 
+        with Client(sock, timeout=5.0) as c:
+            d = c.decide({"team": "t-settle"}, tokens=20000)
+            check(d["admit"] and d.get("reservation", 0) > 0,
+                  f"a tpm decision carries a reservation ({d.get('reservation')!r})")
+            s1 = c.settle(d["reservation"], 5000)
+            check(s1["settled"] == 1 and not s1["already_settled"], f"settle corrects the tpm limit ({s1!r})")
+            s2 = c.settle(d["reservation"], 5000)
+            check(s2["settled"] == 0 and s2["already_settled"], f"a repeated settle changes nothing ({s2!r})")
+            try:
+                c.settle(12345, 0)
+                check(False, "a made-up reservation is refused")
+            except TokentriageError as e:
+                check(e.code == "unknown_reservation", f"a made-up reservation is refused ({e.code})")
+            check(c.charge({"team": "t-settle"}, 100) == 1, "charge counts tokens on the tpm limit")
+
         daemon.send_signal(signal.SIGTERM)
         check(daemon.wait(DEADLINE_S) == 0, "the daemon exits 0 on SIGTERM")
         try:

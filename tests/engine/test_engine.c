@@ -303,7 +303,8 @@ Test(engine, builds_from_the_embedded_default_config)
     cfg_report_free(&rep);
 }
 
-/* ---- settle (issue 12) ---------------------------------------------------------------------- */
+/* ---- settle and charge (issues 12, 23)
+ * ---------------------------------------------------------------------- */
 
 static int64_t remaining_tokens(gov_engine_t *e, const gov_subject_t *s, int64_t now)
 {
@@ -313,13 +314,29 @@ static int64_t remaining_tokens(gov_engine_t *e, const gov_subject_t *s, int64_t
     return strtoll(v, NULL, 10);
 }
 
-static gov_result_t settle(gov_engine_t *e, const gov_subject_t *s, int64_t reserved,
-                           int64_t actual, int64_t now)
+static gov_result_t settle(gov_engine_t *e, uint64_t reservation, int64_t actual, int64_t now)
 {
     gov_result_t r;
-    int rc = gov_settle(e, s, reserved, actual, now, &r, NULL, NULL);
+    int rc = gov_settle(e, reservation, actual, now, &r, NULL, NULL);
     cr_assert_eq(rc, 0, "settle: %d %s", rc, r.error);
     return r;
+}
+
+static gov_result_t charge(gov_engine_t *e, const gov_subject_t *s, int64_t tokens, int64_t now)
+{
+    gov_result_t r;
+    int rc = gov_charge(e, s, tokens, now, &r, NULL, NULL);
+    cr_assert_eq(rc, 0, "charge: %d %s", rc, r.error);
+    return r;
+}
+
+/* An admitted tpm decision and its reservation. */
+static uint64_t reserve(gov_engine_t *e, const gov_subject_t *s, int64_t tokens, int64_t now)
+{
+    gov_result_t r = decide(e, s, tokens, now);
+    cr_assert(r.admit);
+    cr_assert_neq(r.reservation, 0, "an admitted tpm decision carries a reservation");
+    return r.reservation;
 }
 
 Test(settle, reserve_16384_then_settle_1000_restores_the_headroom)
@@ -328,11 +345,11 @@ Test(settle, reserve_16384_then_settle_1000_restores_the_headroom)
     gov_engine_t *e = mk_engine(&l, 1, true);
     gov_subject_t s;
     subj(&s, "team", "t", NULL);
-    gov_result_t r = decide(e, &s, 16384, T0);
-    cr_assert(r.admit);
+    uint64_t id = reserve(e, &s, 16384, T0);
     cr_assert_eq(remaining_tokens(e, &s, T0), 20000 - 16384);
-    r = settle(e, &s, 16384, 1000, T0);
+    gov_result_t r = settle(e, id, 1000, T0);
     cr_assert_eq(r.settled, 1);
+    cr_assert_not(r.already_settled);
     int64_t left = remaining_tokens(e, &s, T0); /* the next decision shows the refund */
     cr_assert(left >= 20000 - 1000 - 1 && left <= 20000 - 1000, "left %lld", (long long)left);
     gov_engine_destroy(e);
@@ -344,8 +361,7 @@ Test(settle, an_overrun_pushes_the_next_admission_out_by_the_overrun)
     gov_engine_t *e = mk_engine(&l, 1, true);
     gov_subject_t s;
     subj(&s, "team", "t", NULL);
-    cr_assert(decide(e, &s, 16384, T0).admit);
-    settle(e, &s, 16384, 16384 + 50000, T0);
+    settle(e, reserve(e, &s, 16384, T0), 16384 + 50000, T0);
     /* TAT = T0 + 66384 x 600 us = T0 + 39.8304 s; one token fits once TAT + T - tau <= now */
     int64_t allow_at = T0 + INT64_C(66385) * 600000 - 12 * S;
     gov_result_t r = decide(e, &s, 1, T0);
@@ -363,22 +379,16 @@ Test(settle, a_refund_on_a_full_bucket_changes_nothing)
     gov_engine_t *e = mk_engine(&l, 1, true);
     gov_subject_t s;
     subj(&s, "team", "t", NULL);
-    gov_result_t r = settle(e, &s, 16384, 0, T0); /* a fresh key */
-    cr_assert_eq(r.settled, 1);
-    gov_metrics_t m;
-    gov_engine_metrics(e, &m);
-    cr_assert_eq(m.counters, 0, "a refund needs no counter");
-    cr_assert_eq(remaining_tokens(e, &s, T0), 20000);
-    /* a key that has refilled since: still full after the refund */
-    cr_assert(decide(e, &s, 16384, T0).admit);
-    settle(e, &s, 16384, 0, T0 + 60 * S);
+    /* a key that has refilled since its decision: still full after the refund */
+    uint64_t id = reserve(e, &s, 16384, T0);
+    settle(e, id, 0, T0 + 60 * S);
     cr_assert_eq(remaining_tokens(e, &s, T0 + 60 * S), 20000);
     cr_assert(decide(e, &s, 20000, T0 + 60 * S).admit);
     cr_assert_not(decide(e, &s, 1, T0 + 60 * S).admit);
     gov_engine_destroy(e);
 }
 
-Test(settle, corrects_every_tpm_limit_that_applies_and_no_rpm)
+Test(settle, corrects_every_tpm_limit_the_decision_charged_and_no_rpm)
 {
     cfg_limit_t ls[] = {
         tpm("team_tpm", "team", 100000, 60 * S, 20000),
@@ -389,10 +399,157 @@ Test(settle, corrects_every_tpm_limit_that_applies_and_no_rpm)
     gov_engine_t *e = mk_engine(ls, 4, true);
     gov_subject_t s;
     subj(&s, "team", "t", "key", "k", NULL);
-    cr_assert(decide(e, &s, 10000, T0).admit);
-    gov_result_t r = settle(e, &s, 10000, 10, T0);
+    gov_result_t r = settle(e, reserve(e, &s, 10000, T0), 10, T0);
     cr_assert_eq(r.settled, 2);
     cr_assert_eq(remaining_tokens(e, &s, T0), 20000 - 10);
+    gov_engine_destroy(e);
+}
+
+Test(settle, a_made_up_reservation_is_refused_and_refunds_nothing)
+{
+    /* issue 23, item 2: the key has spent its burst; no id may hand it a full bucket */
+    cfg_limit_t l = tpm("team_tpm", "team", 100000, 60 * S, 20000);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    uint64_t id = reserve(e, &s, 20000, T0);
+    gov_result_t r;
+    const uint64_t guesses[] = {0, 1, id + 1, id - 1, id ^ (UINT64_C(1) << 32), UINT64_MAX};
+    for (size_t i = 0; i < sizeof(guesses) / sizeof(guesses[0]); i++) {
+        cr_assert_eq(gov_settle(e, guesses[i], 0, T0, &r, NULL, NULL), GOV_ERESERVATION);
+        cr_assert_str_eq(gov_strcode(r.status), "unknown_reservation");
+    }
+    cr_assert_str_eq(r.error, "reservation: unknown or expired (never issued, not settled within "
+                              "900 s of its decision, or evicted from a full pool); it stays "
+                              "charged");
+    cr_assert_eq(remaining_tokens(e, &s, T0), 0);
+    gov_engine_destroy(e);
+}
+
+Test(settle, a_reservation_is_settled_once)
+{
+    /* issue 23, item 2: a client retrying a settle after a timeout must not refund twice */
+    cfg_limit_t l = tpm("team_tpm", "team", 100000, 60 * S, 20000);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    uint64_t id = reserve(e, &s, 20000, T0);
+    cr_assert_eq(settle(e, id, 10000, T0).settled, 1);
+    gov_result_t r = settle(e, id, 10000, T0);
+    cr_assert(r.already_settled);
+    cr_assert_eq(r.settled, 0);
+    r = settle(e, id, 0, T0); /* another actual changes nothing either */
+    cr_assert(r.already_settled);
+    cr_assert_eq(remaining_tokens(e, &s, T0), 10000);
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.settles, 1);
+    cr_assert_eq(m.reservations, 0, "a settled reservation is no longer open");
+    gov_engine_destroy(e);
+}
+
+Test(settle, only_admitted_decisions_that_charge_tokens_reserve)
+{
+    cfg_limit_t ls[] = {tpm("team_tpm", "team", 100000, 60 * S, 20000),
+                        rpm("key_rpm", "key", 2, 60 * S, 2)}; /* 2 requests, then deny */
+    gov_engine_t *e = mk_engine(ls, 2, true);
+    gov_subject_t s, k;
+    subj(&s, "team", "t", "key", "k", NULL);
+    cr_assert_eq(decide(e, &s, 0, T0).reservation, 0, "a reading charges nothing");
+    cr_assert_neq(decide(e, &s, 5, T0).reservation, 0);
+    gov_result_t r = decide(e, &s, 5, T0);
+    cr_assert_not(r.admit);
+    cr_assert_eq(r.reservation, 0, "a denial charges nothing");
+    cr_assert_eq(decide(e, subj(&k, "key", "u", NULL), GOV_NO_TOKENS, T0).reservation, 0,
+                 "no tpm limit");
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.reservations, 1);
+    gov_engine_destroy(e);
+}
+
+static gov_engine_t *with_reservations(const cfg_limit_t *l, size_t max, int64_t ttl)
+{
+    gov_engine_t *e = NULL;
+    char err[256];
+    gov_options_t o = {.hash_seed = {5, 6}, .max_reservations = max, .reservation_ttl_ns = ttl};
+    cr_assert_eq(gov_engine_create(&e, &o, l, 1, true, err, sizeof(err)), 0, "%s", err);
+    return e;
+}
+
+Test(settle, a_reservation_not_settled_in_time_expires_as_charged)
+{
+    cfg_limit_t l = tpm("team_tpm", "team", 100000, 600 * S, 20000); /* T = 6 ms */
+    gov_engine_t *e = with_reservations(&l, 0, 10 * S);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    uint64_t id = reserve(e, &s, 20000, T0);
+    gov_engine_tick(e, T0 + 10 * S);
+    gov_result_t r;
+    cr_assert_eq(gov_settle(e, id, 0, T0 + 10 * S, &r, NULL, NULL), GOV_ERESERVATION);
+    /* still charged: 10 s refilled 1666 tokens, not the 20000 a refund would give */
+    cr_assert_eq(remaining_tokens(e, &s, T0 + 10 * S), 1666);
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.reservations, 0);
+    cr_assert_eq(m.reservations_expired, 1);
+    gov_engine_destroy(e);
+}
+
+Test(settle, a_full_pool_ends_its_oldest_reservation_which_stays_charged)
+{
+    cfg_limit_t l = tpm("team_tpm", "team", 100000, 60 * S, 20000);
+    gov_engine_t *e = with_reservations(&l, 2, 0);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    uint64_t a = reserve(e, &s, 5000, T0), b = reserve(e, &s, 5000, T0),
+             c = reserve(e, &s, 5000, T0);
+    gov_result_t r;
+    cr_assert_eq(gov_settle(e, a, 0, T0, &r, NULL, NULL), GOV_ERESERVATION, "a was evicted");
+    cr_assert_eq(settle(e, b, 0, T0).settled, 1);
+    cr_assert_eq(settle(e, c, 0, T0).settled, 1);
+    cr_assert_eq(remaining_tokens(e, &s, T0), 15000, "a's 5000 stay charged");
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.reservations_evicted, 1);
+    gov_engine_destroy(e);
+}
+
+Test(settle, a_reload_that_resets_the_limit_leaves_its_new_counter_alone)
+{
+    cfg_limit_t l = tpm("team_tpm", "team", 100000, 60 * S, 20000);
+    cfg_limit_t changed = tpm("team_tpm", "team", 100000, 60 * S, 30000); /* new identity */
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    uint64_t kept = reserve(e, &s, 10000, T0);
+    char err[256];
+    cr_assert_eq(gov_engine_reload(e, &l, 1, true, NULL, NULL, err, sizeof(err)), 0);
+    cr_assert_eq(settle(e, kept, 0, T0).settled, 1, "a kept limit is corrected");
+    uint64_t reset = reserve(e, &s, 10000, T0);
+    cr_assert_eq(gov_engine_reload(e, &changed, 1, true, NULL, NULL, err, sizeof(err)), 0);
+    cr_assert(decide(e, &s, 30000, T0).admit);
+    cr_assert_eq(settle(e, reset, 0, T0).settled, 0, "the reset limit's counters are gone");
+    cr_assert_eq(remaining_tokens(e, &s, T0), 0, "and the new counter was not refunded");
+    gov_engine_destroy(e);
+}
+
+Test(charge, counts_tokens_on_every_tpm_limit_and_never_refunds)
+{
+    cfg_limit_t ls[] = {tpm("team_tpm", "team", 100000, 60 * S, 20000),
+                        tpm("key_tpm", "key", 100000, 60 * S, 20000),
+                        rpm("team_rpm", "team", 10, 60 * S, 10)};
+    gov_engine_t *e = mk_engine(ls, 3, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", "key", "k", NULL);
+    cr_assert_eq(charge(e, &s, 5000, T0).settled, 2);
+    cr_assert_eq(remaining_tokens(e, &s, T0), 15000);
+    cr_assert_eq(charge(e, &s, 0, T0).settled, 2);
+    cr_assert_eq(remaining_tokens(e, &s, T0), 15000, "a charge of 0 gives nothing back");
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    cr_assert_eq(m.charges, 2);
+    cr_assert_eq(m.reservations, 0, "a charge reserves nothing");
     gov_engine_destroy(e);
 }
 
@@ -405,39 +562,39 @@ Test(settle, bad_input_is_a_clear_error_and_changes_nothing)
     gov_engine_t *e = mk_engine(ls, 2, true);
     gov_subject_t s, k;
     subj(&s, "team", "t", NULL);
-    cr_assert(decide(e, &s, 16384, T0).admit);
+    uint64_t id = reserve(e, &s, 16384, T0);
     gov_result_t r;
-    cr_assert_eq(gov_settle(e, &s, -1, 0, T0, &r, NULL, NULL), GOV_ERANGE);
-    cr_assert_str_eq(r.error, "reserved: -1 is outside 0..2^40");
-    cr_assert_eq(gov_settle(e, &s, 16384, -7, T0, &r, NULL, NULL), GOV_ERANGE);
-    cr_assert_eq(gov_settle(e, &s, 16384, (INT64_C(1) << 40) + 1, T0, &r, NULL, NULL), GOV_ERANGE);
+    cr_assert_eq(gov_settle(e, id, -7, T0, &r, NULL, NULL), GOV_ERANGE);
+    cr_assert_eq(gov_settle(e, id, (INT64_C(1) << 40) + 1, T0, &r, NULL, NULL), GOV_ERANGE);
     cr_assert_str_eq(r.error, "actual: 1099511627777 is outside 0..2^40");
-    cr_assert_eq(gov_settle(e, subj(&k, "key", "k", NULL), 10, 0, T0, &r, NULL, NULL), GOV_ENOTPM);
+    cr_assert_eq(gov_charge(e, &s, -1, T0, &r, NULL, NULL), GOV_ERANGE);
+    cr_assert_str_eq(r.error, "tokens: -1 is outside 0..2^40");
+    cr_assert_eq(gov_charge(e, subj(&k, "key", "k", NULL), 10, T0, &r, NULL, NULL), GOV_ENOTPM);
     cr_assert_str_eq(gov_strcode(r.status), "no_tpm_limit");
     cr_assert_eq(remaining_tokens(e, &s, T0), 20000 - 16384);
+    cr_assert_eq(settle(e, id, 0, T0).settled, 1, "the bad settles left it open");
     gov_engine_destroy(e);
 }
 
-Test(settle, the_upper_bound_2_pow_40_is_accepted)
+Test(charge, the_upper_bound_2_pow_40_is_accepted)
 {
     cfg_limit_t l = tpm("team_tpm", "team", 100000, 60 * S, 20000);
     gov_engine_t *e = mk_engine(&l, 1, true);
     gov_subject_t s;
     subj(&s, "team", "t", NULL);
-    gov_result_t r = settle(e, &s, 0, INT64_C(1) << 40, T0);
-    cr_assert_eq(r.settled, 1);
+    cr_assert_eq(charge(e, &s, INT64_C(1) << 40, T0).settled, 1);
     cr_assert_not(decide(e, &s, 1, T0).admit);
     gov_engine_destroy(e);
 }
 
-Test(settle, a_huge_overrun_leaves_a_deny_with_a_retry_not_unfittable)
+Test(charge, a_huge_overrun_leaves_a_deny_with_a_retry_not_unfittable)
 {
     /* issue 23, item 3, through the engine: tpm 16384/1h, 2^40 tokens overrun */
     cfg_limit_t l = tpm("team_tpm", "team", 16384, 3600 * S, 16384);
     gov_engine_t *e = mk_engine(&l, 1, true);
     gov_subject_t s;
     subj(&s, "team", "t", NULL);
-    settle(e, &s, 0, INT64_C(1) << 40, T0);
+    charge(e, &s, INT64_C(1) << 40, T0);
     gov_result_t r = decide(e, &s, 1, T0);
     cr_assert_eq(r.verdict, GOV_DENY, "verdict %s", gov_verdict_name(r.verdict));
     cr_assert_null(r.code);

@@ -324,7 +324,8 @@ Test(redis, settle_goes_to_redis_and_counts_it)
     cr_assert_eq(gov_decide(e, &s, 16384, T0, &r, on_done, &d), GOV_PENDING);
     fake_answer(&f, 0, T0);
     cr_assert(r.admit);
-    cr_assert_eq(gov_settle(e, &s, 16384, 1000, T0, &r, on_done, &d), GOV_PENDING);
+    cr_assert_neq(r.reservation, 0);
+    cr_assert_eq(gov_settle(e, r.reservation, 1000, T0, &r, on_done, &d), GOV_PENDING);
     cr_assert_eq(f.ops[1]->kind, GOV_REDIS_SETTLE);
     cr_assert_eq(f.ops[1]->reserved, 16384);
     cr_assert_eq(f.ops[1]->actual, 1000);
@@ -419,9 +420,9 @@ Test(share, settle_uses_the_share_in_force)
     gov_subject_t s;
     subj(&s, "team", "t", NULL);
     /* N = 2: T_s = 1.2 ms; tau_s = max(12 s, T_s x 16384) = 19.66 s: depth 16384 tokens */
-    cr_assert(decide(e, &s, 8000, T0).admit);
-    gov_result_t r;
-    cr_assert_eq(gov_settle(e, &s, 8000, 1000, T0, &r, NULL, NULL), 0);
+    gov_result_t r = decide(e, &s, 8000, T0);
+    cr_assert(r.admit);
+    cr_assert_eq(gov_settle(e, r.reservation, 1000, T0, &r, NULL, NULL), 0);
     cr_assert_eq(r.settled, 1);
     r = decide(e, &s, 0, T0);
     cr_assert_str_eq(hdr(&r, "X-Ratelimit-Remaining-Tokens"), "15384");
@@ -495,10 +496,10 @@ Test(share, a_per_key_hook_counts_tokens_on_decide_and_nothing_on_settle)
     gov_engine_set_share(e, &keyed_ops, &f);
     gov_subject_t s;
     subj(&s, "team", "hot", NULL);
-    cr_assert(decide(e, &s, 8000, T0).admit);
+    gov_result_t r = decide(e, &s, 8000, T0);
+    cr_assert(r.admit);
     cr_assert_eq(f.counted, 8000);
-    gov_result_t r;
-    cr_assert_eq(gov_settle(e, &s, 8000, 1000, T0, &r, NULL, NULL), 0);
+    cr_assert_eq(gov_settle(e, r.reservation, 1000, T0, &r, NULL, NULL), 0);
     cr_assert_eq(r.settled, 1);
     cr_assert_eq(f.calls, 2);
     cr_assert_eq(f.counted, 8000, "settle counts nothing");
@@ -556,6 +557,30 @@ Test(fleet, local_limits_disclose_n_times_amount)
     gov_engine_destroy(e);
 }
 
+Test(redis, a_decision_the_fallback_counted_is_settled_on_the_fallback)
+{
+    cfg_limit_t l = tpm("shared_tpm", "team", 100000, 60 * S, 20000);
+    l.store = CFG_STORE_REDIS;
+    fake_redis_t f = {0};
+    gov_engine_t *e = with_redis(&l, 1, &f);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    gov_result_t r = via_redis(e, &f, &s, 20000, true);
+    cr_assert(r.admit, "the fallback admitted 20000");
+    uint64_t id = r.reservation;
+    cr_assert_neq(id, 0);
+    cr_assert_not(via_redis(e, &f, &s, 1, true).admit, "and is now empty");
+    /* redis is back, but it never counted those 20000: the refund goes where they were counted,
+     * at once, and redis is not asked */
+    int submitted = f.submitted;
+    cr_assert_eq(gov_settle(e, id, 5000, T0, &r, NULL, NULL), 0);
+    cr_assert_eq(r.settled, 1);
+    cr_assert_eq(f.submitted, submitted);
+    cr_assert(via_redis(e, &f, &s, 15000, true).admit, "the refund reached the fallback");
+    cr_assert_eq(f.state[1], 0, "redis's own counter untouched");
+    gov_engine_destroy(e);
+}
+
 Test(redis, settle_while_unavailable_corrects_the_fallback_counter_when_open)
 {
     cfg_limit_t l = tpm("shared_tpm", "team", 100000, 60 * S, 20000);
@@ -564,12 +589,16 @@ Test(redis, settle_while_unavailable_corrects_the_fallback_counter_when_open)
     gov_engine_t *e = with_redis(&l, 1, &f);
     gov_subject_t s;
     subj(&s, "team", "t", NULL);
-    cr_assert(via_redis(e, &f, &s, 20000, true).admit, "the fallback admitted 20000");
-    cr_assert_not(via_redis(e, &f, &s, 1, true).admit, "and is now empty");
-    gov_result_t r;
+    gov_result_t r = via_redis(e, &f, &s, 20000, false);
+    cr_assert(r.admit, "redis admitted 20000");
+    uint64_t id = r.reservation;
+    /* redis goes away: the fallback's own counter spends its burst too */
+    cr_assert(via_redis(e, &f, &s, 20000, true).admit);
     done_log_t d = {0};
-    cr_assert_eq(gov_settle(e, &s, 20000, 5000, T0, &r, on_done, &d), GOV_PENDING);
+    cr_assert_eq(gov_settle(e, id, 5000, T0, &r, on_done, &d), GOV_PENDING);
+    cr_assert_eq(f.ops[2]->kind, GOV_REDIS_SETTLE);
     fake_unavailable(&f, 2, T0);
+    cr_assert_eq(d.calls, 1);
     cr_assert_eq(r.settled, 1);
     cr_assert(via_redis(e, &f, &s, 15000, true).admit, "the refund reached the fallback");
     gov_engine_destroy(e);

@@ -41,7 +41,7 @@ static void check_request(const proto_request_t *req)
         check(req->subject[i].id.len >= 1 && req->subject[i].id.len <= PROTO_MAX_ID);
     }
     check(req->tokens >= 0 && req->tokens <= PROTO_MAX_COUNT);
-    check(req->reserved >= 0 && req->reserved <= PROTO_MAX_COUNT);
+    check(req->op != PROTO_OP_SETTLE || req->reservation != 0);
     check(req->actual >= 0 && req->actual <= PROTO_MAX_COUNT);
 
     /* round trip through the client's encoder */
@@ -54,6 +54,7 @@ static void check_request(const proto_request_t *req)
     proto_error_t err;
     check(proto_decode_request(out.data, n, &again, &err) == 0);
     check(again.op == req->op && again.seq == req->seq && again.nsubject == req->nsubject);
+    check(again.reservation == req->reservation && again.actual == req->actual);
     for (uint32_t i = 0; i < req->nsubject; i++)
         check(same_str(again.subject[i].level, req->subject[i].level) &&
               same_str(again.subject[i].id, req->subject[i].id));
@@ -74,20 +75,22 @@ static void check_answers(const proto_request_t *req)
                           .verdict = {"deny", 4},
                           .limit = req->nsubject ? req->subject[0].level : (proto_str_t){"", 0},
                           .remaining = req->tokens - 1,
-                          .retry_after = req->reserved,
+                          .retry_after = (int64_t)(req->reservation >> 1),
                           .reset_after = -req->actual,
                           .nsoft = req->nsubject,
                           .soft_denied = soft,
                           .nheaders = req->nsubject,
                           .headers = h,
                           .has_lease = req->lease != 0,
-                          .lease = req->lease};
+                          .lease = req->lease,
+                          .reservation = req->reservation};
     check(proto_enc_decision(&out, req->seq, &d) == 0);
-    check(proto_enc_settled(&out, req->seq, req->actual - req->reserved) == 0);
+    check(proto_enc_settled(&out, req->seq, req->actual, req->reservation & 1) == 0);
+    check(proto_enc_charged(&out, req->seq, -req->tokens) == 0);
     check(proto_enc_error(&out, req->seq, "bad_value", "x") == 0);
     size_t off = 0, n;
     bool deep;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         check(proto_frame(out.data + off, out.len - off, &n, &deep) == 0);
         wire_reader_t r = {.pos = out.data + off, .end = out.data + off + n};
         proto_out_t json = {0};
@@ -111,7 +114,7 @@ static void complete(run_t *run)
 {
     for (int i = 0; i < run->npending; i++) {
         stream_slot_t *s = run->pending[i];
-        check(proto_enc_settled(&s->bytes, s->seq, 7) == 0);
+        check(proto_enc_settled(&s->bytes, s->seq, 7, false) == 0);
         stream_slot_ready(s); /* frees an orphan */
     }
     run->npending = 0;

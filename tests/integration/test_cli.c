@@ -54,14 +54,39 @@ Test(cli, decide_prints_the_verdict_and_the_headers)
     cr_assert(strncmp(out, "{\"seq\":1,\"admit\":true,\"verdict\":\"admit\"", 38) == 0, "%s", out);
 }
 
-Test(cli, settle_reports_the_limits_it_corrected)
+/* The reservation `decide` printed, as the argument a user would copy. */
+static const char *printed_reservation(char *buf, size_t size)
+{
+    const char *at = strstr(out, "reservation  ");
+    cr_assert_not_null(at, "%s", out);
+    unsigned long long id = strtoull(at + strlen("reservation  "), NULL, 10);
+    cr_assert_neq(id, 0);
+    snprintf(buf, size, "%llu", id);
+    return buf;
+}
+
+Test(cli, settle_corrects_a_reservation_once_and_charge_counts_tokens)
 {
     cr_assert_eq(tt_daemon_start(&d, LIMITS, NULL), 0);
+    char id[32], args[256];
     cr_assert_eq(runf("decide -s %s --subject team=t --tokens 16384", d.socket), 0);
-    cr_assert_eq(runf("settle -s %s --subject team=t --reserved 16384 --actual 900", d.socket), 0);
-    cr_assert_str_eq(out, "settled 1 tpm limit (reserved 16384, actual 900)\n");
-    cr_assert_eq(runf("settle -s %s --subject team=t --reserved 1 --actual 2 --json", d.socket), 0);
-    cr_assert_str_eq(out, "{\"seq\":1,\"settled\":1}\n");
+    printed_reservation(id, sizeof(id));
+    snprintf(args, sizeof(args), "settle -s %%s --reservation %s --actual 900", id);
+    cr_assert_eq(runf(args, d.socket), 0);
+    cr_assert_str_eq(out, "settled 1 tpm limit (actual 900)\n");
+    cr_assert_eq(runf(args, d.socket), 0);
+    cr_assert_str_eq(out, "already settled: nothing changed\n");
+    cr_assert_eq(runf("decide -s %s --subject team=t --tokens 5", d.socket), 0);
+    printed_reservation(id, sizeof(id));
+    snprintf(args, sizeof(args), "settle -s %%s --reservation %s --actual 2 --json", id);
+    cr_assert_eq(runf(args, d.socket), 0);
+    cr_assert_str_eq(out, "{\"seq\":1,\"settled\":1,\"already_settled\":false}\n");
+    cr_assert_eq(runf("settle -s %s --reservation 12345 --actual 2", d.socket), 65,
+                 "an unknown reservation is the daemon's error: EX_DATAERR");
+    cr_assert_eq(runf("charge -s %s --subject team=t --tokens 100", d.socket), 0);
+    cr_assert_str_eq(out, "charged 1 tpm limit (tokens 100)\n");
+    cr_assert_eq(runf("charge -s %s --subject team=t --tokens 100 --json", d.socket), 0);
+    cr_assert_str_eq(out, "{\"seq\":1,\"charged\":1}\n");
 }
 
 Test(cli, fleet_and_members_print_tables)
@@ -89,7 +114,10 @@ Test(cli, usage_errors_exit_64_and_no_daemon_exits_69)
 {
     cr_assert_eq(run("decide"), 64);
     cr_assert_eq(run("decide --subject team"), 64);
-    cr_assert_eq(run("settle --subject team=t --reserved 5"), 64);
+    cr_assert_eq(run("settle --subject team=t --reserved 5 --actual 1"), 64, "the old form");
+    cr_assert_eq(run("settle --reservation 12x --actual 1"), 64);
+    cr_assert_eq(run("settle --reservation 5"), 64);
+    cr_assert_eq(run("charge --subject team=t"), 64);
     cr_assert_eq(run("decide -s /nonexistent/tt.sock --subject team=t"), 69);
     cr_assert_eq(run("fleet -s /nonexistent/tt.sock"), 69);
 }

@@ -96,9 +96,11 @@ Test(decisions, settling_a_reservation_restores_the_headroom)
     long long t0 = tt_now_ms();
     cr_assert_eq(tt_decide(c, t, 1, 16384, &r), 0, "%s", r.error_message);
     cr_assert(r.admit);
-    cr_assert_eq(tt_settle(c, t, 1, 16384, 1000, &r), 0, "%s", r.error_message);
+    cr_assert_neq(r.reservation, 0, "an admitted tpm decision carries its reservation");
+    cr_assert_eq(tt_settle(c, r.reservation, 1000, &r), 0, "%s", r.error_message);
     cr_assert_eq(r.kind, TT_KIND_SETTLED);
     cr_assert_eq(r.settled, 1);
+    cr_assert_not(r.already_settled);
     cr_assert_eq(tt_decide(c, t, 1, 1, &r), 0);
     /* 20000 - 1000 - 1, give or take a token, plus what refilled meanwhile (100000 a minute:
      * 5 tokens every 3 ms) on a slow machine */
@@ -110,13 +112,18 @@ Test(decisions, settling_a_reservation_restores_the_headroom)
 
 Test(decisions, a_settle_for_a_reservation_never_made_refunds_nothing)
 {
-    /* issue 23, item 2: the key has spent its whole burst; a settle claiming a reservation of
-     * 1000000 with 0 used must not hand it a full bucket */
+    /* issue 23, item 2: the key has spent its whole burst; a settle for a reservation it never
+     * got is refused and must not hand it a full bucket */
     start(TEAM_TPM, NULL);
     tt_pair_t t[] = {{"team", "t"}};
     cr_assert_eq(tt_decide(c, t, 1, 20000, &r), 0, "%s", r.error_message);
     cr_assert(r.admit);
-    tt_settle(c, t, 1, 1000000, 0, &r);
+    uint64_t real = r.reservation;
+    const uint64_t made_up[] = {1, 1000000, real + 1, real ^ (UINT64_C(1) << 32)};
+    for (size_t i = 0; i < sizeof(made_up) / sizeof(made_up[0]); i++) {
+        cr_assert_eq(tt_settle(c, made_up[i], 0, &r), TT_ESERVER);
+        cr_assert_str_eq(r.error_code, "unknown_reservation");
+    }
     cr_assert_eq(tt_decide(c, t, 1, 10000, &r), 0, "%s", r.error_message);
     cr_assert_not(r.admit, "10000 tokens admitted right after the whole burst was spent");
 }
@@ -128,18 +135,33 @@ Test(decisions, settling_twice_refunds_once)
     tt_pair_t t[] = {{"team", "t"}};
     cr_assert_eq(tt_decide(c, t, 1, 20000, &r), 0, "%s", r.error_message);
     cr_assert(r.admit);
-    cr_assert_eq(tt_decide(c, t, 1, 0, &r), 0); /* a reading: 0 left */
-    cr_assert_eq(tt_settle(c, t, 1, 10000, 0, &r), 0, "%s", r.error_message);
-    tt_settle(c, t, 1, 10000, 0, &r); /* the same settle again */
+    uint64_t id = r.reservation;
+    cr_assert_eq(tt_settle(c, id, 10000, &r), 0, "%s", r.error_message);
+    cr_assert_eq(r.settled, 1);
+    cr_assert_eq(tt_settle(c, id, 10000, &r), 0, "%s", r.error_message); /* the retry */
+    cr_assert(r.already_settled);
+    cr_assert_eq(r.settled, 0);
     /* one refund of 10000 (plus what refilled: 5 tokens every 3 ms) leaves less than 15000 */
     cr_assert_eq(tt_decide(c, t, 1, 15000, &r), 0, "%s", r.error_message);
     cr_assert_not(r.admit, "the second settle refunded again");
 }
 
-Test(decisions, settle_without_a_tpm_limit_is_a_clear_error)
+Test(decisions, a_charge_counts_tokens_and_never_refunds)
+{
+    start(TEAM_TPM, NULL);
+    tt_pair_t t[] = {{"team", "t"}};
+    cr_assert_eq(tt_charge(c, t, 1, 20000, &r), 0, "%s", r.error_message);
+    cr_assert_eq(r.kind, TT_KIND_CHARGED);
+    cr_assert_eq(r.charged, 1);
+    cr_assert_eq(tt_charge(c, t, 1, 0, &r), 0, "%s", r.error_message);
+    cr_assert_eq(tt_decide(c, t, 1, 10000, &r), 0, "%s", r.error_message);
+    cr_assert_not(r.admit, "the charged tokens came back");
+}
+
+Test(decisions, a_charge_without_a_tpm_limit_is_a_clear_error)
 {
     start(TEAM_RPM(60), NULL);
-    cr_assert_eq(tt_settle(c, team_t42, 1, 100, 10, &r), TT_ESERVER);
+    cr_assert_eq(tt_charge(c, team_t42, 1, 10, &r), TT_ESERVER);
     cr_assert_str_eq(r.error_code, "no_tpm_limit");
     cr_assert_eq(tt_ping(c, &r), 0, "the connection goes on after an error");
 }

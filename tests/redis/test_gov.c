@@ -89,6 +89,7 @@ typedef struct tally {
     int sent, done, admitted, denied, retry1;
     bool headers_seen;
     int64_t last_remaining;
+    uint64_t last_reservation;
 } tally_t;
 
 typedef struct pending {
@@ -106,6 +107,7 @@ static void count(tally_t *t, const gov_result_t *r)
     if (!r->admit && r->retry_after_s == 1)
         t->retry1++;
     t->last_remaining = r->remaining;
+    t->last_reservation = r->reservation;
     for (uint32_t i = 0; i < r->n_headers; i++)
         if (strncmp(r->headers[i].name, "Retry-After", 11) != 0)
             t->headers_seen = true;
@@ -265,7 +267,7 @@ static bool settled(void *arg)
     return *(int64_t *)arg >= 0;
 }
 
-Test(gov, a_settle_refunds_in_redis_by_the_unused_tokens)
+Test(gov, a_settle_refunds_in_redis_by_the_unused_tokens_and_a_charge_adds)
 {
     /* 100000 tokens/1m, burst 20000: T = 600 us. Reserve 16384, use 1000. */
     cfg_limit_t l = redis_limit(CFG_TYPE_TPM, 100000, 20000, true);
@@ -282,16 +284,17 @@ Test(gov, a_settle_refunds_in_redis_by_the_unused_tokens)
     subj(&s, "team", "t-9", NULL);
     gov_result_t out;
     int64_t n_settled = -1;
-    int rc = gov_settle(n.e, &s, 16384, 1000, realtime(), &out, on_settled, &n_settled);
+    cr_assert_neq(t.last_reservation, 0);
+    int rc = gov_settle(n.e, t.last_reservation, 1000, realtime(), &out, on_settled, &n_settled);
     cr_assert_eq(rc, GOV_PENDING, "%d %s", rc, out.error);
     cr_assert(rh_run_until(&loop, settled, &n_settled, 2000));
     cr_assert_eq(n_settled, 1);
     /* the TAT moved back by (16384 - 1000) x T, which still leaves it 1000 T ahead of now */
     cr_assert_eq(get_tat(&l, "t-9"), before - INT64_C(15384) * l.limiter.emission_ns);
 
-    /* an overrun is charged in full, past the burst */
+    /* tokens counted after the fact are charged in full, past the burst */
     n_settled = -1;
-    rc = gov_settle(n.e, &s, 1000, 51000, realtime(), &out, on_settled, &n_settled);
+    rc = gov_charge(n.e, &s, 50000, realtime(), &out, on_settled, &n_settled);
     cr_assert_eq(rc, GOV_PENDING);
     cr_assert(rh_run_until(&loop, settled, &n_settled, 2000));
     cr_assert_eq(get_tat(&l, "t-9"), before - INT64_C(15384) * l.limiter.emission_ns +

@@ -29,7 +29,7 @@ static void on_request(void *ud, stream_t *st, const proto_request_t *req)
 static void complete_all(void)
 {
     for (int i = 0; i < nwaiting; i++) {
-        proto_enc_settled(&waiting[i]->slot.bytes, waiting[i]->slot.seq, 1);
+        proto_enc_settled(&waiting[i]->slot.bytes, waiting[i]->slot.seq, 1, false);
         stream_slot_ready(&waiting[i]->slot);
     }
     nwaiting = 0;

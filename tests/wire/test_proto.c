@@ -186,11 +186,50 @@ Test(proto, missing_fields_are_named)
     cr_assert_eq(decode(&req, &err), PROTO_EMISSING);
     cr_assert_str_eq(err.message, "missing \"op\"");
     start();
-    msgpack_pack_map(&pk, 3), str("op"), str("settle");
-    str("subject"), msgpack_pack_map(&pk, 1), str("team"), str("t");
-    str("reserved"), msgpack_pack_int(&pk, 10);
+    msgpack_pack_map(&pk, 2), str("op"), str("settle");
+    str("reservation"), msgpack_pack_uint64(&pk, 10);
     cr_assert_eq(decode(&req, &err), PROTO_EMISSING);
     cr_assert_str_eq(err.message, "op \"settle\" needs \"actual\"");
+    start();
+    msgpack_pack_map(&pk, 2), str("op"), str("charge");
+    str("subject"), msgpack_pack_map(&pk, 1), str("team"), str("t");
+    cr_assert_eq(decode(&req, &err), PROTO_EMISSING);
+    cr_assert_str_eq(err.message, "op \"charge\" needs \"tokens\"");
+}
+
+Test(proto, the_settle_before_reservations_is_refused_naming_what_replaced_it)
+{
+    /* issue 23, item 2: settle by subject and reserved count let any client refund any key */
+    proto_request_t req;
+    proto_error_t err;
+    start();
+    msgpack_pack_map(&pk, 4), str("op"), str("settle");
+    str("subject"), msgpack_pack_map(&pk, 1), str("team"), str("t");
+    str("reserved"), msgpack_pack_int(&pk, 1000000);
+    str("actual"), msgpack_pack_int(&pk, 0);
+    cr_assert_eq(decode(&req, &err), PROTO_EFIELD);
+    cr_assert_str_eq(err.message, "reserved: no longer taken: settle takes \"reservation\" (a "
+                                  "tpm decision's id) and \"actual\"; tokens counted without one: "
+                                  "op \"charge\"");
+    start();
+    msgpack_pack_map(&pk, 4), str("op"), str("settle");
+    str("subject"), msgpack_pack_map(&pk, 1), str("team"), str("t");
+    str("reservation"), msgpack_pack_uint64(&pk, 77);
+    str("actual"), msgpack_pack_int(&pk, 0);
+    cr_assert_eq(decode(&req, &err), PROTO_EFIELD);
+    static const char no_subject[] = "op \"settle\" takes no \"subject\": settle takes";
+    cr_assert(strncmp(err.message, no_subject, sizeof(no_subject) - 1) == 0, "%s", err.message);
+    start();
+    msgpack_pack_map(&pk, 3), str("op"), str("settle");
+    str("reservation"), msgpack_pack_uint64(&pk, 0);
+    str("actual"), msgpack_pack_int(&pk, 0);
+    cr_assert_eq(decode(&req, &err), PROTO_EVALUE);
+    cr_assert_str_eq(err.message, "reservation: must be the id a tpm decision answered");
+    start();
+    msgpack_pack_map(&pk, 3), str("op"), str("settle");
+    str("reservation"), msgpack_pack_int(&pk, -5);
+    str("actual"), msgpack_pack_int(&pk, 0);
+    cr_assert_neq(decode(&req, &err), 0);
 }
 
 Test(proto, unknown_and_misplaced_fields_are_refused)
@@ -245,9 +284,8 @@ Test(proto, counts_must_be_between_0_and_2_to_the_40)
     const int64_t bad[] = {-1, (INT64_C(1) << 40) + 1, INT64_MIN};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         start();
-        msgpack_pack_map(&pk, 4), str("op"), str("settle");
-        str("subject"), msgpack_pack_map(&pk, 1), str("team"), str("t");
-        str("reserved"), msgpack_pack_int64(&pk, 100);
+        msgpack_pack_map(&pk, 3), str("op"), str("settle");
+        str("reservation"), msgpack_pack_uint64(&pk, 100);
         str("actual"), msgpack_pack_int64(&pk, bad[i]);
         cr_assert_eq(decode(&req, &err), PROTO_EVALUE);
         cr_assert_str_eq(err.message, "actual: must be between 0 and 2^40");
@@ -261,8 +299,7 @@ Test(proto, counts_must_be_between_0_and_2_to_the_40)
 Test(proto, requests_round_trip_through_the_client_encoder)
 {
     proto_request_t in = {
-        .op = PROTO_OP_SETTLE, .seq = 1ull << 63, .nsubject = 1, .reserved = 16384, .actual = 900};
-    in.subject[0] = (proto_pair_t){{"team", 4}, {"t", 1}};
+        .op = PROTO_OP_SETTLE, .seq = 1ull << 63, .reservation = UINT64_MAX, .actual = 900};
     out.len = 0;
     cr_assert_eq(proto_enc_request(&out, &in), 0);
     proto_request_t req;
@@ -270,8 +307,16 @@ Test(proto, requests_round_trip_through_the_client_encoder)
     cr_assert_eq(decode(&req, &err), 0, "%s", err.message);
     cr_assert_eq(req.op, PROTO_OP_SETTLE);
     cr_assert_eq(req.seq, 1ull << 63);
-    cr_assert_eq(req.reserved, 16384);
+    cr_assert_eq(req.reservation, UINT64_MAX);
     cr_assert_eq(req.actual, 900);
+    proto_request_t charge = {
+        .op = PROTO_OP_CHARGE, .seq = 2, .nsubject = 1, .has_tokens = true, .tokens = 1 << 20};
+    charge.subject[0] = (proto_pair_t){{"team", 4}, {"t", 1}};
+    out.len = 0;
+    cr_assert_eq(proto_enc_request(&out, &charge), 0);
+    cr_assert_eq(decode(&req, &err), 0, "%s", err.message);
+    cr_assert_eq(req.op, PROTO_OP_CHARGE);
+    cr_assert_eq(req.tokens, 1 << 20);
     cr_assert(wire_str_eq(req.subject[0].level, "team"));
 }
 
@@ -335,7 +380,7 @@ Test(proto, every_prefix_of_every_response_is_either_more_or_whole)
     out.len = 0;
     proto_enc_error(&out, 1, "bad_value", "x");
     proto_enc_pong(&out, 2, "0.1.0");
-    proto_enc_settled(&out, 3, 1);
+    proto_enc_settled(&out, 3, 1, true);
     size_t n;
     bool deep;
     size_t total = 0;
@@ -378,11 +423,22 @@ Test(proto, msgpack_c_reads_every_answer_including_wide_integers)
                                  "\"deny\",\"limit\":\"l\",\"remaining\":70000,\"retry_after\":300,"
                                  "\"reset_after\":5000000000,\"soft_denied\":[],\"headers\":{}}");
     out.len = 0;
-    proto_enc_settled(&out, 200, -129);
-    expect_msgpack_c_reads(&out, "{\"seq\":200,\"settled\":-129}");
+    proto_enc_settled(&out, 200, -129, false);
+    expect_msgpack_c_reads(&out, "{\"seq\":200,\"settled\":-129,\"already_settled\":false}");
     out.len = 0;
-    proto_enc_settled(&out, 65536, INT64_MIN);
-    expect_msgpack_c_reads(&out, "{\"seq\":65536,\"settled\":-9223372036854775808}");
+    proto_enc_settled(&out, 65536, INT64_MIN, true);
+    expect_msgpack_c_reads(
+        &out, "{\"seq\":65536,\"settled\":-9223372036854775808,\"already_settled\":true}");
+    out.len = 0;
+    proto_enc_charged(&out, 9, 2);
+    expect_msgpack_c_reads(&out, "{\"seq\":9,\"charged\":2}");
+    out.len = 0;
+    d.reservation = UINT64_MAX;
+    proto_enc_decision(&out, 1, &d);
+    expect_msgpack_c_reads(&out, "{\"seq\":1,\"admit\":false,\"verdict\":\"deny\",\"limit\":"
+                                 "\"l\",\"remaining\":70000,\"retry_after\":300,\"reset_after\":"
+                                 "5000000000,\"soft_denied\":[],\"headers\":{},\"reservation\":"
+                                 "18446744073709551615}");
     out.len = 0;
     char msg[300];
     memset(msg, 'm', sizeof(msg) - 1);
