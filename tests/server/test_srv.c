@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <msgpack.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,6 +240,24 @@ Test(srv, a_framing_error_after_a_cut_read_is_answered_and_closes_only_that_conn
     close(fd);
     others_are_served();
     cr_assert_eq(tt_daemon_stop(&d), 0, "the daemon did not exit cleanly");
+}
+
+/* Issue 23 item 4: SIGHUP once blocked the loop in open() on a FIFO without a writer. */
+Test(srv, a_config_replaced_by_a_fifo_fails_the_reload_and_decisions_go_on)
+{
+    cr_assert_eq(tt_daemon_start(&d, LIMITS, NULL), 0);
+    cr_assert_eq(unlink(d.config), 0);
+    cr_assert_eq(mkfifo(d.config, 0600), 0, "%s", strerror(errno));
+    cr_assert_eq(kill(d.pid, SIGHUP), 0);
+    cr_assert(tt_daemon_log_has(&d, "reload requested", 5000));
+    int fd = raw_connect();
+    begin();
+    ping(3);
+    raw_send(fd, msg.data, msg.len);
+    expect_error(fd, "", 3); /* answered within 5 s: the loop is not stuck */
+    close(fd);
+    others_are_served();
+    cr_assert(tt_daemon_log_has(&d, "not a regular file", 5000));
 }
 
 Test(srv, deep_nesting_is_answered_and_the_stream_goes_on)
