@@ -1174,7 +1174,9 @@ int cfg_load_string(const char *name, const char *text, size_t len, cfg_config_t
 int cfg_load_file(const char *path, cfg_config_t **out, cfg_report_t *report)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* non-blocking: opening a FIFO without a writer would otherwise block (on the daemon's
+     * loop, at a reload) until one appears; anything but a regular file is refused below */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0) {
         cfg__report_add(report, false, "(root): cannot open the file: %s (%s:1:1)", strerror(errno),
@@ -1188,8 +1190,16 @@ int cfg_load_file(const char *path, cfg_config_t **out, cfg_report_t *report)
         close(fd);
         return CFG_EINVALID;
     }
+    if (!S_ISREG(st.st_mode)) {
+        cfg__report_add(report, false,
+                        "(root): not a regular file (a FIFO, socket or device); a config must be "
+                        "a regular file (%s:1:1)",
+                        path);
+        close(fd);
+        return CFG_EINVALID;
+    }
     /* Read at most one byte past the cap: enough to know it is too large, whatever the file
-     * claims (a pipe or /proc file has no honest size). */
+     * claims (a /proc file has no honest size). */
     size_t cap = CFG_FILE_MAX + 1, len = 0;
     if (S_ISREG(st.st_mode) && st.st_size > CFG_FILE_MAX) {
         close(fd);
