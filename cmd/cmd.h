@@ -5,6 +5,7 @@
 #define EX_OK_ 0
 #define EX_USAGE_ 64
 #define EX_DATAERR_ 65
+#define EX_NOINPUT_ 66
 #define EX_UNAVAILABLE_ 69
 #define EX_SOFTWARE_ 70
 #define EX_CONFIG_ 78
@@ -20,5 +21,6 @@ int cmd_charge(int argc, char **argv);
 int cmd_fleet(int argc, char **argv);
 int cmd_members(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_state(int argc, char **argv);
 
 #endif

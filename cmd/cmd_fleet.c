@@ -15,7 +15,7 @@ static void summary(const tt_response_t *r)
     wire_reader_t rd = {.pos = r->raw, .end = r->raw + r->raw_len};
     uint32_t n;
     proto_str_t node = {"?", 1}, doubt = {"", 0};
-    int64_t replicas = 0;
+    int64_t replicas = 0, age_ms = -1;
     if (wire_read_map(&rd, &n))
         return;
     for (uint32_t i = 0; i < n; i++) {
@@ -28,6 +28,8 @@ static void summary(const tt_response_t *r)
             continue;
         if (wire_str_eq(k, "n_in_doubt") && wire_read_str(&rd, &doubt) == 0)
             continue;
+        if (wire_str_eq(k, "snapshot_age_ms") && wire_read_int(&rd, &age_ms) == 0)
+            continue;
         if (wire_skip(&rd))
             return;
     }
@@ -35,6 +37,12 @@ static void summary(const tt_response_t *r)
            replicas == 1 ? "" : "s");
     if (doubt.len) /* the row an operator must not miss */
         printf("N IN DOUBT: %.*s\n", (int)doubt.len, doubt.ptr);
+    if (age_ms >= 0)
+        printf("last snapshot of the counters %.1f s ago: an unclean stop now forgets at most the "
+               "admissions since\n",
+               (double)age_ms / 1000);
+    else
+        printf("no snapshot of the counters (server.state_dir off, or none yet)\n");
     printf("\n");
 }
 

@@ -28,6 +28,7 @@ static const struct command {
     {"charge", cmd_charge, "charge [-s SOCKET] --subject LEVEL=ID... --tokens N [--json]"},
     {"fleet", cmd_fleet, "fleet [-s SOCKET] [--json]"},
     {"members", cmd_members, "members [-s SOCKET] [--json]"},
+    {"state", cmd_state, "state inspect FILE [--json]"},
     {"bench", cmd_bench, "bench [-s SOCKET] [-c CONNS] [-p DEPTH] [-k KEYS] [-d SECS | -n COUNT]"},
 };
 

@@ -465,6 +465,8 @@ static int start(daemon_t *d)
         return rc == SRV_ENOMEM ? EX_SOFTWARE_ : EX_UNAVAILABLE_;
     }
     chgrp_socket(path, d->cfg->server.socket_group);
+    if (d->state)
+        dispatch_set_snapshot_age(d->dispatch, srv_state_age_ms, d->state);
     if (d->cfg->server.grpc[0] && start_grpc(d) != 0)
         return EX_UNAVAILABLE_;
     srv_set_ready(d->srv, ready, d);

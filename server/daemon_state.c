@@ -63,6 +63,12 @@ static void state_metrics(proto_out_t *out, void *ud)
     st_node_metrics(ud, tt_wall_ns(), metrics_line, out);
 }
 
+int64_t srv_state_age_ms(void *ud, int64_t now)
+{
+    int64_t ns = st_node_age_ns(ud, now);
+    return ns < 0 ? -1 : ns / 1000000;
+}
+
 int srv_state_open(st_node_t **out, uv_loop_t *loop, gov_engine_t *e, cfg_config_t *const *cfgp,
                    srv_metrics_t *metrics)
 {

@@ -18,4 +18,7 @@
 int srv_state_open(st_node_t **out, uv_loop_t *loop, gov_engine_t *e, cfg_config_t *const *cfgp,
                    srv_metrics_t *metrics);
 
+/* `fleet`'s snapshot age (srv_set_snapshot_age; ud is the st_node_t). */
+int64_t srv_state_age_ms(void *ud, int64_t now);
+
 #endif

@@ -33,6 +33,8 @@ struct dispatch {
     void *members_ud;
     dispatch_doubt_fn doubt; /* NULL: N is never in doubt */
     void *doubt_ud;
+    dispatch_snapshot_age_fn snapshot_age; /* the state directory's; NULL: no state */
+    void *snapshot_age_ud;
     pending_t *spare;         /* the slot and result the next engine call gets */
     uint64_t batch_decisions; /* answered within the batch, observed at its end */
 };
@@ -208,9 +210,10 @@ static void fleet(dispatch_t *s, stream_t *c, uint64_t seq)
             .moving = e->moving,
         };
     }
+    int64_t age = s->snapshot_age ? s->snapshot_age(s->snapshot_age_ud, c->now_wall_ns) : -1;
     proto_out_t *out = stream_answer_buf(c);
     const char *doubt = s->doubt ? s->doubt(s->doubt_ud) : NULL;
-    if (!out || proto_enc_fleet(out, seq, s->node, replicas, doubt, rows, (uint32_t)n))
+    if (!out || proto_enc_fleet(out, seq, s->node, replicas, doubt, age, rows, (uint32_t)n))
         c->failed = true;
 }
 
@@ -224,6 +227,12 @@ void dispatch_set_doubt(dispatch_t *s, dispatch_doubt_fn fn, void *ud)
 {
     s->doubt = fn;
     s->doubt_ud = ud;
+}
+
+void dispatch_set_snapshot_age(dispatch_t *s, dispatch_snapshot_age_fn fn, void *ud)
+{
+    s->snapshot_age = fn;
+    s->snapshot_age_ud = ud;
 }
 
 /* The members membership knows; without membership, the replica knows itself alone. */

@@ -32,6 +32,10 @@ void dispatch_set_members(dispatch_t *d, dispatch_members_fn fn, void *ud);
 /* Why the fleet's N may be wrong (a duplicate node id), for `fleet`; NULL when it is not. */
 typedef const char *(*dispatch_doubt_fn)(void *ud);
 void dispatch_set_doubt(dispatch_t *d, dispatch_doubt_fn fn, void *ud);
+/* The age in ms of the last good snapshot of the counters (SPEC §11) at `now`, -1 for none;
+ * `fleet` discloses it. Without one, fleet says -1. */
+typedef int64_t (*dispatch_snapshot_age_fn)(void *ud, int64_t now);
+void dispatch_set_snapshot_age(dispatch_t *d, dispatch_snapshot_age_fn fn, void *ud);
 /* Counts a finished engine answer on /metrics: errors, decisions by verdict and the latency
  * from start_ns. Returns 1 for a decision with start_ns 0 (the caller observes its latency with
  * its batch's), else 0. The HTTP front door counts its decisions with it too. */

@@ -241,6 +241,8 @@ int st_dec_header(const uint8_t *buf, size_t len, st_header_t *h, char *err, siz
     if (get_le(buf + 12, 4) != ST_HEADER_SIZE)
         return fail(err, err_size, ST_EFORMAT, "header.size: %u, expected %d",
                     (unsigned)get_le(buf + 12, 4), ST_HEADER_SIZE);
+    if (get_le(buf + 36, 4) != 0)
+        return fail(err, err_size, ST_EFORMAT, "header.reserved: not 0");
     h->written_ns = (int64_t)get_le(buf + 16, 8);
     h->fingerprint = get_le(buf + 24, 8);
     h->n_limits = (uint32_t)get_le(buf + 32, 4);

@@ -599,7 +599,7 @@ int proto_enc_error(proto_out_t *out, uint64_t seq, const char *code, const char
 /* What a fleet answer says above its rows. */
 struct fleet_head {
     const char *node;
-    int64_t n;
+    int64_t n, snapshot_age_ms;
     const char *doubt;
 };
 
@@ -607,7 +607,7 @@ static void fleet_body(proto_out_t *out, uint64_t seq, const void *ctx,
                        const proto_fleet_limit_t *rows, uint32_t nrows, bool truncated)
 {
     const struct fleet_head *h = ctx;
-    open_answer(out, 5 + (h->doubt != NULL), seq);
+    open_answer(out, 6 + (h->doubt != NULL), seq);
     W_KEY(out, "node");
     w_cstr(out, h->node);
     W_KEY(out, "n");
@@ -616,6 +616,8 @@ static void fleet_body(proto_out_t *out, uint64_t seq, const void *ctx,
         W_KEY(out, "n_in_doubt");
         w_cstr(out, h->doubt);
     }
+    W_KEY(out, "snapshot_age_ms");
+    w_int(out, h->snapshot_age_ms);
     W_KEY(out, "truncated");
     w_bool(out, truncated);
     W_KEY(out, "limits");
@@ -728,9 +730,9 @@ static void members_body(proto_out_t *out, uint64_t seq, const void *ctx,
     } while (0)
 
 int proto_enc_fleet(proto_out_t *out, uint64_t seq, const char *node, int64_t n, const char *doubt,
-                    const proto_fleet_limit_t *rows, uint32_t nrows)
+                    int64_t snapshot_age_ms, const proto_fleet_limit_t *rows, uint32_t nrows)
 {
-    const struct fleet_head head = {node, n, doubt};
+    const struct fleet_head head = {node, n, snapshot_age_ms, doubt};
     FIT_ROWS(out, seq, &head, rows, nrows, fleet_body);
 }
 

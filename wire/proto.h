@@ -210,9 +210,11 @@ int proto_enc_charged(proto_out_t *out, uint64_t seq, int64_t charged);
 int proto_enc_released(proto_out_t *out, uint64_t seq, bool released);
 int proto_enc_pong(proto_out_t *out, uint64_t seq, const char *version);
 int proto_enc_error(proto_out_t *out, uint64_t seq, const char *code, const char *message);
-/* doubt: why n may be wrong ("duplicate node id ..."), sent as n_in_doubt; NULL: not sent. */
+/* doubt: why n may be wrong ("duplicate node id ..."), sent as n_in_doubt; NULL: not sent.
+ * snapshot_age_ms: the age of the last good snapshot of the counters (SPEC §11), -1 for none
+ * (state off, or nothing written or restored yet). */
 int proto_enc_fleet(proto_out_t *out, uint64_t seq, const char *node, int64_t n, const char *doubt,
-                    const proto_fleet_limit_t *rows, uint32_t nrows);
+                    int64_t snapshot_age_ms, const proto_fleet_limit_t *rows, uint32_t nrows);
 int proto_enc_members(proto_out_t *out, uint64_t seq, int64_t live, const proto_member_t *rows,
                       uint32_t nrows);
 

@@ -126,7 +126,7 @@ int tt_daemon_rewrite(tt_daemon_t *d, const char *limits_yaml, const char *serve
 {
     if (write_config(d, limits_yaml, server_extra))
         return -1;
-    return kill(d->pid, SIGHUP);
+    return d->pid > 0 ? kill(d->pid, SIGHUP) : 0;
 }
 
 bool tt_daemon_log_has(const tt_daemon_t *d, const char *needle, int timeout_ms)

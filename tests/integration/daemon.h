@@ -32,7 +32,8 @@ int tt_daemon_start(tt_daemon_t *d, const char *limits_yaml, const char *server_
  * (d->exit_status then holds its exit status, if it exited). */
 int tt_daemon_spawn(tt_daemon_t *d, bool wait);
 
-/* Rewrites the config (same arguments) and sends SIGHUP; the caller polls for the effect. */
+/* Rewrites the config (same arguments) and sends SIGHUP when the daemon runs; the caller polls
+ * for the effect. */
 int tt_daemon_rewrite(tt_daemon_t *d, const char *limits_yaml, const char *server_extra);
 
 /* Sends sig and waits (bounded; SIGKILL past 10 s) for the exit; the directory stays, so

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -127,4 +128,222 @@ Test(state, a_kill_loses_at_most_the_admissions_since_the_last_snapshot)
     int got = admits(20);
     cr_assert_eq(got, 7, "%d admitted: 3 were in the snapshot, the burst of 5 after it is lost",
                  got);
+}
+
+/* ---- bad state never blocks a start ---------------------------------------------------------- */
+
+static char snap_path[128];
+
+/* A real snapshot of 4 spent (a clean stop), read into memory; the daemon is stopped. */
+static size_t spent_snapshot(uint8_t *buf, size_t cap)
+{
+    cr_assert_eq(tt_daemon_start(&d, HOURLY("hourly"), server("0s")), 0);
+    cr_assert_eq(admits(4), 4);
+    cr_assert_eq(tt_daemon_kill(&d, SIGTERM), 0);
+    snprintf(snap_path, sizeof(snap_path), "%s/state/counters.snap", state_root);
+    FILE *f = fopen(snap_path, "rb");
+    cr_assert_not_null(f);
+    size_t n = fread(buf, 1, cap, f);
+    fclose(f);
+    cr_assert_gt(n, ST_HEADER_SIZE);
+    return n;
+}
+
+static void put_file(const uint8_t *buf, size_t len)
+{
+    FILE *f = fopen(snap_path, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(buf, 1, len, f), len);
+    fclose(f);
+}
+
+/* Starts on the file as it is now: the daemon serves a full budget, and its log names the file
+ * and the reason. */
+static void starts_empty_naming(const char *reason)
+{
+    cr_assert_eq(tt_daemon_spawn(&d, true), 0, "a bad snapshot (%s) blocked the start", reason);
+    char want[256];
+    snprintf(want, sizeof(want), "file=%s reason=%s", snap_path, reason);
+    cr_assert(tt_daemon_log_has(&d, want, 5000), "no log line with %s", want);
+    int got = admits(20);
+    cr_assert_eq(got, 10, "%d admitted: the snapshot should not have been restored", got);
+}
+
+Test(state, a_corrupt_snapshot_is_named_and_the_daemon_serves_empty)
+{
+    uint8_t buf[4096];
+    size_t n = spent_snapshot(buf, sizeof(buf));
+    buf[n - 3] ^= 0x40; /* inside the last counter's key */
+    put_file(buf, n);
+    starts_empty_naming("corrupt");
+}
+
+Test(state, a_truncated_snapshot_is_named_and_the_daemon_serves_empty)
+{
+    uint8_t buf[4096];
+    size_t n = spent_snapshot(buf, sizeof(buf));
+    put_file(buf, n - 5);
+    starts_empty_naming("truncated");
+}
+
+/* Sets a header field and the header's checksum, as another build would have written them. */
+static void set_header_u32(uint8_t *buf, size_t at, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        buf[at + (size_t)i] = (uint8_t)(v >> (8 * i));
+    uint32_t crc = st_crc32c(0, buf, 60);
+    for (int i = 0; i < 4; i++)
+        buf[60 + i] = (uint8_t)(crc >> (8 * i));
+}
+
+Test(state, a_snapshot_of_another_version_is_named_and_the_daemon_serves_empty)
+{
+    uint8_t buf[4096];
+    size_t n = spent_snapshot(buf, sizeof(buf));
+    set_header_u32(buf, 8, ST_VERSION + 1);
+    put_file(buf, n);
+    starts_empty_naming("wrong_version");
+}
+
+Test(state, a_file_that_is_no_snapshot_is_named_and_the_daemon_serves_empty)
+{
+    uint8_t buf[4096];
+    spent_snapshot(buf, sizeof(buf));
+    put_file((const uint8_t *)"server:\n  socket: /x\n", 21);
+    starts_empty_naming("not_a_snapshot");
+}
+
+/* The scope is the share store's node id and cluster label: a snapshot written as node a is
+ * someone else's counters to node b. */
+static const char *server_as(const char *node)
+{
+    snprintf(extra, sizeof(extra),
+             "  state_dir: %s/state\n  snapshot_interval: 0s\nshared_state:\n"
+             "  share: { node_id: %s, bind: \"127.0.0.1:0\", join_timeout: 1ms }\n",
+             state_root, node);
+    return extra;
+}
+
+Test(state, a_snapshot_of_another_node_is_foreign_and_not_restored)
+{
+    cr_assert_eq(tt_daemon_start(&d, HOURLY("hourly"), server_as("node-a")), 0);
+    cr_assert_eq(admits(4), 4);
+    cr_assert_eq(tt_daemon_kill(&d, SIGTERM), 0);
+    cr_assert_eq(tt_daemon_rewrite(&d, HOURLY("hourly"), server_as("node-b")), 0);
+    snprintf(snap_path, sizeof(snap_path), "%s/state/counters.snap", state_root);
+    starts_empty_naming("foreign");
+    cr_assert(tt_daemon_log_has(&d, "written for \\\"node=node-a cluster=\\\"", 1000),
+              "the log does not say whose snapshot it was");
+}
+
+Test(state, an_unusable_directory_is_named_and_the_daemon_serves)
+{
+    char file[128];
+    snprintf(file, sizeof(file), "%s/state", state_root);
+    FILE *f = fopen(file, "w"); /* a file where the directory should be */
+    cr_assert_not_null(f);
+    fclose(f);
+    cr_assert_eq(tt_daemon_start(&d, HOURLY("hourly"), server("200ms")), 0);
+    char want[256];
+    snprintf(want, sizeof(want), "dir=%s reason=io", file);
+    cr_assert(tt_daemon_log_has(&d, want, 5000), "no log line with %s", want);
+    cr_assert_eq(admits(4), 4);
+}
+
+Test(state, a_directory_gone_while_running_fails_snapshots_loudly_and_serving_goes_on)
+{
+    cr_assert_eq(tt_daemon_start(&d, HOURLY("hourly"), server("200ms")), 0);
+    char cmd[160];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s/state'", state_root);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert(tt_daemon_log_has(&d, "state: snapshot failed; the previous one stays", 10000),
+              "no failed snapshot logged");
+    cr_assert(tt_daemon_log_has(&d, "reason=io detail=\"create:", 1000));
+    cr_assert_eq(admits(4), 4);
+}
+
+Test(state, a_second_daemon_on_the_same_directory_runs_without_state)
+{
+    cr_assert_eq(tt_daemon_start(&d, HOURLY("hourly"), server("200ms")), 0);
+    tt_daemon_t second;
+    cr_assert_eq(tt_daemon_start(&second, HOURLY("hourly"), server("200ms")), 0);
+    bool named = tt_daemon_log_has(&second, "reason=locked", 5000);
+    tt_daemon_stop(&second);
+    cr_assert(named, "the second daemon did not say the directory is locked");
+    cr_assert_eq(admits(4), 4);
+}
+
+/* ---- a changed config ------------------------------------------------------------------------ */
+
+Test(state, a_renamed_limit_starts_fresh_and_its_old_counters_are_counted)
+{
+    cr_assert_eq(tt_daemon_start(&d, HOURLY("hourly") HOURLY("other"), server("0s")), 0);
+    cr_assert_eq(admits(4), 4); /* 4 spent in each */
+    cr_assert_eq(tt_daemon_kill(&d, SIGTERM), 0);
+    cr_assert_eq(tt_daemon_rewrite(&d, HOURLY("per_hour") HOURLY("other"), server("0s")), 0);
+    cr_assert_eq(tt_daemon_spawn(&d, true), 0);
+    cr_assert(tt_daemon_log_has(&d, "limit=hourly counters=1", 5000),
+              "the dropped counters were not named");
+    cr_assert(tt_daemon_log_has(&d, "restored=1 idle=0 dropped=1", 1000));
+    int got = admits(20);
+    cr_assert_eq(got, 6, "%d admitted: per_hour is fresh, other kept its 4 spent", got);
+}
+
+/* ---- disclosure ------------------------------------------------------------------------------ */
+
+/* `tokentriage fleet --json`'s snapshot_age_ms. */
+static long long fleet_snapshot_age_ms(void)
+{
+    char cmd[512], out[8192];
+    snprintf(cmd, sizeof(cmd), "%s/cmd/tokentriage fleet --json -s %s", TT_BINARY_DIR, d.socket);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    pclose(p);
+    out[n] = 0;
+    const char *at = strstr(out, "\"snapshot_age_ms\":");
+    cr_assert_not_null(at, "%s", out);
+    return atoll(at + strlen("\"snapshot_age_ms\":"));
+}
+
+Test(state, fleet_discloses_the_age_of_the_last_snapshot)
+{
+    cr_assert_eq(tt_daemon_start(&d, HOURLY("hourly"), server("0s")), 0);
+    cr_assert_eq(fleet_snapshot_age_ms(), -1, "no snapshot yet: the age is -1");
+    cr_assert_eq(tt_daemon_kill(&d, SIGTERM), 0);
+    cr_assert_eq(tt_daemon_rewrite(&d, HOURLY("hourly"), server("200ms")), 0);
+    cr_assert_eq(tt_daemon_spawn(&d, true), 0);
+    long long age = fleet_snapshot_age_ms(); /* the restored one's, or a newer one's */
+    cr_assert(age >= 0 && age < 60000, "age %lld ms", age);
+}
+
+/* Runs `tokentriage state inspect ARGS`; returns its exit status, its stdout+stderr in out. */
+static int inspect(const char *args, char *out, size_t size)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "%s/cmd/tokentriage state inspect %s 2>&1", TT_BINARY_DIR, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, size - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+Test(state, inspect_shows_what_a_node_would_restore_and_refuses_what_it_would_not)
+{
+    uint8_t buf[4096];
+    size_t n = spent_snapshot(buf, sizeof(buf));
+    char out[4096], args[256];
+    snprintf(args, sizeof(args), "--json %s", snap_path);
+    cr_assert_eq(inspect(args, out, sizeof(out)), 0, "%s", out);
+    cr_assert(strstr(out, "\"version\":1,"), "%s", out);
+    cr_assert(strstr(out, "\"scope\":\"node= cluster=\""), "%s", out);
+    cr_assert(strstr(out, "\"counters\":1,\"limits\":[{\"id\":\"hourly\","), "%s", out);
+    cr_assert(strstr(out, "\"type\":\"rpm\",\"store\":\"local\",\"algorithm\":\"gcra\""), "%s",
+              out);
+    buf[n - 1] ^= 1;
+    put_file(buf, n);
+    cr_assert_eq(inspect(snap_path, out, sizeof(out)), 65, "%s", out);
+    cr_assert(strstr(out, ": corrupt: body: checksum mismatch"), "%s", out);
 }

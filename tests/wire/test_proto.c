@@ -359,7 +359,7 @@ Test(proto, a_demand_mode_fleet_row_carries_its_division_figures_and_others_do_n
          .largest_lease = 190,
          .moving = true}};
     out.len = 0;
-    cr_assert_eq(proto_enc_fleet(&out, 9, "r0", 4, NULL, rows, 2), 0);
+    cr_assert_eq(proto_enc_fleet(&out, 9, "r0", 4, NULL, 2500, rows, 2), 0);
     wire_reader_t r = {.pos = out.data, .end = out.data + out.len};
     proto_out_t json = {0};
     cr_assert_eq(json_from_msgpack(&r, &json), 0);
@@ -372,6 +372,7 @@ Test(proto, a_demand_mode_fleet_row_carries_its_division_figures_and_others_do_n
                         "\"moving\":true}"),
               "%s", j);
     cr_assert(strstr(j, "division") > d, "the local row has no demand fields");
+    cr_assert(strstr(j, "\"n\":4,\"snapshot_age_ms\":2500,"), "%s", j);
     proto_out_free(&json);
 }
 

@@ -1,0 +1,237 @@
+/*
+ * The state directory in-process: a real engine, a real loop, the forked snapshot, the restore,
+ * and what /metrics says about each.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "state.h"
+
+static char dir[64];
+static uv_loop_t loop;
+static cfg_config_t *cfg;
+static st_event_t last[8]; /* the last event of each kind */
+static int seen[8];
+static char metrics[16384];
+
+static int64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void on_event(void *ctx, const st_event_t *ev)
+{
+    last[ev->kind] = *ev;
+    last[ev->kind].path = last[ev->kind].detail = last[ev->kind].limit = NULL; /* borrowed */
+    seen[ev->kind]++;
+}
+
+static void collect(void *ctx, const char *text)
+{
+    strncat(metrics, text, sizeof(metrics) - strlen(metrics) - 1);
+}
+
+static void setup(void)
+{
+    snprintf(dir, sizeof(dir), "/tmp/tt-st-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    uv_loop_init(&loop);
+    memset(seen, 0, sizeof(seen));
+    static const char yaml[] = "governance:\n  limits:\n"
+                               "    - { id: hourly, attach: { level: team }, type: rpm, "
+                               "amount: 10, period: 1h }\n"
+                               "    - { id: per_key, attach: { level: key }, type: rpm, "
+                               "amount: 5, period: 1h }\n"
+                               "    - { id: conc, attach: { level: team }, type: concurrency, "
+                               "amount: 3 }\n";
+    cfg_report_t rep = {0};
+    cr_assert_eq(cfg_load_string("<test>", yaml, sizeof(yaml) - 1, &cfg, &rep), 0);
+    cr_assert_eq(cfg_arm(cfg, &rep), 0);
+    cfg_report_free(&rep);
+}
+
+static void teardown(void)
+{
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    cfg_free(cfg);
+    char cmd[96];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+TestSuite(state_node, .init = setup, .fini = teardown, .timeout = 60);
+
+static gov_engine_t *engine(size_t max_counters)
+{
+    gov_engine_t *e;
+    char err[256];
+    gov_options_t o = {.hash_seed = {7, 9}, .max_counters = max_counters};
+    cr_assert_eq(gov_engine_create_config(&e, &o, cfg, err, sizeof(err)), 0, "%s", err);
+    return e;
+}
+
+static st_node_t *node(int64_t interval_ns)
+{
+    st_node_t *n;
+    st_options_t o = {.dir = dir, .interval_ns = interval_ns};
+    cr_assert_eq(st_node_open(&n, &loop, &o, on_event, NULL), 0);
+    return n;
+}
+
+/* One decision for key `key` (and team `team` unless NULL); returns the verdict. */
+static bool decide(gov_engine_t *e, const char *team, const char *key, int64_t now)
+{
+    gov_subject_t s = {.n = 1};
+    s.pairs[0] = (gov_pair_t){"key", 3, key, strlen(key)};
+    if (team)
+        s.pairs[s.n++] = (gov_pair_t){"team", 4, team, strlen(team)};
+    gov_result_t r;
+    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, now, &r, NULL, NULL), 0, "%s", r.error);
+    return r.admit;
+}
+
+/* Admits one request for each of n keys k0, k1, ... */
+static void spend_keys(gov_engine_t *e, int n, int64_t now)
+{
+    for (int i = 0; i < n; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "k%d", i);
+        cr_assert(decide(e, NULL, key, now));
+    }
+}
+
+/* Closes the node (no snapshot) and frees it with the engine. */
+static void finish(st_node_t *n, gov_engine_t *e)
+{
+    st_node_stop(n, false, 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    st_node_free(n);
+    gov_engine_destroy(e);
+}
+
+/* Runs the loop until an event of `kind` arrives (bounded). */
+static void run_until(st_event_kind_t kind)
+{
+    int before = seen[kind];
+    for (int i = 0; i < 1000 && seen[kind] == before; i++)
+        uv_run(&loop, UV_RUN_ONCE);
+    cr_assert_gt(seen[kind], before, "no event %d", kind);
+}
+
+static void read_metrics(st_node_t *n)
+{
+    metrics[0] = 0;
+    st_node_metrics(n, wall_ns(), collect, NULL);
+}
+
+Test(state_node, a_forked_snapshot_comes_back_whole_in_a_new_engine)
+{
+    gov_engine_t *e = engine(0);
+    int64_t now = wall_ns();
+    for (int i = 0; i < 4; i++)
+        cr_assert(decide(e, "t-1", "k", now));
+    spend_keys(e, 1000, now);
+    st_node_t *n = node(100000000);
+    st_node_start(n, e, &cfg);
+    cr_assert_eq(st_node_age_ns(n, now), -1);
+    run_until(ST_EV_SNAPSHOT);
+    /* t-1 and 1001 keys (the concurrency gauge is no rate counter) */
+    cr_assert_eq(last[ST_EV_SNAPSHOT].counters, 1002);
+    cr_assert_geq(st_node_age_ns(n, wall_ns()), 0);
+    read_metrics(n);
+    cr_assert(strstr(metrics, "tokentriage_state_enabled 1\n"), "%s", metrics);
+    cr_assert(strstr(metrics, "tokentriage_state_snapshots_total 1\n"), "%s", metrics);
+    cr_assert(strstr(metrics, "tokentriage_state_snapshot_counters 1002\n"), "%s", metrics);
+    cr_assert(strstr(metrics, "tokentriage_state_snapshot_age_seconds "), "%s", metrics);
+    finish(n, e);
+
+    e = engine(0);
+    n = node(0);
+    st_node_restore(n, e, cfg, wall_ns());
+    cr_assert_eq(seen[ST_EV_RESTORED], 1);
+    cr_assert_eq(last[ST_EV_RESTORED].restored, 1002);
+    cr_assert_eq(last[ST_EV_RESTORED].dropped + last[ST_EV_RESTORED].refused, 0);
+    int admitted = 0;
+    for (int i = 0; i < 10; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "fresh%d", i); /* per_key allows each one 5 */
+        admitted += decide(e, "t-1", key, wall_ns());
+    }
+    cr_assert_eq(admitted, 6, "4 of t-1's 10 were spent before the snapshot");
+    admitted = 0;
+    for (int i = 0; i < 10; i++)
+        admitted += decide(e, NULL, "k7", wall_ns());
+    cr_assert_eq(admitted, 4, "k7 had 1 of its 5 spent");
+    finish(n, e);
+}
+
+Test(state_node, a_stop_writes_in_process_and_the_counter_cap_refuses_the_rest)
+{
+    gov_engine_t *e = engine(0);
+    int64_t now = wall_ns();
+    spend_keys(e, 300, now);
+    st_node_t *n = node(0);
+    st_node_start(n, e, &cfg);
+    st_node_stop(n, true, wall_ns());
+    cr_assert_eq(seen[ST_EV_SNAPSHOT], 1);
+    cr_assert(last[ST_EV_SNAPSHOT].at_stop);
+    cr_assert_eq(last[ST_EV_SNAPSHOT].counters, 300);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    st_node_free(n);
+    gov_engine_destroy(e);
+
+    e = engine(100);
+    n = node(0);
+    st_node_restore(n, e, cfg, wall_ns());
+    cr_assert_eq(last[ST_EV_RESTORED].restored, 100);
+    cr_assert_eq(last[ST_EV_RESTORED].refused, 200);
+    read_metrics(n);
+    cr_assert(strstr(metrics, "tokentriage_state_restored_counters{outcome=\"refused\"} 200\n"),
+              "%s", metrics);
+    finish(n, e);
+}
+
+Test(state_node, a_bad_file_is_counted_by_its_reason_and_restores_nothing)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/" ST_FILE, dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("not a snapshot at all", f);
+    fclose(f);
+    gov_engine_t *e = engine(0);
+    st_node_t *n = node(0);
+    st_node_restore(n, e, cfg, wall_ns());
+    cr_assert_eq(seen[ST_EV_RESTORE_FAILED], 1);
+    cr_assert_eq(last[ST_EV_RESTORE_FAILED].err, ST_EMAGIC);
+    read_metrics(n);
+    cr_assert(
+        strstr(metrics, "tokentriage_state_restore_failures_total{reason=\"not_a_snapshot\"} 1\n"),
+        "%s", metrics);
+    cr_assert_null(strstr(metrics, "snapshot_age_seconds"), "no good snapshot: no age");
+    finish(n, e);
+}
+
+Test(state_node, a_locked_directory_is_named_and_counted)
+{
+    st_node_t *a = node(0), *b = node(0);
+    cr_assert_eq(seen[ST_EV_OPEN_FAILED], 1);
+    cr_assert_eq(last[ST_EV_OPEN_FAILED].err, ST_ELOCKED);
+    read_metrics(b);
+    cr_assert(strstr(metrics, "tokentriage_state_enabled 0\n"), "%s", metrics);
+    cr_assert(strstr(metrics, "tokentriage_state_restore_failures_total{reason=\"locked\"} 1\n"),
+              "%s", metrics);
+    st_node_stop(a, false, 0);
+    st_node_stop(b, false, 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    st_node_free(a);
+    st_node_free(b);
+}
