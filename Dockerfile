@@ -31,7 +31,10 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 65532 tokentriage \
  && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
-      --shell /usr/sbin/nologin tokentriage
+      --shell /usr/sbin/nologin tokentriage \
+ && mkdir -p /var/lib/tokentriage \
+ && chown 65532:65532 /var/lib/tokentriage \
+ && chmod 0700 /var/lib/tokentriage
 COPY --from=build /rootfs/ /
 RUN ldconfig
 USER 65532:65532
@@ -39,5 +42,8 @@ USER 65532:65532
 # (server.grpc, when the config sets it); the socket lives in /run/tokentriage, a volume shared
 # with the workloads (hostPath on Kubernetes).
 EXPOSE 7946/udp 7946/tcp 9464/tcp 8081/tcp
+# server.state_dir: the counters' snapshot (docs/state.md). A volume, so it outlives the
+# container; owned by the daemon's user when the image creates it.
+VOLUME /var/lib/tokentriage
 ENTRYPOINT ["tokentriage"]
 CMD ["serve", "-c", "/etc/tokentriage/tokentriage.yaml"]

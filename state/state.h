@@ -47,8 +47,10 @@ typedef struct st_event {
     uint64_t restored, idle, dropped, refused; /* ST_EV_RESTORED */
     int64_t age_ns;                            /* ST_EV_RESTORED: how old the snapshot was */
     int64_t took_ns;                           /* snapshot: from the fork to the rename */
-    int64_t pause_ns;                          /* snapshot: how long the loop stood (fork) */
-    bool at_stop;                              /* snapshot taken in-process at stop */
+    int64_t pause_ns;     /* snapshot: how long the loop stood for the fork (wall clock) */
+    int64_t pause_cpu_ns; /* the same in the loop thread's CPU time: the fork's own cost,
+                             without the time the scheduler gave to others */
+    bool at_stop;         /* snapshot taken in-process at stop */
 } st_event_t;
 
 typedef void (*st_event_fn)(void *ctx, const st_event_t *ev);
@@ -73,6 +75,13 @@ void st_node_restore(st_node_t *n, gov_engine_t *e, const cfg_config_t *cfg, int
 
 /* Starts the interval snapshots of `e`; *cfgp is read at each one (a reload swaps it). */
 void st_node_start(st_node_t *n, gov_engine_t *e, cfg_config_t *const *cfgp);
+
+/* Writes a snapshot now, in-process (the loop waits for it): what st_node_stop does; for
+ * bench_state. Ends a forked one under way first. */
+void st_node_snapshot_now(st_node_t *n);
+
+/* True while a forked child is writing a snapshot (until the loop has reaped it). */
+bool st_node_busy(const st_node_t *n);
 
 /* At stop, once no decision can run any more: ends a snapshot under way, writes one in-process
  * when `snapshot` (not after a start that failed) and closes the timers. Free the node once the

@@ -15,6 +15,7 @@ const YAML = require("yaml");
 // requests in flight. A replica killed before it has left is found by failure detection instead.
 const GRACEFUL_LEAVE_S = 5;
 const SOCKET_DIR = "/run/tokentriage";
+const STATE_DIR = "/var/lib/tokentriage";
 const GOSSIP_PORT = 7946;
 const RLS_SERVICE = "tokentriage-rls";
 
@@ -111,6 +112,25 @@ function checkAll(base, nodeCritical, client) {
     const m = mountOf(ctr, SOCKET_DIR);
     return !!m && get(vol(m.name), "hostPath.path") === SOCKET_DIR;
   });
+
+  // The state directory (SPEC §11): on the node, so a replaced pod finds the counters; the
+  // daemon's user owns it (fsGroup does not apply to hostPath volumes, so an init container).
+  check("DaemonSet volume hostPath /var/lib/tokentriage type DirectoryOrCreate", () => {
+    const hp = (pod.volumes || []).find((v) => get(v, "hostPath.path") === STATE_DIR);
+    return get(hp, "hostPath.type") === "DirectoryOrCreate" || `hostPath ${JSON.stringify(hp)}`;
+  });
+  check("daemon container mounts the state hostPath writable at /var/lib/tokentriage", () => {
+    const m = mountOf(ctr, STATE_DIR);
+    return !!m && !m.readOnly && get(vol(m.name), "hostPath.path") === STATE_DIR;
+  });
+  check("an init container hands /var/lib/tokentriage to the daemon's user", () =>
+    (pod.initContainers || []).some((c) => {
+      const cmd = [...(c.command || []), ...(c.args || [])].join(" ");
+      const own = `chown ${podSc.runAsUser}:${podSc.runAsGroup} `;
+      return !!mountOf(c, STATE_DIR) && cmd.includes(own) &&
+        cmd.split("&&").some((part) => part.includes(own) && part.includes(STATE_DIR));
+    }));
+  check("config server.state_dir is /var/lib/tokentriage", () => get(config(), "server.state_dir") === STATE_DIR);
 
   // Identity and address from the downward API.
   check("env NODE_NAME from the downward API fieldRef spec.nodeName", () =>
@@ -244,6 +264,10 @@ const MUTATIONS = [
   ["enforce is privileged", (b) => delete find(b, "Namespace").metadata.labels["pod-security.kubernetes.io/enforce"]],
   ["hostPath /run/tokentriage type", (b) => (dsSpec(b).volumes.find((v) => v.hostPath).hostPath.type = "Directory")],
   ["mounts the hostPath", (b) => (dsCtr(b).volumeMounts = dsCtr(b).volumeMounts.filter((m) => m.mountPath !== SOCKET_DIR))],
+  ["hostPath /var/lib/tokentriage type", (b) => (dsSpec(b).volumes.find((v) => get(v, "hostPath.path") === STATE_DIR).hostPath.type = "Directory")],
+  ["mounts the state hostPath", (b) => (dsCtr(b).volumeMounts = dsCtr(b).volumeMounts.filter((m) => m.mountPath !== STATE_DIR))],
+  ["hands /var/lib/tokentriage", (b) => (dsSpec(b).initContainers[0].command[2] = "chown 65532:65532 /run/tokentriage && chmod 2750 /run/tokentriage")],
+  ["server.state_dir", (b) => setConfig(b, (c) => (c.server.state_dir = ""))],
   ["NODE_NAME", (b) => (dsCtr(b).env = dsCtr(b).env.filter((e) => e.name !== "NODE_NAME"))],
   ["POD_IP", (b) => (dsCtr(b).env.find((e) => e.name === "POD_IP").valueFrom.fieldRef.fieldPath = "status.hostIP")],
   ["7946/UDP (gossip)", (b) => (dsCtr(b).ports = dsCtr(b).ports.filter((p) => p.protocol !== "UDP"))],

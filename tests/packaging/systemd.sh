@@ -25,6 +25,7 @@ need 'Environment=TOKENTRIAGE_READYZ=http://127\.0\.0\.1:9464/readyz' "the /read
 need 'ExecReload=/bin/kill -HUP \$MAINPID' "reload is SIGHUP"
 need 'KillSignal=SIGTERM' "stop is SIGTERM (graceful leave)"
 need 'RuntimeDirectory=tokentriage$' "the socket directory is /run/tokentriage"
+need 'StateDirectory=tokentriage$' "the state directory is /var/lib/tokentriage"
 need 'User=tokentriage' "runs as the tokentriage user"
 need 'CapabilityBoundingSet=$' "no capabilities"
 need 'NoNewPrivileges=yes' "no new privileges"

@@ -1,0 +1,196 @@
+/*
+ * bench_state: what a snapshot costs at a million counters (docs/state.md, "What a snapshot
+ * costs"). Speed is measured here, never asserted in a test.
+ *
+ *   bench_state [COUNTERS] [SNAPSHOTS]      defaults 1000000 and 7
+ *
+ * An engine is filled with COUNTERS live counters (one key-level gcra limit, 8-byte keys), the
+ * way the daemon's table holds them. Then, on one thread as in the daemon:
+ *   1. the stop snapshot, in-process: time and bytes;
+ *   2. decisions on random held keys in a tight loop, with an interval snapshot (the fork) every
+ *      200 ms: the loop's pause for each fork, and the decision latency and the gap between
+ *      two consecutive decisions (the stall a caller sees) while a child is writing and while
+ *      none is, as p50 / p99 / p99.9 / max.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "state.h"
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static st_event_t last;
+static int snapshots;
+static int64_t pauses[64], cpu[64];
+
+static void on_event(void *ctx, const st_event_t *ev)
+{
+    if (ev->kind == ST_EV_SNAPSHOT || ev->kind == ST_EV_SNAPSHOT_FAILED) {
+        last = *ev;
+        if (ev->kind == ST_EV_SNAPSHOT && !ev->at_stop && snapshots < 64) {
+            cpu[snapshots] = ev->pause_cpu_ns;
+            pauses[snapshots++] = ev->pause_ns;
+        }
+        if (ev->kind == ST_EV_SNAPSHOT_FAILED)
+            fprintf(stderr, "snapshot failed: %s\n", ev->detail);
+    }
+}
+
+static bool decide(gov_engine_t *e, uint64_t k, int64_t now)
+{
+    char key[16];
+    snprintf(key, sizeof(key), "%08llx", (unsigned long long)k);
+    gov_subject_t s = {.n = 1};
+    s.pairs[0] = (gov_pair_t){"key", 3, key, 8};
+    gov_result_t r;
+    return gov_decide(e, &s, GOV_NO_TOKENS, now, &r, NULL, NULL) == 0 && r.admit;
+}
+
+/* A latency histogram that allocates nothing while it runs (a growing array would grow the
+ * address space the fork copies): 10 ns buckets to 100 us, then 10 us buckets to 1 s. */
+#define FINE 10000
+#define COARSE 100000
+typedef struct hist {
+    uint64_t fine[FINE], coarse[COARSE], n;
+    int64_t max;
+} hist_t;
+
+static void hist_add(hist_t *h, int64_t ns)
+{
+    if (ns < FINE * 10)
+        h->fine[ns / 10]++;
+    else
+        h->coarse[ns / 10000 < COARSE ? ns / 10000 : COARSE - 1]++;
+    h->n++;
+    if (ns > h->max)
+        h->max = ns;
+}
+
+/* The q-quantile (q in per 100000) in ns. */
+static int64_t hist_q(const hist_t *h, uint64_t q)
+{
+    uint64_t want = h->n * q / 100000, seen = 0;
+    for (int i = 0; i < FINE; i++)
+        if ((seen += h->fine[i]) > want)
+            return (int64_t)i * 10;
+    for (int i = 0; i < COARSE; i++)
+        if ((seen += h->coarse[i]) > want)
+            return (int64_t)i * 10000;
+    return h->max;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void report(const char *what, const hist_t *h)
+{
+    printf("  %-38s n=%-9llu p50 %7.2f us  p99 %7.2f us  p99.9 %8.2f us  max %9.2f us\n", what,
+           (unsigned long long)h->n, hist_q(h, 50000) / 1e3, hist_q(h, 99000) / 1e3,
+           hist_q(h, 99900) / 1e3, h->max / 1e3);
+}
+
+int main(int argc, char **argv)
+{
+    size_t counters = argc > 1 ? strtoul(argv[1], NULL, 10) : 1000000;
+    int rounds = argc > 2 ? atoi(argv[2]) : 7;
+    static const char yaml[] = "governance:\n  limits:\n"
+                               "    - { id: per_key, attach: { level: key }, type: rpm, "
+                               "amount: 10, period: 1h }\n";
+    cfg_report_t rep = {0};
+    cfg_config_t *cfg;
+    if (cfg_load_string("<bench>", yaml, sizeof(yaml) - 1, &cfg, &rep) || cfg_arm(cfg, &rep))
+        return 1;
+    gov_engine_t *e;
+    char err[256];
+    gov_options_t o = {
+        .hash_seed = {3, 4}, .max_counters = counters * 2, .initial_counters = counters};
+    if (gov_engine_create_config(&e, &o, cfg, err, sizeof(err)))
+        return fprintf(stderr, "%s\n", err), 1;
+    int64_t now = wall_ns();
+    for (size_t i = 0; i < counters; i++)
+        decide(e, i, now);
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    char dir[] = "/tmp/tt-bench-state-XXXXXX";
+    if (!mkdtemp(dir))
+        return 1;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    st_node_t *n;
+    st_options_t so = {.dir = dir, .interval_ns = 200000000};
+    if (st_node_open(&n, &loop, &so, on_event, NULL))
+        return 1;
+    printf("bench_state: %zu counters held, table %.1f MB\n", (size_t)m.counters,
+           m.table_bytes / 1e6);
+    char line[256];
+    FILE *sm = fopen("/proc/self/smaps_rollup", "r");
+    while (sm && fgets(line, sizeof(line), sm))
+        if (strncmp(line, "Rss:", 4) == 0 || strncmp(line, "AnonHugePages:", 14) == 0)
+            printf("  %s", line);
+    if (sm)
+        fclose(sm);
+
+    /* 1. the stop snapshot, in-process */
+    st_node_start(n, e, &cfg);
+    for (int r = 0; r < 3; r++) {
+        int64_t t0 = mono_ns();
+        st_node_snapshot_now(n);
+        printf("  in-process snapshot: %.1f ms, %llu counters, %.1f MB (%.1f bytes per counter)\n",
+               (mono_ns() - t0) / 1e6, (unsigned long long)last.counters, last.bytes / 1e6,
+               (double)last.bytes / (double)last.counters);
+    }
+
+    /* 2. decisions all along, a forked snapshot every 200 ms */
+    static hist_t lat[2], gap[2];
+    uint64_t rng = 88172645463325252ull;
+    int base = snapshots;
+    int64_t prev = mono_ns();
+    while (snapshots - base < rounds) {
+        uv_run(&loop, UV_RUN_NOWAIT); /* the interval timer forks; the poll timer reaps */
+        int busy = st_node_busy(n);
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        int64_t t1 = mono_ns();
+        decide(e, rng % counters, wall_ns());
+        int64_t t2 = mono_ns();
+        hist_add(&lat[busy], t2 - t1);
+        hist_add(&gap[busy], t2 - prev); /* includes the fork when the timer fired */
+        prev = t2;
+    }
+    qsort(pauses + base, (size_t)rounds, sizeof(int64_t), cmp);
+    qsort(cpu + base, (size_t)rounds, sizeof(int64_t), cmp);
+    printf("  forked snapshots: %d; the loop's pause for the fork: wall median %.3f ms, max %.3f "
+           "ms; CPU (the fork's own cost) median %.3f ms, max %.3f ms; writing took %.1f ms "
+           "(the last)\n",
+           rounds, pauses[base + rounds / 2] / 1e6, pauses[base + rounds - 1] / 1e6,
+           cpu[base + rounds / 2] / 1e6, cpu[base + rounds - 1] / 1e6, last.took_ns / 1e6);
+    report("decision latency, no snapshot", &lat[0]);
+    report("decision latency, child writing", &lat[1]);
+    report("gap between decisions, no snapshot", &gap[0]);
+    report("gap between decisions, child writing", &gap[1]);
+    st_node_stop(n, false, 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    st_node_free(n);
+    gov_engine_destroy(e);
+    cfg_free(cfg);
+    char cmd[64];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    return system(cmd) != 0;
+}
