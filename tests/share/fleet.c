@@ -202,12 +202,14 @@ int fleet_start(fleet_t *f, int i, const char *limits_yaml)
     if (!c)
         return -1;
     fprintf(c,
-            "server:\n  socket: %s\n  http: %s\n"
+            "server:\n  socket: %s\n  http: %s\n%s%s%s"
             "governance:\n  limits:\n%s"
             "shared_state:\n  share:\n    node_id: %s\n    bind: %s:%d\n"
             "    advertise: %s:%d\n    partition_hold: 60s\n    join_timeout: %s\n%s    seeds: [",
-            r->sock, r->http, limits_yaml, r->name, f->netns ? "0.0.0.0" : "127.0.0.1", r->port,
-            r->ip, r->port, f->join_timeout, f->share_extra);
+            r->sock, r->http, f->state ? "  state_dir: " : "", f->state ? r->dir : "",
+            f->state ? "/state\n  snapshot_interval: 1s\n" : "", limits_yaml, r->name,
+            f->netns ? "0.0.0.0" : "127.0.0.1", r->port, r->ip, r->port, f->join_timeout,
+            f->share_extra);
     const char *sep = "";
     for (int j = 0; j < f->n; j++) {
         if (j == i)

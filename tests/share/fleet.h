@@ -45,6 +45,7 @@ typedef struct fleet {
     char dir[256];         /* the run's temporary directory */
     char join_timeout[16]; /* shared_state.share.join_timeout written by fleet_start ("2s") */
     char share_extra[128]; /* more lines under shared_state.share ("    division: demand\n") */
+    bool state;            /* each replica keeps its counters in its directory's state/ */
     fleet_replica_t r[FLEET_MAX];
 } fleet_t;
 

@@ -131,19 +131,27 @@ static int64_t wait_all_at(unsigned who, int64_t n, const char *state, bool conv
     }
 }
 
-static void start_fleet(void)
+/* Starts three replicas on `limits` (each with a state directory when `state`) and waits until
+ * they are armed, converged and ready. */
+static void start_fleet_on(const char *limits, bool state)
 {
     cr_assert_eq(fleet_setup(&fleet, 3), 0);
+    fleet.state = state;
     cr_log_info("fleet in %s", fleet.netns ? "network namespaces" : "loopback ports");
     memset(io, 0, sizeof(io));
     for (int i = 0; i < 3; i++)
-        cr_assert_eq(fleet_start(&fleet, i, limits_yaml), 0);
+        cr_assert_eq(fleet_start(&fleet, i, limits), 0);
     int64_t deadline = fleet_now_ms() + 20000;
     for (int i = 0; i < 3; i++)
         connect_replica(i, deadline);
     wait_all_at(7, 3, "armed", true, 0, 20000);
     for (int i = 0; i < 3; i++)
         cr_assert(fleet_ready(&fleet, i), "replica %d: /readyz", i);
+}
+
+static void start_fleet(void)
+{
+    start_fleet_on(limits_yaml, false);
 }
 
 TestSuite(fleet, .fini = teardown, .timeout = 240);
@@ -279,4 +287,73 @@ Test(fleet, a_replica_stays_unarmed_and_unready_until_it_joins_and_posture_fail_
     cr_assert(fleet_ready(&fleet, 0));
     load_once(1);
     cr_assert_eq(io[0].admitted, 1);
+}
+
+/* ---- a rolling update (SPEC §11) ------------------------------------------------------------
+ * A period far longer than the test, so nothing refills meanwhile: under saturating load each
+ * replica spends its burst / 3 at once and then admits one unit every 36 s. A replica restarted
+ * with fresh counters would hand out another burst / 3; one that restores its snapshot (taken
+ * at SIGTERM) resumes where it stopped, downtime counting as elapsed time. */
+#define HOURLY_AMOUNT 300
+#define HOURLY_PERIOD_MS (3600 * 1000)
+static const char *const hourly_yaml =
+    "    - id: " LIMIT "\n"
+    "      attach: { level: global }\n"
+    "      type: rpm\n"
+    "      amount: 300\n"
+    "      period: 1h\n"
+    "      store: share\n"
+    "      posture: { mode: \"on\", enforce: hard, fail: closed }\n";
+
+/* Saturating load at all three for `ms`. */
+static void load_for(int64_t ms)
+{
+    for (int64_t t0 = fleet_now_ms(); fleet_now_ms() - t0 < ms;) {
+        load_once(7);
+        sleep_ms(PACE_MS);
+    }
+}
+
+/* Replaces the replicas one after another as a DaemonSet's rolling update does (SIGTERM, start
+ * on the same node, wait until the fleet is whole again), under load all along; returns the
+ * fleet-wide admissions and sets *elapsed_ms. */
+static int64_t rolling_update(bool state, int64_t *elapsed_ms)
+{
+    start_fleet_on(hourly_yaml, state);
+    int64_t t0 = fleet_now_ms();
+    load_for(2000);
+    for (int i = 0; i < 3; i++) {
+        fleet_signal(&fleet, i, SIGTERM);
+        tt_close(io[i].c);
+        io[i].c = NULL;
+        load_for(500);
+        cr_assert_eq(fleet_start(&fleet, i, hourly_yaml), 0);
+        connect_replica(i, fleet_now_ms() + 20000);
+        wait_all_at(7, 3, "armed", true, 7, 30000);
+    }
+    load_for(2000);
+    *elapsed_ms = fleet_now_ms() - t0;
+    int64_t got = admitted(7);
+    cr_log_info("rolling update %s state: admitted %lld in %lld ms", state ? "with" : "without",
+                (long long)got, (long long)*elapsed_ms);
+    return got;
+}
+
+Test(fleet, a_rolling_update_with_state_admits_no_more_than_the_exact_gcra_count)
+{
+    int64_t ms, got = rolling_update(true, &ms);
+    /* the exact count for one counter: the burst at once, then amount per period; plus one unit
+     * per replica per change of N (6 changes: the step's rounding as T_s moves 36 s <-> 24 s) */
+    double exact = HOURLY_AMOUNT + (double)HOURLY_AMOUNT * (double)ms / HOURLY_PERIOD_MS;
+    cr_assert_geq(io[0].sent, 3 * io[0].admitted, "the load saturated");
+    cr_assert_leq(got, exact + 6, "admitted %lld, exact gcra %.1f", (long long)got, exact);
+    cr_assert_geq(got, HOURLY_AMOUNT - 3, "admitted %lld: the burst was not spent", (long long)got);
+}
+
+Test(fleet, without_state_a_rolling_update_hands_out_a_fresh_share_at_every_restart)
+{
+    int64_t ms, got = rolling_update(false, &ms);
+    double exact = HOURLY_AMOUNT + (double)HOURLY_AMOUNT * (double)ms / HOURLY_PERIOD_MS;
+    cr_assert_geq(got, exact + 3 * (HOURLY_AMOUNT / 3) - 6, "admitted %lld, exact gcra %.1f",
+                  (long long)got, exact);
 }
