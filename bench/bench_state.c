@@ -19,20 +19,7 @@
 #include <unistd.h>
 
 #include "state.h"
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int64_t wall_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+#include "tt_clock.h"
 
 static st_event_t last;
 static int snapshots;
@@ -124,7 +111,7 @@ int main(int argc, char **argv)
         .hash_seed = {3, 4}, .max_counters = counters * 2, .initial_counters = counters};
     if (gov_engine_create_config(&e, &o, cfg, err, sizeof(err)))
         return fprintf(stderr, "%s\n", err), 1;
-    int64_t now = wall_ns();
+    int64_t now = tt_wall_ns();
     for (size_t i = 0; i < counters; i++)
         decide(e, i, now);
     gov_metrics_t m;
@@ -151,10 +138,10 @@ int main(int argc, char **argv)
     /* 1. the stop snapshot, in-process */
     st_node_start(n, e, &cfg);
     for (int r = 0; r < 3; r++) {
-        int64_t t0 = mono_ns();
+        int64_t t0 = tt_mono_ns();
         st_node_snapshot_now(n);
         printf("  in-process snapshot: %.1f ms, %llu counters, %.1f MB (%.1f bytes per counter)\n",
-               (mono_ns() - t0) / 1e6, (unsigned long long)last.counters, last.bytes / 1e6,
+               (tt_mono_ns() - t0) / 1e6, (unsigned long long)last.counters, last.bytes / 1e6,
                (double)last.bytes / (double)last.counters);
     }
 
@@ -162,14 +149,14 @@ int main(int argc, char **argv)
     static hist_t lat[2], gap[2];
     uint64_t rng = 88172645463325252ull;
     int base = snapshots;
-    int64_t prev = mono_ns();
+    int64_t prev = tt_mono_ns();
     while (snapshots - base < rounds) {
         uv_run(&loop, UV_RUN_NOWAIT); /* the interval timer forks; the poll timer reaps */
         int busy = st_node_busy(n);
         rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-        int64_t t1 = mono_ns();
-        decide(e, rng % counters, wall_ns());
-        int64_t t2 = mono_ns();
+        int64_t t1 = tt_mono_ns();
+        decide(e, rng % counters, tt_wall_ns());
+        int64_t t2 = tt_mono_ns();
         hist_add(&lat[busy], t2 - t1);
         hist_add(&gap[busy], t2 - prev); /* includes the fork when the timer fired */
         prev = t2;

@@ -16,6 +16,7 @@
 #include "cmd.h"
 #include "config.h"
 #include "snap.h"
+#include "tt_clock.h"
 
 #define USAGE "usage: tokentriage state inspect FILE [--json]\n"
 #define FILE_MAX ((size_t)4 << 30) /* bytes read at most */
@@ -171,10 +172,7 @@ int cmd_state(int argc, char **argv)
     st_visit_t v = {on_scope, on_limit, on_counter};
     int rc = s ? st_decode(buf, len, &v, s, &h, err, sizeof(err)) : ST_EIO;
     if (rc == 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-        (json ? print_json : print_human)(path, len, &h, s, now);
+        (json ? print_json : print_human)(path, len, &h, s, tt_wall_ns());
     } else {
         fprintf(stderr, "Error: %s: %s: %s\n", path, st_reason(rc), s ? err : "out of memory");
     }

@@ -99,8 +99,8 @@ typedef struct gov_result {
     char soft_denied[GOV_SOFT_MAX][CFG_ID_MAX + 1];
     uint32_t n_headers;
     gov_header_t headers[GOV_HEADERS_MAX];
-    bool unavailable; /* a deny that only posture.fail closed made: every limit that denied
-                         did so because its store could not answer */
+    bool unavailable;     /* a deny that only posture.fail closed made: every limit that denied
+                             did so because its store could not answer */
     int64_t settled;      /* gov_settle, gov_charge: the number of tpm limits corrected */
     bool already_settled; /* gov_settle: the reservation was settled before; nothing changed */
     uint64_t lease;       /* gov_acquire: the lease id, on admit (never 0) */

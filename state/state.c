@@ -24,6 +24,7 @@
  */
 #define _GNU_SOURCE
 #include "state.h"
+#include "tt_clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -80,24 +81,10 @@ struct st_node {
     int64_t last_took_ns, last_pause_ns, max_pause_ns;
 };
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static int64_t thread_cpu_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int64_t wall_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
@@ -260,7 +247,7 @@ static int write_snapshot(st_node_t *n, gov_engine_t *e, const cfg_config_t *cfg
         return failed(r, "fsync of the directory");
     r->counters = w.enc.n_counters;
     r->bytes = ST_HEADER_SIZE + w.enc.body_len;
-    r->done_mono_ns = mono_ns();
+    r->done_mono_ns = tt_mono_ns();
     return 0;
 }
 
@@ -313,7 +300,7 @@ static void on_poll(uv_timer_t *t)
     st_result_t r = *n->shared;
     if (got < 0 || !WIFEXITED(st) || (WEXITSTATUS(st) != 0 && r.rc == 0))
         r = (st_result_t){.rc = ST_EIO, .stage = "child"};
-    int64_t end = r.done_mono_ns ? r.done_mono_ns : mono_ns();
+    int64_t end = r.done_mono_ns ? r.done_mono_ns : tt_mono_ns();
     finished(n, &r, n->child_wall_ns, end - n->child_mono_ns, n->child_pause_ns,
              n->child_pause_cpu_ns, false);
 }
@@ -343,15 +330,15 @@ static void take(st_node_t *n)
         return;
     }
     *n->shared = (st_result_t){.rc = ST_EIO, .stage = "child"};
-    int64_t now = wall_ns();
+    int64_t now = tt_wall_ns();
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    int64_t t0 = mono_ns(), c0 = thread_cpu_ns();
+    int64_t t0 = tt_mono_ns(), c0 = thread_cpu_ns();
     pid_t pid = fork();
     if (pid == 0)
         child(n, *n->cfgp, now, &old);
-    int64_t t1 = mono_ns(), c1 = thread_cpu_ns();
+    int64_t t1 = tt_mono_ns(), c1 = thread_cpu_ns();
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (pid < 0) {
         st_result_t r = {0};
@@ -404,14 +391,14 @@ static void snapshot_in_process(st_node_t *n, int64_t now)
     if (n->dirfd < 0 || !n->engine)
         return;
     st_result_t r;
-    int64_t t0 = mono_ns();
+    int64_t t0 = tt_mono_ns();
     write_snapshot(n, n->engine, *n->cfgp, now, &r);
-    finished(n, &r, now, mono_ns() - t0, 0, 0, true);
+    finished(n, &r, now, tt_mono_ns() - t0, 0, 0, true);
 }
 
 void st_node_snapshot_now(st_node_t *n)
 {
-    snapshot_in_process(n, wall_ns());
+    snapshot_in_process(n, tt_wall_ns());
 }
 
 void st_node_stop(st_node_t *n, bool snapshot, int64_t now)
