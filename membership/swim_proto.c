@@ -3,9 +3,10 @@
 
 #include <msgpack.h>
 #include <sodium.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "wire.h"
 
 /* ---- encoding: msgpack-c's packer writing into a bounded buffer ---- */
 
@@ -132,155 +133,56 @@ void swim_enc_update(swim_wbuf_t *w, const swim_update_t *u)
     msgpack_pack_uint64(&pk, u->from);
 }
 
-/* ---- decoding: a bounded reader that names the field ---- */
+/* ---- decoding: the wire's reader (wire/wire.h), naming the field ---- */
 
-typedef struct rd {
-    const uint8_t *pos, *end;
-    swim_err_t *err;
-    int64_t update; /* the update being read, for the error's path; -1 outside them */
-} rd_t;
+/* Fails with a message of the decoder's own (a rule the reader does not know). */
+#define FAIL(r, field, ...) (wire_fail(r, TT_ERR_VALUE, field, __VA_ARGS__), SWIM_EMALFORMED)
 
-static int fail(rd_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(rd_t *r, const char *fmt, ...)
+static int rd_uint(wire_reader_t *r, uint64_t max, uint64_t *v, const char *field)
 {
-    if (r->err) {
-        int n = r->update < 0 ? 0
-                              : snprintf(r->err->msg, sizeof r->err->msg, "updates[%lld].",
-                                         (long long)r->update);
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(r->err->msg + n, sizeof r->err->msg - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    return SWIM_EMALFORMED;
+    return wire_want_uint(r, max, v, field) < 0 ? SWIM_EMALFORMED : 0;
 }
 
-/* Reads n big-endian bytes. */
-static int take_be(rd_t *r, size_t n, uint64_t *v, const char *field)
+static int rd_u32(wire_reader_t *r, uint32_t *v, const char *field)
 {
-    if ((size_t)(r->end - r->pos) < n)
-        return fail(r, "%s: truncated", field);
     uint64_t x = 0;
-    for (size_t i = 0; i < n; i++)
-        x = (x << 8) | r->pos[i];
-    r->pos += n;
-    *v = x;
-    return 0;
-}
-
-static int rd_array(rd_t *r, uint32_t *n, const char *field)
-{
-    if (r->pos >= r->end)
-        return fail(r, "%s: truncated", field);
-    uint8_t b = *r->pos++;
-    uint64_t v = 0;
-    if ((b & 0xf0) == 0x90) {
-        *n = b & 0x0f;
-        return 0;
-    }
-    if (b == 0xdc || b == 0xdd) {
-        if (take_be(r, b == 0xdc ? 2 : 4, &v, field))
-            return SWIM_EMALFORMED;
-        *n = (uint32_t)v;
-        return 0;
-    }
-    return fail(r, "%s: expected an array", field);
-}
-
-static int rd_uint(rd_t *r, uint64_t max, uint64_t *out, const char *field)
-{
-    if (r->pos >= r->end)
-        return fail(r, "%s: truncated", field);
-    uint8_t b = *r->pos++;
-    uint64_t v = 0;
-    if (b <= 0x7f)
-        v = b;
-    else if (b >= 0xcc && b <= 0xcf) {
-        if (take_be(r, (size_t)1 << (b - 0xcc), &v, field))
-            return SWIM_EMALFORMED;
-    } else
-        return fail(r, "%s: expected an unsigned integer", field);
-    if (v > max)
-        return fail(r, "%s: %llu is above %llu", field, (unsigned long long)v,
-                    (unsigned long long)max);
-    *out = v;
-    return 0;
-}
-
-static int rd_int(rd_t *r, int64_t *out, const char *field)
-{
-    if (r->pos >= r->end)
-        return fail(r, "%s: truncated", field);
-    uint8_t b = *r->pos;
-    uint64_t v = 0;
-    if (b >= 0xe0) {
-        r->pos++;
-        *out = (int8_t)b;
-        return 0;
-    }
-    if (b >= 0xd0 && b <= 0xd3) {
-        r->pos++;
-        size_t n = (size_t)1 << (b - 0xd0);
-        if (take_be(r, n, &v, field))
-            return SWIM_EMALFORMED;
-        /* sign-extend from n bytes */
-        unsigned shift = (unsigned)(64 - 8 * n);
-        *out = shift ? (int64_t)(v << shift) >> shift : (int64_t)v;
-        return 0;
-    }
-    if (rd_uint(r, INT64_MAX, &v, field))
+    if (rd_uint(r, UINT32_MAX, &x, field))
         return SWIM_EMALFORMED;
-    *out = (int64_t)v;
+    *v = (uint32_t)x;
     return 0;
 }
 
-/* str (is_str) or bin, 0..max bytes, returned in place. */
-static int rd_bytes(rd_t *r, bool is_str, size_t min, size_t max, const uint8_t **p, size_t *len,
-                    const char *field)
+static int rd_bin(wire_reader_t *r, size_t min, size_t max, const uint8_t **p, size_t *len,
+                  const char *field)
 {
-    if (r->pos >= r->end)
-        return fail(r, "%s: truncated", field);
-    uint8_t b = *r->pos++;
-    uint64_t n = 0;
-    if (is_str && (b & 0xe0) == 0xa0)
-        n = b & 0x1f;
-    else if (is_str && b >= 0xd9 && b <= 0xdb) {
-        if (take_be(r, (size_t)1 << (b - 0xd9), &n, field))
-            return SWIM_EMALFORMED;
-    } else if (!is_str && b >= 0xc4 && b <= 0xc6) {
-        if (take_be(r, (size_t)1 << (b - 0xc4), &n, field))
-            return SWIM_EMALFORMED;
-    } else
-        return fail(r, "%s: expected %s", field, is_str ? "a string" : "binary");
-    if (n > (uint64_t)(r->end - r->pos))
-        return fail(r, "%s: truncated", field);
-    if (n < min || n > max)
-        return fail(r, "%s: %llu bytes, expected %zu..%zu", field, (unsigned long long)n, min, max);
-    *p = r->pos;
-    *len = (size_t)n;
-    r->pos += n;
-    return 0;
-}
-
-static int rd_id(rd_t *r, const char **id, size_t *len, const char *field)
-{
-    const uint8_t *p = NULL;
-    if (rd_bytes(r, true, 1, SWIM_ID_MAX, &p, len, field))
+    wire_str_t s;
+    if (wire_want_bin(r, min, max, &s, field) < 0)
         return SWIM_EMALFORMED;
-    if (memchr(p, 0, *len))
-        return fail(r, "%s: contains a NUL byte", field);
-    *id = (const char *)p;
+    *p = (const uint8_t *)s.ptr;
+    *len = s.len;
     return 0;
 }
 
-static int rd_addr(rd_t *r, swim_addr_t *a, const char *field)
+static int rd_id(wire_reader_t *r, const char **id, size_t *len, const char *field)
+{
+    wire_str_t s;
+    if (wire_want_str(r, 1, SWIM_ID_MAX, &s, field) < 0)
+        return SWIM_EMALFORMED;
+    if (memchr(s.ptr, 0, s.len))
+        return FAIL(r, field, "contains a NUL byte");
+    *id = s.ptr;
+    *len = s.len;
+    return 0;
+}
+
+static int rd_addr(wire_reader_t *r, swim_addr_t *a, const char *field)
 {
     const uint8_t *p = NULL;
     size_t n = 0;
-    if (rd_bytes(r, false, 7, 19, &p, &n, field))
+    if (rd_bin(r, 7, 19, &p, &n, field))
         return SWIM_EMALFORMED;
     if (!((p[0] == 4 && n == 7) || (p[0] == 6 && n == 19)))
-        return fail(r, "%s: family %u with %zu bytes", field, p[0], n);
+        return FAIL(r, field, "family %u with %zu bytes", p[0], n);
     memset(a, 0, sizeof *a);
     a->family = p[0];
     a->port = (uint16_t)(p[1] << 8 | p[2]);
@@ -289,121 +191,122 @@ static int rd_addr(rd_t *r, swim_addr_t *a, const char *field)
 }
 
 /* An array of exactly `want` elements. */
-static int rd_tuple(rd_t *r, uint32_t want, const char *field)
+static int rd_tuple(wire_reader_t *r, uint32_t want, const char *field)
 {
     uint32_t n = 0;
-    if (rd_array(r, &n, field))
+    if (wire_want_array(r, &n, field) < 0)
         return SWIM_EMALFORMED;
     if (n != want)
-        return fail(r, "%s: %u elements, expected %u", field, n, want);
+        return FAIL(r, field, "%u elements, expected %u", n, want);
     return 0;
 }
 
-static int rd_update(rd_t *r, swim_update_t *u)
+/* One update; r->path names it (`updates[3]`) while the body is validated. */
+static int rd_update(wire_reader_t *r, swim_update_t *u)
 {
     uint64_t v = 0;
-    size_t tmp;
-    if (rd_tuple(r, 8, "update"))
-        return SWIM_EMALFORMED;
-    if (rd_uint(r, SWIM_LEFT, &v, "state"))
+    if (rd_tuple(r, 8, "") || rd_uint(r, SWIM_LEFT, &v, "state"))
         return SWIM_EMALFORMED;
     u->state = (swim_state_t)v;
-    if (rd_id(r, &u->id, &u->id_len, "id") || rd_uint(r, UINT64_MAX, &u->generation, "gen"))
-        return SWIM_EMALFORMED;
-    if (rd_uint(r, UINT32_MAX, &v, "incarnation"))
-        return SWIM_EMALFORMED;
-    u->incarnation = (uint32_t)v;
-    if (rd_addr(r, &u->addr, "addr") || rd_uint(r, UINT32_MAX, &v, "meta_version"))
-        return SWIM_EMALFORMED;
-    u->meta_version = (uint32_t)v;
-    if (rd_bytes(r, false, 0, SWIM_META_MAX, &u->meta, &tmp, "meta"))
-        return SWIM_EMALFORMED;
-    u->meta_len = tmp;
-    if (rd_uint(r, UINT64_MAX, &u->from, "from"))
+    if (rd_id(r, &u->id, &u->id_len, "id") || rd_uint(r, UINT64_MAX, &u->generation, "gen") ||
+        rd_u32(r, &u->incarnation, "incarnation") || rd_addr(r, &u->addr, "addr") ||
+        rd_u32(r, &u->meta_version, "meta_version") ||
+        rd_bin(r, 0, SWIM_META_MAX, &u->meta, &u->meta_len, "meta") ||
+        rd_uint(r, UINT64_MAX, &u->from, "from"))
         return SWIM_EMALFORMED;
     return 0;
+}
+
+/* Copies the reader's failure into the caller's error, "path: message". */
+static int failed(const tt_err_t *e, swim_err_t *err)
+{
+    if (err)
+        tt_err_format(e, err->msg, sizeof err->msg);
+    return SWIM_EMALFORMED;
 }
 
 int swim_update_next(const uint8_t **pos, const uint8_t *end, swim_update_t *u, swim_err_t *err)
 {
-    rd_t r = {*pos, end, err, 0};
-    int rc = rd_update(&r, u);
+    tt_err_t e;
+    wire_reader_t r = {.pos = *pos, .end = end, .err = &e};
+    if (rd_update(&r, u))
+        return failed(&e, err);
     *pos = r.pos;
-    return rc;
+    return 0;
 }
 
-static int rd_msg(rd_t *r, swim_msg_t *m)
+/* The kind's own fields: the msg array. */
+static int rd_kind_msg(wire_reader_t *r, swim_msg_t *m)
 {
-    uint64_t v = 0;
-    uint32_t n = 0;
-    if (rd_tuple(r, 7, "body") || rd_id(r, &m->sender, &m->sender_len, "sender_id") ||
-        rd_uint(r, UINT64_MAX, &m->sender_gen, "sender_gen") || rd_int(r, &m->sent_ns, "sent_ns") ||
-        rd_uint(r, UINT64_MAX, &m->seq, "seq") || rd_uint(r, SWIM_APP, &v, "kind"))
-        return SWIM_EMALFORMED;
-    if (v == 0)
-        return fail(r, "kind: 0 is not a message kind");
-    m->kind = (swim_kind_t)v;
     switch (m->kind) {
     case SWIM_PING:
     case SWIM_PING_REQ:
         if (rd_tuple(r, m->kind == SWIM_PING ? 3 : 4, "msg") ||
-            rd_uint(r, UINT32_MAX, &v, "msg.probe_seq") ||
+            rd_u32(r, &m->probe_seq, "msg.probe_seq") ||
             rd_id(r, &m->target, &m->target_len, "msg.target_id") ||
             rd_uint(r, UINT64_MAX, &m->target_gen, "msg.target_gen"))
             return SWIM_EMALFORMED;
-        m->probe_seq = (uint32_t)v;
         if (m->kind == SWIM_PING_REQ && rd_addr(r, &m->target_addr, "msg.target_addr"))
             return SWIM_EMALFORMED;
-        break;
+        return 0;
     case SWIM_ACK:
     case SWIM_NACK:
-        if (rd_tuple(r, 1, "msg") || rd_uint(r, UINT32_MAX, &v, "msg.probe_seq"))
-            return SWIM_EMALFORMED;
-        m->probe_seq = (uint32_t)v;
-        break;
+        return rd_tuple(r, 1, "msg") ? SWIM_EMALFORMED : rd_u32(r, &m->probe_seq, "msg.probe_seq");
     case SWIM_GOSSIP:
-        if (rd_tuple(r, 0, "msg"))
-            return SWIM_EMALFORMED;
-        break;
+        return rd_tuple(r, 0, "msg");
     case SWIM_PUSHPULL:
+        if (rd_tuple(r, 1, "msg") || wire_want_bool(r, &m->join, "msg.join") < 0)
+            return SWIM_EMALFORMED;
+        return 0;
+    case SWIM_APP:
         if (rd_tuple(r, 1, "msg"))
             return SWIM_EMALFORMED;
-        if (r->pos >= r->end || (*r->pos != 0xc2 && *r->pos != 0xc3))
-            return fail(r, "msg.join: expected a boolean");
-        m->join = *r->pos++ == 0xc3;
-        break;
-    case SWIM_APP:
-        if (rd_tuple(r, 1, "msg") ||
-            rd_bytes(r, false, 0, SWIM_APP_MAX, &m->app, &m->app_len, "msg.payload"))
-            return SWIM_EMALFORMED;
-        break;
+        return rd_bin(r, 0, SWIM_APP_MAX, &m->app, &m->app_len, "msg.payload");
     }
-    if (rd_array(r, &n, "updates"))
+    return FAIL(r, "kind", "%u is not a message kind", (unsigned)m->kind);
+}
+
+static int rd_msg(wire_reader_t *r, swim_msg_t *m)
+{
+    uint64_t v = 0;
+    uint32_t n = 0;
+    if (rd_tuple(r, 7, "body") || rd_id(r, &m->sender, &m->sender_len, "sender_id") ||
+        rd_uint(r, UINT64_MAX, &m->sender_gen, "sender_gen") ||
+        wire_want_int(r, &m->sent_ns, "sent_ns") < 0 || rd_uint(r, UINT64_MAX, &m->seq, "seq") ||
+        rd_uint(r, SWIM_APP, &v, "kind"))
+        return SWIM_EMALFORMED;
+    m->kind = (swim_kind_t)v;
+    if (rd_kind_msg(r, m))
+        return SWIM_EMALFORMED;
+    if (wire_want_array(r, &n, "updates") < 0)
         return SWIM_EMALFORMED;
     /* every update takes at least 10 bytes: a cheap bound before walking them */
     if (n > (size_t)(r->end - r->pos) / 10)
-        return fail(r, "updates: %u elements cannot fit in %zu bytes", n,
+        return FAIL(r, "updates", "%u elements cannot fit in %zu bytes", n,
                     (size_t)(r->end - r->pos));
     m->n_updates = n;
     m->updates = r->pos;
+    char path[24];
+    r->path = path;
     for (uint32_t i = 0; i < n; i++) {
         swim_update_t u;
-        r->update = i;
+        snprintf(path, sizeof path, "updates[%u]", i);
         if (rd_update(r, &u))
             return SWIM_EMALFORMED;
     }
-    r->update = -1;
+    r->path = NULL;
     if (r->pos != r->end)
-        return fail(r, "body: %zu trailing bytes", (size_t)(r->end - r->pos));
+        return FAIL(r, "body", "%zu trailing bytes", (size_t)(r->end - r->pos));
     m->end = r->end;
     return 0;
 }
 
 int swim_msg_decode(swim_msg_t *m, const uint8_t *body, size_t len, swim_err_t *err)
 {
-    rd_t r = {body, body + len, err, -1};
+    tt_err_t e;
+    wire_reader_t r = {.pos = body, .end = body + len, .err = &e};
     memset(m, 0, sizeof *m);
-    return rd_msg(&r, m);
+    return rd_msg(&r, m) ? failed(&e, err) : 0;
 }
 
 /* ---- the seal ---- */

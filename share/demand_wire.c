@@ -95,7 +95,7 @@ static int rd_item(wire_reader_t *r, demand_kind_t kind, demand_item_t *it)
         return FAIL(r, "fields", "%u fields, a %s has %u", n,
                     kind == DEMAND_GRANT ? "grant" : "report", want);
     if (wire_want_uint(r, UINT64_MAX, &it->identity, "identity") < 0 ||
-        wire_want_bin(r, DEMAND_KEY_MAX, &key, "key") < 0)
+        wire_want_bin(r, 0, DEMAND_KEY_MAX, &key, "key") < 0)
         return DEMAND_EWIRE;
     it->key = (const uint8_t *)key.ptr;
     it->key_len = key.len;

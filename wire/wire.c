@@ -177,7 +177,8 @@ int wire_want_bool(wire_reader_t *r, bool *v, const char *field)
 
 /* The length is checked before the body is: a header announcing too much is named as such
  * even when the bytes it announces are not there. */
-static int want_bytes(wire_reader_t *r, bool bin, size_t max, wire_str_t *s, const char *field)
+static int want_bytes(wire_reader_t *r, bool bin, size_t min, size_t max, wire_str_t *s,
+                      const char *field)
 {
     const char *want = bin ? "bin" : "a string";
     size_t hdr;
@@ -194,16 +195,19 @@ static int want_bytes(wire_reader_t *r, bool bin, size_t max, wire_str_t *s, con
     if (payload > max)
         return wire_fail(r, TT_ERR_VALUE, field, "%llu bytes, at most %zu",
                          (unsigned long long)payload, max);
+    if (payload < min)
+        return wire_fail(r, TT_ERR_VALUE, field, "%llu bytes, at least %zu",
+                         (unsigned long long)payload, min);
     int rc = wire__bytes(r, bin, s);
     return rc ? failed(r, rc, field, want) : 0;
 }
 
-int wire_want_bin(wire_reader_t *r, size_t max, wire_str_t *s, const char *field)
+int wire_want_bin(wire_reader_t *r, size_t min, size_t max, wire_str_t *s, const char *field)
 {
-    return want_bytes(r, true, max, s, field);
+    return want_bytes(r, true, min, max, s, field);
 }
 
-int wire_want_str(wire_reader_t *r, size_t max, wire_str_t *s, const char *field)
+int wire_want_str(wire_reader_t *r, size_t min, size_t max, wire_str_t *s, const char *field)
 {
-    return want_bytes(r, false, max, s, field);
+    return want_bytes(r, false, min, max, s, field);
 }

@@ -11,7 +11,8 @@
  *  - wire_want_*: the same reads for decoders that name the field that was wrong, as
  *    tarantool's swim_proto.c does (pos, again, unchanged on failure): a failure fills r->err
  *    (when set) with the code, the path (r->path, then "." and the field: `items[3].key`) and
- *    what was wrong (`truncated`, `not bin (byte 0xa1)`, `300 bytes, at most 256`).
+ *    what was wrong (`truncated`, `not bin (byte 0xa1)`, `300 bytes, at most 256`,
+ *    `0 bytes, at least 1`, `9, at most 7`).
  *
  * Array and map counts read by wire_want_* are not checked against the bytes left (each
  * element's read is), so a decoder can name a count beyond its own bound as such.
@@ -262,8 +263,9 @@ int wire_want_map(wire_reader_t *r, uint32_t *n, const char *field);
 int wire_want_uint(wire_reader_t *r, uint64_t max, uint64_t *v, const char *field);
 int wire_want_int(wire_reader_t *r, int64_t *v, const char *field);
 int wire_want_bool(wire_reader_t *r, bool *v, const char *field);
-/* A bin (wire_want_bin) or str of at most max bytes, in place. */
-int wire_want_bin(wire_reader_t *r, size_t max, wire_str_t *s, const char *field);
-int wire_want_str(wire_reader_t *r, size_t max, wire_str_t *s, const char *field);
+/* A bin (wire_want_bin) or str of min..max bytes, in place. Outside the range the message
+ * names the bound it broke: `300 bytes, at most 256`, `0 bytes, at least 1`. */
+int wire_want_bin(wire_reader_t *r, size_t min, size_t max, wire_str_t *s, const char *field);
+int wire_want_str(wire_reader_t *r, size_t min, size_t max, wire_str_t *s, const char *field);
 
 #endif

@@ -52,15 +52,17 @@ Test(wire, a_failure_names_the_field_under_the_readers_path)
     cr_assert_eq(wire_want_uint(&r, 10, &u, "identity"), TT_ERR_TYPE);
     cr_assert_str_eq(e.path, "items[3].identity");
     cr_assert_str_eq(e.message, "not an unsigned integer (byte 0xa1)");
-    cr_assert_eq(wire_want_str(&r, 8, &s, "name"), 0);
+    cr_assert_eq(wire_want_str(&r, 0, 8, &s, "name"), 0);
     cr_assert_eq(wire_want_uint(&r, 100, &u, "demand"), TT_ERR_VALUE);
     cr_assert_str_eq(e.message, "200, at most 100");
     r.pos += 2;
     r.path = NULL;
-    cr_assert_eq(wire_want_bin(&r, 256, &s, "key"), TT_ERR_VALUE);
+    cr_assert_eq(wire_want_bin(&r, 0, 256, &s, "key"), TT_ERR_VALUE);
     char buf[128];
     cr_assert_str_eq(tt_err_format(&e, buf, sizeof(buf)), "key: 257 bytes, at most 256");
-    cr_assert_eq(wire_want_bin(&r, 300, &s, "key"), TT_ERR_FRAME);
+    cr_assert_eq(wire_want_bin(&r, 258, 300, &s, "key"), TT_ERR_VALUE);
+    cr_assert_str_eq(e.message, "257 bytes, at least 258");
+    cr_assert_eq(wire_want_bin(&r, 0, 300, &s, "key"), TT_ERR_FRAME);
     cr_assert_str_eq(e.message, "truncated");
 }
 
