@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "procs.h"
 #include "swim_proto.h"
 
 #define N 8
@@ -37,60 +38,9 @@ static void stop_all(void)
 
 TestSuite(fleet, .fini = stop_all, .timeout = 240);
 
-/* The port a replica bound on 127.0.0.1 (given port 0, so no port is picked here and raced for
- * with a parallel test): read from its last log line containing `after`, then "127.0.0.1:". */
-static int bound_port(const tt_daemon_t *r, const char *after)
-{
-    static char log[1 << 16];
-    cr_assert(tt_daemon_log_has(r, after, 10000), "no \"%s\" in %s", after, r->log);
-    FILE *f = fopen(r->log, "r");
-    cr_assert_not_null(f);
-    size_t n = fread(log, 1, sizeof log - 1, f);
-    fclose(f);
-    log[n] = 0;
-    const char *last = strstr(log, after);
-    for (const char *q; (q = strstr(last + 1, after));)
-        last = q;
-    const char *p = strstr(last, "127.0.0.1:");
-    cr_assert_not_null(p, "no address after \"%s\" in %s", after, r->log);
-    return atoi(p + strlen("127.0.0.1:"));
-}
-
-/* `tokentriage SUB --json` (members or fleet) against replica i; the output in out. */
-static int cli_json(int i, const char *sub, char *out, size_t cap)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "%s/cmd/tokentriage %s -s %s --json 2>/dev/null", TT_BINARY_DIR, sub,
-             d[i].socket);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -1;
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static int members_json(int i, char *out, size_t cap)
 {
-    return cli_json(i, "members", out, cap);
-}
-
-/* Field `key` of replica `target`'s row in a members answer, copied into out ("" if absent;
- * strings without their quotes). */
-static void field_of(const char *json, const char *id, const char *key, char *out, size_t cap)
-{
-    char needle[160], k[32];
-    snprintf(needle, sizeof needle, "\"id\":\"%s\"", id);
-    snprintf(k, sizeof k, "\"%s\":", key);
-    out[0] = 0;
-    const char *p = strstr(json, needle), *s;
-    if (!p || !(s = strstr(p, k)))
-        return;
-    s += strlen(k);
-    s += *s == '"';
-    size_t n = strcspn(s, "\",}");
-    snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), s);
+    return fp_cli_json(&d[i], "members", out, cap);
 }
 
 static bool alive[N];
@@ -115,7 +65,7 @@ static bool everyone_sees(int target, const char *want)
                 continue;
             char st[16], id[16];
             snprintf(id, sizeof id, "r%d", j);
-            field_of(out, id, "state", st, sizeof st);
+            fp_field(out, id, "state", st, sizeof st);
             if (strcmp(st, target >= 0 ? want : (alive[j] ? "alive" : st)) != 0)
                 return false;
         }
@@ -154,7 +104,7 @@ Test(fleet, eight_replicas_converge_see_a_kill_as_dead_and_a_term_as_left)
                  i, seeds, keyring);
         cr_assert_eq(tt_daemon_start(&d[i], LIMITS, extra), 0, "replica %d did not start", i);
         if (i == 0)
-            port0 = bound_port(&d[0], "membership started");
+            port0 = fp_bound_port(&d[0], "membership started");
         alive[i] = true;
     }
     cr_assert(poll_until(-1, NULL, 60000), "the eight replicas did not converge");
@@ -162,7 +112,7 @@ Test(fleet, eight_replicas_converge_see_a_kill_as_dead_and_a_term_as_left)
     static char view[1 << 16];
     char gen_before[32], gen_after[32];
     cr_assert_eq(members_json(0, view, sizeof view), 0);
-    field_of(view, "r3", "generation", gen_before, sizeof gen_before);
+    fp_field(view, "r3", "generation", gen_before, sizeof gen_before);
 
     /* SIGKILL: detected by failure detection, dead everywhere */
     kill(d[3].pid, SIGKILL);
@@ -193,62 +143,11 @@ Test(fleet, eight_replicas_converge_see_a_kill_as_dead_and_a_term_as_left)
     alive[3] = true;
     cr_assert(poll_until(3, "alive", 60000), "the restarted replica was not seen alive");
     cr_assert_eq(members_json(0, view, sizeof view), 0);
-    field_of(view, "r3", "generation", gen_after, sizeof gen_after);
+    fp_field(view, "r3", "generation", gen_after, sizeof gen_after);
     cr_assert_str_neq(gen_before, gen_after);
 }
 
 /* ---- bad datagrams against a real replica, read back from /metrics ---- */
-
-/* GET /metrics on 127.0.0.1:port into out; 0 or -1. */
-static int scrape(int port, char *out, size_t cap)
-{
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    struct timeval tv = {2, 0};
-    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(s);
-        return -1;
-    }
-    const char *req = "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n";
-    size_t n = 0;
-    if (write(s, req, strlen(req)) == (ssize_t)strlen(req))
-        for (ssize_t r; n < cap - 1 && (r = read(s, out + n, cap - 1 - n)) > 0;)
-            n += (size_t)r;
-    out[n] = 0;
-    close(s);
-    return n ? 0 : -1;
-}
-
-static long long counter(const char *text, const char *name)
-{
-    const char *p = strstr(text, name);
-    return p ? atoll(p + strlen(name)) : -1;
-}
-
-/* A datagram from "peer" carrying its own alive record (so the replay window knows it). */
-static size_t datagram(uint8_t *out, const uint8_t *key, const char *label, uint64_t seq)
-{
-    uint8_t body[SWIM_DATAGRAM_MAX], nonce[SWIM_NONCE_BYTES] = {0};
-    swim_wbuf_t w = {body, 0, sizeof body, false};
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    swim_enc_head(&w, "peer", 4, 7, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, seq, SWIM_GOSSIP);
-    swim_msg_t om = {.kind = SWIM_GOSSIP};
-    swim_enc_msg(&w, &om);
-    size_t at = swim_enc_array_open(&w);
-    swim_update_t u = {.state = SWIM_ALIVE,
-                       .id = "peer",
-                       .id_len = 4,
-                       .generation = 7,
-                       .addr = {.family = 4, .port = 9, .ip = {127, 0, 0, 1}}};
-    swim_enc_update(&w, &u);
-    swim_enc_array_close(&w, at, 1);
-    memcpy(nonce, &seq, sizeof seq);
-    return swim_seal(key, label, strlen(label), nonce, body, w.len, out);
-}
 
 Test(fleet, bad_datagrams_are_dropped_and_counted_in_metrics)
 {
@@ -275,7 +174,7 @@ Test(fleet, bad_datagrams_are_dropped_and_counted_in_metrics)
             r->socket, keyring);
     fclose(f);
     cr_assert_eq(tt_daemon_spawn(r, true), 0);
-    int gport = bound_port(r, "membership started"), hport = bound_port(r, "http listening");
+    int gport = fp_bound_port(r, "membership started"), hport = fp_bound_port(r, "http listening");
 
     int s = socket(AF_INET, SOCK_DGRAM, 0);
     struct sockaddr_in to = {.sin_family = AF_INET,
@@ -294,14 +193,14 @@ Test(fleet, bad_datagrams_are_dropped_and_counted_in_metrics)
     b[0] = SWIM_WIRE_VERSION;
     b[1] = SWIM_MODE_PLAIN;
     SEND(b, 100); /* plaintext to a keyed replica: mode */
-    len = datagram(b, key, "itest", 1);
+    len = fp_datagram(b, key, "itest", "peer", 7, 1, fp_wall_ns(), 9);
     b[len - 1] ^= 1;
     SEND(b, len); /* forged */
-    len = datagram(b, other, "itest", 2);
+    len = fp_datagram(b, other, "itest", "peer", 7, 2, fp_wall_ns(), 9);
     SEND(b, len); /* another key */
-    len = datagram(b, key, "staging", 3);
+    len = fp_datagram(b, key, "staging", "peer", 7, 3, fp_wall_ns(), 9);
     SEND(b, len); /* another label */
-    len = datagram(b, key, "itest", 4);
+    len = fp_datagram(b, key, "itest", "peer", 7, 4, fp_wall_ns(), 9);
     SEND(b, len); /* good: "peer" joins the view */
     SEND(b, len); /* replayed */
 #undef SEND
@@ -312,33 +211,23 @@ Test(fleet, bad_datagrams_are_dropped_and_counted_in_metrics)
     struct timespec pause = {0, 50 * 1000000L};
     for (long long deadline = tt_now_ms() + 10000; !ok && tt_now_ms() < deadline;
          nanosleep(&pause, NULL))
-        ok = scrape(hport, text, sizeof text) == 0 &&
-             counter(text, "tokentriage_gossip_dropped_total{reason=\"replay\"} ") == 1;
+        ok = fp_scrape(hport, text, sizeof text) == 0 &&
+             fp_counter(text, "tokentriage_gossip_dropped_total{reason=\"replay\"} ") == 1;
     cr_assert(ok, "no replay counted:\n%s", text);
-    cr_assert_eq(counter(text, "tokentriage_gossip_dropped_total{reason=\"oversize\"} "), 1);
-    cr_assert_eq(counter(text, "tokentriage_gossip_dropped_total{reason=\"truncated\"} "), 1);
-    cr_assert_eq(counter(text, "tokentriage_gossip_dropped_total{reason=\"version\"} "), 1);
-    cr_assert_eq(counter(text, "tokentriage_gossip_dropped_total{reason=\"mode\"} "), 1);
-    cr_assert_eq(counter(text, "tokentriage_gossip_dropped_total{reason=\"auth\"} "), 3);
-    cr_assert_eq(counter(text, "tokentriage_gossip_packets_total{direction=\"rx\"} "), 1);
+    cr_assert_eq(fp_counter(text, "tokentriage_gossip_dropped_total{reason=\"oversize\"} "), 1);
+    cr_assert_eq(fp_counter(text, "tokentriage_gossip_dropped_total{reason=\"truncated\"} "), 1);
+    cr_assert_eq(fp_counter(text, "tokentriage_gossip_dropped_total{reason=\"version\"} "), 1);
+    cr_assert_eq(fp_counter(text, "tokentriage_gossip_dropped_total{reason=\"mode\"} "), 1);
+    cr_assert_eq(fp_counter(text, "tokentriage_gossip_dropped_total{reason=\"auth\"} "), 3);
+    cr_assert_eq(fp_counter(text, "tokentriage_gossip_packets_total{direction=\"rx\"} "), 1);
     /* still serving, and the one good datagram is the only change to the view */
-    cr_assert_eq(counter(text, "tokentriage_members{state=\"alive\"} "), 2);
-}
-
-/* The live count in replica i's members answer, or -1. */
-static int live_of(int i)
-{
-    static char out[1 << 16];
-    if (members_json(i, out, sizeof out) != 0)
-        return -1;
-    const char *p = strstr(out, "\"live\":");
-    return p ? atoi(p + strlen("\"live\":")) : -1;
+    cr_assert_eq(fp_counter(text, "tokentriage_members{state=\"alive\"} "), 2);
 }
 
 static bool both_count_two(int ms)
 {
     for (long long deadline = tt_now_ms() + ms; tt_now_ms() < deadline;) {
-        if (live_of(0) == 2 && live_of(1) == 2)
+        if (fp_live(&d[0]) == 2 && fp_live(&d[1]) == 2)
             return true;
         struct timespec pause = {0, 50 * 1000000L};
         nanosleep(&pause, NULL);
@@ -388,7 +277,7 @@ static int start_pair(void)
     char extra[1024];
     replica_config(0, 0, extra, sizeof extra);
     cr_assert_eq(tt_daemon_start(&d[0], LIMITS, extra), 0);
-    int port0 = bound_port(&d[0], "membership started");
+    int port0 = fp_bound_port(&d[0], "membership started");
     replica_config(1, port0, extra, sizeof extra);
     cr_assert_eq(tt_daemon_start(&d[1], LIMITS, extra), 0);
     cr_assert(both_count_two(30000), "the keyed pair did not converge");
@@ -415,16 +304,16 @@ Test(fleet, an_outsider_cannot_join_and_a_key_rotates_without_a_split, .fini = u
     char extra[1024];
     replica_config(2, port0, extra, sizeof extra);
     cr_assert_eq(tt_daemon_start(&d[2], LIMITS, extra), 0);
-    int hport0 = bound_port(&d[0], "http listening");
+    int hport0 = fp_bound_port(&d[0], "http listening");
     static char text[1 << 16];
     bool refused = false;
     for (long long deadline = tt_now_ms() + 20000; !refused && tt_now_ms() < deadline;)
-        refused = scrape(hport0, text, sizeof text) == 0 &&
-                  counter(text, "tokentriage_gossip_dropped_total{reason=\"auth\"} ") > 0;
+        refused = fp_scrape(hport0, text, sizeof text) == 0 &&
+                  fp_counter(text, "tokentriage_gossip_dropped_total{reason=\"auth\"} ") > 0;
     cr_assert(refused, "the outsider's datagrams were never refused:\n%s", text);
-    cr_assert_eq(live_of(0), 2);
-    cr_assert_eq(live_of(1), 2);
-    cr_assert_eq(live_of(2), 1, "the outsider sees someone");
+    cr_assert_eq(fp_live(&d[0]), 2);
+    cr_assert_eq(fp_live(&d[1]), 2);
+    cr_assert_eq(fp_live(&d[2]), 1, "the outsider sees someone");
     tt_daemon_stop(&d[2]);
 
     static const char *const steps[] = {
@@ -437,7 +326,7 @@ Test(fleet, an_outsider_cannot_join_and_a_key_rotates_without_a_split, .fini = u
             write_ring(i, steps[s]);
             kill(d[i].pid, SIGTERM);
             waitpid(d[i].pid, NULL, 0);
-            int other = bound_port(&d[1 - i], "membership started");
+            int other = fp_bound_port(&d[1 - i], "membership started");
             replica_config(i, other, extra, sizeof extra);
             FILE *f = fopen(d[i].config, "w");
             cr_assert_not_null(f);
@@ -447,13 +336,6 @@ Test(fleet, an_outsider_cannot_join_and_a_key_rotates_without_a_split, .fini = u
             cr_assert_eq(tt_daemon_spawn(&d[i], true), 0);
             cr_assert(both_count_two(30000), "split after step %zu, replica %d restarted", s, i);
         }
-}
-
-/* Replica i's count of `reason` drops, or of reloads with `result`, from its /metrics. */
-static long long metric_of(int hport, const char *name)
-{
-    static char text[1 << 16];
-    return scrape(hport, text, sizeof text) == 0 ? counter(text, name) : -1;
 }
 
 #define AUTH_DROPS "tokentriage_gossip_dropped_total{reason=\"auth\"} "
@@ -466,9 +348,9 @@ static void reload_and_wait(int i, int hport, const char *result, long long want
     kill(d[i].pid, SIGHUP);
     struct timespec pause = {0, 20 * 1000000L};
     long long deadline = tt_now_ms() + 10000;
-    while (metric_of(hport, name) != want && tt_now_ms() < deadline)
+    while (fp_metric(hport, name) != want && tt_now_ms() < deadline)
         nanosleep(&pause, NULL);
-    cr_assert_eq(metric_of(hport, name), want, "replica %d: reloads %s", i, result);
+    cr_assert_eq(fp_metric(hport, name), want, "replica %d: reloads %s", i, result);
 }
 
 /* The same rotation with no restart at all: each step is a keyring file edit and a SIGHUP. Not
@@ -480,7 +362,7 @@ Test(fleet, a_key_rotates_by_reload_without_a_restart_or_a_refused_datagram, .fi
     for (int i = 0; i < 2; i++)
         make_ring(i, KEY_A "\n");
     start_pair();
-    int hport[2] = {bound_port(&d[0], "http listening"), bound_port(&d[1], "http listening")};
+    int hport[2] = {fp_bound_port(&d[0], "http listening"), fp_bound_port(&d[1], "http listening")};
     pid_t pid[2] = {d[0].pid, d[1].pid};
 
     static const char *const steps[] = {
@@ -500,7 +382,7 @@ Test(fleet, a_key_rotates_by_reload_without_a_restart_or_a_refused_datagram, .fi
     cr_assert(tt_daemon_log_has(&d[0], "keyring reloaded: 1 keys", 0));
     for (int i = 0; i < 2; i++) {
         cr_assert_eq(d[i].pid, pid[i], "replica %d was restarted", i);
-        cr_assert_eq(metric_of(hport[i], AUTH_DROPS), 0, "replica %d refused a datagram", i);
+        cr_assert_eq(fp_metric(hport[i], AUTH_DROPS), 0, "replica %d refused a datagram", i);
     }
 
     /* replica 1 back on the removed key alone: replica 0 now refuses what it sends */
@@ -508,15 +390,15 @@ Test(fleet, a_key_rotates_by_reload_without_a_restart_or_a_refused_datagram, .fi
     reload_and_wait(1, hport[1], "ok", ok + 1);
     struct timespec pause = {0, 50 * 1000000L};
     long long deadline = tt_now_ms() + 10000;
-    while (metric_of(hport[0], AUTH_DROPS) <= 0 && tt_now_ms() < deadline)
+    while (fp_metric(hport[0], AUTH_DROPS) <= 0 && tt_now_ms() < deadline)
         nanosleep(&pause, NULL);
-    cr_assert_gt(metric_of(hport[0], AUTH_DROPS), 0, "the reloaded key was not in use");
+    cr_assert_gt(fp_metric(hport[0], AUTH_DROPS), 0, "the reloaded key was not in use");
 
     /* a keyring that does not parse fails the reload whole; the replica keeps serving */
     write_ring(0, "not base64\n");
     reload_and_wait(0, hport[0], "failed", 1);
     cr_assert(tt_daemon_log_has(&d[0], "reload: keyring", 0));
-    cr_assert_eq(live_of(0) >= 1, true, "replica 0 stopped answering");
+    cr_assert_eq(fp_live(&d[0]) >= 1, true, "replica 0 stopped answering");
 }
 
 /* Replica i's view of member `id`: its state into st ("" when absent). */
@@ -525,7 +407,7 @@ static void state_at(int i, const char *id, char *st, size_t cap)
     static char out[1 << 16];
     st[0] = 0;
     if (members_json(i, out, sizeof out) == 0)
-        field_of(out, id, "state", st, cap);
+        fp_field(out, id, "state", st, cap);
 }
 
 static bool all_count(int n, int replicas, int ms)
@@ -534,7 +416,7 @@ static bool all_count(int n, int replicas, int ms)
     for (long long deadline = tt_now_ms() + ms; tt_now_ms() < deadline; nanosleep(&pause, NULL)) {
         int ok = 0;
         for (int i = 0; i < replicas; i++)
-            ok += live_of(i) == n;
+            ok += fp_live(&d[i]) == n;
         if (ok == replicas)
             return true;
     }
@@ -609,8 +491,8 @@ Test(fleet, a_wall_clock_step_on_one_replica_kills_no_one, .fini = clock_fini)
      * death refuted at once shows only in the counter) */
     cr_assert(all_count(3, 3, 10000), "the three did not agree again");
     for (int i = 1; i < 3; i++) {
-        int hport = bound_port(&d[i], "http listening");
-        cr_assert_eq(metric_of(hport, "\ntokentriage_members_down_total "), 0,
+        int hport = fp_bound_port(&d[i], "http listening");
+        cr_assert_eq(fp_metric(hport, "\ntokentriage_members_down_total "), 0,
                      "replica %d declared the stopped replica dead", i);
     }
 }
@@ -621,9 +503,9 @@ static bool reports_duplicate(int i, int hport)
 {
     static char out[1 << 16];
     return tt_daemon_log_has(&d[i], "duplicate node id", 0) &&
-           metric_of(hport, "\ntokentriage_membership_duplicate_id ") == 1 &&
+           fp_metric(hport, "\ntokentriage_membership_duplicate_id ") == 1 &&
            members_json(i, out, sizeof out) == 0 && strstr(out, "\"duplicate_generation\":") &&
-           cli_json(i, "fleet", out, sizeof out) == 0 && strstr(out, "\"n_in_doubt\":\"");
+           fp_cli_json(&d[i], "fleet", out, sizeof out) == 0 && strstr(out, "\"n_in_doubt\":\"");
 }
 
 /* Two live processes with one node id (issue #17 finding 3): replicas 1 and 2 both claim "k1".
@@ -642,13 +524,13 @@ Test(fleet, a_duplicate_node_id_is_reported_on_both_claimants, .fini = unlink_ri
     cr_assert_eq(tt_daemon_start(&d[2], LIMITS, extra), 0);
     int hport[3];
     for (int i = 0; i < 3; i++)
-        hport[i] = bound_port(&d[i], "http listening");
+        hport[i] = fp_bound_port(&d[i], "http listening");
     bool both = false;
     struct timespec pause = {0, 100 * 1000000L};
     for (long long end = tt_now_ms() + 30000; !both && tt_now_ms() < end; nanosleep(&pause, NULL))
         both = reports_duplicate(1, hport[1]) && reports_duplicate(2, hport[2]);
     cr_assert(both, "a claimant did not report the duplicate id (replica 1: %d, replica 2: %d)",
               reports_duplicate(1, hport[1]), reports_duplicate(2, hport[2]));
-    cr_assert_eq(metric_of(hport[0], "\ntokentriage_membership_duplicate_id "), 0,
+    cr_assert_eq(fp_metric(hport[0], "\ntokentriage_membership_duplicate_id "), 0,
                  "replica 0 claims no duplicated id");
 }

@@ -1,0 +1,45 @@
+/*
+ * Helpers for membership tests on real `tokentriage serve` replicas (prefix fp_): the ports a
+ * replica bound, its CLI answers, its /metrics, and sealed datagrams from a peer played by the
+ * test itself with the product's codec and seal.
+ */
+#ifndef TT_TESTS_MEMBERSHIP_PROCS_H
+#define TT_TESTS_MEMBERSHIP_PROCS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon.h"
+
+/* The port a replica bound on 127.0.0.1, read from its last log line containing `after`, then
+ * "127.0.0.1:" (replicas are given port 0, so no port is picked here and raced for). Asserts. */
+int fp_bound_port(const tt_daemon_t *r, const char *after);
+
+/* `tokentriage SUB --json` (members or fleet) against r; the output in out; the exit status. */
+int fp_cli_json(const tt_daemon_t *r, const char *sub, char *out, size_t cap);
+
+/* Field `key` of member `id`'s row in a members answer, into out ("" if absent; strings
+ * without their quotes). */
+void fp_field(const char *json, const char *id, const char *key, char *out, size_t cap);
+
+/* The live count in r's members answer, or -1. */
+int fp_live(const tt_daemon_t *r);
+
+/* GET /metrics on 127.0.0.1:port into out; 0 or -1. */
+int fp_scrape(int port, char *out, size_t cap);
+
+/* The value after `name` in a metrics text, or -1 when absent. */
+long long fp_counter(const char *text, const char *name);
+
+/* Scrapes port and reads `name` (-1 when absent or unreachable). */
+long long fp_metric(int hport, const char *name);
+
+/* Wall clock, ns since the epoch. */
+int64_t fp_wall_ns(void);
+
+/* A sealed GOSSIP datagram from `id` (generation gen, sequence seq, sent at sent_ns) carrying its
+ * own alive record at addr 127.0.0.1:port; into out (room for SWIM_DATAGRAM_MAX). The length. */
+size_t fp_datagram(uint8_t *out, const uint8_t *key, const char *label, const char *id,
+                   uint64_t gen, uint64_t seq, int64_t sent_ns, uint16_t port);
+
+#endif

@@ -1,0 +1,178 @@
+/*
+ * Membership across restarts, on real `tokentriage serve` replicas (sealed, loopback ports):
+ * what a restarted replica accepts, and what its peers accept from it. Every wait polls for the
+ * expected state with a deadline.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "procs.h"
+#include "swim_proto.h"
+
+#define LIMITS                                                                                     \
+    "    - id: team_rpm\n      attach: { level: team }\n      type: rpm\n      amount: 300\n"      \
+    "      period: 1m\n"
+#define KEY_A "ERERERERERERERERERERERERERERERERERERERERERE=" /* 32 x 0x11 */
+#define STALE "tokentriage_gossip_dropped_total{reason=\"stale\"} "
+#define REPLAY "tokentriage_gossip_dropped_total{reason=\"replay\"} "
+#define RX "tokentriage_gossip_packets_total{direction=\"rx\"} "
+
+static tt_daemon_t d[3];
+static char ring[64];
+
+static void stop_all(void)
+{
+    for (int i = 0; i < 3; i++)
+        if (d[i].dir[0])
+            tt_daemon_stop(&d[i]);
+    if (ring[0])
+        unlink(ring);
+}
+
+TestSuite(restart, .fini = stop_all, .timeout = 240);
+
+static void make_ring(void)
+{
+    snprintf(ring, sizeof ring, "/tmp/tt-ring-XXXXXX");
+    int fd = mkstemp(ring);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, KEY_A "\n", strlen(KEY_A) + 1), (ssize_t)strlen(KEY_A) + 1);
+    close(fd);
+}
+
+/* Replica i's server and shared_state lines: node k<i>, HTTP and gossip on `gport` (0: the
+ * kernel's pick), seeded to `seed` (0: none). */
+static void replica_config(int i, int gport, int seed, char *out, size_t cap)
+{
+    char seeds[64] = "";
+    if (seed)
+        snprintf(seeds, sizeof seeds, "    seeds: [\"127.0.0.1:%d\"]\n", seed);
+    snprintf(out, cap,
+             "  http: 127.0.0.1:0\nshared_state:\n  share:\n    node_id: k%d\n"
+             "    bind: 127.0.0.1:%d\n%s    keyring_file: %s\n    cluster: itest\n",
+             i, gport, seeds, ring);
+}
+
+/* Replica i's state for member `id` into st ("" when absent). */
+static void state_at(int i, const char *id, char *st, size_t cap)
+{
+    static char out[1 << 16];
+    st[0] = 0;
+    if (fp_cli_json(&d[i], "members", out, sizeof out) == 0)
+        fp_field(out, id, "state", st, cap);
+}
+
+static bool poll_state(int i, const char *id, const char *want, int ms)
+{
+    char st[16];
+    struct timespec pause = {0, 50 * 1000000L};
+    for (long long end = tt_now_ms() + ms; tt_now_ms() < end; nanosleep(&pause, NULL)) {
+        state_at(i, id, st, sizeof st);
+        if (strcmp(st, want) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Polls until the replica on hport has received or dropped `n` more datagrams than `base` (the
+ * sum of rx, stale and replay drops): it has read every one sent. */
+static long long seen(int hport)
+{
+    long long rx = fp_metric(hport, RX), st = fp_metric(hport, STALE),
+              rp = fp_metric(hport, REPLAY);
+    return rx < 0 || st < 0 || rp < 0 ? -1 : rx + st + rp;
+}
+
+static bool poll_seen(int hport, long long want, int ms)
+{
+    struct timespec pause = {0, 20 * 1000000L};
+    for (long long end = tt_now_ms() + ms; tt_now_ms() < end; nanosleep(&pause, NULL))
+        if (seen(hport) >= want)
+            return true;
+    return false;
+}
+
+#define REPLAYS 3
+
+/* Replays `n` recorded datagrams to 127.0.0.1:gport. */
+static void replay(int s, int gport, uint8_t rec[][SWIM_DATAGRAM_MAX], const size_t *len, int n)
+{
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)gport),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    for (int k = 0; k < n; k++)
+        cr_assert_eq(sendto(s, rec[k], len[k], 0, (struct sockaddr *)&to, sizeof to),
+                     (ssize_t)len[k]);
+}
+
+/*
+ * Replayed datagrams must not bring a dead peer back into N (issue #23 item 7). The peer
+ * "ghost" is played by the test: a UDP socket that sends three sealed datagrams carrying its
+ * own record (recorded as an eavesdropper on the path would) and never answers, so replica k0
+ * counts it, then declares it dead. The recorded datagrams replayed to k0 change nothing (its
+ * replay window knows them). Then k0 restarts: its new process knows nothing of the ghost, and
+ * the same replays, still inside the 30 s time window, must not add it either (before: the
+ * restarted k0 counted the dead ghost live until it detected it dead again).
+ */
+Test(restart, replayed_datagrams_bring_no_dead_peer_back_even_after_a_restart)
+{
+    make_ring();
+    char extra[1024];
+    replica_config(0, 0, 0, extra, sizeof extra);
+    cr_assert_eq(tt_daemon_start(&d[0], LIMITS, extra), 0);
+    int gport = fp_bound_port(&d[0], "membership started");
+    int hport = fp_bound_port(&d[0], "http listening");
+
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t ml = sizeof me;
+    cr_assert_eq(bind(s, (struct sockaddr *)&me, sizeof me), 0);
+    cr_assert_eq(getsockname(s, (struct sockaddr *)&me, &ml), 0);
+    uint8_t key[SWIM_KEY_BYTES], rec[REPLAYS][SWIM_DATAGRAM_MAX];
+    size_t len[REPLAYS];
+    memset(key, 0x11, sizeof key);
+    uint64_t gen = (uint64_t)fp_wall_ns();
+    long long recorded = tt_now_ms();
+    for (int k = 0; k < REPLAYS; k++)
+        len[k] = fp_datagram(rec[k], key, "itest", "ghost", gen, (uint64_t)k + 1, fp_wall_ns(),
+                             ntohs(me.sin_port));
+    replay(s, gport, rec, len, REPLAYS); /* the ghost's only datagrams, as it sent them */
+    cr_assert(poll_state(0, "ghost", "alive", 10000), "k0 never counted the ghost");
+    cr_assert(poll_state(0, "ghost", "dead", 30000), "k0 never declared the silent ghost dead");
+
+    long long base = seen(hport);
+    replay(s, gport, rec, len, REPLAYS);
+    cr_assert(poll_seen(hport, base + REPLAYS, 10000), "k0 did not read the replays");
+    cr_assert_eq(fp_metric(hport, REPLAY), REPLAYS, "the replays were not refused as replays");
+    cr_assert_eq(fp_live(&d[0]), 1, "a replay brought the dead ghost back");
+
+    /* k0 restarts (a new process, a new port); the replays are still inside the time window */
+    cr_assert_eq(tt_daemon_kill(&d[0], SIGKILL), -1);
+    cr_assert_eq(tt_daemon_spawn(&d[0], true), 0);
+    gport = fp_bound_port(&d[0], "membership started");
+    hport = fp_bound_port(&d[0], "http listening");
+    cr_assert_lt(tt_now_ms() - recorded, 25000,
+                 "precondition: the replays must be younger than the 30 s time window, or the "
+                 "time window alone refuses them and this proves nothing");
+    base = seen(hport);
+    cr_assert_geq(base, 0);
+    replay(s, gport, rec, len, REPLAYS);
+    cr_assert(poll_seen(hport, base + REPLAYS, 10000), "the restarted k0 did not read the replays");
+    char st[16];
+    state_at(0, "ghost", st, sizeof st);
+    int live = fp_live(&d[0]);
+    cr_assert(
+        strcmp(st, "alive") != 0 && strcmp(st, "suspect") != 0 && live == 1,
+        "replays from before k0's restart brought the dead ghost back (state \"%s\", live %d)", st,
+        live);
+    close(s);
+}
