@@ -686,7 +686,8 @@ int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, mb_err_t *err)
     swim_config_t sc;
     swim_config_default(&sc);
     sc.id = cfg->node_id;
-    sc.generation = (uint64_t)tt_wall_ns(); /* a restart is a new generation */
+    sc.start_wall_ns = tt_wall_ns();
+    sc.generation = (uint64_t)sc.start_wall_ns; /* a restart is a new generation */
     sc.addr = mb->self_addr;
     sc.keys = (const uint8_t(*)[SWIM_KEY_BYTES])mb->keyring.keys;
     sc.nkeys = mb->keyring.n;

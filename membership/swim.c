@@ -65,9 +65,11 @@
  * generation, send time and a per-sender sequence number. A receiver drops datagrams sent
  * more than replay_window_ns away from its own clock, and, per known sender, keeps the
  * highest sequence seen with a 64-wide bitmap below it (as IPsec and WireGuard do): a
- * sequence already seen, or older than the bitmap, is a replay. A sender we do not know yet
- * has no window: its replays are bounded by the time window and are harmless (the same
- * updates again).
+ * sequence already seen, or older than the bitmap, is a replay. A restarted process has no
+ * windows at all, so it also drops datagrams sealed before it started (a dead member's old
+ * datagrams would count it live again). A sender we do not know yet has no window: its replays
+ * are bounded by the time window and by our start, and carry claims no older than what a
+ * push-pull at our join brought.
  *
  * Costs: the member table is a dense array (self first) with an open-addressing index by id
  * hash; the broadcast queue is intrusive, bucketed by transmit count, newest first in a
@@ -1448,6 +1450,13 @@ static int admit(swim_core_t *c, int64_t now, const uint8_t *bytes, size_t len, 
         skew > c->cfg.replay_window_ns || skew < -c->cfg.replay_window_ns) {
         snprintf(err->msg, sizeof err->msg, "sent_ns: %lld is more than %lld ns from our clock",
                  (long long)msg->sent_ns, (long long)c->cfg.replay_window_ns);
+        return drop(c, SWIM_ESTALE);
+    }
+    if (c->cfg.start_wall_ns && msg->sent_ns < c->cfg.start_wall_ns - SWIM_START_SKEW_NS) {
+        /* recorded before we started: our replay windows cannot know it, and a dead member's
+         * old datagrams would count it live again until we detected it anew */
+        snprintf(err->msg, sizeof err->msg, "sent_ns: %lld is from before this process started",
+                 (long long)msg->sent_ns);
         return drop(c, SWIM_ESTALE);
     }
     *sender = find(c, msg->sender, msg->sender_len);

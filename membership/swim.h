@@ -76,6 +76,10 @@ typedef enum swim_state {
 
 const char *swim_state_name(swim_state_t s);
 
+/* How much earlier than our start a datagram may be sealed and still be read: the clock
+ * difference tolerated between a restarted replica and its peers for its first seconds. */
+#define SWIM_START_SKEW_NS (INT64_C(2) * 1000000000)
+
 /* Tunables; swim_config_default fills memberlist's LAN profile (SPEC §7). */
 typedef struct swim_config {
     const char *id;               /* node id, 1..SWIM_ID_MAX bytes, unique in the cluster */
@@ -99,6 +103,10 @@ typedef struct swim_config {
     size_t nkeys;
     const char *label; /* cluster label, associated data; may be "" */
     uint64_t seed;     /* PRNG seed: the shell takes it from libsodium */
+    /* This process's start on the wall clock (the shell's; 0: unchecked). A datagram sealed more
+     * than SWIM_START_SKEW_NS before it is refused as stale: nothing recorded before a restart
+     * can be replayed into the new process, whose replay windows start empty. */
+    int64_t start_wall_ns;
 } swim_config_t;
 
 void swim_config_default(swim_config_t *cfg);
