@@ -2,17 +2,23 @@
  * Counters across restarts (SPEC §11) on the real daemon: stopped cleanly, killed, restarted on
  * a changed config, and started on bad state.
  */
+#define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "daemon.h"
+#include "httpc.h"
 #include "snap.h"
 
 /* The report in issue 18: 10 an hour, so nothing refills while a test runs. */
@@ -23,6 +29,7 @@
 static tt_daemon_t d;
 static char state_root[64]; /* the test's own directory; state_dir is state_root/state */
 static char extra[256];
+static bool mounted; /* a small tmpfs is mounted on state_root/state */
 
 static void setup(void)
 {
@@ -34,6 +41,9 @@ static void teardown(void)
 {
     tt_daemon_stop(&d);
     char cmd[128];
+    snprintf(cmd, sizeof(cmd), "%s/state", state_root);
+    if (mounted && umount2(cmd, MNT_DETACH) != 0)
+        fprintf(stderr, "could not unmount %s: %s\n", cmd, strerror(errno));
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", state_root);
     if (state_root[0] && !getenv("TT_KEEP_TEST_DIRS") && system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", state_root);
@@ -271,6 +281,83 @@ Test(state, a_second_daemon_on_the_same_directory_runs_without_state)
     tt_daemon_stop(&second);
     cr_assert(named, "the second daemon did not say the directory is locked");
     cr_assert_eq(admits(4), 4);
+}
+
+/* ---- a full state directory ---------------------------------------------------------------- */
+
+/* Mounts a 64 KiB tmpfs on the state directory, in a mount namespace of this test's own when it
+ * can (so nothing outlives a crashed test); the teardown unmounts it. Needs root. */
+static void small_state_fs(void)
+{
+    if (geteuid() != 0)
+        cr_skip_test("mounting a small file system needs root");
+    if (unshare(CLONE_NEWNS) == 0)
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
+    char dir[128];
+    snprintf(dir, sizeof(dir), "%s/state", state_root);
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    cr_assert_eq(mount("tt-state", dir, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0700"), 0,
+                 "mount: %s", strerror(errno));
+    mounted = true;
+}
+
+/* Writes a file into the state directory until the file system refuses. */
+static void fill_state_fs(void)
+{
+    char path[128];
+    static const char block[4096];
+    snprintf(path, sizeof(path), "%s/state/filler", state_root);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    cr_assert_geq(fd, 0);
+    ssize_t k;
+    for (int i = 0; i < 1000 && (k = write(fd, block, sizeof(block))) > 0; i++)
+        ;
+    cr_assert_eq(errno, ENOSPC, "filling the state directory: %s", strerror(errno));
+    close(fd);
+}
+
+/* The value of one line of the daemon's /metrics (read over its socket), -1 when absent. */
+static long long metric(const char *series)
+{
+    static httpc_response_t r;
+    static const char get[] = "GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n";
+    int fd = httpc_unix(d.socket);
+    cr_assert_geq(fd, 0);
+    httpc_reset();
+    cr_assert_eq(httpc_send(fd, get, sizeof(get) - 1), 0);
+    cr_assert_eq(httpc_read(fd, &r, 5000), 0);
+    close(fd);
+    cr_assert_eq(r.status, 200, "%s", r.raw);
+    char want[256];
+    snprintf(want, sizeof(want), "\n%s ", series);
+    const char *at = strstr(r.body, want);
+    return at ? atoll(at + strlen(want)) : -1;
+}
+
+Test(state, a_full_state_directory_fails_snapshots_keeps_the_last_one_and_serving_goes_on)
+{
+    small_state_fs();
+    cr_assert_eq(tt_daemon_start(&d, HOURLY("hourly"), server("200ms")), 0);
+    cr_assert_eq(admits(4), 4);
+    cr_assert(snapshot_after(wall_ns(), 10000), "no snapshot within 10 s");
+    fill_state_fs();
+    cr_assert_eq(admits(2), 2); /* 6 spent now; the file on disk holds 4 */
+    char want[256];
+    snprintf(want, sizeof(want),
+             "state: snapshot failed; the previous one stays\" file=%s/state/counters.snap "
+             "reason=io detail=\"write: No space left on device\"",
+             state_root);
+    cr_assert(tt_daemon_log_has(&d, want, 10000), "no log line with %s", want);
+    cr_assert_geq(metric("tokentriage_state_snapshot_failures_total{reason=\"io\"}"), 1);
+    cr_assert_eq(admits(1), 1, "the daemon stopped serving when its disk filled");
+    snprintf(want, sizeof(want), "%s/state/counters.snap.tmp", state_root);
+    cr_assert_neq(access(want, F_OK), 0, "a failed snapshot left its file behind");
+    /* the stop's snapshot fails the same way; the start restores the one written before */
+    cr_assert_eq(tt_daemon_kill(&d, SIGTERM), 0);
+    cr_assert_eq(tt_daemon_spawn(&d, true), 0, "a full state directory blocked the start");
+    cr_assert(tt_daemon_log_has(&d, "restored=1", 5000), "the last snapshot was not restored");
+    int got = admits(20);
+    cr_assert_eq(got, 6, "%d admitted: the snapshot in place held 4 of 10 spent", got);
 }
 
 /* ---- a changed config ------------------------------------------------------------------------ */
