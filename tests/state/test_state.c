@@ -220,6 +220,27 @@ Test(state_node, a_bad_file_is_counted_by_its_reason_and_restores_nothing)
     finish(n, e);
 }
 
+/* A failure counter's series are there at 0 before the first failure, so that Prometheus's
+ * increase() sees the first one (a series born at 1 has no increase). */
+Test(state_node, the_failure_counters_start_at_zero_for_every_reason)
+{
+    gov_engine_t *e = engine(0);
+    st_node_t *n = node(0);
+    st_node_restore(n, e, cfg, wall_ns()); /* no file yet: missing */
+    read_metrics(n);
+    cr_assert(strstr(metrics, "tokentriage_state_snapshot_failures_total{reason=\"io\"} 0\n"), "%s",
+              metrics);
+    cr_assert(strstr(metrics, "tokentriage_state_restore_failures_total{reason=\"missing\"} 1\n"),
+              "%s", metrics);
+    for (int err = -1; err >= -ST_REASONS; err--) {
+        char want[128];
+        snprintf(want, sizeof(want), "tokentriage_state_restore_failures_total{reason=\"%s\"} %d\n",
+                 st_reason(err), err == ST_EMISSING);
+        cr_assert(strstr(metrics, want), "no %s in %s", want, metrics);
+    }
+    finish(n, e);
+}
+
 Test(state_node, a_locked_directory_is_named_and_counted)
 {
     st_node_t *a = node(0), *b = node(0);
