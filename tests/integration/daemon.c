@@ -52,7 +52,9 @@ tt_client_t *tt_daemon_client(const tt_daemon_t *d)
 
 int tt_daemon_start(tt_daemon_t *d, const char *limits_yaml, const char *server_extra)
 {
+    const char *binary = d->binary;
     memset(d, 0, sizeof(*d));
+    d->binary = binary;
     snprintf(d->dir, sizeof(d->dir), "/tmp/tt-test-XXXXXX");
     if (!mkdtemp(d->dir))
         return -1;
@@ -86,16 +88,15 @@ int tt_daemon_spawn(tt_daemon_t *d, bool wait)
         dup2(null, 0);
         dup2(null, 1);
         unsetenv("TOKENTRIAGE_SOCKET");
+        const char *bin = d->binary ? d->binary : TT_BINARY_DIR "/cmd/tokentriage";
         const char *vg = getenv("TT_VALGRIND"); /* scripts/valgrind.sh: memcheck, logs there */
         if (vg && *vg) {
             char log[512];
             snprintf(log, sizeof(log), "--log-file=%s/vg.%%p.log", vg);
             execlp("valgrind", "valgrind", "--leak-check=full", "--error-exitcode=99",
-                   "--track-fds=no", log, TT_BINARY_DIR "/cmd/tokentriage", "serve", "-c",
-                   d->config, (char *)NULL);
+                   "--track-fds=no", log, bin, "serve", "-c", d->config, (char *)NULL);
         }
-        execl(TT_BINARY_DIR "/cmd/tokentriage", "tokentriage", "serve", "-c", d->config,
-              (char *)NULL);
+        execl(bin, "tokentriage", "serve", "-c", d->config, (char *)NULL);
         _exit(127);
     }
     for (long long deadline = tt_now_ms() + 10000 * slow(); tt_now_ms() < deadline; pause_ms(5)) {

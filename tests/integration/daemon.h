@@ -13,11 +13,12 @@
 
 typedef struct tt_daemon {
     pid_t pid;
-    char dir[256];    /* removed by tt_daemon_stop */
-    char config[300]; /* dir/config.yaml */
-    char socket[300]; /* dir/tt.sock */
-    char log[300];    /* dir/stderr.log: the daemon's logs */
-    int exit_status;  /* when tt_daemon_spawn saw it exit */
+    char dir[256];      /* removed by tt_daemon_stop */
+    char config[300];   /* dir/config.yaml */
+    char socket[300];   /* dir/tt.sock */
+    char log[300];      /* dir/stderr.log: the daemon's logs */
+    int exit_status;    /* when tt_daemon_spawn saw it exit */
+    const char *binary; /* set before tt_daemon_start: another daemon binary (NULL: tokentriage) */
 } tt_daemon_t;
 
 /*
