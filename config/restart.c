@@ -1,8 +1,8 @@
 /*
- * What a reload cannot change in a running daemon. Limits swap live (gov_engine_reload_config);
- * the listeners, the counter table's size, membership and the Redis connection are built once
- * at start. Field by field, not memcmp: the structs are copied around and their padding is not
- * guaranteed to match.
+ * What a reload cannot change in a running daemon. Limits swap live (gov_engine_reload_prepare,
+ * then _commit); the listeners, the counter table's size, membership and the Redis connection
+ * are built once at start. Field by field, not memcmp: the structs are copied around and their
+ * padding is not guaranteed to match.
  */
 #include <string.h>
 

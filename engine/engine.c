@@ -150,13 +150,6 @@ int gov_engine_create_config(gov_engine_t **out, const gov_options_t *opt, const
                              err_size);
 }
 
-int gov_engine_reload_config(gov_engine_t *e, const cfg_config_t *cfg, gov_reload_fn report,
-                             void *ctx, char *err, size_t err_size)
-{
-    return gov_engine_reload(e, cfg->limits, cfg->n_limits, cfg->disclose_limits, report, ctx, err,
-                             err_size);
-}
-
 void gov_engine_destroy(gov_engine_t *e)
 {
     if (!e)

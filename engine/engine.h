@@ -158,16 +158,25 @@ const char *gov_reload_action_name(gov_reload_action_t a);
 typedef void (*gov_reload_fn)(void *ctx, const char *limit_id, gov_reload_action_t action);
 
 /*
- * Swaps in a new set of armed limits, all or nothing: on error nothing changed. Counters whose
- * identity is unchanged are kept; the others are dropped (reclaimed incrementally).
- * Asynchronous decisions in flight finish against the config they started with.
+ * Reload in two steps, as nginx's cycle, so that the engine can be one part of a reload that
+ * other parts may still refuse. gov_engine_reload_prepare builds the next generation of armed
+ * limits aside and binds it to the counter table (fresh identities reserved for the limits that
+ * changed, seen by no decision yet): it may fail, and then nothing changed. Exactly one of the
+ * two ends follows, with nothing else run on the engine in between: gov_engine_reload_commit
+ * swaps the generation in (it cannot fail; `report` is told each limit's fate) and
+ * gov_engine_reload_abort gives the reservation back. Both free *r. Counters whose identity is
+ * unchanged are kept; the others are dropped (reclaimed incrementally). Asynchronous decisions
+ * in flight finish against the generation they started with.
  */
+typedef struct gov_reload gov_reload_t;
+int gov_engine_reload_prepare(gov_engine_t *e, const cfg_limit_t *limits, size_t n, bool disclose,
+                              gov_reload_t **r, char *err, size_t err_size);
+void gov_engine_reload_commit(gov_engine_t *e, gov_reload_t *r, gov_reload_fn report, void *ctx);
+void gov_engine_reload_abort(gov_engine_t *e, gov_reload_t *r);
+
+/* Prepare and commit at once: all or nothing, on error nothing changed. */
 int gov_engine_reload(gov_engine_t *e, const cfg_limit_t *limits, size_t n, bool disclose,
                       gov_reload_fn report, void *ctx, char *err, size_t err_size);
-
-/* The same from an armed compiled config. */
-int gov_engine_reload_config(gov_engine_t *e, const cfg_config_t *cfg, gov_reload_fn report,
-                             void *ctx, char *err, size_t err_size);
 
 /*
  * One decision. rpm limits present cost 1; tpm limits present `tokens` (GOV_NO_TOKENS when the

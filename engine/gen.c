@@ -131,6 +131,16 @@ gov_set_t *gov__set_build(const cfg_limit_t *limits, size_t n, bool disclose, ch
     return set;
 }
 
+/* Gives back the identities the first n limits of `set` were freshly bound to. None of them has
+ * a counter yet (nothing decided against `set`), so each index is free again at once. */
+static void release_fresh(gov_engine_t *e, gov_set_t *set, const gov_reload_action_t *actions,
+                          size_t n)
+{
+    for (size_t j = 0; j < n; j++)
+        if (actions[j] != GOV_RELOAD_KEPT && set->limits[j].ident.index >= 0)
+            gov_table_ident_drop(&e->table, set->limits[j].ident.index);
+}
+
 int gov__set_bind(gov_engine_t *e, gov_set_t *set, const gov_set_t *old,
                   gov_reload_action_t *actions, char *err, size_t err_size)
 {
@@ -152,9 +162,7 @@ int gov__set_bind(gov_engine_t *e, gov_set_t *set, const gov_set_t *old,
         int ix = gov_table_ident_add(&e->table, l->cfg.identity, &l->cfg.limiter,
                                      l->cfg.type == CFG_TYPE_CONCURRENCY);
         if (ix < 0) {
-            for (size_t j = 0; j < i; j++)
-                if (actions[j] != GOV_RELOAD_KEPT && set->limits[j].ident.index >= 0)
-                    gov_table_ident_drop(&e->table, set->limits[j].ident.index);
+            release_fresh(e, set, actions, i);
             snprintf(err, err_size,
                      "too many counter identities alive (%d): the counters of earlier reloads "
                      "are still being reclaimed; retry the reload shortly",
@@ -166,21 +174,48 @@ int gov__set_bind(gov_engine_t *e, gov_set_t *set, const gov_set_t *old,
     return 0;
 }
 
-int gov_engine_reload(gov_engine_t *e, const cfg_limit_t *limits, size_t n, bool disclose,
-                      gov_reload_fn report, void *ctx, char *err, size_t err_size)
-{
+/* A generation built and bound aside, waiting for its commit. */
+struct gov_reload {
+    gov_set_t *set;
     gov_reload_action_t actions[GOV_LIMITS_MAX];
-    gov_set_t *set = gov__set_build(limits, n, disclose, err, err_size);
-    if (!set)
-        return GOV_ELIMITS;
-    if (gov__set_bind(e, set, e->set, actions, err, err_size) < 0) {
-        gov__set_unref(set);
+};
+
+int gov_engine_reload_prepare(gov_engine_t *e, const cfg_limit_t *limits, size_t n, bool disclose,
+                              gov_reload_t **out, char *err, size_t err_size)
+{
+    gov_reload_t *r = malloc(sizeof(*r));
+    if (!r) {
+        snprintf(err, err_size, "out of memory");
+        return GOV_ENOMEM;
+    }
+    if (!(r->set = gov__set_build(limits, n, disclose, err, err_size))) {
+        free(r);
         return GOV_ELIMITS;
     }
-    gov_set_t *old = e->set;
+    if (gov__set_bind(e, r->set, e->set, r->actions, err, err_size) < 0) {
+        gov__set_unref(r->set);
+        free(r);
+        return GOV_ELIMITS;
+    }
+    *out = r;
+    return 0;
+}
+
+void gov_engine_reload_abort(gov_engine_t *e, gov_reload_t *r)
+{
+    if (!r)
+        return;
+    release_fresh(e, r->set, r->actions, r->set->n);
+    gov__set_unref(r->set);
+    free(r);
+}
+
+void gov_engine_reload_commit(gov_engine_t *e, gov_reload_t *r, gov_reload_fn report, void *ctx)
+{
+    gov_set_t *set = r->set, *old = e->set;
     for (size_t i = 0; i < set->n; i++)
         if (report)
-            report(ctx, set->limits[i].cfg.id, actions[i]);
+            report(ctx, set->limits[i].cfg.id, r->actions[i]);
     for (size_t i = 0; i < old->n; i++) {
         const gov_limit_t *l = &old->limits[i];
         const gov_limit_t *now_l = set_find(set, l->cfg.id);
@@ -191,6 +226,16 @@ int gov_engine_reload(gov_engine_t *e, const cfg_limit_t *limits, size_t n, bool
     }
     e->set = set;
     gov__set_unref(old);
+    free(r);
     e->m.reloads++;
-    return 0;
+}
+
+int gov_engine_reload(gov_engine_t *e, const cfg_limit_t *limits, size_t n, bool disclose,
+                      gov_reload_fn report, void *ctx, char *err, size_t err_size)
+{
+    gov_reload_t *r;
+    int rc = gov_engine_reload_prepare(e, limits, n, disclose, &r, err, err_size);
+    if (rc == 0)
+        gov_engine_reload_commit(e, r, report, ctx);
+    return rc;
 }

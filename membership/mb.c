@@ -520,7 +520,7 @@ void mb_keyring_wipe(mb_keyring_t *kr)
     sodium_memzero(kr, sizeof *kr);
 }
 
-int mb_keyring_read(const char *path, mb_keyring_t *out, mb_err_t *err)
+static int keyring_read(const char *path, mb_keyring_t *out, mb_err_t *err)
 {
     out->n = 0;
     FILE *f = fopen(path, "rb");
@@ -550,20 +550,24 @@ int mb_keyring_read(const char *path, mb_keyring_t *out, mb_err_t *err)
     return 0;
 }
 
-int mb_set_keyring(mb_t *mb, const mb_keyring_t *kr, mb_err_t *err)
+int mb_keyring_prepare(const mb_t *mb, const char *path, mb_keyring_t *out, mb_err_t *err)
 {
-    if (mb->keyring.n == 0 || kr->n == 0)
+    /* what swim_set_keys checks, asked before anything changes */
+    if (mb->keyring.n == 0)
         return fail(err, SWIM_EINVAL,
-                    "shared_state.share.keyring_file: a replica started %s stays so until a "
-                    "restart",
-                    mb->keyring.n ? "sealed" : "plaintext");
-    int rc = swim_set_keys(mb->core, (const uint8_t(*)[SWIM_KEY_BYTES])kr->keys, kr->n);
-    if (rc)
-        return fail(err, rc, "shared_state.share.keyring_file: not applied");
+                    "shared_state.share.keyring_file: a replica started plaintext stays so until "
+                    "a restart");
+    return keyring_read(path, out, err);
+}
+
+void mb_keyring_commit(mb_t *mb, mb_keyring_t *kr)
+{
+    /* cannot fail: prepare saw a sealed replica and 1..SWIM_KEYRING_MAX keys */
+    (void)swim_set_keys(mb->core, (const uint8_t(*)[SWIM_KEY_BYTES])kr->keys, kr->n);
     mb_keyring_wipe(&mb->keyring);
     mb->keyring = *kr;
-    log_line("info", "keyring reloaded: %zu keys, the first seals", kr->n);
-    return 0;
+    mb_keyring_wipe(kr);
+    log_line("info", "keyring reloaded: %zu keys, the first seals", mb->keyring.n);
 }
 
 static int load_keyring(mb_t *mb, mb_err_t *err)
@@ -573,7 +577,7 @@ static int load_keyring(mb_t *mb, mb_err_t *err)
                          "any host that can reach the gossip port can join or forge membership");
         return 0;
     }
-    return mb_keyring_read(mb->cfg.keyring_file, &mb->keyring, err);
+    return keyring_read(mb->cfg.keyring_file, &mb->keyring, err);
 }
 
 /* The advertised address: configured, or the bind address, or (bound to any) the first

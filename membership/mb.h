@@ -76,18 +76,20 @@ int mb_send_app(mb_t *mb, const char *to_id, size_t to_len, const uint8_t *paylo
 void mb_set_app_handler(mb_t *mb, mb_app_fn fn, void *ud);
 
 /*
- * The keyring file, read again for a reload (SIGHUP): rotation without a restart. mb_keyring_read
- * reads and parses `path` (the checks and messages of the start) into *out; mb_set_keyring puts
- * it in use (the first key seals from now on). A replica started plaintext stays plaintext, and
- * one started sealed stays sealed: that takes a restart. The daemon reads the file before it
- * applies a reload, so a bad keyring fails the reload whole. mb_keyring_wipe zeroes *kr.
+ * The keyring file, read again for a reload (SIGHUP): rotation without a restart, in the
+ * reload's two steps. mb_keyring_prepare reads and parses `path` (the checks and messages of
+ * the start) into *out and checks that this replica can take it, changing nothing: a replica
+ * started plaintext stays plaintext, and one started sealed stays sealed (the daemon asks only
+ * a sealed one whose keyring path did not change). mb_keyring_commit puts a prepared keyring in
+ * use (the first key seals from now on); it cannot fail, and wipes *kr. mb_keyring_wipe zeroes
+ * *kr (a prepared keyring the reload did not commit).
  */
 typedef struct mb_keyring {
     uint8_t keys[SWIM_KEYRING_MAX][SWIM_KEY_BYTES];
     size_t n;
 } mb_keyring_t;
-int mb_keyring_read(const char *path, mb_keyring_t *out, mb_err_t *err);
-int mb_set_keyring(mb_t *mb, const mb_keyring_t *kr, mb_err_t *err);
+int mb_keyring_prepare(const mb_t *mb, const char *path, mb_keyring_t *out, mb_err_t *err);
+void mb_keyring_commit(mb_t *mb, mb_keyring_t *kr);
 void mb_keyring_wipe(mb_keyring_t *kr);
 
 /* Writes the membership families in Prometheus text (tokentriage_members, _gossip_*): one

@@ -1,13 +1,16 @@
 /*
  * The daemon: config → engine → server, then signals.
  *
- * Reload follows nginx: the new file is loaded and armed aside; only when all of it succeeded
- * does the engine swap its limits (keeping every counter whose identity is unchanged) and the
- * old model is freed. A failed reload logs every error and leaves the running config serving.
- * The server section (listeners, caps) and shared_state (membership, division, Redis) are read
- * at start only: a reload that changes them says which and keeps the old values until a
- * restart (cfg_restart_sections). The one exception is the keyring file's content, read again
- * on every reload so keys rotate without restarts.
+ * Reload follows nginx's cycle: prepare, then commit. Prepare builds every part the reload
+ * changes aside and checks it — the file loaded and armed, the engine's next generation bound
+ * to the counter table, membership's next keyring read and accepted — and may fail without a
+ * side effect. Commit swaps them all in at once and cannot fail. So a reload is applied whole
+ * ("reload applied") or refused whole ("reload refused: <reason>, old config still serving"),
+ * and tokentriage_reloads_total counts which. The server section (listeners, caps) and
+ * shared_state (membership, division, Redis) are read at start only: a reload that changes
+ * them says which and keeps the old values until a restart (cfg_restart_sections). The one
+ * exception is the keyring file's content, read again on every reload so keys rotate without
+ * restarts.
  */
 #include "daemon.h"
 
@@ -69,8 +72,9 @@ static void log_report(const cfg_report_t *rep, const char *msg)
                 rep->items[i].text, NULL);
 }
 
-/* Loads and arms the configuration: the file, or the embedded default. NULL on error. */
-static cfg_config_t *load(const char *path, const char *what)
+/* Loads and arms the configuration: the file, or the embedded default. NULL on error, with the
+ * first error in why (every finding is logged). */
+static cfg_config_t *load(const char *path, const char *what, char *why, size_t why_size)
 {
     cfg_report_t rep = {0};
     cfg_config_t *cfg = NULL;
@@ -82,6 +86,12 @@ static cfg_config_t *load(const char *path, const char *what)
         cfg = NULL;
     }
     log_report(&rep, what);
+    snprintf(why, why_size, "the configuration does not load");
+    for (size_t i = 0; i < rep.n; i++)
+        if (!rep.items[i].warning) {
+            snprintf(why, why_size, "%s", rep.items[i].text);
+            break;
+        }
     cfg_report_free(&rep);
     return rc == 0 ? cfg : NULL;
 }
@@ -92,16 +102,6 @@ static void log_reload(void *ctx, const char *limit_id, gov_reload_action_t acti
             NULL);
 }
 
-/* The sections read at start only: a reload that changes them keeps the running values. */
-static void warn_restart_sections(const cfg_config_t *running, const cfg_config_t *reloaded)
-{
-    const char *names[CFG_RESTART_SECTIONS];
-    size_t n = cfg_restart_sections(running, reloaded, names);
-    for (size_t i = 0; i < n; i++)
-        srv_log(SRV_LOG_WARN, "reload: a section changed that applies after a restart", "section",
-                names[i], NULL);
-}
-
 /* A sealed replica whose keyring file is still the same path reads it again on reload (key
  * rotation, docs/membership.md); another path, or sealing switched on or off, needs a restart. */
 static bool rereads_keyring(const daemon_t *d, const cfg_config_t *cfg)
@@ -110,40 +110,72 @@ static bool rereads_keyring(const daemon_t *d, const cfg_config_t *cfg)
            strcmp(d->cfg->share.keyring_file, cfg->share.keyring_file) == 0;
 }
 
+/* One reload: every part it changes, built and checked aside. */
+typedef struct reload {
+    cfg_config_t *cfg;                         /* the new file, loaded and armed */
+    gov_reload_t *engine;                      /* its limits, bound to the counter table */
+    bool rekey;                                /* membership takes `keyring` */
+    mb_keyring_t keyring;                      /* membership's next keyring */
+    const char *restart[CFG_RESTART_SECTIONS]; /* sections that apply after a restart */
+    size_t n_restart;
+} reload_t;
+
+/* Builds and checks every part; changes nothing. 0, or -1 with the reason in why (what
+ * prepare had built is given back). */
+static int reload_prepare(daemon_t *d, reload_t *r, char *why, size_t why_size)
+{
+    const char *path = d->opt->config_path;
+    if (!(r->cfg = load(path, "reload: config", why, why_size)))
+        return -1;
+    const cfg_config_t *c = r->cfg;
+    if (gov_engine_reload_prepare(d->engine, c->limits, c->n_limits, c->disclose_limits, &r->engine,
+                                  why, why_size) != 0) {
+        cfg_free(r->cfg);
+        return -1;
+    }
+    mb_err_t merr;
+    r->rekey = rereads_keyring(d, c);
+    if (r->rekey && mb_keyring_prepare(d->mb, c->share.keyring_file, &r->keyring, &merr) != 0) {
+        snprintf(why, why_size, "%s", merr.msg);
+        gov_engine_reload_abort(d->engine, r->engine);
+        cfg_free(r->cfg);
+        return -1;
+    }
+    r->n_restart = cfg_restart_sections(d->cfg, c, r->restart);
+    return 0;
+}
+
+/* Puts every prepared part in force at once. Cannot fail. */
+static void reload_commit(daemon_t *d, reload_t *r)
+{
+    gov_engine_reload_commit(d->engine, r->engine, log_reload, d);
+    if (r->rekey)
+        mb_keyring_commit(d->mb, &r->keyring);
+    for (size_t i = 0; i < r->n_restart; i++)
+        srv_log(SRV_LOG_WARN, "reload: a section changed that applies after a restart", "section",
+                r->restart[i], NULL);
+    cfg_free(d->cfg);
+    d->cfg = r->cfg;
+}
+
 static void reload(daemon_t *d)
 {
     const char *path = d->opt->config_path;
     srv_log(SRV_LOG_INFO, "reload requested", "config", path ? path : "<default>", NULL);
-    cfg_config_t *cfg = load(path, "reload: config");
-    char err[256] = "";
-    /* everything is read and checked before anything applies: a bad keyring fails it whole */
-    mb_keyring_t keyring = {0};
-    mb_err_t merr;
-    bool rekey = cfg && rereads_keyring(d, cfg);
-    if (rekey && mb_keyring_read(cfg->share.keyring_file, &keyring, &merr) != 0) {
-        srv_log(SRV_LOG_ERROR, "reload: keyring", "detail", merr.msg, NULL);
-        cfg_free(cfg);
-        cfg = NULL;
-    }
-    if (cfg && gov_engine_reload_config(d->engine, cfg, log_reload, d, err, sizeof(err)) != 0) {
-        srv_log(SRV_LOG_ERROR, "reload: engine", "detail", err, NULL);
-        cfg_free(cfg);
-        cfg = NULL;
-    }
-    if (cfg && rekey && mb_set_keyring(d->mb, &keyring, &merr) != 0)
-        srv_log(SRV_LOG_ERROR, "reload: keyring", "detail", merr.msg, NULL);
-    mb_keyring_wipe(&keyring);
-    srv_metrics_reload(d->metrics, cfg != NULL);
-    if (!cfg) {
-        srv_log(SRV_LOG_ERROR, "reload failed; the running configuration keeps serving", NULL);
+    reload_t r = {0};
+    char why[320], msg[400];
+    bool ok = reload_prepare(d, &r, why, sizeof(why)) == 0;
+    srv_metrics_reload(d->metrics, ok);
+    if (!ok) {
+        mb_keyring_wipe(&r.keyring);
+        snprintf(msg, sizeof(msg), "reload refused: %s, old config still serving", why);
+        srv_log(SRV_LOG_ERROR, msg, NULL);
         return;
     }
-    warn_restart_sections(d->cfg, cfg);
-    cfg_free(d->cfg);
-    d->cfg = cfg;
+    reload_commit(d, &r);
     char n[16];
-    snprintf(n, sizeof(n), "%zu", cfg->n_limits);
-    srv_log(SRV_LOG_INFO, "reloaded", "limits", n, NULL);
+    snprintf(n, sizeof(n), "%zu", d->cfg->n_limits);
+    srv_log(SRV_LOG_INFO, "reload applied", "limits", n, NULL);
 }
 
 /* Peers have been told we leave: close membership; the loop ends when its handles are. */
@@ -402,7 +434,8 @@ static int start_grpc(daemon_t *d)
 static int start(daemon_t *d)
 {
     const srv_daemon_options_t *opt = d->opt;
-    if (!(d->cfg = load(opt->config_path, "config")))
+    char why[320];
+    if (!(d->cfg = load(opt->config_path, "config", why, sizeof(why))))
         return EX_CONFIG_;
     gov_options_t gopt = {0};
     if (getrandom(gopt.hash_seed, sizeof(gopt.hash_seed), 0) != sizeof(gopt.hash_seed))

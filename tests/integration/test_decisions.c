@@ -309,7 +309,7 @@ Test(decisions, a_reload_keeps_counters_and_resets_only_what_changed)
     }
     /* the counter table's size is read at start only: the reload says so, and applies the rest */
     cr_assert_eq(tt_daemon_rewrite(&d, RELOAD_V2, "  max_counters: 5000\n"), 0);
-    cr_assert(tt_daemon_log_has(&d, "msg=reloaded", 5000), "no reload logged");
+    cr_assert(tt_daemon_log_has(&d, "reload applied", 5000), "no reload logged");
     cr_assert(tt_daemon_log_has(&d, "section=server", 0), "the server change went unmentioned");
     cr_assert(!tt_daemon_log_has(&d, "section=shared_state", 0));
     cr_assert(tt_daemon_log_has(&d, "limit=a_rpm counters=kept", 0));
@@ -320,7 +320,7 @@ Test(decisions, a_reload_keeps_counters_and_resets_only_what_changed)
 
     /* a broken file is refused whole: the running config and its counters stay */
     cr_assert_eq(tt_daemon_rewrite(&d, "    - id: a_rpm\n      burts: 3\n", NULL), 0);
-    cr_assert(tt_daemon_log_has(&d, "reload failed", 5000));
+    cr_assert(tt_daemon_log_has(&d, "reload refused", 5000));
     cr_assert_eq(remaining(team), 5);
     cr_assert_eq(remaining((tt_pair_t[]){{"user", "u"}}), 4, "c_rpm still serves");
 }

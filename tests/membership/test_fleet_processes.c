@@ -397,7 +397,7 @@ Test(fleet, a_key_rotates_by_reload_without_a_restart_or_a_refused_datagram, .fi
     /* a keyring that does not parse fails the reload whole; the replica keeps serving */
     write_ring(0, "not base64\n");
     reload_and_wait(0, hport[0], "failed", 1);
-    cr_assert(tt_daemon_log_has(&d[0], "reload: keyring", 0));
+    cr_assert(tt_daemon_log_has(&d[0], "reload refused: shared_state.share.keyring_file", 0));
     cr_assert_eq(fp_live(&d[0]) >= 1, true, "replica 0 stopped answering");
 }
 

@@ -11,11 +11,12 @@
 #include "daemon.h"
 #include "mb.h"
 
-int __wrap_mb_set_keyring(mb_t *mb, const mb_keyring_t *kr, mb_err_t *err);
-int __wrap_mb_set_keyring(mb_t *mb, const mb_keyring_t *kr, mb_err_t *err)
+int __wrap_mb_keyring_prepare(const mb_t *mb, const char *path, mb_keyring_t *out, mb_err_t *err);
+int __wrap_mb_keyring_prepare(const mb_t *mb, const char *path, mb_keyring_t *out, mb_err_t *err)
 {
     (void)mb;
-    (void)kr;
+    (void)path;
+    out->n = 0;
     snprintf(err->msg, sizeof err->msg, "shared_state.share.keyring_file: refused (test fault)");
     return SWIM_EINVAL;
 }
