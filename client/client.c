@@ -249,6 +249,59 @@ static int read_headers(wire_reader_t *rd, tt_response_t *r)
     return 0;
 }
 
+/* [q, r, reset_ms] */
+static int read_trio(wire_reader_t *rd, tt_trio_t *t)
+{
+    uint32_t n;
+    if (wire_read_array(rd, &n) || n != 3)
+        return -1;
+    return wire_read_int(rd, &t->quota) || wire_read_int(rd, &t->remaining) ||
+                   wire_read_int(rd, &t->reset_ms)
+               ? -1
+               : 0;
+}
+
+/* [id, "rpm"|"tpm", period_ms, quota, remaining, t_s] */
+static int read_policy(wire_reader_t *rd, tt_disclosed_t *d)
+{
+    uint32_t n;
+    proto_str_t id, type;
+    if (wire_read_array(rd, &n) || n != 6 || wire_read_str(rd, &id) || wire_read_str(rd, &type))
+        return -1;
+    copy(d->policy_id, sizeof(d->policy_id), id);
+    d->policy_tpm = wire_str_eq(type, "tpm");
+    return wire_read_int(rd, &d->period_ms) || wire_read_int(rd, &d->quota) ||
+                   wire_read_int(rd, &d->remaining) || wire_read_int(rd, &d->t_s)
+               ? -1
+               : 0;
+}
+
+unsigned tt_render_headers(const tt_disclosed_t *d, tt_header_t *out, unsigned cap)
+{
+    proto_disclosed_t p = {
+        .has_policy = d->has_policy,
+        .policy_tpm = d->policy_tpm,
+        .has_requests = d->has_requests,
+        .has_tokens = d->has_tokens,
+        .period_ms = d->period_ms,
+        .quota = d->quota,
+        .remaining = d->remaining,
+        .t_s = d->t_s,
+        .requests = {d->requests.quota, d->requests.remaining, d->requests.reset_ms},
+        .tokens = {d->tokens.quota, d->tokens.remaining, d->tokens.reset_ms},
+        .retry_s = d->retry_s,
+    };
+    proto_rate_header_t h[PROTO_RATE_HEADERS_MAX];
+    copy(p.policy_id, sizeof(p.policy_id),
+         (proto_str_t){d->policy_id, (uint32_t)strnlen(d->policy_id, sizeof(d->policy_id))});
+    unsigned n = proto_render_headers(&p, h);
+    for (unsigned i = 0; i < n && i < cap; i++) {
+        snprintf(out[i].name, sizeof(out[i].name), "%s", h[i].name);
+        snprintf(out[i].value, sizeof(out[i].value), "%s", h[i].value);
+    }
+    return n;
+}
+
 /* Reads one answer map from the start of msg[0, len) into r and sets *used to its length.
  * Unknown keys are skipped: newer daemons may say more. TT_EPROTO when the bytes are not a
  * whole answer (cut short, or malformed). */
@@ -272,7 +325,9 @@ static int decode_response(const uint8_t *msg, size_t len, tt_response_t *r, siz
     r->released = 0;
     r->raw = msg;
     r->raw_len = len;
-    bool is_error = false;
+    memset(&r->disclosed, 0, sizeof(r->disclosed));
+    r->disclosed.retry_s = -1;
+    bool is_error = false, has_map = false;
     int kind = -1;
     if (wire_read_map(&rd, &n))
         return TT_EPROTO;
@@ -309,7 +364,19 @@ static int decode_response(const uint8_t *msg, size_t len, tt_response_t *r, siz
         } else if (wire_str_eq(k, "soft_denied")) {
             rc = read_soft(&rd, r);
         } else if (wire_str_eq(k, "headers")) {
+            has_map = true;
             rc = read_headers(&rd, r);
+        } else if (wire_str_eq(k, "policy")) {
+            r->disclosed.has_policy = 1;
+            rc = read_policy(&rd, &r->disclosed);
+        } else if (wire_str_eq(k, "requests")) {
+            r->disclosed.has_requests = 1;
+            rc = read_trio(&rd, &r->disclosed.requests);
+        } else if (wire_str_eq(k, "tokens")) {
+            r->disclosed.has_tokens = 1;
+            rc = read_trio(&rd, &r->disclosed.tokens);
+        } else if (wire_str_eq(k, "retry")) {
+            rc = wire_read_int(&rd, &r->disclosed.retry_s);
         } else if (wire_str_eq(k, "lease")) {
             rc = wire_read_uint(&rd, &r->lease);
         } else if (wire_str_eq(k, "reservation")) {
@@ -349,6 +416,10 @@ static int decode_response(const uint8_t *msg, size_t len, tt_response_t *r, siz
     if (kind < 0)
         return TT_EPROTO;
     r->kind = (tt_kind_t)kind;
+    if (kind == TT_KIND_DECISION && !has_map) { /* protocol 2: the numbers, rendered here */
+        unsigned nh = tt_render_headers(&r->disclosed, r->headers, TT_MAX_HEADERS);
+        r->nheaders = nh < TT_MAX_HEADERS ? nh : TT_MAX_HEADERS;
+    }
     return 0;
 }
 
@@ -404,6 +475,7 @@ static int queue(tt_client_t *c, proto_request_t *req, uint64_t *seq)
     if (c->broken)
         return TT_EIO;
     req->seq = ++c->next_seq;
+    req->version = PROTO_V2; /* decisions come back as numbers; the headers are rendered here */
     if (proto_enc_request(&c->out, req))
         return TT_ENOMEM;
     c->outstanding++;

@@ -106,15 +106,50 @@ int cli_fail(int rc, const tt_response_t *r, const char *cmd)
     return rc == TT_EARG ? EX_USAGE_ : EX_UNAVAILABLE_;
 }
 
+/* Whether the answer map msg carries `key` at its top level. */
+static bool has_key(const uint8_t *msg, size_t len, const char *key)
+{
+    wire_reader_t rd = {.pos = msg, .end = msg + len};
+    uint32_t n;
+    proto_str_t k;
+    if (wire_read_map(&rd, &n))
+        return false;
+    for (uint32_t i = 0; i < n; i++) {
+        if (wire_read_str(&rd, &k) || wire_skip(&rd))
+            return false;
+        if (wire_str_eq(k, key))
+            return true;
+    }
+    return false;
+}
+
+/* The answer as JSON. A protocol 2 decision carries its rate headers as numbers: the JSON also
+ * has the "headers" map the library rendered from them, as a protocol 1 answer had. */
 int cli_print_json(const tt_response_t *r)
 {
-    char *json = json_render(r->raw, r->raw_len);
-    if (!json) {
+    proto_out_t out = {0};
+    wire_reader_t rd = {.pos = r->raw, .end = r->raw + r->raw_len};
+    int rc = r->raw ? json_from_msgpack(&rd, &out) : -1;
+    if (rc == 0 && r->kind == TT_KIND_DECISION && !has_key(r->raw, r->raw_len, "headers") &&
+        out.len > 0 && out.data[out.len - 1] == '}') {
+        out.len--; /* reopen the map */
+        proto_out_append(&out, ",\"headers\":{", 12);
+        for (unsigned i = 0; i < r->nheaders; i++) {
+            if (i)
+                proto_out_append(&out, ",", 1);
+            json_str(&out, r->headers[i].name, strlen(r->headers[i].name));
+            proto_out_append(&out, ":", 1);
+            json_str(&out, r->headers[i].value, strlen(r->headers[i].value));
+        }
+        proto_out_append(&out, "}}", 2);
+    }
+    if (rc || proto_out_append(&out, "", 1)) {
+        proto_out_free(&out);
         fprintf(stderr, "tokentriage: cannot render the answer as JSON\n");
         return EX_SOFTWARE_;
     }
-    printf("%s\n", json);
-    free(json);
+    printf("%s\n", (char *)out.data);
+    proto_out_free(&out);
     return EX_OK_;
 }
 

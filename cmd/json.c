@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int json_str(proto_out_t *out, const char *p, size_t n)
+int json_str(proto_out_t *out, const char *p, size_t n)
 {
     proto_out_append(out, "\"", 1);
     size_t run = 0; /* bytes copied as they are, flushed before each escape */
@@ -87,15 +87,4 @@ int json_from_msgpack(wire_reader_t *r, proto_out_t *out)
     if (rc)
         return rc;
     return out->failed ? -1 : 0;
-}
-
-char *json_render(const uint8_t *msg, size_t len)
-{
-    proto_out_t out = {0};
-    wire_reader_t r = {.pos = msg, .end = msg + len};
-    if (!msg || json_from_msgpack(&r, &out) || proto_out_append(&out, "", 1)) {
-        proto_out_free(&out);
-        return NULL;
-    }
-    return (char *)out.data;
 }

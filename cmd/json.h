@@ -10,7 +10,7 @@
  * (PROTO_EDEEP); so do truncated values (PROTO_EFRAME), and memory running out (-1). */
 int json_from_msgpack(wire_reader_t *r, proto_out_t *out);
 
-/* The same, whole, as a NUL-terminated string the caller frees; NULL when it cannot be done. */
-char *json_render(const uint8_t *msg, size_t len);
+/* Appends p[0, n) as a JSON string, escaped. Returns 0 or -1 (memory ran out). */
+int json_str(proto_out_t *out, const char *p, size_t n);
 
 #endif

@@ -1,113 +1,14 @@
 /*
- * The rate headers. Formatting is hand-rolled (no snprintf) because it runs on every decision.
- *
- *   Ratelimit-Policy: "<id>";q=<quota x scale>[;qu="tokens"];w=<seconds>
- *   RateLimit: "<id>";r=<remaining>;t=<seconds until remaining grows>
- *   X-Ratelimit-Limit-Requests / -Remaining-Requests / -Reset-Requests (tightest rpm limit)
- *   X-Ratelimit-Limit-Tokens / -Remaining-Tokens / -Reset-Tokens       (tightest tpm limit)
- *   Retry-After: <seconds>, at least t                                (on deny)
- *
- * Policy and RateLimit follow draft-ietf-httpapi-ratelimit-headers-11 and are RFC 9651
- * Structured Fields: their integers are capped at 15 digits (config validation already refuses
- * limits that would need more, so the cap is a guard, not a behaviour). The scale and the
- * meaning of t are explained in docs/engine.md ("Disclosure").
+ * Disclosure: what a decision tells its caller about the limits it read (SPEC §5), as numbers.
+ * The numbers go into the result's `disclosed` (wire/ratehdr.h); the header strings are
+ * rendered from them only where someone asks for strings (gov_result_render): a protocol 1 or
+ * `"headers": true` answer, the HTTP and gRPC front doors. A protocol 2 client renders them
+ * itself from the same table (tests/vectors/headers.txt). docs/engine.md ("Disclosure").
  */
 #include "disclose.h"
 #include "engine_int.h"
 
 #include <string.h>
-
-typedef struct buf {
-    char *p, *end;
-} buf_t;
-
-static void put_str(buf_t *b, const char *s)
-{
-    size_t n = strlen(s);
-    if (n > (size_t)(b->end - b->p))
-        n = (size_t)(b->end - b->p);
-    memcpy(b->p, s, n);
-    b->p += n;
-}
-
-static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324"
-                                     "25262728293031323334353637383940414243444546474849"
-                                     "50515253545556575859606162636465666768697071727374"
-                                     "75767778798081828384858687888990919293949596979899";
-
-static void put_i64(buf_t *b, int64_t v)
-{
-    char tmp[24];
-    int n = sizeof(tmp);
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    while (u >= 100) { /* two digits per division, written from the end */
-        unsigned d = (unsigned)(u % 100) * 2;
-        u /= 100;
-        tmp[--n] = digit_pairs[d + 1];
-        tmp[--n] = digit_pairs[d];
-    }
-    if (u >= 10) {
-        tmp[--n] = digit_pairs[u * 2 + 1];
-        tmp[--n] = digit_pairs[u * 2];
-    } else {
-        tmp[--n] = (char)('0' + u);
-    }
-    if (v < 0)
-        tmp[--n] = '-';
-    size_t len = sizeof(tmp) - (size_t)n, room = (size_t)(b->end - b->p);
-    if (len > room)
-        len = room;
-    memcpy(b->p, tmp + n, len);
-    b->p += len;
-}
-
-static size_t finish(buf_t *b, char *start)
-{
-    if (b->p == b->end)
-        b->p--; /* keep room for the NUL: values are sized never to need this */
-    *b->p = '\0';
-    return (size_t)(b->p - start);
-}
-
-/* An SF Integer: 0 ..= CFG_SF_INT_MAX (negative values read 0, larger ones the cap). */
-static void put_sf_int(buf_t *b, int64_t v)
-{
-    put_i64(b, v < 0 ? 0 : v > CFG_SF_INT_MAX ? CFG_SF_INT_MAX : v);
-}
-
-size_t gov_go_duration(char *out, size_t size, int64_t ms)
-{
-    buf_t b = {out, out + size};
-    if (ms <= 0) {
-        put_str(&b, "0s");
-        return finish(&b, out);
-    }
-    if (ms < 1000) { /* Go switches to the smaller unit below a second */
-        put_i64(&b, ms);
-        put_str(&b, "ms");
-        return finish(&b, out);
-    }
-    int64_t s = ms / 1000, frac = ms % 1000;
-    if (s >= 3600) {
-        put_i64(&b, s / 3600);
-        put_str(&b, "h");
-    }
-    if (s >= 60) {
-        put_i64(&b, s % 3600 / 60);
-        put_str(&b, "m");
-    }
-    put_i64(&b, s % 60);
-    if (frac) { /* three digits, trailing zeros dropped: .5, .25, .125 */
-        char d[4] = {(char)('0' + frac / 100), (char)('0' + frac / 10 % 10),
-                     (char)('0' + frac % 10), '\0'};
-        for (int i = 2; i > 0 && d[i] == '0'; i--)
-            d[i] = '\0';
-        put_str(&b, ".");
-        put_str(&b, d);
-    }
-    put_str(&b, "s");
-    return finish(&b, out);
-}
 
 /* ceil(v / unit), 0 for v <= 0; no overflow anywhere in int64. */
 static int64_t ceil_div(int64_t v, int64_t unit)
@@ -158,72 +59,32 @@ bool gov_obs_tighter(const gov_obs_t *a, const gov_obs_t *b)
     return (__int128)a->remaining * b->depth < (__int128)b->remaining * a->depth;
 }
 
-static buf_t header(gov_result_t *out, const char *name)
+static void trio(proto_trio_t *t, const gov_obs_t *o)
 {
-    gov_header_t *h = &out->headers[out->n_headers++];
-    h->name = name;
-    return (buf_t){h->value, h->value + sizeof(h->value)};
-}
-
-static void header_i64(gov_result_t *out, const char *name, int64_t v)
-{
-    buf_t b = header(out, name);
-    put_i64(&b, v);
-    finish(&b, out->headers[out->n_headers - 1].value);
-}
-
-static void header_duration(gov_result_t *out, const char *name, int64_t ms)
-{
-    gov_header_t *h = &out->headers[out->n_headers++];
-    h->name = name;
-    gov_go_duration(h->value, sizeof(h->value), ms);
-}
-
-static void trio(gov_result_t *out, const gov_obs_t *o, const char *limit, const char *remaining,
-                 const char *reset)
-{
-    header_i64(out, limit, o->quota);
-    header_i64(out, remaining, o->remaining);
-    header_duration(out, reset, o->reset_ms);
+    *t = (proto_trio_t){.quota = o->quota, .remaining = o->remaining, .reset_ms = o->reset_ms};
 }
 
 void gov_disclose(gov_result_t *out, const gov_obs_t *tight, const gov_obs_t *rpm,
                   const gov_obs_t *tpm, int64_t retry_after_s)
 {
-    if (tight && tight->limit) {
+    proto_disclosed_t *d = &out->disclosed;
+    d->retry_s = retry_after_s;
+    if ((d->has_policy = tight && tight->limit)) {
         const cfg_limit_t *l = tight->limit;
-        int64_t w, scale, q;
-        cfg_policy_window(l->period_ns, &w, &scale);
-        buf_t b = header(out, "Ratelimit-Policy");
-        char *start = b.p;
-        put_str(&b, "\"");
-        put_str(&b, l->id);
-        put_str(&b, "\";q=");
-        put_sf_int(&b, __builtin_mul_overflow(tight->quota, scale, &q) ? INT64_MAX : q);
-        if (l->type == CFG_TYPE_TPM) /* the draft's default unit is requests */
-            put_str(&b, ";qu=\"tokens\"");
-        put_str(&b, ";w=");
-        put_sf_int(&b, w);
-        finish(&b, start);
-        b = header(out, "RateLimit");
-        start = b.p;
-        put_str(&b, "\"");
-        put_str(&b, l->id);
-        put_str(&b, "\";r=");
-        put_sf_int(&b, tight->remaining);
-        put_str(&b, ";t=");
-        put_sf_int(&b, tight->window_s);
-        finish(&b, start);
-        int64_t t = tight->window_s > CFG_SF_INT_MAX ? CFG_SF_INT_MAX : tight->window_s;
-        if (retry_after_s >= 0 && retry_after_s < t) /* never before the end of the window */
-            retry_after_s = t;
+        memcpy(d->policy_id, l->id, sizeof(d->policy_id));
+        d->policy_tpm = l->type == CFG_TYPE_TPM;
+        d->period_ms = l->period_ns / (RA_NS_PER_S / 1000);
+        d->quota = tight->quota;
+        d->remaining = tight->remaining;
+        d->t_s = tight->window_s;
     }
-    if (rpm && rpm->limit)
-        trio(out, rpm, "X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests",
-             "X-Ratelimit-Reset-Requests");
-    if (tpm && tpm->limit)
-        trio(out, tpm, "X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens",
-             "X-Ratelimit-Reset-Tokens");
-    if (retry_after_s >= 0)
-        header_i64(out, "Retry-After", retry_after_s);
+    if ((d->has_requests = rpm && rpm->limit))
+        trio(&d->requests, rpm);
+    if ((d->has_tokens = tpm && tpm->limit))
+        trio(&d->tokens, tpm);
+}
+
+void gov_result_render(gov_result_t *r)
+{
+    r->n_headers = r->status < 0 ? 0 : proto_render_headers(&r->disclosed, r->headers);
 }

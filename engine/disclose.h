@@ -1,7 +1,7 @@
 /*
- * Disclosure: the rate headers a caller hands back to its own client (SPEC §5). Internal to
- * the engine; pure formatting, no allocation. docs/engine.md ("Disclosure") says what each
- * number means and why; tests/vectors/headers.txt is the table every renderer must match.
+ * Disclosure: what a decision tells its caller about the limits it read (SPEC §5), as the
+ * numbers the rate headers are rendered from (wire/ratehdr.h). Internal to the engine; no
+ * allocation. docs/engine.md ("Disclosure") says what each number means and why.
  */
 #ifndef TT_ENGINE_DISCLOSE_H
 #define TT_ENGINE_DISCLOSE_H
@@ -31,16 +31,11 @@ void gov_obs_fill(gov_obs_t *o, const ra_limiter_t *lim, int64_t state, int64_t 
 bool gov_obs_tighter(const gov_obs_t *a, const gov_obs_t *b);
 
 /*
- * Writes the headers into out->headers: Ratelimit-Policy and RateLimit for `tight`, the
- * X-Ratelimit-*-Requests trio for `rpm`, the -Tokens trio for `tpm` (each skipped when its
- * limit is NULL), then Retry-After when `retry_after_s` >= 0: the larger of it and tight's t,
- * so that Retry-After never points before the end of the effective window it accompanies.
+ * Fills out->disclosed: the policy (Ratelimit-Policy and RateLimit) from `tight`, the requests
+ * trio from `rpm`, the tokens trio from `tpm` (each absent when its limit is NULL), and the
+ * retry (Retry-After when >= 0; the renderer raises it to tight's t).
  */
 void gov_disclose(gov_result_t *out, const gov_obs_t *tight, const gov_obs_t *rpm,
                   const gov_obs_t *tpm, int64_t retry_after_s);
-
-/* A Go-style duration (time.Duration's String) of whole milliseconds: 0s, 250ms, 1s, 1.5s,
- * 1m0s, 6m0.25s, 1h0m0s. Negative reads as 0s. Returns the length. */
-size_t gov_go_duration(char *buf, size_t size, int64_t ms);
 
 #endif

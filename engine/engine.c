@@ -43,6 +43,8 @@ void gov__result_init(gov_result_t *out)
     out->n_soft_denied = 0;
     out->soft_truncated = false;
     out->n_headers = 0;
+    out->disclosed.has_policy = out->disclosed.has_requests = out->disclosed.has_tokens = false;
+    out->disclosed.retry_s = -1;
     out->unavailable = false;
     out->settled = 0;
     out->already_settled = false;

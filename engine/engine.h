@@ -28,14 +28,15 @@
 
 #include "config.h"
 #include "limit.h"
+#include "ratehdr.h"
 
 #define GOV_SUBJECT_MAX 16            /* (level, id) pairs in one subject */
 #define GOV_ID_MAX 256                /* bytes in one subject id */
 #define GOV_LIMITS_MAX CFG_LIMITS_MAX /* limits in one config: validate refuses more */
 #define GOV_APPLY_MAX 128             /* limits that apply to one request */
 #define GOV_SOFT_MAX 16               /* soft-denied ids reported in one result (more: truncated) */
-#define GOV_HEADERS_MAX 10            /* disclosure headers in one result */
-#define GOV_HEADER_VALUE_MAX 160
+#define GOV_HEADERS_MAX PROTO_RATE_HEADERS_MAX /* disclosure headers in one result */
+#define GOV_HEADER_VALUE_MAX PROTO_HEADER_VALUE_MAX
 #define GOV_ERROR_MAX 160
 #define GOV_TOKENS_MAX (INT64_C(1) << 40) /* tokens, reserved, actual: 0 ..= 2^40 */
 #define GOV_NO_TOKENS INT64_C(-1)         /* `tokens` absent from the request */
@@ -77,10 +78,8 @@ typedef enum gov_verdict {
     GOV_UNFITTABLE,
 } gov_verdict_t;
 
-typedef struct gov_header {
-    const char *name; /* static string, e.g. "Ratelimit-Policy" */
-    char value[GOV_HEADER_VALUE_MAX];
-} gov_header_t;
+/* One rendered header: a static name ("Ratelimit-Policy") and its value. */
+typedef proto_rate_header_t gov_header_t;
 
 /* The answer to any request. Written by value; `code` points at a static string or is NULL. */
 typedef struct gov_result {
@@ -97,7 +96,9 @@ typedef struct gov_result {
     uint32_t n_soft_denied;
     bool soft_truncated; /* more than GOV_SOFT_MAX soft denials: the list is cut */
     char soft_denied[GOV_SOFT_MAX][CFG_ID_MAX + 1];
-    uint32_t n_headers;
+    proto_disclosed_t disclosed; /* what the headers say, as numbers (wire/ratehdr.h) */
+    uint32_t n_headers;          /* the headers rendered from `disclosed`: only once
+                                    gov_result_render has been called, else 0 */
     gov_header_t headers[GOV_HEADERS_MAX];
     bool unavailable;     /* a deny that only posture.fail closed made: every limit that denied
                              did so because its store could not answer */
@@ -107,6 +108,10 @@ typedef struct gov_result {
     uint64_t reservation; /* gov_decide: on an admitted decision that charged a tpm limit, the id
                              to settle it with (opaque, not guessable); 0 when none */
 } gov_result_t;
+
+/* Renders out->headers from out->disclosed (nothing for an error). The engine itself only
+ * fills the numbers: a caller that hands out header strings renders them once, here. */
+void gov_result_render(gov_result_t *r);
 
 /* Called once for every GOV_PENDING answer, with the `out` the request was given. */
 typedef void (*gov_done_fn)(gov_result_t *res, void *ctx);

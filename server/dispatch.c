@@ -18,9 +18,19 @@
 #include "dispatch.h"
 #include "engine.h"
 
+/* How a decision is answered (SPEC §5 "Answer forms"): protocol 2's numbers, the rendered
+ * headers (protocol 1, or "headers": true), or both. */
+enum { FORM_NUMBERS = 1, FORM_HEADERS = 2 };
+
+static unsigned form_of(const proto_request_t *req)
+{
+    return (req->version >= PROTO_V2 ? FORM_NUMBERS : 0) | (req->headers ? FORM_HEADERS : 0);
+}
+
 /* A slot and the result the engine writes into; the slot first, so free(slot) frees both. */
 typedef struct pending {
     stream_slot_t slot;
+    unsigned form; /* the request's answer form, kept for an answer made later */
     gov_result_t result;
 } pending_t;
 
@@ -52,8 +62,9 @@ static proto_str_t cstr(const char *s)
     return (proto_str_t){s, (uint32_t)strlen(s)};
 }
 
-/* Encodes a decision (decide, acquire) or the error the engine reported. */
-static int encode_result(proto_out_t *out, uint64_t seq, proto_op_t op, const gov_result_t *r)
+/* Encodes a decision (decide, acquire) in `form` or the error the engine reported. */
+static int encode_result(proto_out_t *out, uint64_t seq, proto_op_t op, unsigned form,
+                         gov_result_t *r)
 {
     if (r->status < 0)
         return proto_enc_error(out, seq, gov_strcode(r->status), r->error);
@@ -65,8 +76,11 @@ static int encode_result(proto_out_t *out, uint64_t seq, proto_op_t op, const go
     proto_header_t headers[GOV_HEADERS_MAX];
     for (uint32_t i = 0; i < r->n_soft_denied && i < GOV_SOFT_MAX; i++)
         soft[i] = cstr(r->soft_denied[i]);
-    for (uint32_t i = 0; i < r->n_headers && i < GOV_HEADERS_MAX; i++)
-        headers[i] = (proto_header_t){cstr(r->headers[i].name), cstr(r->headers[i].value)};
+    if (form & FORM_HEADERS) {
+        gov_result_render(r);
+        for (uint32_t i = 0; i < r->n_headers && i < GOV_HEADERS_MAX; i++)
+            headers[i] = (proto_header_t){cstr(r->headers[i].name), cstr(r->headers[i].value)};
+    }
     proto_decision_t d = {
         .admit = r->admit,
         .verdict = cstr(gov_verdict_name(r->verdict)),
@@ -77,8 +91,12 @@ static int encode_result(proto_out_t *out, uint64_t seq, proto_op_t op, const go
         .code = r->code ? cstr(r->code) : (proto_str_t){"", 0},
         .nsoft = r->n_soft_denied < GOV_SOFT_MAX ? r->n_soft_denied : GOV_SOFT_MAX,
         .soft_denied = soft,
-        .nheaders = r->n_headers < GOV_HEADERS_MAX ? r->n_headers : GOV_HEADERS_MAX,
+        .send_headers = form & FORM_HEADERS,
+        .nheaders = !(form & FORM_HEADERS)           ? 0
+                    : r->n_headers < GOV_HEADERS_MAX ? r->n_headers
+                                                     : GOV_HEADERS_MAX,
         .headers = headers,
+        .disclosed = form & FORM_NUMBERS ? &r->disclosed : NULL,
         .has_lease = op == PROTO_OP_ACQUIRE && r->admit,
         .lease = r->lease,
         .reservation = op == PROTO_OP_DECIDE ? r->reservation : 0,
@@ -112,18 +130,19 @@ int dispatch_count(srv_metrics_t *metrics, proto_op_t op, uint64_t start_ns,
 /* Counts and encodes a finished engine answer. start_ns is 0 for an answer made within the
  * current batch: its latency is the batch's, observed once when the batch ends; a later
  * completion measures its own. */
-static int finish(dispatch_t *s, proto_out_t *out, uint64_t seq, proto_op_t op, uint64_t start_ns,
-                  const gov_result_t *r)
+static int finish(dispatch_t *s, proto_out_t *out, uint64_t seq, proto_op_t op, unsigned form,
+                  uint64_t start_ns, gov_result_t *r)
 {
     s->batch_decisions += (uint64_t)dispatch_count(s->metrics, op, start_ns, r);
-    return encode_result(out, seq, op, r);
+    return encode_result(out, seq, op, form, r);
 }
 
 static void on_done(gov_result_t *res, void *ctx)
 {
     stream_slot_t *slot = ctx;
     dispatch_t *s = slot->st ? slot->st->h->ud : NULL;
-    if (s && finish(s, &slot->bytes, slot->seq, slot->op, slot->start_ns, res) != 0)
+    unsigned form = ((pending_t *)slot)->form; /* the slot is its first member */
+    if (s && finish(s, &slot->bytes, slot->seq, slot->op, form, slot->start_ns, res) != 0)
         slot->st->failed = true; /* written or not, the connection cannot go on */
     stream_slot_ready(slot);
 }
@@ -136,10 +155,10 @@ static pending_t *spare(dispatch_t *s)
     return s->spare;
 }
 
-static void answer(dispatch_t *s, stream_t *c, const proto_request_t *req, const gov_result_t *r)
+static void answer(dispatch_t *s, stream_t *c, const proto_request_t *req, gov_result_t *r)
 {
     proto_out_t *out = stream_answer_buf(c);
-    if (!out || finish(s, out, req->seq, req->op, 0, r))
+    if (!out || finish(s, out, req->seq, req->op, form_of(req), 0, r))
         c->failed = true;
 }
 
@@ -153,6 +172,7 @@ static void engine_call(dispatch_t *s, stream_t *c, const proto_request_t *req)
     }
     /* queued before the call: a completion may come from inside it */
     stream_slot_link(c, &p->slot, req->seq, req->op, c->now_mono_ns);
+    p->form = form_of(req);
     gov_subject_t subj;
     to_subject(req, &subj);
     int rc;

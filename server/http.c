@@ -285,6 +285,7 @@ static void on_decided(gov_result_t *res, void *ctx)
     }
     dispatch_count(c->http->srv->metrics, PROTO_OP_DECIDE, p->start_ns, res);
     c->waiting = NULL;
+    gov_result_render(res);
     if (hdoor_respond_decision(&c->fill, res, p->deny_status, p->f) != 0)
         c->fill.failed = true;
     struct srv_http *h = c->http;
@@ -320,6 +321,7 @@ static void decide(http_conn_t *c, hdoor_frame_t f)
         return;
     }
     dispatch_count(s->metrics, PROTO_OP_DECIDE, p->start_ns, &p->result);
+    gov_result_render(&p->result);
     if (hdoor_respond_decision(&c->fill, &p->result, p->deny_status, f) != 0)
         c->fill.failed = true;
 }

@@ -96,21 +96,23 @@ enum field {
     F_ACTUAL,
     F_LEASE,
     F_RESERVED, /* retired (issue 23): named only to say what replaced it */
+    F_V,
+    F_HEADERS,
     F_COUNT_,
 };
 
 static const char *const field_names[F_COUNT_] = {
-    "op", "seq", "subject", "tokens", "reservation", "actual", "lease", "reserved",
+    "op", "seq", "subject", "tokens", "reservation", "actual", "lease", "reserved", "v", "headers",
 };
 
 #define BIT(f) (1u << (f))
-/* What each op takes (op and seq go everywhere) and what it cannot do without. */
+/* What each op takes (op, seq and v go everywhere) and what it cannot do without. */
 static const struct {
     unsigned allowed, required;
 } op_fields[PROTO_OP_COUNT_] = {
-    [PROTO_OP_DECIDE] = {BIT(F_SUBJECT) | BIT(F_TOKENS), BIT(F_SUBJECT)},
+    [PROTO_OP_DECIDE] = {BIT(F_SUBJECT) | BIT(F_TOKENS) | BIT(F_HEADERS), BIT(F_SUBJECT)},
     [PROTO_OP_SETTLE] = {BIT(F_RESERVATION) | BIT(F_ACTUAL), BIT(F_RESERVATION) | BIT(F_ACTUAL)},
-    [PROTO_OP_ACQUIRE] = {BIT(F_SUBJECT), BIT(F_SUBJECT)},
+    [PROTO_OP_ACQUIRE] = {BIT(F_SUBJECT) | BIT(F_HEADERS), BIT(F_SUBJECT)},
     [PROTO_OP_RELEASE] = {BIT(F_LEASE), BIT(F_LEASE)},
     [PROTO_OP_PING] = {0, 0},
     [PROTO_OP_FLEET] = {0, 0},
@@ -242,6 +244,26 @@ static int decode_field(wire_reader_t *r, enum field f, proto_request_t *req, in
         return fail(err, PROTO_EFIELD, "reserved: no longer taken: " SETTLE_BY_RESERVATION);
     case F_ACTUAL:
         return decode_count(r, "actual", &req->actual, err);
+    case F_V: {
+        uint64_t v;
+        rc = wire_read_uint(r, &v);
+        if (rc == PROTO_ETYPE)
+            return fail(err, PROTO_ETYPE, "v: must be an unsigned integer");
+        if (rc || v < PROTO_V1 || v > PROTO_V_MAX)
+            return fail(err, PROTO_EVALUE,
+                        "v: protocol %lld is not served here: this daemon speaks 1 and 2 "
+                        "(docs/protocol.md)",
+                        rc ? -1ll : (long long)v);
+        req->version = (uint8_t)v;
+        return 0;
+    }
+    case F_HEADERS: {
+        bool b;
+        if (wire_read_bool(r, &b))
+            return fail(err, PROTO_ETYPE, "headers: must be true or false");
+        req->headers = b;
+        return 0;
+    }
     case F_LEASE:
         rc = wire_read_uint(r, &req->lease);
         if (rc == PROTO_ETYPE)
@@ -260,6 +282,8 @@ static int decode(wire_reader_t *rd, proto_request_t *req, proto_error_t *err)
     wire_reader_t r = *rd;
     uint32_t n;
     req->seq = 0;
+    req->version = PROTO_V1;
+    req->headers = false;
     req->nsubject = 0;
     req->has_tokens = false;
     req->tokens = req->actual = 0;
@@ -304,7 +328,7 @@ static int decode(wire_reader_t *rd, proto_request_t *req, proto_error_t *err)
     if (op < 0)
         return fail(err, PROTO_EMISSING, "missing \"op\"");
     req->op = (proto_op_t)op;
-    unsigned extra = seen & ~(BIT(F_OP) | BIT(F_SEQ) | op_fields[op].allowed);
+    unsigned extra = seen & ~(BIT(F_OP) | BIT(F_SEQ) | BIT(F_V) | op_fields[op].allowed);
     if (op == PROTO_OP_SETTLE && (extra & BIT(F_SUBJECT)))
         return fail(err, PROTO_EFIELD,
                     "op \"settle\" takes no \"subject\": " SETTLE_BY_RESERVATION);
@@ -317,6 +341,13 @@ static int decode(wire_reader_t *rd, proto_request_t *req, proto_error_t *err)
         if (missing & BIT(f))
             return fail(err, PROTO_EMISSING, "op \"%s\" needs \"%s\"", op_names[op],
                         field_names[f]);
+    if (req->version == PROTO_V1) { /* protocol 1 knows one answer: the rendered headers */
+        if ((seen & BIT(F_HEADERS)) && !req->headers)
+            return fail(err, PROTO_EVALUE,
+                        "headers: false needs \"v\": 2 (a protocol 1 answer always carries "
+                        "the headers)");
+        req->headers = true;
+    }
     rd->pos = r.pos;
     return 0;
 }
@@ -496,12 +527,57 @@ static void open_answer(proto_out_t *out, uint32_t fields, uint64_t seq)
     w_uint(out, seq);
 }
 
+/* [q, r, reset_ms]: a trio of tests/vectors/headers.txt */
+static void w_trio(proto_out_t *out, const proto_trio_t *t)
+{
+    w_array(out, 3);
+    w_int(out, t->quota);
+    w_int(out, t->remaining);
+    w_int(out, t->reset_ms);
+}
+
+/* Protocol 2's numbers: each the line of tests/vectors/headers.txt of the same name. */
+static void w_disclosed(proto_out_t *out, const proto_disclosed_t *d)
+{
+    if (d->has_policy) {
+        W_KEY(out, "policy");
+        w_array(out, 6);
+        w_str(out, d->policy_id, strnlen(d->policy_id, sizeof(d->policy_id)));
+        if (d->policy_tpm)
+            W_KEY(out, "tpm");
+        else
+            W_KEY(out, "rpm");
+        w_int(out, d->period_ms);
+        w_int(out, d->quota);
+        w_int(out, d->remaining);
+        w_int(out, d->t_s);
+    }
+    if (d->has_requests) {
+        W_KEY(out, "requests");
+        w_trio(out, &d->requests);
+    }
+    if (d->has_tokens) {
+        W_KEY(out, "tokens");
+        w_trio(out, &d->tokens);
+    }
+    if (d->retry_s >= 0) {
+        W_KEY(out, "retry");
+        w_int(out, d->retry_s);
+    }
+}
+
 int proto_enc_decision(proto_out_t *out, uint64_t seq, const proto_decision_t *d)
 {
     size_t start = out->len;
+    const proto_disclosed_t *x = d->disclosed;
     bool has_limit = d->limit.len > 0, has_rem = d->remaining >= 0, has_code = d->code.len > 0;
-    bool has_resv = d->reservation != 0;
-    open_answer(out, 7u + has_limit + has_rem + has_code + d->has_lease + has_resv, seq);
+    bool has_resv = d->reservation != 0, has_soft = !x || d->nsoft > 0;
+    unsigned numbers =
+        x ? (unsigned)x->has_policy + x->has_requests + x->has_tokens + (x->retry_s >= 0) : 0;
+    open_answer(out,
+                5u + has_limit + has_rem + has_code + has_soft + d->send_headers + d->has_lease +
+                    has_resv + numbers,
+                seq);
     W_KEY(out, "admit");
     w_bool(out, d->admit);
     W_KEY(out, "verdict");
@@ -522,15 +598,21 @@ int proto_enc_decision(proto_out_t *out, uint64_t seq, const proto_decision_t *d
         W_KEY(out, "code");
         w_pstr(out, d->code);
     }
-    W_KEY(out, "soft_denied");
-    w_array(out, d->nsoft);
-    for (uint32_t i = 0; i < d->nsoft; i++)
-        w_pstr(out, d->soft_denied[i]);
-    W_KEY(out, "headers");
-    w_map(out, d->nheaders);
-    for (uint32_t i = 0; i < d->nheaders; i++) {
-        w_pstr(out, d->headers[i].name);
-        w_pstr(out, d->headers[i].value);
+    if (has_soft) {
+        W_KEY(out, "soft_denied");
+        w_array(out, d->nsoft);
+        for (uint32_t i = 0; i < d->nsoft; i++)
+            w_pstr(out, d->soft_denied[i]);
+    }
+    if (x)
+        w_disclosed(out, x);
+    if (d->send_headers) {
+        W_KEY(out, "headers");
+        w_map(out, d->nheaders);
+        for (uint32_t i = 0; i < d->nheaders; i++) {
+            w_pstr(out, d->headers[i].name);
+            w_pstr(out, d->headers[i].value);
+        }
     }
     if (d->has_lease) {
         W_KEY(out, "lease");
@@ -750,11 +832,19 @@ int proto_enc_request(proto_out_t *out, const proto_request_t *req)
     unsigned fields = op_fields[req->op].allowed;
     if (req->op == PROTO_OP_DECIDE && !req->has_tokens)
         fields &= ~BIT(F_TOKENS);
+    if (!req->headers)
+        fields &= ~BIT(F_HEADERS);
+    if (req->version > PROTO_V1)
+        fields |= BIT(F_V);
     w_map(out, 2 + (unsigned)__builtin_popcount(fields));
     W_KEY(out, "op");
     w_cstr(out, op_names[req->op]);
     W_KEY(out, "seq");
     w_uint(out, req->seq);
+    if (fields & BIT(F_V)) {
+        W_KEY(out, "v");
+        w_uint(out, req->version);
+    }
     if (fields & BIT(F_SUBJECT)) {
         W_KEY(out, "subject");
         w_map(out, req->nsubject);
@@ -778,6 +868,10 @@ int proto_enc_request(proto_out_t *out, const proto_request_t *req)
     if (fields & BIT(F_LEASE)) {
         W_KEY(out, "lease");
         w_uint(out, req->lease);
+    }
+    if (fields & BIT(F_HEADERS)) {
+        W_KEY(out, "headers");
+        w_bool(out, true);
     }
     return done(out, start);
 }

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ratehdr.h"
 #include "wire.h"
 
 #define PROTO_MAX_MESSAGE (64u * 1024u)    /* bytes in one request or response */
@@ -30,6 +31,13 @@
 #define PROTO_MAX_ID 256                   /* bytes in a subject id */
 #define PROTO_MAX_DEPTH 16                 /* nesting of maps and arrays in a request */
 #define PROTO_MAX_COUNT (INT64_C(1) << 40) /* tokens, actual */
+
+/* Protocol versions (a request's "v"; absent: 1). Version 2 answers a decision with the numbers
+ * its rate headers are rendered from, and the rendered map only when asked ("headers": true);
+ * version 1 answers with the map alone, as before versions existed. docs/protocol.md. */
+#define PROTO_V1 1
+#define PROTO_V2 2
+#define PROTO_V_MAX PROTO_V2
 
 /* Results of framing and decoding, in the one error table (tt_err.h; the wire names are in
  * brackets). PROTO_EMORE is not an error: the message is incomplete. PROTO_EFRAME and
@@ -79,7 +87,9 @@ typedef struct proto_pair {
 /* A decoded request. Strings point into the framed message, which must outlive it. */
 typedef struct proto_request {
     proto_op_t op;
-    uint64_t seq; /* 0 when absent */
+    uint64_t seq;    /* 0 when absent */
+    uint8_t version; /* PROTO_V1 when absent */
+    bool headers;    /* decide, acquire: the answer carries the rendered headers (always in v1) */
     uint32_t nsubject;
     proto_pair_t subject[PROTO_MAX_LEVELS];
     bool has_tokens;
@@ -159,8 +169,12 @@ typedef struct proto_decision {
     proto_str_t code; /* e.g. "quota_cost_unfittable"; empty: none */
     uint32_t nsoft;
     const proto_str_t *soft_denied;
+    bool send_headers; /* the "headers" map (protocol 1, or "headers": true) */
     uint32_t nheaders;
     const proto_header_t *headers;
+    /* protocol 2: the numbers ("policy", "requests", "tokens", "retry"), and soft_denied left
+     * out when empty; NULL: protocol 1 */
+    const proto_disclosed_t *disclosed;
     bool has_lease; /* acquire */
     uint64_t lease;
     uint64_t reservation; /* decide: a tpm decision's reservation; 0: none (absent) */
@@ -218,7 +232,8 @@ int proto_enc_fleet(proto_out_t *out, uint64_t seq, const char *node, int64_t n,
 int proto_enc_members(proto_out_t *out, uint64_t seq, int64_t live, const proto_member_t *rows,
                       uint32_t nrows);
 
-/* Request encoder (the client side): only the fields req->op takes are written. */
+/* Request encoder (the client side): only the fields req->op takes are written; "v" when
+ * req->version is above 1, "headers" when req->headers is set. */
 int proto_enc_request(proto_out_t *out, const proto_request_t *req);
 
 #endif

@@ -100,6 +100,34 @@ typedef struct tt_header {
     char value[192];
 } tt_header_t;
 
+/* A limit's quota, what is left of it and when it is whole again (X-Ratelimit-*). */
+typedef struct tt_trio {
+    int64_t quota;
+    int64_t remaining;
+    int64_t reset_ms;
+} tt_trio_t;
+
+/*
+ * What a decision discloses, as numbers (protocol 2; docs/protocol.md): the limit shown in
+ * Ratelimit-Policy and RateLimit, the tightest rpm and tpm trios, and the retry. The library
+ * renders the headers from them (tt_render_headers) into the response's `headers`; each field
+ * is the line of the same name in the shared vector table tests/vectors/headers.txt.
+ */
+typedef struct tt_disclosed {
+    int has_policy;
+    char policy_id[65];
+    int policy_tpm;    /* the policy counts tokens */
+    int64_t period_ms; /* the policy's period */
+    int64_t quota;     /* units per period */
+    int64_t remaining; /* RateLimit r */
+    int64_t t_s;       /* RateLimit t: seconds until remaining grows */
+    int has_requests;
+    tt_trio_t requests; /* the tightest rpm limit */
+    int has_tokens;
+    tt_trio_t tokens; /* the tightest tpm limit */
+    int64_t retry_s;  /* Retry-After (raised to t when a policy is shown); -1: none */
+} tt_disclosed_t;
+
 /*
  * One answer. Strings are copied in (truncated to fit, always NUL-terminated); `raw` points at
  * the answer's msgpack bytes and stays valid until the next tt_recv() or blocking call on the
@@ -134,7 +162,17 @@ typedef struct tt_response {
     int released;
     const uint8_t *raw;
     size_t raw_len;
+    /* TT_KIND_DECISION: the numbers `headers` was rendered from (all 0, retry_s -1, when the
+     * daemon sent only rendered headers: a protocol 1 daemon) */
+    tt_disclosed_t disclosed;
 } tt_response_t;
+
+/*
+ * Renders the rate headers of `d` into out (room for `cap`), in the order of
+ * tests/vectors/headers.txt, and returns how many there are (at most 10; more than cap are not
+ * written). The library does it for every decision; this is for callers holding the numbers.
+ */
+TT_EXPORT unsigned tt_render_headers(const tt_disclosed_t *d, tt_header_t *out, unsigned cap);
 
 /* The value of header `name` (case-insensitive) in a decision, or NULL. */
 TT_EXPORT const char *tt_header(const tt_response_t *r, const char *name);

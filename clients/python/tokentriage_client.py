@@ -15,14 +15,74 @@ which is what a request handler needs; it needs nothing beyond the standard libr
         tt.settle(d["reservation"], used)
 
 It is not thread-safe: give each thread (or each worker process) its own Client.
+
+The client speaks protocol 2: the daemon answers a decision with the numbers its rate headers
+are made of ("policy", "requests", "tokens", "retry"), and render_headers() writes the headers
+from them here, byte for byte as tests/vectors/headers.txt says (decide() puts them in the
+answer's "headers", as protocol 1 answers had them).
 """
 
+import math
 import os
 import socket
 
 import msgpack
 
 DEFAULT_SOCKET = "/run/tokentriage/tokentriage.sock"
+PROTOCOL = 2
+SF_INT_MAX = 999_999_999_999_999  # RFC 9651 Integers: 15 digits
+
+
+def go_duration(ms):
+    """Whole milliseconds as Go's time.Duration prints them: 0s, 250ms, 1.5s, 1m0s, 1h0m0s."""
+    if ms <= 0:
+        return "0s"
+    if ms < 1000:
+        return f"{ms}ms"
+    s, frac = divmod(ms, 1000)
+    out = ""
+    if s >= 3600:
+        out += f"{s // 3600}h"
+    if s >= 60:
+        out += f"{s % 3600 // 60}m"
+    out += str(s % 60)
+    if frac:
+        out += "." + f"{frac:03d}".rstrip("0")
+    return out + "s"
+
+
+def _sf_int(v):
+    return min(max(v, 0), SF_INT_MAX)
+
+
+def render_headers(answer):
+    """The rate headers of a protocol 2 decision, from its numbers, in the order of
+    tests/vectors/headers.txt: a dict of name to value (empty when nothing is disclosed).
+
+    policy   [id, "rpm"|"tpm", period_ms, quota, remaining, t_s]: Ratelimit-Policy, RateLimit
+    requests [quota, remaining, reset_ms]: X-Ratelimit-*-Requests (likewise tokens)
+    retry    seconds: Retry-After, never before RateLimit's t"""
+    headers = {}
+    retry = answer.get("retry")
+    policy = answer.get("policy")
+    if policy:
+        pid, kind, period_ms, quota, remaining, t = policy
+        g = math.gcd(period_ms, 1000) if period_ms > 0 else 1000
+        w, scale = (period_ms // g, 1000 // g) if period_ms > 0 else (0, 1)
+        unit = ';qu="tokens"' if kind == "tpm" else ""
+        headers["Ratelimit-Policy"] = f'"{pid}";q={_sf_int(quota * scale)}{unit};w={_sf_int(w)}'
+        headers["RateLimit"] = f'"{pid}";r={_sf_int(remaining)};t={_sf_int(t)}'
+        if retry is not None and retry >= 0:
+            retry = max(retry, min(t, SF_INT_MAX))
+    for key, unit in (("requests", "Requests"), ("tokens", "Tokens")):
+        trio = answer.get(key)
+        if trio:
+            headers[f"X-Ratelimit-Limit-{unit}"] = str(trio[0])
+            headers[f"X-Ratelimit-Remaining-{unit}"] = str(trio[1])
+            headers[f"X-Ratelimit-Reset-{unit}"] = go_duration(trio[2])
+    if retry is not None and retry >= 0:
+        headers["Retry-After"] = str(retry)
+    return headers
 
 
 class TokentriageError(Exception):
@@ -87,7 +147,7 @@ class Client:
         if self._sock is None:
             self._connect()
         self._seq += 1
-        request = {"op": op, "seq": self._seq}
+        request = {"op": op, "seq": self._seq, "v": PROTOCOL}
         request.update({k: v for k, v in fields.items() if v is not None})
         try:
             self._sock.sendall(msgpack.packb(request, use_bin_type=True))
@@ -119,8 +179,13 @@ class Client:
         tokens is the cost presented to tpm limits. Returns the decision map: admit, verdict
         (admit|deny|unfittable), limit, remaining, retry_after, reset_after, soft_denied, headers
         and, for unfittable, code "quota_cost_unfittable" (do not retry the same cost). An admitted
-        decision that charged tpm limits carries "reservation": settle it when the call is done."""
-        return self.call("decide", subject=subject, tokens=tokens)
+        decision that charged tpm limits carries "reservation": settle it when the call is done.
+        The headers are rendered here from the answer's numbers (render_headers)."""
+        d = self.call("decide", subject=subject, tokens=tokens)
+        d.setdefault("soft_denied", [])
+        if "headers" not in d:
+            d["headers"] = render_headers(d)
+        return d
 
     def settle(self, reservation, actual):
         """Corrects the tpm limits a decision charged to the call's `actual` token count, by the

@@ -7,6 +7,11 @@ headers, the fourth denies with Retry-After, a tpm cost that can never fit is un
 malformed subject is the daemon's error (TokentriageError, nothing decided), and with the
 daemon gone the caller gets OSError (and decides itself whether to fail open or closed).
 
+The answer forms (docs/protocol.md): a request without "v" (an old client) still gets the
+rendered headers and no numbers; "v": 2 gets the numbers alone; "headers": true both, and the
+Python renderer writes exactly the daemon's headers from the numbers, decision after decision;
+"v": 3 is refused naming what this daemon speaks.
+
 usage: test_python_client.py TOKENTRIAGE CLIENTS_DIR
 """
 
@@ -68,10 +73,47 @@ def connectable(path):
         s.close()
 
 
+def raw_call(path, request):
+    """One request as any msgpack client would send it, without the client's "v"."""
+    import msgpack
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5.0)
+        s.connect(path)
+        s.sendall(msgpack.packb(request, use_bin_type=True))
+        unpacker = msgpack.Unpacker(raw=False)
+        while True:
+            unpacker.feed(s.recv(65536))
+            for message in unpacker:
+                return message
+
+
+def answer_forms(sock, render_headers):
+    subject = {"team": "t-forms"}
+    old = raw_call(sock, {"op": "decide", "seq": 1, "subject": subject, "tokens": 10})
+    check(old.get("headers", {}).get("RateLimit") and "policy" not in old and "requests" not in old,
+          f"a request without v (protocol 1) gets the rendered headers, no numbers ({old})")
+    v2 = raw_call(sock, {"op": "decide", "seq": 2, "v": 2, "subject": subject, "tokens": 10})
+    check("headers" not in v2 and v2.get("policy", [None])[0] == "team_rpm"
+          and len(v2.get("requests", [])) == 3 and len(v2.get("tokens", [])) == 3,
+          f"v 2 gets the numbers and no header strings ({v2})")
+    # admits, then the rpm limit's denial, then an unfittable cost: the daemon's map (headers
+    # true) and the numbers of the same answer render alike
+    for i, (team, tokens) in enumerate([("t-both", 10)] * 4 + [("t-unfit", 50000)]):
+        both = raw_call(sock, {"op": "decide", "seq": 3 + i, "v": 2, "headers": True,
+                               "subject": {"team": team}, "tokens": tokens})
+        mine = render_headers(both)
+        check(both.get("headers") and list(mine.items()) == list(both["headers"].items()),
+              f"{both['verdict']}: the client's rendering is the daemon's ({mine} vs {both.get('headers')})")
+    bad = raw_call(sock, {"op": "decide", "seq": 9, "v": 3, "subject": subject})
+    err = bad.get("error", {})
+    check(err.get("code") == "bad_value" and "protocol 3" in err.get("message", "")
+          and bad.get("seq") == 9, f"v 3 is refused naming the versions served ({bad})")
+
+
 def main():
     tt, clients = sys.argv[1], os.path.abspath(sys.argv[2])
     sys.path.insert(0, clients)
-    from tokentriage_client import Client, TokentriageError
+    from tokentriage_client import Client, TokentriageError, render_headers
 
     work = tempfile.mkdtemp(prefix="tt-py-")
     sock = os.path.join(work, "tt.sock")
@@ -110,6 +152,7 @@ def main():
             except TokentriageError as e:
                 check("tokens" in e.message, f"a tpm limit without tokens is the daemon's error ({e.message})")
 
+        answer_forms(sock, render_headers)
         with Client(sock, timeout=5.0) as c:
             d = c.decide({"team": "t-settle"}, tokens=20000)
             check(d["admit"] and d.get("reservation", 0) > 0,

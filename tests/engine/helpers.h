@@ -88,6 +88,7 @@ static inline gov_result_t decide(gov_engine_t *e, const gov_subject_t *s, int64
     gov_result_t r;
     int rc = gov_decide(e, s, tokens, now, &r, NULL, NULL);
     cr_assert_eq(rc, 0, "decide: %d %s", rc, r.error);
+    gov_result_render(&r);
     return r;
 }
 

@@ -2,108 +2,25 @@
  * The rate headers: the renderer against the shared vector table (tests/vectors/headers.txt),
  * and what the engine observes for each kind of limit.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "hdrvec.h"
 #include "helpers.h"
 
-#define VECTORS TT_SOURCE_DIR "/tests/vectors/headers.txt"
-
-/* One case of the table: the renderer's inputs and the headers it must write. */
-typedef struct vec_case {
-    char name[64];
-    int line;
-    cfg_limit_t limit;          /* id, type and period: all the renderer reads of a limit */
-    gov_obs_t policy, req, tok; /* .limit NULL when the line is absent */
-    int64_t retry;              /* -1: no retry line */
-    int n_want;
-    char want[GOV_HEADERS_MAX + 1][2][GOV_HEADER_VALUE_MAX + 1];
-} vec_case_t;
-
-static int64_t num(const char *s, int line)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    cr_assert(s[0] && !*end && errno == 0, "headers.txt:%d: bad number \"%s\"", line, s);
-    return v;
-}
-
-static void read_obs(gov_obs_t *o, const cfg_limit_t *l, char **f, int line)
-{
-    *o = (gov_obs_t){.limit = l, .quota = num(f[0], line), .remaining = num(f[1], line)};
-    o->reset_ms = num(f[2], line);
-}
-
-/* Reads the next case into c; false at the end of the file. */
-static bool next_case(FILE *in, vec_case_t *c, int *line)
-{
-    char buf[512];
-    bool started = false;
-    memset(c, 0, sizeof(*c));
-    c->retry = -1;
-    while (fgets(buf, sizeof(buf), in)) {
-        ++*line;
-        buf[strcspn(buf, "\n")] = '\0';
-        if (buf[0] == '#')
-            continue;
-        if (!buf[0]) {
-            if (started)
-                return true;
-            continue;
-        }
-        if (buf[0] == '>') {
-            cr_assert(started && c->n_want <= GOV_HEADERS_MAX, "headers.txt:%d", *line);
-            char *colon = strstr(buf, ": ");
-            cr_assert(buf[1] == ' ' && colon, "headers.txt:%d: want \"> Name: value\"", *line);
-            *colon = '\0';
-            cr_assert_lt(strlen(colon + 2), sizeof(c->want[0][1]), "headers.txt:%d", *line);
-            snprintf(c->want[c->n_want][0], sizeof(c->want[0][0]), "%.64s", buf + 2);
-            snprintf(c->want[c->n_want][1], sizeof(c->want[0][1]), "%.160s", colon + 2);
-            c->n_want++;
-            continue;
-        }
-        char *f[8] = {0};
-        int n = 0;
-        for (char *t = strtok(buf, " "); t && n < 8; t = strtok(NULL, " "))
-            f[n++] = t;
-        if (strcmp(f[0], "case") == 0 && n == 2) {
-            started = true;
-            c->line = *line;
-            snprintf(c->name, sizeof(c->name), "%s", f[1]);
-        } else if (strcmp(f[0], "policy") == 0 && n == 7) {
-            snprintf(c->limit.id, sizeof(c->limit.id), "%s", f[1]);
-            cr_assert(strcmp(f[2], "rpm") == 0 || strcmp(f[2], "tpm") == 0, "headers.txt:%d",
-                      *line);
-            c->limit.type = f[2][0] == 't' ? CFG_TYPE_TPM : CFG_TYPE_RPM;
-            c->limit.period_ns = num(f[3], *line) * (S / 1000);
-            c->policy = (gov_obs_t){.limit = &c->limit, .quota = num(f[4], *line)};
-            c->policy.remaining = num(f[5], *line);
-            c->policy.window_s = num(f[6], *line);
-        } else if (strcmp(f[0], "requests") == 0 && n == 4) {
-            read_obs(&c->req, &c->limit, f + 1, *line);
-        } else if (strcmp(f[0], "tokens") == 0 && n == 4) {
-            read_obs(&c->tok, &c->limit, f + 1, *line);
-        } else if (strcmp(f[0], "retry") == 0 && n == 2) {
-            c->retry = num(f[1], *line);
-        } else {
-            cr_assert_fail("headers.txt:%d: unknown line \"%s\"", *line, f[0]);
-        }
-        cr_assert(started, "headers.txt:%d: a line before `case`", *line);
-    }
-    return started;
-}
-
+/* The daemon's renderer (gov_result_render: `"headers": true`, protocol 1, the HTTP and gRPC
+ * front doors), field by field. The client library's is checked in tests/client. */
 Test(disclose, every_case_of_the_header_table_renders_byte_for_byte)
 {
-    FILE *in = fopen(VECTORS, "r");
-    cr_assert_not_null(in, "%s", VECTORS);
-    static vec_case_t c;
-    int line = 0, cases = 0;
-    while (next_case(in, &c, &line)) {
-        gov_result_t out = {.n_headers = 0};
-        gov_disclose(&out, &c.policy, &c.req, &c.tok, c.retry);
+    FILE *in = fopen(HDRVEC_PATH, "r");
+    cr_assert_not_null(in, "%s", HDRVEC_PATH);
+    static hdrvec_case_t c;
+    static gov_result_t out;
+    char err[128];
+    int line = 0, cases = 0, rc;
+    while ((rc = hdrvec_next(in, &c, &line, err, sizeof(err))) > 0) {
+        out = (gov_result_t){.disclosed = c.d};
+        gov_result_render(&out);
         cr_assert_eq(out.n_headers, (uint32_t)c.n_want, "%s (line %d): %u headers, want %d", c.name,
                      c.line, out.n_headers, c.n_want);
         for (int i = 0; i < c.n_want; i++) {
@@ -114,6 +31,7 @@ Test(disclose, every_case_of_the_header_table_renders_byte_for_byte)
         cases++;
     }
     fclose(in);
+    cr_assert_eq(rc, 0, "%s", err);
     cr_assert_geq(cases, 16, "the table was read whole");
 }
 

@@ -14,6 +14,7 @@
  *   tests/fuzz/fuzz_proto -max_total_time=600 -dict=../tests/fuzz/proto.dict corpus/
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,6 +55,7 @@ static void check_request(const proto_request_t *req)
     proto_error_t err;
     check(proto_decode_request(out.data, n, &again, &err) == 0);
     check(again.op == req->op && again.seq == req->seq && again.nsubject == req->nsubject);
+    check(again.version == req->version && again.headers == req->headers);
     check(again.reservation == req->reservation && again.actual == req->actual);
     for (uint32_t i = 0; i < req->nsubject; i++)
         check(same_str(again.subject[i].level, req->subject[i].level) &&
@@ -71,6 +73,21 @@ static void check_answers(const proto_request_t *req)
     proto_str_t soft[PROTO_MAX_LEVELS];
     for (uint32_t i = 0; i < req->nsubject; i++)
         soft[i] = req->subject[i].id;
+    /* protocol 2's numbers, from whatever the request carried */
+    proto_disclosed_t disc = {.has_policy = req->nsubject > 0,
+                              .policy_tpm = req->tokens & 2,
+                              .has_requests = req->actual & 1,
+                              .has_tokens = req->lease & 1,
+                              .period_ms = req->actual,
+                              .quota = req->tokens,
+                              .remaining = -req->tokens,
+                              .t_s = (int64_t)req->lease,
+                              .requests = {req->tokens, req->actual, (int64_t)req->seq},
+                              .tokens = {(int64_t)req->reservation, 0, -1},
+                              .retry_s = req->tokens - 5};
+    if (req->nsubject)
+        snprintf(disc.policy_id, sizeof(disc.policy_id), "%.*s", (int)req->subject[0].id.len,
+                 req->subject[0].id.ptr);
     proto_decision_t d = {.admit = req->tokens & 1,
                           .verdict = {"deny", 4},
                           .limit = req->nsubject ? req->subject[0].level : (proto_str_t){"", 0},
@@ -79,12 +96,19 @@ static void check_answers(const proto_request_t *req)
                           .reset_after = -req->actual,
                           .nsoft = req->nsubject,
                           .soft_denied = soft,
-                          .nheaders = req->nsubject,
+                          .send_headers = req->headers,
+                          .nheaders = req->headers ? req->nsubject : 0,
                           .headers = h,
+                          .disclosed = req->version >= PROTO_V2 ? &disc : NULL,
                           .has_lease = req->lease != 0,
                           .lease = req->lease,
                           .reservation = req->reservation};
     check(proto_enc_decision(&out, req->seq, &d) == 0);
+    proto_rate_header_t rh[PROTO_RATE_HEADERS_MAX];
+    uint32_t nh = proto_render_headers(&disc, rh);
+    check(nh <= PROTO_RATE_HEADERS_MAX);
+    for (uint32_t i = 0; i < nh; i++)
+        check(memchr(rh[i].value, 0, sizeof(rh[i].value)) != NULL);
     check(proto_enc_settled(&out, req->seq, req->actual, req->reservation & 1) == 0);
     check(proto_enc_charged(&out, req->seq, -req->tokens) == 0);
     check(proto_enc_error(&out, req->seq, "bad_value", "x") == 0);

@@ -108,9 +108,8 @@ static void count(tally_t *t, const gov_result_t *r)
         t->retry1++;
     t->last_remaining = r->remaining;
     t->last_reservation = r->reservation;
-    for (uint32_t i = 0; i < r->n_headers; i++)
-        if (strncmp(r->headers[i].name, "Retry-After", 11) != 0)
-            t->headers_seen = true;
+    if (r->disclosed.has_policy || r->disclosed.has_requests || r->disclosed.has_tokens)
+        t->headers_seen = true; /* anything beyond Retry-After */
 }
 
 static void on_decided(gov_result_t *r, void *ctx)

@@ -328,6 +328,7 @@ Test(proto, a_decision_reads_back_as_json)
                           .limit = {"team_rpm", 8},
                           .remaining = 59,
                           .reset_after = 1,
+                          .send_headers = true,
                           .nheaders = 1,
                           .headers = h};
     out.len = 0;
@@ -417,7 +418,8 @@ Test(proto, msgpack_c_reads_every_answer_including_wide_integers)
                           .limit = {"l", 1},
                           .remaining = 70000,
                           .retry_after = 300,
-                          .reset_after = 5000000000LL};
+                          .reset_after = 5000000000LL,
+                          .send_headers = true};
     out.len = 0;
     proto_enc_decision(&out, UINT64_MAX, &d);
     expect_msgpack_c_reads(&out, "{\"seq\":18446744073709551615,\"admit\":false,\"verdict\":"
@@ -482,4 +484,123 @@ Test(proto, a_listing_too_long_for_one_message_is_truncated_to_fit)
     proto_out_append(&json, "", 1);
     cr_assert(strstr((char *)json.data, "\"truncated\":false"));
     proto_out_free(&json);
+}
+
+/* {"op":"decide","seq":5,"subject":{"key":"k"}} plus what extra() packs (n_extra entries). */
+static int decide_with(int n_extra, void (*extra)(void), proto_request_t *req, proto_error_t *err)
+{
+    start();
+    msgpack_pack_map(&pk, 3 + (size_t)n_extra);
+    str("op"), str("decide");
+    str("seq"), msgpack_pack_uint64(&pk, 5);
+    str("subject"), msgpack_pack_map(&pk, 1), str("key"), str("k");
+    if (extra)
+        extra();
+    return decode(req, err);
+}
+
+static void v2(void)
+{
+    str("v"), msgpack_pack_uint64(&pk, 2);
+}
+static void v2_headers(void)
+{
+    v2();
+    str("headers"), msgpack_pack_true(&pk);
+}
+static void v3(void)
+{
+    str("v"), msgpack_pack_uint64(&pk, 3);
+}
+static void v1_headers_false(void)
+{
+    str("headers"), msgpack_pack_false(&pk);
+}
+static void headers_not_bool(void)
+{
+    v2();
+    str("headers"), msgpack_pack_int(&pk, 1);
+}
+
+/* Protocol 1 (no "v") keeps its one answer form, the rendered headers; protocol 2 asks for the
+ * numbers, and "headers": true for the map as well. */
+Test(proto, the_version_picks_the_answer_form)
+{
+    proto_request_t req;
+    proto_error_t err;
+    cr_assert_eq(decide_with(0, NULL, &req, &err), 0, "%s", err.message);
+    cr_assert_eq(req.version, PROTO_V1);
+    cr_assert(req.headers, "a protocol 1 answer carries the headers");
+    cr_assert_eq(decide_with(1, v2, &req, &err), 0, "%s", err.message);
+    cr_assert_eq(req.version, PROTO_V2);
+    cr_assert_not(req.headers, "protocol 2: numbers only unless asked");
+    cr_assert_eq(decide_with(2, v2_headers, &req, &err), 0, "%s", err.message);
+    cr_assert(req.headers);
+}
+
+Test(proto, an_unknown_version_or_form_is_refused_naming_it)
+{
+    proto_request_t req;
+    proto_error_t err;
+    cr_assert_eq(decide_with(1, v3, &req, &err), PROTO_EVALUE);
+    cr_assert(strstr(err.message, "v: protocol 3 is not served") != NULL, "%s", err.message);
+    cr_assert_eq(req.seq, 5, "the error echoes the seq");
+    cr_assert_eq(decide_with(1, v1_headers_false, &req, &err), PROTO_EVALUE);
+    cr_assert(strstr(err.message, "headers: false needs \"v\": 2") != NULL, "%s", err.message);
+    cr_assert_eq(decide_with(2, headers_not_bool, &req, &err), PROTO_ETYPE);
+    cr_assert(strstr(err.message, "headers: must be true or false") != NULL, "%s", err.message);
+    /* "headers" belongs to decisions; "v" goes everywhere */
+    start();
+    msgpack_pack_map(&pk, 4);
+    str("op"), str("settle");
+    str("reservation"), msgpack_pack_uint64(&pk, 9);
+    str("actual"), msgpack_pack_uint64(&pk, 1);
+    str("headers"), msgpack_pack_true(&pk);
+    cr_assert_eq(decode(&req, &err), PROTO_EFIELD);
+    cr_assert_str_eq(err.message, "op \"settle\" takes no \"headers\"");
+    start();
+    msgpack_pack_map(&pk, 2);
+    str("op"), str("ping");
+    v2();
+    cr_assert_eq(decode(&req, &err), 0, "%s", err.message);
+    cr_assert_eq(req.version, PROTO_V2);
+}
+
+/* A protocol 2 decision: the numbers under the vector table's line names, no empty soft_denied,
+ * and the map only when asked for; msgpack-c reads it back. */
+Test(proto, a_protocol_2_decision_carries_the_numbers)
+{
+    proto_disclosed_t x = {.has_policy = true,
+                           .policy_tpm = true,
+                           .policy_id = "team_tpm",
+                           .period_ms = 60000,
+                           .quota = 100000,
+                           .remaining = 10000,
+                           .t_s = 1,
+                           .has_requests = true,
+                           .requests = {300, 59, 200},
+                           .has_tokens = true,
+                           .tokens = {100000, 10000, 6000},
+                           .retry_s = 7};
+    proto_decision_t d = {.verdict = {"deny", 4},
+                          .limit = {"team_tpm", 8},
+                          .remaining = 0,
+                          .retry_after = 7,
+                          .reset_after = 6,
+                          .disclosed = &x};
+    out.len = 0;
+    cr_assert_eq(proto_enc_decision(&out, 3, &d), 0);
+    expect_msgpack_c_reads(&out,
+                           "{\"seq\":3,\"admit\":false,\"verdict\":\"deny\",\"limit\":\"team_tpm\","
+                           "\"remaining\":0,\"retry_after\":7,\"reset_after\":6,"
+                           "\"policy\":[\"team_tpm\",\"tpm\",60000,100000,10000,1],"
+                           "\"requests\":[300,59,200],\"tokens\":[100000,10000,6000],\"retry\":7}");
+    proto_header_t h[] = {{{"Retry-After", 11}, {"7", 1}}};
+    x = (proto_disclosed_t){.retry_s = -1};
+    d.send_headers = true, d.nheaders = 1, d.headers = h;
+    out.len = 0;
+    cr_assert_eq(proto_enc_decision(&out, 4, &d), 0);
+    expect_msgpack_c_reads(&out, "{\"seq\":4,\"admit\":false,\"verdict\":\"deny\",\"limit\":"
+                                 "\"team_tpm\",\"remaining\":0,\"retry_after\":7,\"reset_after\":6,"
+                                 "\"headers\":{\"Retry-After\":\"7\"}}");
 }
