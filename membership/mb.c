@@ -5,7 +5,11 @@
  *
  * Push-pull over TCP: each side sends one frame, a 4-byte big-endian length then the sealed
  * message (swim_pushpull_encode), and the responder answers with its own. A connection lives
- * at most 5 s and carries at most SWIM_PUSHPULL_MAX bytes each way.
+ * at most 5 s and carries at most SWIM_PUSHPULL_MAX bytes each way. An accepted connection is
+ * a stranger until its frame has arrived whole and opened (admit): it has FIRST_FRAME_MS to
+ * get there, one address holds at most UNAUTH_PER_SOURCE of the UNAUTH_MAX places, and a
+ * stranger that arrives when they are full takes the place of the oldest, so a flood of
+ * connections that send nothing cannot keep a joining replica out (issue #23 item 6).
  */
 #include "mb.h"
 #include "tt_clock.h"
@@ -20,13 +24,21 @@
 #include <unistd.h>
 
 #define CONN_TIMEOUT_MS 5000
+#define FIRST_FRAME_MS 500
 #define JOIN_RETRY_MS 1000
 #define JOIN_FANOUT 3 /* seed addresses dialled per try before the join (on_resolved) */
 #define LEAVE_GRACE_MS 500
 #define KEYRING_FILE_MAX 65536
-/* Push-pull connections at once: each may buffer up to SWIM_PUSHPULL_MAX before the seal is
- * checked, so an unauthenticated flood is bounded to this many. */
-#define CONNS_MAX 16
+/* Accepted connections whose frame has not opened yet: each may buffer up to
+ * SWIM_PUSHPULL_MAX before the seal is checked, so this bounds what strangers can make us
+ * hold; and at most this many of them from one address. */
+#define UNAUTH_MAX 16
+#define UNAUTH_PER_SOURCE 4
+/* Every push-pull connection at once, authenticated or not, ours included. */
+#define CONNS_MAX 64
+
+/* Why an accepted connection was closed before its frame opened (the metric's reasons). */
+enum { PP_DEADLINE, PP_SOURCE, PP_EVICTED, PP_REASONS };
 
 typedef struct conn conn_t;
 
@@ -50,8 +62,9 @@ struct mb {
         void *ud;
     } subs[MB_SUBSCRIBERS_MAX];
     int n_subs;
-    conn_t *conns;
+    conn_t *conns; /* newest first */
     int n_conns;
+    uint64_t pp_refused[PP_REASONS];
     mb_app_fn app;
     void *app_ud;
     swim_addr_t self_addr;
@@ -68,6 +81,8 @@ struct conn {
     uv_connect_t connect;
     uv_write_t write;
     bool initiator, closing;
+    bool authed;     /* accepted: its frame has arrived and opened */
+    swim_addr_t src; /* accepted: the peer's address, port 0 */
     int open;
     uint8_t *out;
     size_t out_len;
@@ -280,7 +295,10 @@ static void conn_close(conn_t *c)
 
 static void conn_timeout(uv_timer_t *t)
 {
-    conn_close(t->data);
+    conn_t *c = t->data;
+    if (!c->initiator && !c->authed)
+        c->mb->pp_refused[PP_DEADLINE]++;
+    conn_close(c);
 }
 
 static conn_t *conn_new(mb_t *mb, bool initiator)
@@ -371,6 +389,10 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     int rc = swim_pushpull_receive(mb->core, mb_now(mb), c->in + 4, need, &err);
     if (rc)
         log_line("warn", "push-pull dropped: %s: %s", swim_strerror(rc), err.msg);
+    else if (!c->initiator) { /* no longer a stranger: the answer may take the usual time */
+        c->authed = true;
+        uv_timer_start(&c->timeout, conn_timeout, CONN_TIMEOUT_MS, 0);
+    }
     pump(mb);
     if (c->initiator || rc || conn_send_state(c))
         conn_close(c);
@@ -391,6 +413,40 @@ static void pushpull_to(mb_t *mb, const struct sockaddr *sa)
         conn_close(c);
 }
 
+/*
+ * Admits an accepted connection as a stranger, c being the newest: refused (-1) when its address
+ * already holds UNAUTH_PER_SOURCE places; when all UNAUTH_MAX are taken, the oldest stranger is
+ * closed to make room (it has had the longest to send its frame; a peer of the cluster sends
+ * its frame as soon as it is connected). Then the first-frame deadline starts.
+ */
+static int admit(mb_t *mb, conn_t *c)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len))
+        return -1;
+    to_swim((const struct sockaddr *)&ss, &c->src);
+    c->src.port = 0;
+    int strangers = 0, same = 0;
+    conn_t *oldest = NULL;
+    for (conn_t *o = c->next; o; o = o->next)
+        if (!o->initiator && !o->authed) {
+            strangers++;
+            same += swim_addr_eq(&o->src, &c->src);
+            oldest = o;
+        }
+    if (same >= UNAUTH_PER_SOURCE) {
+        mb->pp_refused[PP_SOURCE]++;
+        return -1;
+    }
+    if (strangers >= UNAUTH_MAX) {
+        mb->pp_refused[PP_EVICTED]++;
+        conn_close(oldest);
+    }
+    uv_timer_start(&c->timeout, conn_timeout, FIRST_FRAME_MS, 0);
+    return 0;
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     mb_t *mb = server->data;
@@ -399,9 +455,9 @@ static void on_connection(uv_stream_t *server, int status)
     conn_t *c = conn_new(mb, false);
     if (!c)
         return;
-    /* accepted even over the cap (libuv stops listening until a connection is accepted),
-     * then closed at once */
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) || mb->n_conns > CONNS_MAX ||
+    /* accepted even when refused (libuv stops listening until a connection is accepted), then
+     * closed at once */
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) || mb->n_conns > CONNS_MAX || admit(mb, c) ||
         uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read))
         conn_close(c);
 }
@@ -872,6 +928,17 @@ void mb_metrics_write(const mb_t *mb, void (*emit)(void *ud, const char *line), 
            "tokentriage_gossip_pushpull_total{direction=\"in\"} %llu\n"
            "tokentriage_gossip_pushpull_total{direction=\"out\"} %llu\n",
            (unsigned long long)c->pushpull_in, (unsigned long long)c->pushpull_out);
+    metric(emit, ud,
+           "# HELP tokentriage_gossip_pushpull_refused_total Push-pull connections closed before "
+           "their frame opened, by reason (deadline: no whole frame within %d ms; source: more "
+           "than %d from one address; evicted: the oldest, to make room for a newer one).\n"
+           "# TYPE tokentriage_gossip_pushpull_refused_total counter\n"
+           "tokentriage_gossip_pushpull_refused_total{reason=\"deadline\"} %llu\n"
+           "tokentriage_gossip_pushpull_refused_total{reason=\"source\"} %llu\n"
+           "tokentriage_gossip_pushpull_refused_total{reason=\"evicted\"} %llu\n",
+           FIRST_FRAME_MS, UNAUTH_PER_SOURCE, (unsigned long long)mb->pp_refused[PP_DEADLINE],
+           (unsigned long long)mb->pp_refused[PP_SOURCE],
+           (unsigned long long)mb->pp_refused[PP_EVICTED]);
     metric(emit, ud,
            "# HELP tokentriage_members_down_total Live members declared dead in this "
            "replica's view (failure detection; leaves are not counted).\n"
