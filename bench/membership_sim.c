@@ -138,10 +138,11 @@ static void loss_bench(int n, double loss, int secs)
     sim_free(s);
 }
 
-static void bytes_bench(int n, int secs)
+static void bytes_bench(int n, int secs, double loss)
 {
     stats_t st;
     sim_t *s = make(&st, 9, n, 0, true);
+    sim_set_loss(s, loss);
     sim_run_until(s, sim_now(s) + 60 * SIM_S); /* past the join's burst */
     uint64_t b0 = 0, b1 = 0;
     for (int i = 0; i < n; i++)
@@ -149,8 +150,9 @@ static void bytes_bench(int n, int secs)
     sim_run_until(s, sim_now(s) + (int64_t)secs * SIM_S);
     for (int i = 0; i < n; i++)
         b1 += sim_tx_bytes(s, i);
-    printf("bytes N=%d sealed, %d s steady state: %.0f bytes/s sent per node (UDP + push-pull)\n",
-           n, secs, (double)(b1 - b0) / n / secs);
+    printf("bytes N=%d sealed, loss=%.0f%%, %d s steady state: %.0f bytes/s sent per node (UDP + "
+           "push-pull), false deaths %d\n",
+           n, loss * 100, secs, (double)(b1 - b0) / n / secs, st.false_deaths);
     sim_free(s);
 }
 
@@ -180,7 +182,8 @@ int main(int argc, char **argv)
         loss_bench(argc > 2 ? atoi(argv[2]) : 64, argc > 3 ? atof(argv[3]) : 0.2,
                    argc > 4 ? atoi(argv[4]) : 3600);
     else if (strcmp(what, "bytes") == 0)
-        bytes_bench(argc > 2 ? atoi(argv[2]) : 64, argc > 3 ? atoi(argv[3]) : 300);
+        bytes_bench(argc > 2 ? atoi(argv[2]) : 64, argc > 3 ? atoi(argv[3]) : 300,
+                    argc > 4 ? atof(argv[4]) : 0);
     else if (strcmp(what, "join") == 0)
         join_bench(argc > 2 ? atoi(argv[2]) : 1000);
     else {

@@ -104,8 +104,9 @@ typedef struct member {
     uint32_t inc;
     swim_addr_t addr;
     int64_t last_heard, state_since;
-    int64_t gen_since; /* when we adopted this generation */
-    int64_t dup_told;  /* when we last told two claimants of this id of each other; 0 never */
+    int64_t gen_since;   /* when we adopted this generation */
+    uint8_t probe_fails; /* our probes of it that failed in a row, while it was alive to us */
+    int64_t dup_told;    /* when we last told two claimants of this id of each other; 0 never */
     uint32_t meta_version;
     uint8_t meta_len;
     uint8_t meta[SWIM_META_MAX];
@@ -121,6 +122,15 @@ typedef struct member {
     int susp_k, susp_n, susp_nconf;
     uint64_t susp_conf[SUSP_CONFIRM_MAX];
 } member_t;
+
+typedef struct probe {
+    bool active, acked, indirect_sent;
+    int32_t target;
+    uint64_t target_gen;
+    uint32_t seq;
+    int64_t t_indirect, t_end;
+    int expected_nacks, nacks;
+} probe_t;
 
 typedef struct relay {
     bool used, nacked;
@@ -160,14 +170,8 @@ struct swim_core {
 
     int32_t bc_head[BC_BUCKETS], bc_tail[BC_BUCKETS];
 
-    struct {
-        bool active, acked, indirect_sent;
-        int32_t target;
-        uint64_t target_gen;
-        uint32_t seq;
-        int64_t t_indirect, t_end;
-        int expected_nacks, nacks;
-    } probe;
+    /* [0] the round-robin probe, [1] a retry of a member whose probe failed (probe_finish) */
+    probe_t probe[2];
     relay_t relays[RELAY_MAX];
     int64_t next_probe, next_buddy, next_gossip, next_pushpull, next_reclaim;
     struct { /* recent record fetches (fetch_sender), so a chatty stranger costs one a second */
@@ -261,6 +265,8 @@ void swim_config_default(swim_config_t *cfg)
     cfg->suspicion_mult = 4;
     cfg->suspicion_max_mult = 6;
     cfg->awareness_max = 8;
+    cfg->probe_retries = 2;
+    cfg->probe_retry_above = 32;
     cfg->label = "";
 }
 
@@ -1019,13 +1025,27 @@ static void buddy_pings(swim_core_t *c, int64_t now)
     /* not scaled by local health: a slow peer's refutation comes back on these acks, and a
      * starved prober probing every 8 s would wait out its suspicion before hearing it */
     c->next_buddy = now + c->cfg.probe_interval_ns;
-    int32_t target = c->probe.active ? c->probe.target : -1;
     for (size_t k = 0; k < c->n_suspects && k < 8; k++) {
         int32_t i = c->suspects[k];
         const member_t *m = &c->m[i];
-        if (i != target)
+        if (!(c->probe[0].active && i == c->probe[0].target))
             send_probe(c, now, &m->addr, SWIM_PING, 0, m->id, m->id_len, m->gen, NULL, i);
     }
+}
+
+static void probe_begin(swim_core_t *c, int64_t now, probe_t *p, int32_t t)
+{
+    member_t *m = &c->m[t];
+    p->active = true;
+    p->acked = p->indirect_sent = false;
+    p->target = t;
+    p->target_gen = m->gen;
+    p->seq = ++c->probe_seq;
+    p->t_indirect = now + scaled(c, c->cfg.probe_timeout_ns);
+    p->t_end = now + scaled(c, c->cfg.probe_interval_ns);
+    p->expected_nacks = p->nacks = 0;
+    send_probe(c, now, &m->addr, SWIM_PING, p->seq, m->id, m->id_len, m->gen, NULL,
+               m->state == SWIM_SUSPECT ? t : -1);
 }
 
 static void probe_start(swim_core_t *c, int64_t now)
@@ -1035,42 +1055,51 @@ static void probe_start(swim_core_t *c, int64_t now)
         c->next_probe = now + c->cfg.probe_interval_ns;
         return;
     }
-    member_t *m = &c->m[t];
-    c->probe.active = true;
-    c->probe.acked = c->probe.indirect_sent = false;
-    c->probe.target = t;
-    c->probe.target_gen = m->gen;
-    c->probe.seq = ++c->probe_seq;
-    c->probe.t_indirect = now + scaled(c, c->cfg.probe_timeout_ns);
-    c->probe.t_end = now + scaled(c, c->cfg.probe_interval_ns);
-    c->probe.expected_nacks = c->probe.nacks = 0;
-    c->next_probe = c->probe.t_end;
-    send_probe(c, now, &m->addr, SWIM_PING, c->probe.seq, m->id, m->id_len, m->gen, NULL,
-               m->state == SWIM_SUSPECT ? t : -1);
+    probe_begin(c, now, &c->probe[0], t);
+    c->next_probe = c->probe[0].t_end;
 }
 
-static void probe_indirect(swim_core_t *c, int64_t now)
+static void probe_indirect(swim_core_t *c, int64_t now, probe_t *p)
 {
-    c->probe.indirect_sent = true;
-    const member_t *m = &c->m[c->probe.target];
-    size_t k = pick(c, now, (size_t)c->cfg.indirect_checks, c->probe.target, ok_alive);
+    p->indirect_sent = true;
+    const member_t *m = &c->m[p->target];
+    size_t k = pick(c, now, (size_t)c->cfg.indirect_checks, p->target, ok_alive);
     for (size_t j = 0; j < k; j++)
-        send_probe(c, now, &c->m[c->scratch[j]].addr, SWIM_PING_REQ, c->probe.seq, m->id, m->id_len,
+        send_probe(c, now, &c->m[c->scratch[j]].addr, SWIM_PING_REQ, p->seq, m->id, m->id_len,
                    m->gen, &m->addr, -1);
-    c->probe.expected_nacks = (int)k;
+    p->expected_nacks = (int)k;
+    /* and the direct ping once more (memberlist tries TCP here): a lost ping or ack is the
+     * commonest failure under loss, and a second try costs one small datagram */
+    send_probe(c, now, &m->addr, SWIM_PING, p->seq, m->id, m->id_len, m->gen, NULL,
+               m->state == SWIM_SUSPECT ? p->target : -1);
 }
 
-static void probe_finish(swim_core_t *c, int64_t now)
+static void probe_finish(swim_core_t *c, int64_t now, probe_t *p)
 {
-    c->probe.active = false;
-    if (c->probe.acked)
+    p->active = false;
+    if (p->acked)
         return;
     /* Lifeguard: missing nacks say the fault may be ours */
-    int delta = c->probe.expected_nacks > 0 ? c->probe.expected_nacks - c->probe.nacks : 1;
+    int delta = p->expected_nacks > 0 ? p->expected_nacks - p->nacks : 1;
     health(c, delta);
-    member_t *m = &c->m[c->probe.target];
-    if (m->gen != c->probe.target_gen)
+    member_t *m = &c->m[p->target];
+    if (m->gen != p->target_gen)
         return; /* it restarted meanwhile: the new generation is not the one we probed */
+    /* A suspicion is a fleet-wide event (it and the refutation reach every member), so at 20%
+     * loss on every link the probes that failed by bad luck (about 1 in 14, direct and
+     * indirect) made the bytes per member grow with N: 5.5 KiB/s at 256 members. Above
+     * probe_retry_above live members, a member alive to us is suspected only when it fails
+     * probe_retries more probes in a row: they follow at once, one probe interval each, beside
+     * the round-robin probe so they do not slow it (one retry at a time; a failure that finds
+     * it busy counts towards the next). One we already suspect is confirmed by one failure.
+     * Small clusters keep the quicker suspicion: there a false one costs little. */
+    int retries = c->last_live > c->cfg.probe_retry_above ? c->cfg.probe_retries : 0;
+    if (m->state == SWIM_ALIVE && m->probe_fails++ < retries) {
+        if (!c->probe[1].active)
+            probe_begin(c, now, &c->probe[1], p->target);
+        return;
+    }
+    m->probe_fails = 0;
     swim_update_t u;
     member_update(m, &u);
     u.state = SWIM_SUSPECT;
@@ -1080,13 +1109,17 @@ static void probe_finish(swim_core_t *c, int64_t now)
 
 static void on_ack(swim_core_t *c, int64_t now, uint32_t seq, bool nack)
 {
-    if (c->probe.active && seq == c->probe.seq) {
+    for (int k = 0; k < 2; k++) {
+        probe_t *p = &c->probe[k];
+        if (!p->active || seq != p->seq)
+            continue;
         if (nack) {
-            c->probe.nacks++;
-        } else if (!c->probe.acked) {
-            c->probe.acked = true;
-            c->probe.active = false;
-            c->m[c->probe.target].last_heard = now;
+            p->nacks++;
+        } else if (!p->acked) {
+            p->acked = true;
+            p->active = false;
+            c->m[p->target].last_heard = now;
+            c->m[p->target].probe_fails = 0;
             health(c, -1);
         }
         return;
@@ -1180,11 +1213,12 @@ static void reclaim(swim_core_t *c, int64_t now)
     }
     for (size_t k = 0; k < c->n_suspects; k++)
         c->suspects[k] = map[c->suspects[k]];
-    if (c->probe.active) {
-        if ((size_t)c->probe.target < old_n && map[c->probe.target] >= 0)
-            c->probe.target = map[c->probe.target];
+    for (int k = 0; k < 2; k++) {
+        probe_t *p = &c->probe[k];
+        if (p->active && (size_t)p->target < old_n && map[p->target] >= 0)
+            p->target = map[p->target];
         else
-            c->probe.active = false;
+            p->active = false;
     }
     c->order_len = c->order_pos = 0;
     index_rebuild(c);
@@ -1209,7 +1243,8 @@ int swim_new(swim_core_t **out, const swim_config_t *cfg, int64_t now, swim_err_
              cfg->pushpull_interval_ns <= 0)
         bad = "intervals: must be positive, probe timeout within the probe interval";
     else if (cfg->indirect_checks < 0 || cfg->gossip_nodes < 0 || cfg->retransmit_mult < 1 ||
-             cfg->suspicion_mult < 1 || cfg->suspicion_max_mult < 1 || cfg->awareness_max < 1)
+             cfg->suspicion_mult < 1 || cfg->suspicion_max_mult < 1 || cfg->awareness_max < 1 ||
+             cfg->probe_retries < 0 || cfg->probe_retries > 255)
         bad = "multipliers: out of range";
     else if (cfg->addr.family != 4 && cfg->addr.family != 6)
         bad = "addr: family must be 4 or 6";
@@ -1329,11 +1364,14 @@ int swim_tick(swim_core_t *c, int64_t now)
             gossip_tick(c, now);
         return 0;
     }
-    if (c->probe.active && !c->probe.acked && !c->probe.indirect_sent && now >= c->probe.t_indirect)
-        probe_indirect(c, now);
-    if (c->probe.active && now >= c->probe.t_end)
-        probe_finish(c, now);
-    if (!c->probe.active && now >= c->next_probe)
+    for (int k = 0; k < 2; k++) {
+        probe_t *p = &c->probe[k];
+        if (p->active && !p->acked && !p->indirect_sent && now >= p->t_indirect)
+            probe_indirect(c, now, p);
+        if (p->active && now >= p->t_end)
+            probe_finish(c, now, p);
+    }
+    if (!c->probe[0].active && now >= c->next_probe)
         probe_start(c, now);
     relays_tick(c, now);
     if (c->n_suspects && now >= c->next_buddy)
@@ -1373,12 +1411,14 @@ int64_t swim_next_deadline(const swim_core_t *c)
         return t;
     MIN(c->next_pushpull);
     MIN(c->next_reclaim);
-    if (c->probe.active) {
-        if (!c->probe.acked && !c->probe.indirect_sent)
-            MIN(c->probe.t_indirect);
-        MIN(c->probe.t_end);
-    } else {
+    if (!c->probe[0].active)
         MIN(c->next_probe);
+    for (int k = 0; k < 2; k++) {
+        const probe_t *p = &c->probe[k];
+        if (p->active && !p->acked && !p->indirect_sent)
+            MIN(p->t_indirect);
+        if (p->active)
+            MIN(p->t_end);
     }
     for (int k = 0; k < RELAY_MAX; k++)
         if (c->relays[k].used)
@@ -1738,7 +1778,7 @@ int swim_leave(swim_core_t *c, int64_t now)
         if (is_live(c->m[i].state))
             send_simple(c, now, &c->m[i].addr, SWIM_GOSSIP, 0, 0);
     self->leaving = true;
-    c->probe.active = false;
+    c->probe[0].active = c->probe[1].active = false;
     note_live(c);
     return 0;
 }

@@ -98,6 +98,8 @@ typedef struct swim_config {
     int suspicion_mult;           /* 4 */
     int suspicion_max_mult;       /* 6 */
     int awareness_max;            /* 8 */
+    int probe_retries;            /* 2: above probe_retry_above live members, a failed probe of */
+    int probe_retry_above;        /* 32: a member alive to us is retried this often first */
     /* Keyring: keys[0] seals, every key opens. nkeys 0 = plaintext. */
     const uint8_t (*keys)[SWIM_KEY_BYTES];
     size_t nkeys;

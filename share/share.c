@@ -61,17 +61,20 @@
  * a shuffled round robin, one per probe interval I; with n members a survivor's gap between
  * two probes of the same member is at most 2(n - 1) - 1 intervals (probed first in one round,
  * last in the next). The failed probe (direct timeout, then indirect probes) ends with the
- * interval: suspect after at most (2n - 2) x I. A suspicion then times out after
+ * interval: suspect after at most (2n - 2) x I; above 32 members (retry_above) the failed
+ * member is probed twice more at once, an interval each, and suspected after at most
+ * (2n - 2 + 2) x I (one dead member at a time). A suspicion then times out after
  * S_min = suspicion_mult x max(1, log10 n) x I when the cluster is too small to confirm it
  * (Lifeguard, as memberlist: k = suspicion_mult - 2 confirmations are expected, and none when
  * n - 2 < k), and otherwise after at most S_max = suspicion_max_mult x S_min (confirmations
  * from other survivors only shorten it), whether the survivor suspected by its own probe or
  * first heard of it by gossip. So every healthy survivor has dropped the dead peer within
  *
- *     detect_within = (2n - 2) x I + (n - 2 < suspicion_mult - 2 ? S_min : S_max)
+ *     detect_within = (2n - 2 + (n > 32 ? 2 : 0)) x I + (n - 2 < suspicion_mult - 2 ? S_min :
+ * S_max)
  *
  * With the defaults (I = 1 s, 4, 6): n = 3 -> 4 s + 4 s = 8 s; n = 4 -> 6 s + 24 s = 30 s;
- * n = 100 -> 198 s + 48 s. A worst case, not the typical: with many survivors someone probes
+ * n = 100 -> 200 s + 48 s. A worst case, not the typical: with many survivors someone probes
  * the dead member within about one interval and the confirmations bring the timeout down to
  * S_min. A survivor whose own Lifeguard health is degraded stretches its probe interval (up
  * to 8x); the bound assumes healthy survivors.
@@ -90,6 +93,8 @@ void share_config_default(share_config_t *cfg)
     cfg->swim.probe_interval_ns = RA_NS_PER_S;
     cfg->swim.suspicion_mult = 4;
     cfg->swim.suspicion_max_mult = 6;
+    cfg->swim.probe_retries = 2;
+    cfg->swim.retry_above = 32;
 }
 
 int share_init(share_core_t *core, const share_config_t *cfg, int64_t now)
@@ -345,7 +350,8 @@ int64_t share_detect_within_ns(const share_swim_timing_t *t, uint32_t live)
     double suspicion = (double)t->suspicion_mult * scale;
     if (n - 2 >= (double)t->suspicion_mult - 2) /* confirmations expected: up to the max */
         suspicion *= t->suspicion_max_mult;
-    double ns = ceil(((2 * n - 2) + suspicion) * (double)t->probe_interval_ns);
+    double probes = 2 * n - 2 + (n > t->retry_above ? t->probe_retries : 0);
+    double ns = ceil((probes + suspicion) * (double)t->probe_interval_ns);
     return ns >= (double)INT64_MAX ? INT64_MAX : (int64_t)ns;
 }
 

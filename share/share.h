@@ -67,6 +67,8 @@ typedef struct share_swim_timing {
     int64_t probe_interval_ns;   /* 1 s */
     uint32_t suspicion_mult;     /* 4: min suspicion = mult x max(1, log10 n) x interval */
     uint32_t suspicion_max_mult; /* 6: max suspicion = max_mult x min suspicion */
+    uint32_t probe_retries;      /* 2: above retry_above members a failed probe is retried */
+    uint32_t retry_above;        /* 32: (an interval each) before the member is suspected */
 } share_swim_timing_t;
 
 typedef struct share_config {

@@ -484,3 +484,44 @@ Test(swim, a_join_reaches_every_view_within_two_seconds_at_five_percent_loss)
     cr_assert_eq(w.false_deaths, 0);
     sim_free(s);
 }
+
+/* ---- scale: what loss costs in bytes (issue #17, "Scale") ---- */
+
+/* 256 sealed members at 20% loss on every link: each sends at most 1 KiB a second (UDP and
+ * push-pull) in a steady minute, and a member killed then is dead in every view within 30 s with
+ * no false death. Every false suspicion under loss was a fleet-wide event (the suspicion and
+ * its refutation flooded to every member), so the bytes per member grew with N: 5.5 KiB/s here
+ * before. The 5,000-member hour is `membership_sim scale` (docs/membership.md). */
+Test(swim_scale, two_hundred_and_fifty_six_members_at_twenty_percent_loss_send_under_a_kib_a_second)
+{
+    watch_t w;
+    memset(&w, 0, sizeof w);
+    w.victim = -1;
+    sim_opts_t o;
+    sim_opts_default(&o);
+    o.seed = 127;
+    o.sealed = true;
+    o.on_event = on_event;
+    o.ud = &w;
+    sim_t *s = sim_new(&o);
+    int n = 256;
+    sim_add_many(s, n);
+    cr_assert(sim_run_while_not(s, sim_now(s) + 60 * SIM_S, sim_converged, NULL));
+    sim_set_loss(s, 0.20);
+    sim_run_until(s, sim_now(s) + 30 * SIM_S); /* past the first suspicions' burst */
+    uint64_t b0 = 0, b1 = 0;
+    for (int i = 0; i < n; i++)
+        b0 += sim_tx_bytes(s, i);
+    sim_run_until(s, sim_now(s) + 60 * SIM_S);
+    for (int i = 0; i < n; i++)
+        b1 += sim_tx_bytes(s, i);
+    double per = (double)(b1 - b0) / n / 60;
+    cr_assert_leq(per, 1024.0, "%.0f bytes/s sent per member at 20%% loss", per);
+    int victim = 77;
+    w.victim = victim;
+    sim_kill(s, victim);
+    cr_assert(sim_run_while_not(s, sim_now(s) + 30 * SIM_S, all_dead, &victim),
+              "the killed member is not dead everywhere after 30 s");
+    cr_assert_eq(w.false_deaths, 0, "%d false deaths", w.false_deaths);
+    sim_free(s);
+}
