@@ -2,8 +2,8 @@
  * Reload is all or nothing (SPEC §4, issue 16 defect 3), on the real daemon: every part a
  * reload changes is built and checked before any of it is put in force, so a part that cannot
  * be applied leaves the old config serving whole, counted and logged as a refused reload.
- * tt_reload_fault is the daemon with membership made to refuse the keyring a reload brings
- * (reload_fault.c); everything else in it is the product's.
+ * tt_fault_daemon with TT_FAULT=keyring is the daemon with membership made to refuse the keyring
+ * a reload brings (fault_daemon.c); everything else in it is the product's.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -88,7 +88,8 @@ Test(reload, a_keyring_membership_refuses_leaves_the_old_config_serving_whole)
              "  http: 127.0.0.1:0\nshared_state:\n  share:\n    node_id: r0\n"
              "    bind: 127.0.0.1:0\n    keyring_file: %s\n    cluster: rtest\n",
              ring);
-    d.binary = TT_BINARY_DIR "/tests/server/tt_reload_fault";
+    setenv("TT_FAULT", "keyring", 1);
+    d.binary = TT_BINARY_DIR "/tests/server/tt_fault_daemon";
     cr_assert_eq(tt_daemon_start(&d, TEAM_RPM(300), extra), 0, "the daemon did not start");
     int port = http_port();
     tt_client_t *c = tt_daemon_client(&d);

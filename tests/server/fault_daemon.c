@@ -1,0 +1,58 @@
+/*
+ * `tokentriage serve -c FILE` with one fault injected, named by $TT_FAULT: the daemon is the
+ * product's own (srv_daemon_run and all it links); only the answer of the function the fault
+ * names is replaced, at link time (-Wl,--wrap). Without $TT_FAULT every call goes through.
+ *
+ *   keyring   membership refuses every keyring a reload brings (one that reads and parses can
+ *             still be refused: a replica started sealed stays sealed, the core's own checks)
+ *   dispatch  the request handler cannot be made (out of memory)
+ *
+ * test_reload.c and test_start.c show what the daemon must do then.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "dispatch.h"
+#include "mb.h"
+
+static bool fault(const char *name)
+{
+    const char *f = getenv("TT_FAULT");
+    return f && strcmp(f, name) == 0;
+}
+
+int __real_mb_keyring_prepare(const mb_t *mb, const char *path, mb_keyring_t *out, mb_err_t *err);
+int __wrap_mb_keyring_prepare(const mb_t *mb, const char *path, mb_keyring_t *out, mb_err_t *err);
+int __wrap_mb_keyring_prepare(const mb_t *mb, const char *path, mb_keyring_t *out, mb_err_t *err)
+{
+    if (!fault("keyring"))
+        return __real_mb_keyring_prepare(mb, path, out, err);
+    out->n = 0;
+    snprintf(err->msg, sizeof err->msg, "shared_state.share.keyring_file: refused (test fault)");
+    return SWIM_EINVAL;
+}
+
+int __real_dispatch_new(dispatch_t **out, struct gov_engine *engine, srv_metrics_t *metrics,
+                        const char *node, const char *address, const char *version);
+int __wrap_dispatch_new(dispatch_t **out, struct gov_engine *engine, srv_metrics_t *metrics,
+                        const char *node, const char *address, const char *version);
+int __wrap_dispatch_new(dispatch_t **out, struct gov_engine *engine, srv_metrics_t *metrics,
+                        const char *node, const char *address, const char *version)
+{
+    if (!fault("dispatch"))
+        return __real_dispatch_new(out, engine, metrics, node, address, version);
+    *out = NULL;
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4 || strcmp(argv[1], "serve") != 0 || strcmp(argv[2], "-c") != 0) {
+        fprintf(stderr, "usage: tt_fault_daemon serve -c FILE\n");
+        return 64;
+    }
+    srv_daemon_options_t opt = {.config_path = argv[3], .version = "test"};
+    return srv_daemon_run(&opt);
+}
