@@ -445,8 +445,10 @@ static int start(daemon_t *d)
         srv_log(SRV_LOG_ERROR, "engine", "detail", err, NULL);
         return EX_CONFIG_;
     }
-    if (!(d->metrics = srv_metrics_new()))
+    if (!(d->metrics = srv_metrics_new())) {
+        srv_log(SRV_LOG_ERROR, "cannot start", "detail", "metrics: out of memory", NULL);
         return EX_SOFTWARE_;
+    }
     srv_metrics_add_source(d->metrics, engine_metrics, d);
     if (d->cfg->redis.present) { /* connects in the background; posture.fail covers the wait */
         rds_options_t ro;
@@ -458,8 +460,10 @@ static int start(daemon_t *d)
         srv_metrics_add_source(d->metrics, redis_metrics, d);
     }
     /* the counters come back before the socket is served */
-    if (srv_state_open(&d->state, &d->loop, d->engine, &d->cfg, d->metrics) != 0)
+    if (srv_state_open(&d->state, &d->loop, d->engine, &d->cfg, d->metrics) != 0) {
+        srv_log(SRV_LOG_ERROR, "cannot start", "detail", "state: out of memory", NULL);
         return EX_SOFTWARE_;
+    }
 
     /* the config's socket counts only when it differs from the built-in default, so that the
      * default's non-root fallback (tt_socket_path) applies to a config that leaves it be */
@@ -489,8 +493,10 @@ static int start(daemon_t *d)
         .allow_gids = d->cfg->server.allow_gids,
         .n_allow_gids = d->cfg->server.n_allow_gids,
     };
-    if (dispatch_new(&d->dispatch, d->engine, d->metrics, d->node, path, opt->version) != 0)
+    if (dispatch_new(&d->dispatch, d->engine, d->metrics, d->node, path, opt->version) != 0) {
+        srv_log(SRV_LOG_ERROR, "cannot start", "detail", "request handler: out of memory", NULL);
         return EX_SOFTWARE_;
+    }
     int rc = srv_start(&d->srv, &d->loop, &so, dispatch_handler(d->dispatch), d->metrics, err,
                        sizeof(err));
     if (rc != 0) {
