@@ -1,9 +1,12 @@
 /*
  * tt_err: the one error space of the daemon's modules, as libuv's UV_ERRNO_MAP (the client
- * library's TT_E* are its own public API). Every code has a wire name (what an answer's
- * error.code says) and a message (what it means); a failure's detail travels in a
- * tt_err_t: the code, the path of the field that was wrong (`items[3].key`, `subject.team`)
- * and a message about that field. Functions return 0 or one of these negative codes.
+ * library's TT_E* are its own public API). A module names its codes after its prefix
+ * (GOV_ESUBJECT, PROTO_EFRAME) as aliases of these rows, so one code has one value, one name
+ * and one message wherever it travels; the rows are grouped by the module that added them. Every
+ * code has a wire name (what an answer's error.code says) and a message (what it means); a
+ * failure's detail travels in a tt_err_t: the code, the path of the field that was wrong
+ * (`items[3].key`, `subject.team`) and a message about that field. Functions return 0 or one of
+ * these negative codes.
  */
 #ifndef TT_COMMON_TT_ERR_H
 #define TT_COMMON_TT_ERR_H
@@ -18,7 +21,20 @@
     X(OP, -6, "unknown_op", "an op the daemon does not know")                                      \
     X(MISSING, -7, "missing_field", "a field the message needs is absent")                         \
     X(VALUE, -8, "bad_value", "a value out of range, too long or given twice")                     \
-    X(FIELD, -9, "unknown_field", "a field the message does not take")
+    X(FIELD, -9, "unknown_field", "a field the message does not take")                             \
+    /* any module */                                                                               \
+    X(INVAL, -10, "bad_request", "a bad argument")                                                 \
+    X(NOMEM, -11, "out_of_memory", "out of memory")                                                \
+    /* engine/ (GOV_E*) */                                                                         \
+    X(SUBJECT, -20, "bad_subject", "a malformed subject: too many levels, an id too long")         \
+    X(TOKENS, -21, "tokens_required", "a tpm limit applies and the request gives no tokens")       \
+    X(RANGE, -22, "out_of_range", "tokens, reserved or actual negative or above 2^40")             \
+    X(NOTPM, -23, "no_tpm_limit", "no tpm limit applies to the subject")                           \
+    X(NOLEASE, -24, "unknown_lease", "no such lease of this owner, or already released")           \
+    X(LIMITS, -25, "bad_limits", "too many limits, or a limit not armed")                          \
+    X(LEASES, -26, "lease_cap", "the lease cap is reached")                                        \
+    X(RESERVATION, -27, "unknown_reservation",                                                     \
+      "no such reservation: never issued, expired or evicted")
 
 enum {
 #define TT_ERR_ENUM_(name, value, wire, msg) TT_ERR_##name = value,

@@ -54,32 +54,7 @@ void gov__result_init(gov_result_t *out)
 
 const char *gov_strcode(int err)
 {
-    switch (err) {
-    case 0:
-        return "ok";
-    case GOV_EINVAL:
-        return "bad_request";
-    case GOV_ESUBJECT:
-        return "bad_subject";
-    case GOV_ETOKENS:
-        return "tokens_required";
-    case GOV_ERANGE:
-        return "out_of_range";
-    case GOV_ENOTPM:
-        return "no_tpm_limit";
-    case GOV_ENOLEASE:
-        return "unknown_lease";
-    case GOV_ENOMEM:
-        return "out_of_memory";
-    case GOV_ELIMITS:
-        return "bad_limits";
-    case GOV_ELEASES:
-        return "lease_cap";
-    case GOV_ERESERVATION:
-        return "unknown_reservation";
-    default:
-        return "unknown_error";
-    }
+    return err == 0 ? "ok" : tt_err_name(err);
 }
 
 const char *gov_verdict_name(gov_verdict_t v)

@@ -29,6 +29,7 @@
 #include "config.h"
 #include "limit.h"
 #include "ratehdr.h"
+#include "tt_err.h"
 
 #define GOV_SUBJECT_MAX 16            /* (level, id) pairs in one subject */
 #define GOV_ID_MAX 256                /* bytes in one subject id */
@@ -44,17 +45,18 @@
 /* gov_decide/gov_settle will answer through the completion callback. Positive: not an error. */
 #define GOV_PENDING 1
 
+/* The engine's codes: rows of the one error table (common/tt_err.h), which names them. */
 enum {
-    GOV_EINVAL = -1,        /* a bad argument (the message names it) */
-    GOV_ESUBJECT = -2,      /* subject malformed: too many levels, id too long, level twice */
-    GOV_ETOKENS = -3,       /* a tpm limit applies and `tokens` is absent */
-    GOV_ERANGE = -4,        /* tokens/reserved/actual negative or above 2^40 */
-    GOV_ENOTPM = -5,        /* settle: no tpm limit applies to the subject */
-    GOV_ENOLEASE = -6,      /* release: no such lease of this owner (or already released) */
-    GOV_ENOMEM = -7,        /* allocation failed */
-    GOV_ELIMITS = -8,       /* config: too many limits, or a limit not armed */
-    GOV_ELEASES = -9,       /* acquire: the lease cap is reached */
-    GOV_ERESERVATION = -10, /* settle: no such reservation (never issued, expired or evicted) */
+    GOV_EINVAL = TT_ERR_INVAL,             /* a bad argument (the message names it) */
+    GOV_ESUBJECT = TT_ERR_SUBJECT,         /* subject malformed: too many levels, id too long */
+    GOV_ETOKENS = TT_ERR_TOKENS,           /* a tpm limit applies and `tokens` is absent */
+    GOV_ERANGE = TT_ERR_RANGE,             /* tokens/reserved/actual negative or above 2^40 */
+    GOV_ENOTPM = TT_ERR_NOTPM,             /* settle: no tpm limit applies to the subject */
+    GOV_ENOLEASE = TT_ERR_NOLEASE,         /* release: no such lease of this owner */
+    GOV_ENOMEM = TT_ERR_NOMEM,             /* allocation failed */
+    GOV_ELIMITS = TT_ERR_LIMITS,           /* config: too many limits, or a limit not armed */
+    GOV_ELEASES = TT_ERR_LEASES,           /* acquire: the lease cap is reached */
+    GOV_ERESERVATION = TT_ERR_RESERVATION, /* settle: no such reservation */
 };
 
 typedef struct gov_engine gov_engine_t;
@@ -373,7 +375,8 @@ int gov_engine_restore(gov_engine_t *e, size_t limit, const char *key, size_t ke
 
 /* ---- errors ------------------------------------------------------------------------------ */
 
-/* A short snake_case code for the wire ("bad_subject", "tokens_required", ...). */
+/* A short snake_case code for the wire ("bad_subject", "tokens_required", ...): "ok" for 0,
+ * else the code's name in the one error table (tt_err_name). */
 const char *gov_strcode(int err);
 const char *gov_verdict_name(gov_verdict_t v);
 
