@@ -156,17 +156,21 @@ static int parse_i64(const char *s, size_t n, int64_t *out)
 static const char *const field_names[] = {"admit",         "unfittable",    "remaining",
                                           "retry_after_s", "reset_after_s", "state"};
 
-/* Reads element i of a script reply: an integer in [lo, hi], or a decimal string when the
- * field may exceed what Lua's doubles carry (remaining, state). */
+/* Reads element i of a script reply: an integer in [lo, hi]; the state is always a decimal
+ * string (it exceeds what Lua's doubles carry), remaining one when it is too large for an
+ * integer reply from Lua (the scripts answer it as a number below 2^52, which is cheaper). */
 static int read_field(const redisReply *reply, size_t i, int64_t lo, int64_t hi, int64_t *out,
                       char *err, size_t errsz)
 {
     const redisReply *e = reply->element[i];
-    bool want_string = i == 2 || i == 5;
+    bool may_string = i == 2 || i == 5, must_string = i == 5;
+    bool want_string = e && may_string && (must_string || e->type == REDIS_REPLY_STRING);
     if (e == NULL || e->type != (want_string ? REDIS_REPLY_STRING : REDIS_REPLY_INTEGER)) {
         snprintf(err, errsz, "redis: script reply field %zu (%s) is %s, want %s", i + 1,
                  field_names[i], e ? type_name(e->type) : "missing",
-                 want_string ? "a decimal string" : "an integer");
+                 must_string  ? "a decimal string"
+                 : may_string ? "an integer or a decimal string"
+                              : "an integer");
         return RDS_EREPLY;
     }
     int64_t v = e->integer;

@@ -11,8 +11,9 @@
 -- ARGV[4]  now in ns since the epoch, or "" for the Redis server's TIME
 -- ARGV[5]  cost
 --
--- Reply: {admit, 0, remaining, retry_after_s, reset_after_s, state} as gcra.lua's; a window
--- has no unfittable signal (a cost above amount is simply denied). Only an admission writes.
+-- Reply: {admit, 0, remaining, retry_after_s, reset_after_s, state} as gcra.lua's (remaining
+-- here is always a small integer); a window has no unfittable signal (a cost above amount is
+-- simply denied). Only an admission writes.
 
 local flag = ARGV[1]
 if flag ~= 'fixed' and flag ~= 'sliding' then
@@ -22,52 +23,77 @@ local amh, amount = parse(ARGV[2])
 if amh ~= 0 or amount < 1 or amount > 65535 then
   return bad('window', 'ARGV[2] (amount) must be 1..65535', ARGV[2])
 end
-local wh, wl = parse(ARGV[3])
-if wh == nil or wh < 0 or (wh == 0 and wl == 0) then
+local wa, wb = parse(ARGV[3])
+if wa == nil or wa < 0 or (wa == 0 and wb == 0) then
   return bad('window', 'ARGV[3] (w) must be a positive int64', ARGV[3])
 end
-local nh, nl = decision_now(ARGV[4])
-if nh == nil then
+local na, nb = decision_now(ARGV[4])
+if na == nil then
   return bad('window', 'ARGV[4] (now) must be an int64 or empty', ARGV[4])
 end
-local ch, cl = parse(ARGV[5])
-if ch == nil then
+local ca, cb = parse(ARGV[5])
+if ca == nil then
   return bad('window', 'ARGV[5] (cost) must be an int64', ARGV[5])
 end
-local sh, sl = load_state(KEYS[1])
-if sh == nil then
-  return bad('window', 'key ' .. string.sub(KEYS[1], 1, 80) .. ' holds no int64 state', sl)
+local sa, sb = load_state(KEYS[1])
+if sa == nil then
+  return bad('window', 'key ' .. string.sub(KEYS[1], 1, 80) .. ' holds no int64 state', sb)
 end
 
+-- the packed layout splits at bit 32: the state in base 2^32, index and counters in the low half
+local sh, low = hl(sa, sb)
+local stored = sh % 4294967296
+local prev = floor(low / 65536)
+local curr = low - prev * 65536
+
 -- window_load: the current index and elapsed time; the stored counters carry over as they are
--- (same index), shift to prev (the next index), or vanish (anything else, clocks going back too)
-local _, index, eh, el = fdivmod(nh, nl, wh, wl)
-local stored = sh % B32
-local prev, curr = split16(sl)
+-- (same index), shift to prev (the next index), or vanish (anything else, clocks going back
+-- too). A period of whole seconds divides now's seconds alone: floor((a * 10^9 + b) / (wa *
+-- 10^9)) = floor(a / wa) since b < 10^9, and the elapsed time keeps now's nanoseconds.
+local index, ea, eb
+if wb == 0 then
+  local q, r = fdiv(na, wa)
+  index, ea, eb = q % 4294967296, r, nb
+else
+  index, ea, eb = wide().window(na, nb, wa, wb)
+end
 if stored ~= index then
-  if (stored + 1) % B32 == index then prev, curr = curr, 0 else prev, curr = 0, 0 end
+  if (stored + 1) % 4294967296 == index then prev, curr = curr, 0 else prev, curr = 0, 0 end
 end
 
 -- window_room: fixed, amount; sliding, floor((amount*w - prev*(w - e)) / w), which is
--- amount - prev + floor(prev * e / w) with 0 <= prev * e / w < prev (so the quotient is small)
+-- amount - prev + floor(prev * e / w) with 0 <= prev * e / w < prev (so the quotient is small).
+-- Whole seconds: prev * e = (prev * ea + floor(prev * eb / 10^9)) * 10^9 + (a rest below 10^9),
+-- and the rest cannot reach the next multiple of w, so it drops out of the floor.
 local room = amount
 if flag == 'sliding' and prev > 0 then
-  local _, x2, x1, x0 = umul(0, prev, eh, el)
-  room = amount - prev + udiv_est(x2, x1, x0, wh, wl)
+  local carried, p
+  if ea < 4503599 and wa < 4503599 then p = prev * (ea * 1000000000 + eb) end
+  if p and p < 4503599627370496 then
+    carried = fdiv(p, wa * 1000000000 + wb)
+  elseif wb == 0 then
+    carried = fdiv(prev * ea + fdiv(prev * eb, 1000000000), wa)
+  else
+    carried = wide().carried(prev, ea, eb, wa, wb)
+  end
+  room = amount - prev + carried
 end
 
-local reset = ceil_s(sub(wh, wl, eh, el))
-local kh, kl = from_num(room - curr)
-if ch >= 0 and not lt(kh, kl, ch, cl) then
-  curr = curr + cl -- cost <= room - curr <= 65535 here, so cl is the cost
+local ra, rb = wa - ea, wb - eb -- w - e > 0
+if rb < 0 then ra, rb = ra - 1, rb + 1000000000 end
+local reset = rb > 0 and ra + 1 or ra
+if ca == 0 and cb <= room - curr then -- 0 <= cost <= room - curr
+  curr = curr + cb
   local ih = index
-  if ih > MAXH then ih = ih - B32 end
-  local state_h, state_l = ih, prev * B16 + curr
-  -- the window data is gone (a fresh key's (0, 0) loads) once the index has moved on twice
-  local rest_h, rest_l = subr(wh, wl, eh, el) -- (w - e) + w, exact below 2^64: no saturation
-  store_state(KEYS[1], state_h, state_l, nh, addr(rest_h, rest_l, wh, wl))
-  return {1, 0, tostring(room - curr), 0, reset, to_dec(state_h, state_l)}
+  if ih >= 2147483648 then ih = ih - 4294967296 end -- the top bit is the int64's sign
+  local text = to_dec(ab(ih, prev * 65536 + curr))
+  -- the window data is gone (a fresh key's (0, 0) loads) once the index has moved on twice:
+  -- after (w - e) + w, exact below 2^64
+  ra, rb = ra + wa, rb + wb
+  if rb >= 1000000000 then ra, rb = ra + 1, rb - 1000000000 end
+  store_state(KEYS[1], text, na, ra, rb)
+  return {1, 0, room - curr, 0, reset, text}
 end
 local remaining = room - curr
 if remaining < 0 then remaining = 0 end
-return {0, 0, tostring(remaining), reset, reset, to_dec(sh, sl)}
+return {0, 0, remaining, reset, reset, to_dec(sa, sb)}

@@ -281,3 +281,39 @@ Test(slots, role_accepts_a_primary_only)
     freeReplyObject(r);
     cr_assert_eq(rds_role_is_primary(NULL, err, sizeof(err)), RDS_EMAP);
 }
+
+/* ---- script replies (script.c): the same pure layer ------------------------------------- */
+
+/* remaining is answered as an integer when the script has it as a double below 2^52 (cheaper
+ * in Lua than text), else as decimal text; the state is always text */
+Test(script, remaining_is_an_integer_or_a_decimal_and_the_state_a_decimal)
+{
+    static const struct {
+        const char *resp;
+        int rc;
+        int64_t remaining; /* or a piece of the error */
+        const char *error;
+    } cases[] = {
+        {"*6\r\n:1\r\n:0\r\n:59\r\n:0\r\n:1\r\n$19\r\n1700000000200000000\r\n", 0, 59, NULL},
+        {"*6\r\n:1\r\n:0\r\n$16\r\n9007199254740993\r\n:0\r\n:0\r\n$1\r\n5\r\n", 0,
+         INT64_C(9007199254740993), NULL},
+        {"*6\r\n:0\r\n:0\r\n:-1\r\n:1\r\n:1\r\n$1\r\n5\r\n", RDS_EREPLY, 0,
+         "field 3 (remaining) is -1, out of range"},
+        {"*6\r\n:1\r\n:0\r\n*0\r\n:0\r\n:1\r\n$1\r\n5\r\n", RDS_EREPLY, 0,
+         "field 3 (remaining) is an array, want an integer or a decimal string"},
+        {"*6\r\n:1\r\n:0\r\n:59\r\n:0\r\n:1\r\n:5\r\n", RDS_EREPLY, 0,
+         "field 6 (state) is an integer, want a decimal string"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        redisReply *r = resp(cases[i].resp);
+        ra_result_t got;
+        char err[256] = "";
+        int rc = rds_reply_read(r, &got, err, sizeof(err));
+        freeReplyObject(r);
+        cr_assert_eq(rc, cases[i].rc, "case %zu: %d (%s)", i, rc, err);
+        if (rc == 0)
+            cr_assert_eq(got.remaining, cases[i].remaining, "case %zu", i);
+        else
+            cr_assert(strstr(err, cases[i].error), "case %zu: %s", i, err);
+    }
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# bench/redis_store.sh: the redis store against plain Redis + Lua, with Redis' CPU per answer.
+#
+#   bench/redis_store.sh [--runs N] [--duration MS] [--depths "1 16 64"] [--build DIR]
+#
+# bench/run.sh's redis and tt_redis targets (the same redis-server on a unix socket: the
+# baseline bench/redis_gcra.lua by EVALSHA, and tokentriage serve with bench/bench-redis.yaml),
+# driven by the same bench/loadgen (8 connections, 10k keys, prefilled), rounds interleaved.
+# Besides answers per second it reads what each answer cost Redis (the redis-server process's
+# CPU time over the window, --pid) and the daemon (its CPU time over the run), and Redis' own
+# usec_per_call of EVALSHA (INFO commandstats), because on a shared machine throughput says how
+# much CPU a process got while CPU time per answer says what an answer costs it. Prints one
+# JSON line per run, then the medians.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build=build runs=5 duration=2000 depths="1 16 64"
+while (($#)); do
+  case $1 in
+  --runs) runs=$2; shift ;;
+  --duration) duration=$2; shift ;;
+  --depths) depths=$2; shift ;;
+  --build) build=$2; shift ;;
+  -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
+  *) echo "bench/redis_store.sh: unknown argument $1" >&2; exit 64 ;;
+  esac
+  shift
+done
+for bin in "$build/bench/loadgen" "$build/cmd/tokentriage"; do
+  [ -x "$bin" ] || { echo "bench/redis_store.sh: $bin missing: run scripts/build.sh $build" >&2; exit 69; }
+done
+
+tmp=$(mktemp -d /tmp/ttredis.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+
+wait_socket() { # path: something accepts connections on it (10 s at most)
+  for _ in $(seq 100); do
+    python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])' \
+      "$1" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "bench/redis_store.sh: nothing listens on $1" >&2
+  return 1
+}
+cpu_ns() { awk '{print $1}' "/proc/$1/schedstat"; } # main thread: both servers are one thread
+
+redis-server --port 0 --unixsocket "$tmp/redis.sock" --unixsocketperm 700 --save "" \
+  --appendonly no --daemonize no >"$tmp/redis.log" 2>&1 &
+rpid=$!
+pids+=("$rpid")
+wait_socket "$tmp/redis.sock"
+R() { redis-cli -s "$tmp/redis.sock" "$@"; }
+sha=$(R SCRIPT LOAD "$(cat bench/redis_gcra.lua)")
+sed "s#@REDIS@#$tmp/redis.sock#" bench/bench-redis.yaml >"$tmp/bench-redis.yaml"
+"$build/cmd/tokentriage" serve -c "$tmp/bench-redis.yaml" -s "$tmp/tt.sock" >"$tmp/tt.log" 2>&1 &
+tpid=$!
+pids+=("$tpid")
+wait_socket "$tmp/tt.sock"
+
+gen() { # target args...
+  local t=$1; shift
+  if [ "$t" = redis ]; then
+    "$build/bench/loadgen" --proto resp --socket "$tmp/redis.sock" --sha "$sha" --pid "$rpid" "$@"
+  else
+    "$build/bench/loadgen" --proto msgpack --socket "$tmp/tt.sock" --pid "$rpid" "$@"
+  fi
+}
+for t in redis tt_redis; do gen "$t" -c 8 -p 64 -k 10000 --prefill >/dev/null; done
+
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+raw=$tmp/raw.jsonl
+for ((r = 1; r <= runs; r++)); do
+  for p in $depths; do
+    for t in redis tt_redis; do
+      R CONFIG RESETSTAT >/dev/null
+      d0=$(cpu_ns "$tpid")
+      line=$(gen "$t" -c 8 -p "$p" -k 10000 -d "$duration" -w 300 --seed "$r")
+      d1=$(cpu_ns "$tpid")
+      upc=$(R INFO commandstats | sed -n 's/^cmdstat_evalsha:.*usec_per_call=\([0-9.]*\).*/\1/p')
+      echo "{\"target\":\"$t\",\"run\":$r,\"daemon_cpu_ms\":$(((d1 - d0) / 1000000)),\"redis_usec_per_call\":${upc:-0},${line#\{}" |
+        tee -a "$raw"
+    done
+  done
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+python3 - "$raw" <<'EOF'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+med = lambda xs: statistics.median(xs) if xs else 0
+print("| depth | redis /s | tt_redis /s | ratio | Redis CPU/answer: redis | tt_redis | "
+      "usec_per_call: redis | tt_redis | daemon CPU/answer |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for d in sorted({r["depth"] for r in rows}):
+    b = [r for r in rows if r["depth"] == d and r["target"] == "redis"]
+    t = [r for r in rows if r["depth"] == d and r["target"] == "tt_redis"]
+    ratios = [y["per_s"] / x["per_s"] for x, y in zip(b, t) if x["per_s"]]
+    daemon = med([y["daemon_cpu_ms"] * 1e6 / y["answers"] for y in t if y["answers"]])
+    print(f"| {d} | {med([x['per_s'] for x in b]):,.0f} | {med([y['per_s'] for y in t]):,.0f} | "
+          f"{med(ratios):.2f}x | {med([x.get('cpu_ns_per_answer', 0) for x in b]) / 1e3:.1f} us | "
+          f"{med([y.get('cpu_ns_per_answer', 0) for y in t]) / 1e3:.1f} us | "
+          f"{med([x['redis_usec_per_call'] for x in b]):.1f} | "
+          f"{med([y['redis_usec_per_call'] for y in t]):.1f} | {daemon / 1e3:.1f} us* |")
+print("* the daemon's CPU over the whole run (warm-up included) per counted answer: an upper bound")
+EOF
