@@ -355,6 +355,42 @@ Test(swim_proto, push_pull_bad_input_is_dropped_and_counted)
     swim_free(c);
 }
 
+/* Issue #17 item 6: a push-pull frame carries the sender's sequence number like a datagram, and
+ * shared the 64-wide datagram window: a push-pull that took longer on its TCP connection than 64
+ * of the sender's datagrams (to anyone) took to reach us was dropped as a replay. Push-pull has
+ * its own window; each still refuses its own replays. */
+Test(swim_proto, a_push_pull_delayed_behind_64_datagrams_is_not_a_replay)
+{
+    swim_core_t *c = keyed();
+    uint8_t pp[SWIM_DATAGRAM_MAX * 2], d[SWIM_DATAGRAM_MAX * 2], early[SWIM_DATAGRAM_MAX * 2];
+    craft_t cr = {.kind = SWIM_PUSHPULL, .seq = 2, .n_updates = 2};
+    size_t pp_len = sealed(&cr, key1, "prod", pp); /* sealed before the datagrams below */
+    swim_addr_t from = addr(2);
+    swim_err_t err;
+    size_t early_len = 0;
+    for (uint64_t seq = 1; seq <= 100; seq += seq == 1 ? 2 : 1) {
+        craft_t g = {.kind = SWIM_GOSSIP, .seq = seq, .n_updates = 1};
+        size_t len = sealed(&g, key1, "prod", d);
+        cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), 0, "seq %llu: %s",
+                     (unsigned long long)seq, err.msg);
+        if (seq == 50)
+            memcpy(early, d, early_len = len);
+    }
+    cr_assert_eq(swim_pushpull_receive(c, NOW, pp, pp_len, &err), 0, "%s", err.msg);
+    cr_assert_eq(swim_member_count(c), 3);
+    /* each window still refuses its own replays */
+    cr_assert_eq(swim_pushpull_receive(c, NOW, pp, pp_len, &err), SWIM_EREPLAY);
+    cr_assert_eq(swim_receive(c, NOW, &from, early, early_len, &err), SWIM_EREPLAY);
+    /* and a push-pull older than the push-pull window is one */
+    craft_t old = {.kind = SWIM_PUSHPULL, .seq = 1, .n_updates = 1};
+    uint8_t pp2[SWIM_DATAGRAM_MAX * 2];
+    size_t pp2_len = sealed(&old, key1, "prod", pp2);
+    cr_assert_eq(swim_pushpull_receive(c, NOW, pp2, pp2_len, &err), 0, "within 64: %s", err.msg);
+    cr_assert_eq(swim_pushpull_receive(c, NOW, pp2, pp2_len, &err), SWIM_EREPLAY);
+    cr_assert_eq(swim_counters(c)->drop_replay, 3);
+    swim_free(c);
+}
+
 Test(swim_proto, a_datagram_built_by_the_core_never_exceeds_1400_bytes)
 {
     /* a core with hundreds of pending broadcasts of maximal size */
