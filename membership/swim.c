@@ -65,11 +65,13 @@
  * generation, send time and a per-sender sequence number. A receiver drops datagrams sent
  * more than replay_window_ns away from its own clock, and, per known sender, keeps the
  * highest sequence seen with a 64-wide bitmap below it (as IPsec and WireGuard do): a
- * sequence already seen, or older than the bitmap, is a replay. A restarted process has no
- * windows at all, so it also drops datagrams sealed before it started (a dead member's old
- * datagrams would count it live again). A sender we do not know yet has no window: its replays
- * are bounded by the time window and by our start, and carry claims no older than what a
- * push-pull at our join brought.
+ * sequence already seen, or older than the bitmap, is a replay. Push-pull frames, numbered from
+ * the same counter, have a window of their own: one can spend longer on its TCP connection than
+ * 64 of the sender's datagrams take to arrive. A restarted process has no windows at all, so
+ * it also drops datagrams sealed before it started (a dead member's old datagrams would count
+ * it live again). A sender we do not know yet has no window: its replays are bounded by the
+ * time window and by our start, and carry claims no older than what a push-pull at our join
+ * brought.
  *
  * Costs: the member table is a dense array (self first) with an open-addressing index by id
  * hash; the broadcast queue is intrusive, bucketed by transmit count, newest first in a
@@ -94,6 +96,12 @@
 #define MS INT64_C(1000000)
 #define FETCH_RECENT 8
 
+/* A replay window over one sender's sequence numbers: the highest seen, a bitmap below it. */
+typedef struct window {
+    bool any;
+    uint64_t max, bits;
+} window_t;
+
 typedef struct member {
     swim_state_t state;
     bool leaving; /* self only */
@@ -110,9 +118,10 @@ typedef struct member {
     uint32_t meta_version;
     uint8_t meta_len;
     uint8_t meta[SWIM_META_MAX];
-    /* replay window over this member's datagram sequence numbers */
-    bool rx_any;
-    uint64_t rx_max, rx_bits;
+    /* replay windows over this member's sequence numbers: its datagrams, and apart from them
+     * its push-pull frames, which may spend longer on their TCP connection than 64 of its
+     * datagrams (to anyone) take to reach us (issue #17 item 6) */
+    window_t rx, pp;
     /* dissemination queue links; bc_tx -1 = not queued */
     int32_t bc_prev, bc_next;
     int bc_tx;
@@ -924,7 +933,7 @@ static void apply(swim_core_t *c, int64_t now, const swim_update_t *u)
         m->gen = u->generation;
         m->gen_since = now;
         m->inc = u->incarnation;
-        m->rx_any = false;
+        m->rx.any = m->pp.any = false;
         copy_alive(m, u);
         set_state(c, now, i, u->state);
         m->state_since = now;
@@ -1432,25 +1441,31 @@ int64_t swim_next_deadline(const swim_core_t *c)
 }
 
 /* The replay check for a sender we know (same generation); true = fresh. */
-static bool replay_ok(member_t *m, uint64_t seq)
+static bool replay_ok(window_t *w, uint64_t seq)
 {
-    if (!m->rx_any) {
-        m->rx_any = true;
-        m->rx_max = seq;
-        m->rx_bits = 1;
+    if (!w->any) {
+        w->any = true;
+        w->max = seq;
+        w->bits = 1;
         return true;
     }
-    if (seq > m->rx_max) {
-        uint64_t shift = seq - m->rx_max;
-        m->rx_bits = shift >= REPLAY_BITS ? 1 : (m->rx_bits << shift) | 1;
-        m->rx_max = seq;
+    if (seq > w->max) {
+        uint64_t shift = seq - w->max;
+        w->bits = shift >= REPLAY_BITS ? 1 : (w->bits << shift) | 1;
+        w->max = seq;
         return true;
     }
-    uint64_t back = m->rx_max - seq;
-    if (back >= REPLAY_BITS || (m->rx_bits >> back) & 1)
+    uint64_t back = w->max - seq;
+    if (back >= REPLAY_BITS || (w->bits >> back) & 1)
         return false;
-    m->rx_bits |= UINT64_C(1) << back;
+    w->bits |= UINT64_C(1) << back;
     return true;
+}
+
+/* The window a message of the sender's is checked against: push-pull frames have their own. */
+static window_t *window_of(member_t *m, const swim_msg_t *msg)
+{
+    return msg->kind == SWIM_PUSHPULL ? &m->pp : &m->rx;
 }
 
 static int drop(swim_core_t *c, int rc)
@@ -1467,9 +1482,10 @@ static int drop(swim_core_t *c, int rc)
     return rc;
 }
 
-/* Opens, decodes and authenticates the sender of a frame (datagram or push-pull). */
-static int admit(swim_core_t *c, int64_t now, const uint8_t *bytes, size_t len, uint8_t *scratch,
-                 swim_msg_t *msg, int32_t *sender, swim_err_t *err)
+/* Opens, decodes and authenticates the sender of a frame (a datagram, or a push-pull frame:
+ * each kind only on its own transport, so neither can spend the other's replay window). */
+static int admit(swim_core_t *c, int64_t now, bool pushpull, const uint8_t *bytes, size_t len,
+                 uint8_t *scratch, swim_msg_t *msg, int32_t *sender, swim_err_t *err)
 {
     const uint8_t *body;
     size_t blen;
@@ -1479,6 +1495,13 @@ static int admit(swim_core_t *c, int64_t now, const uint8_t *bytes, size_t len, 
         return drop(c, rc);
     if ((rc = swim_msg_decode(msg, body, blen, err)))
         return drop(c, rc);
+    if ((msg->kind == SWIM_PUSHPULL) != pushpull) {
+        if (pushpull)
+            snprintf(err->msg, sizeof err->msg, "kind: %d where push-pull was expected", msg->kind);
+        else
+            snprintf(err->msg, sizeof err->msg, "kind: push-pull arrives over TCP, not UDP");
+        return drop(c, SWIM_EMALFORMED);
+    }
     const member_t *self = &c->m[0];
     if (msg->sender_len == self->id_len && memcmp(msg->sender, self->id, self->id_len) == 0 &&
         msg->sender_gen == self->gen) {
@@ -1501,7 +1524,7 @@ static int admit(swim_core_t *c, int64_t now, const uint8_t *bytes, size_t len, 
     }
     *sender = find(c, msg->sender, msg->sender_len);
     if (*sender >= 0 && c->m[*sender].gen == msg->sender_gen) {
-        if (!replay_ok(&c->m[*sender], msg->seq)) {
+        if (!replay_ok(window_of(&c->m[*sender], msg), msg->seq)) {
             snprintf(err->msg, sizeof err->msg, "seq: %llu already seen from %s",
                      (unsigned long long)msg->seq, c->m[*sender].id);
             return drop(c, SWIM_EREPLAY);
@@ -1545,7 +1568,7 @@ static void note_new_sender(swim_core_t *c, const swim_msg_t *msg, int32_t sende
         return;
     sender = find(c, msg->sender, msg->sender_len);
     if (sender > 0 && c->m[sender].gen == msg->sender_gen)
-        replay_ok(&c->m[sender], msg->seq);
+        replay_ok(window_of(&c->m[sender], msg), msg->seq);
 }
 
 static void apply_all(swim_core_t *c, int64_t now, const swim_msg_t *msg, bool pushpull)
@@ -1579,13 +1602,9 @@ int swim_receive(swim_core_t *c, int64_t now, const swim_addr_t *from, const uin
     }
     swim_msg_t msg;
     int32_t sender;
-    int rc = admit(c, now, bytes, len, c->rxbuf, &msg, &sender, err);
+    int rc = admit(c, now, false, bytes, len, c->rxbuf, &msg, &sender, err);
     if (rc)
         return rc;
-    if (msg.kind == SWIM_PUSHPULL) {
-        snprintf(err->msg, sizeof err->msg, "kind: push-pull arrives over TCP, not UDP");
-        return drop(c, SWIM_EMALFORMED);
-    }
     c->ctr.rx_packets++;
     c->ctr.rx_bytes += len;
     c->joined = true;
@@ -1703,11 +1722,7 @@ int swim_pushpull_receive(swim_core_t *c, int64_t now, const uint8_t *bytes, siz
         return SWIM_ENOMEM;
     swim_msg_t msg;
     int32_t sender;
-    int rc = admit(c, now, bytes, len, scratch, &msg, &sender, err);
-    if (!rc && msg.kind != SWIM_PUSHPULL) {
-        snprintf(err->msg, sizeof err->msg, "kind: %d where push-pull was expected", msg.kind);
-        rc = drop(c, SWIM_EMALFORMED);
-    }
+    int rc = admit(c, now, true, bytes, len, scratch, &msg, &sender, err);
     if (!rc) {
         c->ctr.pushpull_in++;
         c->joined = true;
