@@ -256,3 +256,76 @@ Test(http_decide, the_socket_serves_http_and_msgpack_side_by_side)
     cr_assert(httpc_closed(fd, 5000));
     close(fd);
 }
+
+/* A year-long tpm bucket: nothing refills during a test, so the remaining tokens move by
+ * exactly what was charged and refunded. */
+#define TPM_YEAR                                                                                   \
+    "    - id: key_tpm\n      attach: { level: key }\n      type: tpm\n      amount: 100000\n"     \
+    "      period: 8760h\n      burst: 100000\n"
+
+static long tokens_left(void)
+{
+    const char *h = httpc_header(&r, "X-Ratelimit-Remaining-Tokens", v, sizeof(v));
+    return h ? strtol(h, NULL, 10) : -1;
+}
+
+/* Issue 19: POST /v1/settle settles the reservation /v1/decide answered, once (a retry after a
+ * timeout changes nothing), and only with the id the decision handed out. */
+Test(http_decide, a_reservation_is_settled_over_http_once)
+{
+    start_on("127.0.0.1", TPM_YEAR, "");
+    cr_assert_eq(ask("GET", "/v1/decide?key=k&tokens=1000", NULL), 200, "%s", r.raw);
+    cr_assert_eq(tokens_left(), 99000);
+    char id[32];
+    cr_assert_not_null(httpc_header(&r, "Tokentriage-Reservation", id, sizeof(id)), "%s", r.raw);
+    char in_body[64];
+    snprintf(in_body, sizeof(in_body), "\"reservation\":%s", id);
+    cr_assert(strstr(r.body, in_body), "%s", r.body);
+
+    char target[128];
+    snprintf(target, sizeof(target), "/v1/settle?reservation=%s&actual=200", id);
+    cr_assert_eq(ask("GET", target, NULL), 405, "%s", r.raw); /* settling is not a GET */
+    cr_assert_eq(ask("POST", target, "Content-Length: 0\r\n"), 200, "%s", r.raw);
+    cr_assert(strstr(r.body, "\"settled\":1,\"already_settled\":false"), "%s", r.body);
+    cr_assert_eq(ask("GET", "/v1/decide?key=k&tokens=0", NULL), 200, "%s", r.raw);
+    cr_assert_eq(tokens_left(), 99800); /* 800 of the 1000 reserved came back */
+
+    cr_assert_eq(ask("POST", target, "Content-Length: 0\r\n"), 200, "%s", r.raw);
+    cr_assert(strstr(r.body, "\"settled\":0,\"already_settled\":true"), "%s", r.body);
+    cr_assert_eq(ask("GET", "/v1/decide?key=k&tokens=0", NULL), 200, "%s", r.raw);
+    cr_assert_eq(tokens_left(), 99800);
+
+    /* an id nobody was handed, and malformed settles: nothing changes */
+    cr_assert_eq(ask("POST", "/v1/settle?reservation=12345&actual=1", NULL), 404, "%s", r.raw);
+    cr_assert(strstr(r.body, "\"code\":\"unknown_reservation\""), "%s", r.body);
+    static const char *const bad[] = {
+        "/v1/settle?actual=1",
+        "/v1/settle?reservation=0&actual=1",
+        "/v1/settle?reservation=abc&actual=1",
+        "/v1/settle?reservation=18446744073709551616&actual=1",
+        "/v1/settle?reservation=7",
+        "/v1/settle?reservation=7&actual=-1",
+        "/v1/settle?reservation=7&actual=1e3",
+        "/v1/settle?reservation=7&actual=1&key=k",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cr_assert_eq(ask("POST", bad[i], NULL), 400, "%s: %s", bad[i], r.raw);
+        cr_assert(strstr(r.body, "\"message\":"), "%s: %s", bad[i], r.body);
+    }
+    cr_assert_eq(ask("GET", "/v1/decide?key=k&tokens=0", NULL), 200, "%s", r.raw);
+    cr_assert_eq(tokens_left(), 99800);
+}
+
+Test(http_decide, settle_is_served_where_decide_is)
+{
+    start_on("127.0.0.1", TPM_YEAR, "  http_decide: off\n");
+    cr_assert_eq(ask("POST", "/v1/settle?reservation=7&actual=1", NULL), 403, "%s", r.raw);
+    int fd = httpc_unix(d.socket); /* the decision socket serves it regardless */
+    cr_assert_geq(fd, 0);
+    httpc_reset();
+    const char req[] = "POST /v1/settle?reservation=7&actual=1 HTTP/1.1\r\nHost: t\r\n\r\n";
+    cr_assert_eq(httpc_send(fd, req, sizeof(req) - 1), 0);
+    cr_assert_eq(httpc_read(fd, &r, 5000), 0);
+    cr_assert_eq(r.status, 404, "%s", r.raw);
+    close(fd);
+}
