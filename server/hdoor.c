@@ -154,6 +154,9 @@ int hdoor_respond_decision(proto_out_t *out, const gov_result_t *r, int deny_sta
         put_str(&h, r->headers[i].value);
         put(&h, "\r\n", 2);
     }
+    if (r->reservation) { /* a header too: a forward-auth proxy can hand it to its upstream */
+        putf(&h, "Tokentriage-Reservation: %llu\r\n", (unsigned long long)r->reservation);
+    }
     char body[2048 + GOV_SOFT_MAX * (CFG_ID_MAX + 4)];
     tbuf_t b = {body, 0, sizeof(body), false};
     put_str(&b, r->admit ? "{\"admit\":true,\"verdict\":\"" : "{\"admit\":false,\"verdict\":\"");
@@ -174,6 +177,8 @@ int hdoor_respond_decision(proto_out_t *out, const gov_result_t *r, int deny_sta
     }
     if (r->unavailable)
         put(&b, ",\"unavailable\":true", 19);
+    if (r->reservation)
+        putf(&b, ",\"reservation\":%llu", (unsigned long long)r->reservation);
     put(&b, ",\"soft_denied\":[", 16);
     for (uint32_t i = 0; i < r->n_soft_denied && i < GOV_SOFT_MAX; i++) {
         if (i)
@@ -192,6 +197,23 @@ int hdoor_respond_decision(proto_out_t *out, const gov_result_t *r, int deny_sta
     if (h.full || b.full) /* the buffers are sized for the largest result: never */
         return -1;
     return hdoor_respond(out, status, reason, "application/json", extra, body, b.len, f);
+}
+
+int hdoor_respond_settled(proto_out_t *out, const gov_result_t *r, hdoor_frame_t f)
+{
+    if (r->status < 0) {
+        bool ours = r->status == GOV_ENOMEM;
+        int status = ours ? 503 : r->status == GOV_ERESERVATION ? 404 : 400;
+        const char *reason = ours            ? "Service Unavailable"
+                             : status == 404 ? "Not Found"
+                                             : "Bad Request";
+        return hdoor_respond_error(out, status, reason, gov_strcode(r->status), r->error, f);
+    }
+    char body[96];
+    tbuf_t b = {body, 0, sizeof(body), false};
+    putf(&b, "{\"settled\":%lld,\"already_settled\":%s}\n", (long long)r->settled,
+         r->already_settled ? "true" : "false");
+    return hdoor_respond(out, 200, "OK", "application/json", NULL, body, b.len, f);
 }
 
 /* ---- requests ---------------------------------------------------------------------------- */
@@ -331,53 +353,68 @@ static int set_tokens(hdoor_call_t *call, hreq_str_t v, const char *where, proto
     return 0;
 }
 
+/* The next parameter of a query, decoded into *scratch (which it advances: decoding never
+ * lengthens, so a buffer of the target's size holds them all). 1 with name and value, 0 at
+ * the end, -1 with a 400 written. */
+static int query_next(const char **p, const char *end, char **scratch, hreq_str_t *name,
+                      hreq_str_t *value, proto_out_t *out, hdoor_frame_t f)
+{
+    while (*p < end) {
+        const char *amp = memchr(*p, '&', (size_t)(end - *p));
+        const char *seg = *p, *seg_end = amp ? amp : end;
+        *p = seg_end + 1;
+        if (seg_end == seg)
+            continue;
+        const char *eq = memchr(seg, '=', (size_t)(seg_end - seg));
+        const char *name_end = eq ? eq : seg_end;
+        long nl = form_decode(seg, (size_t)(name_end - seg), *scratch);
+        long vl =
+            eq ? form_decode(eq + 1, (size_t)(seg_end - eq - 1), *scratch + (nl > 0 ? nl : 0)) : 0;
+        char shown[80];
+        if (nl < 0 || vl < 0)
+            return bad(out, f, "bad_value", "query parameter %s: bad percent-encoding",
+                       show(shown, sizeof(shown), seg, (size_t)(seg_end - seg))),
+                   -1;
+        *name = (hreq_str_t){*scratch, (size_t)nl};
+        *value = (hreq_str_t){*scratch + nl, (size_t)vl};
+        *scratch += nl + vl;
+        if (name->len == 0)
+            return bad(out, f, "bad_value", "a query parameter without a name"), -1;
+        return 1;
+    }
+    return 0;
+}
+
 /* The query of /v1/decide: levels and tokens. 0, or a 400 written. */
 static int read_query(const hdoor_env_t *env, hreq_str_t q, hdoor_call_t *call, proto_out_t *out,
                       hdoor_frame_t f)
 {
-    char *scratch = call->scratch; /* decoding never lengthens: the target fits */
-    const char *p = q.ptr, *end = q.ptr + q.len;
-    while (p < end) {
-        const char *amp = memchr(p, '&', (size_t)(end - p));
-        const char *seg_end = amp ? amp : end;
-        const char *eq = memchr(p, '=', (size_t)(seg_end - p));
-        const char *name_end = eq ? eq : seg_end;
-        if (seg_end > p) {
-            long nl = form_decode(p, (size_t)(name_end - p), scratch);
-            long vl =
-                eq ? form_decode(eq + 1, (size_t)(seg_end - eq - 1), scratch + (nl > 0 ? nl : 0))
-                   : 0;
-            char shown[80];
-            if (nl < 0 || vl < 0)
-                return bad(out, f, "bad_value", "query parameter %s: bad percent-encoding",
-                           show(shown, sizeof(shown), p, (size_t)(seg_end - p))),
-                       -1;
-            hreq_str_t name = {scratch, (size_t)nl}, value = {scratch + nl, (size_t)vl};
-            scratch += nl + vl;
-            if (name.len == 0)
-                return bad(out, f, "bad_value", "a query parameter without a name"), -1;
-            if (str_eq(name, "tokens")) {
-                if (set_tokens(call, value, "query", out, f))
-                    return -1;
-            } else if (str_eq(name, "deny_status")) {
-                if (!str_eq(value, "401") && !str_eq(value, "403") && !str_eq(value, "429"))
-                    return bad(out, f, "bad_value", "deny_status: \"%s\" is not 401, 403 or 429",
-                               show(shown, sizeof(shown), value.ptr, value.len)),
-                           -1;
-                call->deny_status =
-                    (value.ptr[0] - '0') * 100 + (value.ptr[1] - '0') * 10 + (value.ptr[2] - '0');
-            } else if (!env->known(env->known_ud, name.ptr, name.len)) {
-                return bad(out, f, "unknown_level",
-                           "query parameter %s names no level a limit attaches to",
-                           show(shown, sizeof(shown), name.ptr, name.len)),
-                       -1;
-            } else if (add_pair(call, name, value, "query", out, f)) {
+    const char *p = q.ptr;
+    char *scratch = call->scratch;
+    hreq_str_t name, value;
+    int rc;
+    while ((rc = query_next(&p, q.ptr + q.len, &scratch, &name, &value, out, f)) == 1) {
+        char shown[80];
+        if (str_eq(name, "tokens")) {
+            if (set_tokens(call, value, "query", out, f))
                 return -1;
-            }
+        } else if (str_eq(name, "deny_status")) {
+            if (!str_eq(value, "401") && !str_eq(value, "403") && !str_eq(value, "429"))
+                return bad(out, f, "bad_value", "deny_status: \"%s\" is not 401, 403 or 429",
+                           show(shown, sizeof(shown), value.ptr, value.len)),
+                       -1;
+            call->deny_status =
+                (value.ptr[0] - '0') * 100 + (value.ptr[1] - '0') * 10 + (value.ptr[2] - '0');
+        } else if (!env->known(env->known_ud, name.ptr, name.len)) {
+            return bad(out, f, "unknown_level",
+                       "query parameter %s names no level a limit attaches to",
+                       show(shown, sizeof(shown), name.ptr, name.len)),
+                   -1;
+        } else if (add_pair(call, name, value, "query", out, f)) {
+            return -1;
         }
-        p = seg_end + 1;
     }
-    return 0;
+    return rc;
 }
 
 /* The mapped headers. 0, or a 400 written. */
@@ -416,13 +453,6 @@ static int read_headers(const hdoor_env_t *env, const hreq_request_t *req, hdoor
 static hdoor_route_t decide(const hdoor_env_t *env, const hreq_request_t *req, bool forwarded,
                             hdoor_call_t *call, proto_out_t *out, hdoor_frame_t f)
 {
-    if (!env->decide) {
-        hdoor_respond_error(out, 403, "Forbidden", "decide_off",
-                            "this listener does not serve /v1/decide: server.http_decide (off, "
-                            "or loopback while server.http is not a loopback address)",
-                            f);
-        return HDOOR_ANSWERED;
-    }
     call->subject.n = 0;
     call->tokens = GOV_NO_TOKENS;
     call->deny_status = 429;
@@ -442,15 +472,92 @@ static hdoor_route_t decide(const hdoor_env_t *env, const hreq_request_t *req, b
     return HDOOR_DECIDE;
 }
 
+/* A reservation id: the decimal /v1/decide answered, 1 .. 2^64 - 1, digits only. */
+static int parse_reservation(hreq_str_t v, uint64_t *out)
+{
+    if (v.len == 0 || v.len > 20)
+        return -1;
+    uint64_t id = 0;
+    for (size_t i = 0; i < v.len; i++) {
+        unsigned d = (unsigned)(v.ptr[i] - '0');
+        if (d > 9 || id > (UINT64_MAX - d) / 10)
+            return -1;
+        id = id * 10 + d;
+    }
+    *out = id;
+    return id ? 0 : -1;
+}
+
+/* POST /v1/settle?reservation=ID&actual=A: the query names both, and nothing else. */
+static hdoor_route_t settle(const hreq_request_t *req, hdoor_call_t *call, proto_out_t *out,
+                            hdoor_frame_t f)
+{
+    if (req->method != HTTP_POST) {
+        static const char text[] = "settle with POST: it changes counters\n";
+        hdoor_respond(out, 405, "Method Not Allowed", "text/plain; charset=utf-8",
+                      "Allow: POST\r\n", text, sizeof(text) - 1, f);
+        return HDOOR_ANSWERED;
+    }
+    call->reservation = 0;
+    call->tokens = GOV_NO_TOKENS;
+    const char *p = req->query.ptr;
+    char *scratch = call->scratch;
+    hreq_str_t name, value;
+    char shown[80];
+    int rc;
+    while ((rc = query_next(&p, req->query.ptr + req->query.len, &scratch, &name, &value, out,
+                            f)) == 1) {
+        show(shown, sizeof(shown), value.ptr, value.len);
+        if (str_eq(name, "reservation")) {
+            if (call->reservation)
+                return bad(out, f, "bad_value", "reservation given twice");
+            if (parse_reservation(value, &call->reservation))
+                return bad(out, f, "bad_value",
+                           "reservation: \"%s\" is not a reservation id (the decimal a tpm "
+                           "decision answered)",
+                           shown);
+        } else if (str_eq(name, "actual")) {
+            if (call->tokens != GOV_NO_TOKENS)
+                return bad(out, f, "bad_value", "actual given twice");
+            if (parse_tokens(value, &call->tokens))
+                return bad(out, f, "bad_value",
+                           "actual: \"%s\" is not a whole number from 0 to %lld", shown,
+                           (long long)GOV_TOKENS_MAX);
+        } else {
+            return bad(out, f, "bad_value",
+                       "query parameter %s: settle takes reservation and actual only",
+                       show(shown, sizeof(shown), name.ptr, name.len));
+        }
+    }
+    if (rc < 0)
+        return HDOOR_ANSWERED;
+    if (!call->reservation || call->tokens == GOV_NO_TOKENS)
+        return bad(out, f, "bad_value",
+                   "settle takes ?reservation=ID&actual=A: the id a tpm decision answered and "
+                   "the tokens the call used");
+    return HDOOR_SETTLE;
+}
+
 hdoor_route_t hdoor_route(const hdoor_env_t *env, const hreq_request_t *req, hdoor_call_t *call,
                           proto_out_t *out, hdoor_frame_t f)
 {
     hreq_str_t path = req->path;
     static const char prefix[] = "/v1/decide/";
-    if (str_eq(path, "/v1/decide"))
-        return decide(env, req, false, call, out, f);
-    if (path.len >= sizeof(prefix) - 1 && memcmp(path.ptr, prefix, sizeof(prefix) - 1) == 0)
-        return decide(env, req, true, call, out, f);
+    bool forwarded =
+        path.len >= sizeof(prefix) - 1 && memcmp(path.ptr, prefix, sizeof(prefix) - 1) == 0;
+    bool spends = forwarded || str_eq(path, "/v1/decide") || str_eq(path, "/v1/settle");
+    if (spends && !env->decide) {
+        hdoor_respond_error(out, 403, "Forbidden", "decide_off",
+                            "this listener does not serve /v1/decide and /v1/settle: "
+                            "server.http_decide (off, or loopback while server.http is not a "
+                            "loopback address)",
+                            f);
+        return HDOOR_ANSWERED;
+    }
+    if (str_eq(path, "/v1/settle"))
+        return settle(req, call, out, f);
+    if (spends)
+        return decide(env, req, forwarded, call, out, f);
     static const struct {
         const char *path;
         hdoor_route_t route;
@@ -466,6 +573,6 @@ hdoor_route_t hdoor_route(const hdoor_env_t *env, const hreq_request_t *req, hdo
         return HDOOR_ANSWERED;
     }
     hdoor_respond_text(out, 404, "Not Found",
-                       "not found: try /v1/decide, /metrics, /healthz, /readyz\n", f);
+                       "not found: try /v1/decide, /v1/settle, /metrics, /healthz, /readyz\n", f);
     return HDOOR_ANSWERED;
 }

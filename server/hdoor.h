@@ -3,7 +3,7 @@
  * bytes of the answer. No socket, no clock, no engine; the libuv shell (http.c) calls the
  * engine and moves the bytes.
  *
- * Routes: GET|HEAD /healthz, /readyz, /metrics; /v1/decide and /v1/settle.
+ * Routes: GET|HEAD /healthz, /readyz, /metrics; /v1/decide and POST /v1/settle.
  *
  * /v1/decide reads its subject from the query (`?team=t-1&key=k-1&tokens=1200`) and from the
  * request headers server.http_subject maps to levels (`X-Team` -> team), its tokens from
@@ -13,6 +13,11 @@
  * below it, `/v1/decide/<anything>`, is a forwarded request (Envoy's path_prefix puts the client's
  * path and query there): its query is the client's, so it is not read, and the subject comes from
  * headers alone.
+ *
+ * An admitted decision that charged a tpm limit carries its reservation id in the JSON body and
+ * in a `Tokentriage-Reservation` header (a forward-auth proxy can copy it to its upstream);
+ * `POST /v1/settle?reservation=ID&actual=A` settles it, once. Both routes spend, so both are
+ * served where /v1/decide is (server.http_decide).
  *
  * Never a decision on doubtful input: a query parameter that names no configured level (a
  * typo would escape every limit), a level given twice, an empty or oversized id, a tokens
@@ -73,14 +78,16 @@ typedef enum hdoor_route {
     HDOOR_READYZ,
     HDOOR_METRICS,
     HDOOR_DECIDE,
+    HDOOR_SETTLE,
 } hdoor_route_t;
 
 /* What a request asks, read by hdoor_route. The subject's strings point into `scratch` and
  * into the request: valid while both are. */
 typedef struct hdoor_call {
     gov_subject_t subject;
-    int64_t tokens;  /* GOV_NO_TOKENS when the request named none */
-    int deny_status; /* 429, or what ?deny_status= asked for (401, 403: nginx auth_request) */
+    int64_t tokens;       /* GOV_NO_TOKENS when the request named none; settle: actual */
+    uint64_t reservation; /* settle: the id to settle */
+    int deny_status;      /* 429, or what ?deny_status= asked for (401, 403: nginx auth_request) */
     char scratch[HREQ_TARGET_MAX];
 } hdoor_call_t;
 
@@ -104,5 +111,10 @@ hdoor_route_t hdoor_route(const hdoor_env_t *env, const hreq_request_t *req, hdo
  * of memory). */
 int hdoor_respond_decision(proto_out_t *out, const gov_result_t *r, int deny_status,
                            hdoor_frame_t f);
+
+/* The answer to a settle: 200 with {"settled": N, "already_settled": bool} (a repeat is 200 and
+ * changed nothing), 404 unknown_reservation, 400 naming any other engine error, 503 when out of
+ * memory. */
+int hdoor_respond_settled(proto_out_t *out, const gov_result_t *r, hdoor_frame_t f);
 
 #endif

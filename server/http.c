@@ -40,10 +40,11 @@
 #define LINGER_MS 2000    /* after the last answer, how long the client's leftovers are read */
 #define LINGER_BYTES (1024 * 1024)
 
-/* A decision the engine answers later: the engine writes `result` until on_decided. */
+/* A decision or settle the engine answers later: the engine writes `result` until on_decided. */
 typedef struct hpend {
     struct http_conn *c; /* NULL once the connection has closed: freed on completion */
     hdoor_frame_t f;
+    proto_op_t op; /* PROTO_OP_DECIDE or PROTO_OP_SETTLE */
     int deny_status;
     uint64_t start_ns;
     gov_result_t result;
@@ -275,19 +276,30 @@ static void answer_ops(http_conn_t *c, hdoor_route_t route, hdoor_frame_t f)
 
 static void resume(http_conn_t *c);
 
+/* Writes the answer to p's call; the connection closes when it does not fit. */
+static void respond(http_conn_t *c, hpend_t *p)
+{
+    dispatch_count(c->http->srv->metrics, p->op, p->start_ns, &p->result);
+    if (p->op == PROTO_OP_DECIDE)
+        gov_result_render(&p->result);
+    int rc = p->op == PROTO_OP_SETTLE
+                 ? hdoor_respond_settled(&c->fill, &p->result, p->f)
+                 : hdoor_respond_decision(&c->fill, &p->result, p->deny_status, p->f);
+    if (rc != 0)
+        c->fill.failed = true;
+}
+
 static void on_decided(gov_result_t *res, void *ctx)
 {
-    hpend_t *p = ctx;
+    hpend_t *p = ctx; /* res is &p->result */
+    (void)res;
     http_conn_t *c = p->c;
     if (!c) {
         free(p);
         return;
     }
-    dispatch_count(c->http->srv->metrics, PROTO_OP_DECIDE, p->start_ns, res);
     c->waiting = NULL;
-    gov_result_render(res);
-    if (hdoor_respond_decision(&c->fill, res, p->deny_status, p->f) != 0)
-        c->fill.failed = true;
+    respond(c, p);
     struct srv_http *h = c->http;
     if (!h->spare)
         h->spare = p;
@@ -302,7 +314,8 @@ static void on_decided(gov_result_t *res, void *ctx)
     arm_timer(c);
 }
 
-static void decide(http_conn_t *c, hdoor_frame_t f)
+/* /v1/decide or /v1/settle on the engine, answered now or in on_decided. */
+static void engine_call(http_conn_t *c, proto_op_t op, hdoor_frame_t f)
 {
     struct srv_http *h = c->http;
     srv_t *s = h->srv;
@@ -311,19 +324,19 @@ static void decide(http_conn_t *c, hdoor_frame_t f)
         return;
     }
     hpend_t *p = h->spare;
-    *p = (hpend_t){.c = c, .f = f, .deny_status = h->call.deny_status, .start_ns = uv_hrtime()};
-    srv_metrics_request(s->metrics, PROTO_OP_DECIDE);
-    int rc = gov_decide(s->engine, &h->call.subject, h->call.tokens, tt_wall_ns(), &p->result,
-                        on_decided, p);
+    *p = (hpend_t){
+        .c = c, .f = f, .op = op, .deny_status = h->call.deny_status, .start_ns = uv_hrtime()};
+    srv_metrics_request(s->metrics, op);
+    int rc = op == PROTO_OP_SETTLE ? gov_settle(s->engine, h->call.reservation, h->call.tokens,
+                                                tt_wall_ns(), &p->result, on_decided, p)
+                                   : gov_decide(s->engine, &h->call.subject, h->call.tokens,
+                                                tt_wall_ns(), &p->result, on_decided, p);
     if (rc == GOV_PENDING) {
         h->spare = NULL; /* the engine's until on_decided */
         c->waiting = p;
         return;
     }
-    dispatch_count(s->metrics, PROTO_OP_DECIDE, p->start_ns, &p->result);
-    gov_result_render(&p->result);
-    if (hdoor_respond_decision(&c->fill, &p->result, p->deny_status, f) != 0)
-        c->fill.failed = true;
+    respond(c, p);
 }
 
 static bool level_known(void *ud, const char *level, size_t len)
@@ -337,8 +350,8 @@ static void answer(http_conn_t *c, const hreq_request_t *req, hdoor_frame_t f)
     hdoor_env_t env = {
         .map = &h->map, .decide = c->decide, .known = level_known, .known_ud = h->srv->engine};
     hdoor_route_t route = hdoor_route(&env, req, &h->call, &c->fill, f);
-    if (route == HDOOR_DECIDE)
-        decide(c, f);
+    if (route == HDOOR_DECIDE || route == HDOOR_SETTLE)
+        engine_call(c, route == HDOOR_SETTLE ? PROTO_OP_SETTLE : PROTO_OP_DECIDE, f);
     else if (route != HDOOR_ANSWERED)
         answer_ops(c, route, f);
 }

@@ -279,3 +279,65 @@ Test(hdoor, a_head_answer_has_no_body)
     cr_assert_str_eq(answer(), "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\n"
                                "Content-Length: 3\r\nConnection: close\r\n\r\n");
 }
+
+Test(hdoor, settle_takes_post_with_a_reservation_and_actual)
+{
+    cr_assert_eq(route("POST /v1/settle?actual=250&reservation=18446744073709551615 HTTP/1.1\r\n"
+                       "Host: t\r\nContent-Length: 0\r\n\r\n"),
+                 HDOOR_SETTLE, "%s", answer());
+    cr_assert_eq(call.reservation, UINT64_MAX);
+    cr_assert_eq(call.tokens, 250);
+    cr_assert_eq(route("GET /v1/settle?reservation=1&actual=1 HTTP/1.1\r\nHost: t\r\n\r\n"),
+                 HDOOR_ANSWERED);
+    cr_assert(strstr(answer(), "405 Method Not Allowed\r\n") && strstr(answer(), "Allow: POST\r\n"),
+              "%s", answer());
+    static const struct {
+        const char *query, *says;
+    } bad[] = {
+        {"reservation=1", "settle takes ?reservation=ID&actual=A"},
+        {"reservation=1&actual=2&reservation=1", "reservation given twice"},
+        {"reservation=1&actual=2&actual=2", "actual given twice"},
+        {"reservation=0&actual=2", "reservation: \\\"0\\\" is not a reservation id"},
+        {"reservation=-1&actual=2", "reservation: \\\"-1\\\" is not"},
+        {"reservation=18446744073709551616&actual=2", "is not a reservation id"},
+        {"reservation=1&actual=1099511627777", "actual: \\\"1099511627777\\\" is not a whole"},
+        {"reservation=1&actual=2&team=t", "query parameter team: settle takes reservation and"},
+        {"reservation=%zz&actual=2", "bad percent-encoding"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char raw[256];
+        snprintf(raw, sizeof(raw), "POST /v1/settle?%s HTTP/1.1\r\nHost: t\r\n\r\n", bad[i].query);
+        cr_assert_eq(route(raw), HDOOR_ANSWERED, "%s", bad[i].query);
+        cr_assert(strstr(answer(), "400 Bad Request\r\n"), "%s: %s", bad[i].query, answer());
+        cr_assert(strstr(answer(), bad[i].says), "%s: %s", bad[i].query, answer());
+    }
+    cr_assert_eq(
+        route_on("POST /v1/settle?reservation=1&actual=1 HTTP/1.1\r\nHost: t\r\n\r\n", false),
+        HDOOR_ANSWERED);
+    cr_assert(strstr(answer(), "403 Forbidden\r\n"), "%s", answer());
+}
+
+Test(hdoor, a_settle_answer_says_what_changed)
+{
+    gov_result_t r = {.settled = 2};
+    cr_assert_eq(hdoor_respond_settled(&out, &r, keep), 0);
+    cr_assert(strstr(answer(), "HTTP/1.1 200 OK\r\n") == answer(), "%s", answer());
+    cr_assert(strstr(answer(), "\r\n\r\n{\"settled\":2,\"already_settled\":false}\n"), "%s",
+              answer());
+    out.len = 0;
+    r = (gov_result_t){.status = GOV_ERESERVATION};
+    snprintf(r.error, sizeof(r.error), "no such reservation");
+    cr_assert_eq(hdoor_respond_settled(&out, &r, keep), 0);
+    cr_assert(strstr(answer(), "HTTP/1.1 404 Not Found\r\n") == answer(), "%s", answer());
+    cr_assert(strstr(answer(), "\"code\":\"unknown_reservation\""), "%s", answer());
+}
+
+Test(hdoor, an_admit_with_a_reservation_carries_it_in_a_header_and_the_body)
+{
+    gov_result_t r = result(true, GOV_ADMIT);
+    r.reservation = 12345678901234567890u;
+    cr_assert_eq(hdoor_respond_decision(&out, &r, 429, keep), 0);
+    cr_assert(strstr(answer(), "\r\nTokentriage-Reservation: 12345678901234567890\r\n"), "%s",
+              answer());
+    cr_assert(strstr(answer(), ",\"reservation\":12345678901234567890,"), "%s", answer());
+}
