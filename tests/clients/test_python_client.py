@@ -23,8 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from ttcheck import check, connectable, failed, summary, wait_for  # noqa: E402
 
-FAILED = []
 DEADLINE_S = 10.0
 
 CONFIG = """\
@@ -46,31 +47,6 @@ governance:
       period: 1m
       burst: 20000
 """
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILED.append(what)
-
-
-def wait_for(what, fn):
-    end = time.monotonic() + DEADLINE_S
-    while not fn():
-        if time.monotonic() > end:
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-def connectable(path):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.connect(path)
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
 
 
 def raw_call(path, request):
@@ -182,11 +158,10 @@ def main():
         if daemon and daemon.poll() is None:
             daemon.kill()
             daemon.wait()
-        if FAILED and os.path.exists(os.path.join(work, "serve.log")):
+        if failed() and os.path.exists(os.path.join(work, "serve.log")):
             print(open(os.path.join(work, "serve.log")).read()[-3000:])
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{'FAILED' if FAILED else 'passed'}: python client ({len(FAILED)} failure(s))")
-    return 1 if FAILED else 0
+    return summary("python client")
 
 
 if __name__ == "__main__":

@@ -41,6 +41,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from ttcheck import check, failed, summary, wait_for  # noqa: E402
+
 REPLICAS = 4
 SUBNET = "198.18.0."
 SEED_NAME = "tokentriage-peers.tokentriage.svc.cluster.local"
@@ -48,34 +51,14 @@ SEED_NAME = "tokentriage-peers.tokentriage.svc.cluster.local"
 # gossip rounds (200 ms each), about 1 s; twice that leaves room for a loaded CI machine.
 PROPAGATION_S = 2.0
 START_DEADLINE_S = 20.0
-FAILED = []
 
 
 def log(msg):
     print(msg, flush=True)
 
 
-def check(ok, what):
-    log(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        FAILED.append(what)
-    return ok
-
-
 def run(*cmd, check_rc=True, **kw):
     return subprocess.run(cmd, check=check_rc, capture_output=True, text=True, **kw)
-
-
-def wait_for(what, fn, deadline_s):
-    """Polls fn() until it returns a truthy value or the deadline passes."""
-    end = time.monotonic() + deadline_s
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise TimeoutError(f"timed out after {deadline_s:.0f} s waiting for {what}")
-        time.sleep(0.05)
 
 
 class Node:
@@ -254,7 +237,7 @@ class Fleet:
             os.rmdir("/etc/netns")  # only if empty, i.e. created for this test
         except OSError:
             pass
-        if FAILED:
+        if failed():
             for n in self.nodes:
                 log(f"--- {n.name} log (last lines)\n{n.tail()}")
         shutil.rmtree(self.work, ignore_errors=True)
@@ -461,8 +444,7 @@ def main():
         check(False, f"{type(e).__name__}: {e}")
     finally:
         fleet.cleanup()
-    log(f"{'FAILED' if FAILED else 'passed'}: cluster-in-namespaces ({len(FAILED)} failure(s))")
-    return 1 if FAILED else 0
+    return summary("cluster-in-namespaces")
 
 
 if __name__ == "__main__":

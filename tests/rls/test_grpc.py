@@ -21,8 +21,9 @@ import time
 
 import grpc
 import yaml
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from ttcheck import check, connectable, failed, summary, wait_for  # noqa: E402
 
-FAILED = []
 DEADLINE_S = 15.0
 RLS = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 HEALTH = "/grpc.health.v1.Health/Check"
@@ -44,31 +45,6 @@ governance:
     - {{ id: tenant_tpm, attach: {{ level: tenant }}, type: tpm, amount: 100000, period: 1m,
         burst: 20000 }}
 """
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILED.append(what)
-
-
-def wait_for(what, fn):
-    end = time.monotonic() + DEADLINE_S
-    while not fn():
-        if time.monotonic() > end:
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-def connectable(path):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.connect(path)
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
 
 
 def load_messages(proto_dir, work):
@@ -371,11 +347,10 @@ def main():
         except subprocess.TimeoutExpired:
             daemon.kill()
             check(False, "the daemon stops on SIGTERM")
-        if FAILED:
+        if failed():
             print(open(os.path.join(work, "serve.log")).read()[-3000:])
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{len(FAILED)} failed")
-    return 1 if FAILED else 0
+    return summary("rls grpc")
 
 
 if __name__ == "__main__":

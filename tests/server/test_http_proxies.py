@@ -18,14 +18,14 @@ usage: test_http_proxies.py TOKENTRIAGE SOURCE_DIR
 import http.client
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-FAILED = []
-DEADLINE_S = 15.0
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from ttcheck import check, connectable, failed, free_port, summary, wait_for  # noqa: E402
+
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 # The upstream: serves "hello\n", and says which reservation the proxy handed it.
@@ -42,42 +42,6 @@ class H(http.server.BaseHTTPRequestHandler):
         pass
 http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 """
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILED.append(what)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def wait_for(what, fn, procs=()):
-    end = time.monotonic() + DEADLINE_S
-    while not fn():
-        for p in procs:
-            if p.poll() is not None:
-                raise RuntimeError(f"{what}: the process exited ({p.returncode})")
-        if time.monotonic() > end:
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-def connectable(addr):
-    s = socket.socket(socket.AF_UNIX if isinstance(addr, str) else socket.AF_INET)
-    try:
-        s.connect(addr)
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
 
 
 def through(name, port, team, expect_headers_on_admit=True):
@@ -194,10 +158,10 @@ governance:
         env = dict(os.environ, LD_PRELOAD=FAKETIME_LIB, FAKETIME="2026-12-01 12:00:00",
                    FAKETIME_DONT_FAKE_MONOTONIC="1", ASAN_OPTIONS=asan)
         daemon = spawn("tokentriage", [tt, "serve", "-c", os.path.join(work, "tt.yaml")], env=env)
-        wait_for("the daemon's socket", lambda: connectable(sock), [daemon])
+        wait_for("the daemon's socket", lambda: connectable(sock), procs=[daemon])
 
         up = spawn("upstream", [sys.executable, "-c", UPSTREAM, str(up_port)])
-        wait_for("the upstream", lambda: connectable(("127.0.0.1", up_port)), [up])
+        wait_for("the upstream", lambda: connectable(("127.0.0.1", up_port)), procs=[up])
 
         # nginx: the example, pointed at this daemon, this upstream and this port
         site = open(os.path.join(src, "examples/proxy/nginx.conf")).read()
@@ -214,7 +178,7 @@ governance:
         nginx = spawn("nginx", [shutil.which("nginx") or "/usr/sbin/nginx", "-p", work, "-c",
                                 os.path.join(work, "nginx.conf"), "-g",
                                 "daemon off; master_process off;"])
-        wait_for("nginx", lambda: connectable(("127.0.0.1", nginx_port)), [nginx])
+        wait_for("nginx", lambda: connectable(("127.0.0.1", nginx_port)), procs=[nginx])
         through("nginx", nginx_port, "t-nginx")
         reservation_handoff("nginx", nginx_port, sock)
 
@@ -227,7 +191,7 @@ governance:
         cenv = dict(os.environ, HOME=work, XDG_DATA_HOME=work, XDG_CONFIG_HOME=work)
         caddy = spawn("caddy", ["caddy", "run", "--config", os.path.join(work, "Caddyfile"),
                                 "--adapter", "caddyfile"], env=cenv)
-        wait_for("caddy", lambda: connectable(("127.0.0.1", caddy_port)), [caddy])
+        wait_for("caddy", lambda: connectable(("127.0.0.1", caddy_port)), procs=[caddy])
         through("caddy", caddy_port, "t-caddy")
         reservation_handoff("caddy", caddy_port, sock)
 
@@ -256,7 +220,7 @@ governance:
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
-        if FAILED:
+        if failed():
             for name, _ in procs:
                 path = os.path.join(work, name + ".log")
                 if os.path.exists(path):
@@ -264,8 +228,7 @@ governance:
             if os.path.exists(os.path.join(work, "nginx.err")):
                 print("--- nginx.err\n" + open(os.path.join(work, "nginx.err")).read()[-2000:])
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{'FAILED' if FAILED else 'passed'}: proxies ({len(FAILED)} failure(s))")
-    return 1 if FAILED else 0
+    return summary("proxies")
 
 
 if __name__ == "__main__":
