@@ -5,6 +5,9 @@
  *   membership_sim loss  [nodes] [loss] [secs] false deaths and suspicions under loss
  *   membership_sim bytes [nodes] [secs]        steady-state bytes/s per node
  *   membership_sim join  [nodes]               time until every view is complete
+ *   membership_sim scale [nodes] [secs] [loss] [kill_every]
+ *       a sealed fleet for secs at loss: bytes/s per member (UDP, push-pull), a member killed
+ *       every kill_every s and the time until every live member has it dead, false deaths
  *
  * Everything runs on the virtual clock; the wall time printed is the CPU cost.
  */
@@ -171,6 +174,70 @@ static void join_bench(int n)
     sim_free(s);
 }
 
+static bool all_live_see_dead(sim_t *s, void *arg)
+{
+    int victim = *(int *)arg;
+    for (int i = 0; i < sim_size(s); i++)
+        if (i != victim && sim_up(s, i) && sim_state(s, i, victim) != SWIM_DEAD)
+            return false;
+    return true;
+}
+
+/* Bytes sent by every member so far (a killed one's stop at its kill): all, and UDP alone. */
+static void fleet_bytes(sim_t *s, uint64_t *all, uint64_t *udp)
+{
+    *all = *udp = 0;
+    for (int i = 0; i < sim_size(s); i++) {
+        *all += sim_tx_bytes(s, i);
+        *udp += swim_counters(sim_core(s, i))->tx_bytes;
+    }
+}
+
+static void scale_bench(int n, int secs, double loss, int every)
+{
+    stats_t st;
+    sim_t *s = make(&st, 5000, n, 0, true);
+    sim_set_loss(s, loss);
+    sim_run_until(s, sim_now(s) + 60 * SIM_S); /* past the burst of the first suspicions */
+    int kills = every > 0 ? secs / every : 0, live = n;
+    int64_t *agree = calloc((size_t)(kills ? kills : 1), sizeof *agree);
+    uint64_t all0, udp0, all1, udp1, susp = 0, ref = 0;
+    fleet_bytes(s, &all0, &udp0);
+    int64_t t0 = sim_now(s), prev = t0;
+    double member_secs = 0; /* live members summed over time: what bytes/s per member divide by */
+    for (int k = 0; k < kills; k++) {
+        sim_run_until(s, t0 + (int64_t)(k + 1) * every * SIM_S);
+        int victim = 1 + (int)((uint64_t)k * 7919 % (uint64_t)(n - 1));
+        while (!sim_up(s, victim))
+            victim = 1 + victim % (n - 1);
+        int64_t tk = sim_now(s);
+        member_secs += (double)live-- * (double)(tk - prev) / 1e9;
+        prev = tk;
+        sim_kill(s, victim);
+        if (!sim_run_while_not(s, tk + 120 * SIM_S, all_live_see_dead, &victim))
+            fprintf(stderr, "kill %d (n%d): not dead everywhere after 120 s\n", k, victim);
+        agree[k] = sim_now(s) - tk;
+    }
+    sim_run_until(s, t0 + (int64_t)secs * SIM_S);
+    member_secs += (double)live * (double)(sim_now(s) - prev) / 1e9;
+    fleet_bytes(s, &all1, &udp1);
+    for (int i = 0; i < n; i++) {
+        susp += swim_counters(sim_core(s, i))->suspicions;
+        ref += swim_counters(sim_core(s, i))->refutes;
+    }
+    printf("scale N=%d sealed, loss=%.0f%%, %d s: %.0f bytes/s sent per member (UDP %.0f, "
+           "push-pull %.0f); %d kills, agreement p50 %.1f s p99 %.1f s max %.1f s; false deaths "
+           "%d; suspicions %llu, refutes %llu\n",
+           n, loss * 100, secs, (double)(all1 - all0) / member_secs,
+           (double)(udp1 - udp0) / member_secs,
+           (double)((all1 - all0) - (udp1 - udp0)) / member_secs, kills,
+           kills ? pct(agree, kills, 0.5) : 0, kills ? pct(agree, kills, 0.99) : 0,
+           kills ? pct(agree, kills, 1.0) : 0, st.false_deaths, (unsigned long long)susp,
+           (unsigned long long)ref);
+    free(agree);
+    sim_free(s);
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "kill";
@@ -184,10 +251,13 @@ int main(int argc, char **argv)
     else if (strcmp(what, "bytes") == 0)
         bytes_bench(argc > 2 ? atoi(argv[2]) : 64, argc > 3 ? atoi(argv[3]) : 300,
                     argc > 4 ? atof(argv[4]) : 0);
+    else if (strcmp(what, "scale") == 0)
+        scale_bench(argc > 2 ? atoi(argv[2]) : 1000, argc > 3 ? atoi(argv[3]) : 600,
+                    argc > 4 ? atof(argv[4]) : 0.2, argc > 5 ? atoi(argv[5]) : 120);
     else if (strcmp(what, "join") == 0)
         join_bench(argc > 2 ? atoi(argv[2]) : 1000);
     else {
-        fprintf(stderr, "usage: membership_sim kill|loss|bytes|join [args]\n");
+        fprintf(stderr, "usage: membership_sim kill|loss|bytes|join|scale [args]\n");
         return 64;
     }
     fprintf(stderr, "cpu %.2f s\n", (double)(clock() - c0) / CLOCKS_PER_SEC);

@@ -188,6 +188,7 @@ struct swim_core {
         int64_t at;
     } fetched[FETCH_RECENT];
     unsigned pushpull_round;
+    size_t pp_len; /* our last push-pull message, in bytes */
 
     swim_outbox_t out;
     size_t out_cap;
@@ -276,6 +277,7 @@ void swim_config_default(swim_config_t *cfg)
     cfg->awareness_max = 8;
     cfg->probe_retries = 2;
     cfg->probe_retry_above = 32;
+    cfg->pushpull_bytes_per_s = 256;
     cfg->label = "";
 }
 
@@ -1253,7 +1255,7 @@ int swim_new(swim_core_t **out, const swim_config_t *cfg, int64_t now, swim_err_
         bad = "intervals: must be positive, probe timeout within the probe interval";
     else if (cfg->indirect_checks < 0 || cfg->gossip_nodes < 0 || cfg->retransmit_mult < 1 ||
              cfg->suspicion_mult < 1 || cfg->suspicion_max_mult < 1 || cfg->awareness_max < 1 ||
-             cfg->probe_retries < 0 || cfg->probe_retries > 255)
+             cfg->probe_retries < 0 || cfg->probe_retries > 255 || cfg->pushpull_bytes_per_s < 1)
         bad = "multipliers: out of range";
     else if (cfg->addr.family != 4 && cfg->addr.family != 6)
         bad = "addr: family must be 4 or 6";
@@ -1322,10 +1324,17 @@ static int64_t pushpull_interval(const swim_core_t *c)
 {
     /* memberlist's pushPullScale: slower above 32 members, the message grows with N */
     int n = c->last_live;
-    if (n <= 32)
-        return c->cfg.pushpull_interval_ns;
-    int mult = (int)ceil(log2((double)n) - log2(32.0)) + 1;
-    return c->cfg.pushpull_interval_ns * mult;
+    int64_t t = c->cfg.pushpull_interval_ns;
+    if (n > 32)
+        t *= (int)ceil(log2((double)n) - log2(32.0)) + 1;
+    /* But the message grows linearly and that scale logarithmically: at 5,000 members push-pull
+     * alone came to about 1 KiB/s per member. Each member sends its table about twice an
+     * interval (its own round, and an answer to someone else's), so the interval is stretched
+     * to keep that within pushpull_bytes_per_s. The fleet still runs n of them an interval:
+     * anti-entropy between some pair stays frequent. */
+    int64_t per_s = c->cfg.pushpull_bytes_per_s;
+    int64_t budget = ((int64_t)c->pp_len * 2 * 1000000000 + per_s - 1) / per_s;
+    return budget > t ? budget : t;
 }
 
 static void want_pushpull(swim_core_t *c, int64_t now)
@@ -1703,6 +1712,7 @@ int swim_pushpull_encode(swim_core_t *c, int64_t now, bool join, uint8_t *out, s
         *len = head + w.len;
     }
     c->ctr.pushpull_out++;
+    c->pp_len = *len;
     return 0;
 }
 

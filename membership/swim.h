@@ -88,7 +88,8 @@ typedef struct swim_config {
     int64_t probe_interval_ns;    /* 1 s */
     int64_t probe_timeout_ns;     /* 500 ms */
     int64_t gossip_interval_ns;   /* 200 ms */
-    int64_t pushpull_interval_ns; /* 30 s, scaled up above 32 members like memberlist */
+    int64_t pushpull_interval_ns; /* 30 s, scaled up above 32 members like memberlist, and */
+                                  /* stretched to keep within pushpull_bytes_per_s */
     int64_t gossip_to_dead_ns;    /* 30 s: dead members still get gossip, to refute */
     int64_t reclaim_ns;           /* 60 s: dead/left members leave the table */
     int64_t replay_window_ns;     /* 30 s: accepted skew between sender and receiver */
@@ -100,6 +101,7 @@ typedef struct swim_config {
     int awareness_max;            /* 8 */
     int probe_retries;            /* 2: above probe_retry_above live members, a failed probe of */
     int probe_retry_above;        /* 32: a member alive to us is retried this often first */
+    int pushpull_bytes_per_s;     /* 256: push-pull's share of a member's bytes (see above) */
     /* Keyring: keys[0] seals, every key opens. nkeys 0 = plaintext. */
     const uint8_t (*keys)[SWIM_KEY_BYTES];
     size_t nkeys;

@@ -1,5 +1,6 @@
 /* The SWIM core, driven as whole clusters through the deterministic simulator (sim.h). */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "sim.h"
@@ -524,4 +525,68 @@ Test(swim_scale, two_hundred_and_fifty_six_members_at_twenty_percent_loss_send_u
               "the killed member is not dead everywhere after 30 s");
     cr_assert_eq(w.false_deaths, 0, "%d false deaths", w.false_deaths);
     sim_free(s);
+}
+
+/* A core that knows 5,000 members (told by gossip, never probing: its probe interval is
+ * longer than the test) runs two hours: the push-pull rounds it starts, after the first, cost
+ * at most 128 bytes a second (it answers about as many: 256 in all, pushpull_bytes_per_s).
+ * memberlist's logarithmic scale alone (every 270 s at 5,000) came to 4x that, and push-pull
+ * alone then broke the 1 KiB/s a member may send. */
+Test(swim_scale, push_pull_at_five_thousand_members_keeps_within_its_byte_budget)
+{
+    int64_t now = INT64_C(1700000000) * SIM_S;
+    swim_config_t cfg;
+    swim_config_default(&cfg);
+    cfg.id = "rx";
+    cfg.generation = 1;
+    cfg.addr = (swim_addr_t){.family = 4, .port = 7946, .ip = {10, 0, 0, 1}};
+    cfg.probe_interval_ns = cfg.probe_timeout_ns = 100000 * SIM_S;
+    swim_core_t *c;
+    swim_err_t err;
+    cr_assert_eq(swim_new(&c, &cfg, now, &err), 0, "%s", err.msg);
+    char ids[5000][8];
+    swim_update_t u[40];
+    for (int k = 0, seq = 1; k < 5000; seq++) {
+        int m = 0;
+        for (; m < 40 && k < 5000; m++, k++) {
+            int len = snprintf(ids[k], sizeof ids[k], "m%d", k);
+            u[m] = (swim_update_t){
+                .state = SWIM_ALIVE,
+                .id = ids[k],
+                .id_len = (size_t)len,
+                .generation = 1,
+                .addr = {.family = 4, .port = 7946, .ip = {10, 1, (uint8_t)(k >> 8), (uint8_t)k}}};
+        }
+        cr_assert_eq(claim(c, now, (uint64_t)seq, u, m), 0);
+    }
+    cr_assert_eq(swim_live_count(c), 5001);
+    size_t cap = swim_pushpull_bound(c), len;
+    uint8_t *buf = malloc(cap);
+    cr_assert_eq(swim_pushpull_encode(c, now, true, buf, cap, &len), 0); /* the join's */
+    int64_t first = 0, last = 0, end = now + 7200 * SIM_S;
+    uint64_t bytes = 0;
+    int rounds = 0;
+    while (now < end) {
+        swim_tick(c, now);
+        if (swim_outbox(c)->pp_wanted) {
+            cr_assert_eq(swim_pushpull_encode(c, now, false, buf, cap, &len), 0);
+            if (rounds++)
+                bytes += len;
+            else
+                first = now;
+            last = now;
+        }
+        swim_outbox_clear(c);
+        swim_events_clear(c);
+        now = swim_next_deadline(c);
+    }
+    cr_assert_geq(rounds, 3, "%d push-pull rounds in two hours", rounds);
+    double per_s = (double)bytes / ((double)(last - first) / 1e9);
+    /* 128 B/s, give or take a byte a round: a round is timed from the one before, whose
+     * message may be a byte shorter (the header's varints grow) */
+    cr_assert_leq(bytes * 1000 * (uint64_t)SIM_S, 128 * 1001 * (uint64_t)(last - first),
+                  "push-pull rounds cost %.1f bytes/s (%d rounds of %zu bytes)", per_s, rounds,
+                  len);
+    free(buf);
+    swim_free(c);
 }
