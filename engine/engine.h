@@ -366,6 +366,11 @@ typedef void (*gov_counter_fn)(void *ctx, size_t limit, const char *key, size_t 
  * call. Reads only and allocates nothing, so it may run in a forked child. */
 void gov_engine_each_counter(gov_engine_t *e, int64_t now, gov_counter_fn fn, void *ctx);
 
+/* The counter table's big memory (slot arrays and full key blocks), most of what a snapshot's
+ * fork copies the page tables of: up to `cap` ranges, returns how many it filled. The addresses
+ * are read now; the next operation may unmap some of them. */
+size_t gov_engine_regions(const gov_engine_t *e, void **addr, size_t *len, size_t cap);
+
 /* Puts one counter back (overwriting one already held). `limit` indexes the armed config.
  * Returns 0 when restored, 1 when the state is idle at `now` (nothing to keep), GOV_EINVAL for
  * a limit that does not persist, GOV_ESUBJECT for a key too long, GOV_ELIMITS at the counter

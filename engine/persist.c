@@ -36,6 +36,11 @@ void gov_engine_each_counter(gov_engine_t *e, int64_t now, gov_counter_fn fn, vo
     gov_table_each(&e->table, each_slot, &c);
 }
 
+size_t gov_engine_regions(const gov_engine_t *e, void **addr, size_t *len, size_t cap)
+{
+    return gov_table_regions(&e->table, addr, len, cap);
+}
+
 int gov_engine_restore(gov_engine_t *e, size_t limit, const char *key, size_t key_len,
                        int64_t state, int64_t now)
 {

@@ -92,6 +92,40 @@ uint64_t gov_siphash(uint64_t k0, uint64_t k1, const void *data, size_t len, int
     return v0 ^ v1 ^ v2 ^ v3;
 }
 
+/* ---- memory from the kernel ---------------------------------------------------------------- */
+
+/*
+ * Slot arrays and arena blocks come straight from the kernel: zero pages on demand, so a growth
+ * costs no memset. (calloc would serve an array below glibc's dynamic mmap threshold, which
+ * rises once a large block has been freed, from the heap and zero it all at once: 3 ms for
+ * 24 MB, measured.)
+ *
+ * What is a huge page or more starts on a huge-page boundary, so that the state snapshot can have
+ * the kernel hold it in transparent huge pages (gov_table_regions; a fork then copies one
+ * page-table entry per 2 MiB instead of 512). Huge pages are not asked for here (MADV_HUGEPAGE):
+ * a fault on the decision path would then wait for the kernel to find or compact one.
+ */
+#define HUGE_PAGE ((size_t)2 << 20)
+
+static void *pages_alloc(size_t len)
+{
+    size_t pad = len >= HUGE_PAGE ? HUGE_PAGE : 0;
+    char *p = mmap(NULL, len + pad, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    size_t head = pad ? (HUGE_PAGE - (uintptr_t)p % HUGE_PAGE) % HUGE_PAGE : 0;
+    if (head)
+        munmap(p, head);
+    if (pad > head)
+        munmap(p + head + len, pad - head);
+    return p + head;
+}
+
+static void pages_free(void *p, size_t len)
+{
+    munmap(p, len);
+}
+
 /* ---- the id arena -------------------------------------------------------------------------- */
 
 static int arena_class(size_t len)
@@ -103,8 +137,9 @@ static int arena_class(size_t len)
 }
 
 /* Chunks live in fixed blocks of ARENA_BLOCK bytes, so the arena grows by adding a block and
- * never moves (a realloc of the whole arena would copy megabytes inside one operation). */
-#define ARENA_BLOCK ((size_t)256 * 1024)
+ * never moves (a realloc of the whole arena would copy megabytes inside one operation). A block
+ * is one huge page (its pages are touched only as its chunks are used). */
+#define ARENA_BLOCK HUGE_PAGE
 
 static uint8_t *arena_at(const gov_arena_t *a, int c, uint32_t ix)
 {
@@ -139,7 +174,7 @@ static uint32_t arena_put(gov_table_t *t, const char *key, size_t len)
                 a->blocks = blocks;
                 a->cap_blocks = cap;
             }
-            if (!(a->blocks[a->n_blocks] = malloc(ARENA_BLOCK)))
+            if (!(a->blocks[a->n_blocks] = pages_alloc(ARENA_BLOCK)))
                 return 0;
             a->n_blocks++;
         }
@@ -162,22 +197,15 @@ static void arena_drop(gov_table_t *t, uint32_t ref, size_t len)
 
 /* ---- slots --------------------------------------------------------------------------------- */
 
-/*
- * Slot arrays come straight from the kernel: zero pages on demand, so a growth costs no memset.
- * (calloc would serve an array below glibc's dynamic mmap threshold, which rises once a large
- * block has been freed, from the heap and zero it all at once: 3 ms for 24 MB, measured.)
- */
 static gov_slot_t *slots_alloc(size_t n)
 {
-    void *p = mmap(NULL, n * sizeof(gov_slot_t), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    return pages_alloc(n * sizeof(gov_slot_t));
 }
 
 static void slots_free(gov_slot_t *slots, size_t n)
 {
     if (slots)
-        munmap(slots, n * sizeof(gov_slot_t));
+        pages_free(slots, n * sizeof(gov_slot_t));
 }
 
 #define MOVED UINT16_MAX /* the length of an old slot already moved to the new array */
@@ -287,7 +315,7 @@ void gov_table_free(gov_table_t *t)
         slots_free(t->old, t->old_mask + 1);
     for (int c = 0; c < GOV_ARENA_CLASSES; c++) {
         for (uint32_t b = 0; b < t->arena[c].n_blocks; b++)
-            free(t->arena[c].blocks[b]);
+            pages_free(t->arena[c].blocks[b], ARENA_BLOCK);
         free(t->arena[c].blocks);
     }
     memset(t, 0, sizeof(*t));
@@ -473,6 +501,25 @@ void gov_table_each(const gov_table_t *t, gov_table_each_fn fn, void *ctx)
     each_in(t, t->slots, 0, t->mask + 1, fn, ctx);
     if (t->old) /* old [0, moved) is across (and partly returned to the kernel) */
         each_in(t, t->old, t->moved, t->old_mask + 1, fn, ctx);
+}
+
+size_t gov_table_regions(const gov_table_t *t, void **addr, size_t *len, size_t cap)
+{
+    size_t n = 0;
+    if (n < cap) {
+        addr[n] = t->slots;
+        len[n++] = (t->mask + 1) * sizeof(gov_slot_t);
+    }
+    if (t->old && n < cap) { /* its first released_bytes are back with the kernel */
+        addr[n] = (char *)t->old + t->released_bytes;
+        len[n++] = (t->old_mask + 1) * sizeof(gov_slot_t) - t->released_bytes;
+    }
+    for (int c = 0; c < GOV_ARENA_CLASSES; c++)
+        for (uint32_t b = 0; b + 1 < t->arena[c].n_blocks && n < cap; b++) { /* the full ones */
+            addr[n] = t->arena[c].blocks[b];
+            len[n++] = ARENA_BLOCK;
+        }
+    return n;
 }
 
 size_t gov_table_bytes(const gov_table_t *t)

@@ -103,6 +103,11 @@ size_t gov_table_reclaim(gov_table_t *t, int64_t now, size_t budget);
 typedef void (*gov_table_each_fn)(void *ctx, int ident, const char *key, size_t len, int64_t state);
 void gov_table_each(const gov_table_t *t, gov_table_each_fn fn, void *ctx);
 
+/* The table's big memory: the slot array, what is left of the old one while a growth is under
+ * way, and the arena's full blocks; up to `cap` ranges, returns how many it filled. For the
+ * state snapshot, which asks the kernel to hold them in huge pages. */
+size_t gov_table_regions(const gov_table_t *t, void **addr, size_t *len, size_t cap);
+
 /* Bytes of memory the table holds: slot array, arena chunks, the struct itself. */
 size_t gov_table_bytes(const gov_table_t *t);
 

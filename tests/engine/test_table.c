@@ -1,5 +1,6 @@
 /* The counter table: exactness under hash collisions, incremental reclamation, the cap. */
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -179,6 +180,32 @@ Test(table, bytes_account_for_slots_and_ids)
     cr_assert_gt(gov_table_bytes(&t), empty);
     cr_assert_geq(gov_table_bytes(&t), (t.mask + 1) * sizeof(gov_slot_t));
     cr_assert_eq(sizeof(gov_slot_t), 24);
+}
+
+/* The state snapshot has the kernel hold the table's big memory in huge pages: what it lists
+ * starts on a 2 MiB boundary, the slot array first, then the id blocks that are full. */
+Test(table, its_big_memory_is_listed_and_starts_on_huge_page_boundaries)
+{
+    gov_table_t big;
+    const uint64_t seed[2] = {1, 2};
+    cr_assert_eq(gov_table_init(&big, 300000, 300000, seed), 0);
+    int id = gov_table_ident_add(&big, 5, &gcra, false);
+    cr_assert_eq(gov_table_reserve(&big, 270000), 0);
+    for (int i = 0; i < 270000; i++) { /* 8-byte ids: 262,144 fill a 2 MiB block */
+        char k[16];
+        size_t s, len = (size_t)snprintf(k, sizeof(k), "%08d", i);
+        cr_assert_eq(gov_table_get(&big, id, gov_table_hash(&big, id, k, len), k, len, &s), 0);
+    }
+    void *addr[8];
+    size_t len[8];
+    cr_assert_eq(gov_table_regions(&big, addr, len, 8), 2, "the slot array and one full block");
+    cr_assert_eq(addr[0], (void *)big.slots);
+    cr_assert_eq(len[0], (big.mask + 1) * sizeof(gov_slot_t));
+    cr_assert_eq(len[1], (size_t)2 << 20);
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq((uintptr_t)addr[i] % ((uintptr_t)2 << 20), 0, "region %d", i);
+    cr_assert_eq(gov_table_regions(&big, addr, len, 1), 1);
+    gov_table_free(&big);
 }
 
 /* A random walk against a plain array model: inserts, lookups, idle marks and reclamation
