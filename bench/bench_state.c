@@ -2,17 +2,21 @@
  * bench_state: what a snapshot costs at a million counters (docs/state.md, "What a snapshot
  * costs"). Speed is measured here, never asserted in a test.
  *
- *   bench_state [COUNTERS] [SNAPSHOTS]      defaults 1000000 and 7
+ *   bench_state [COUNTERS] [SNAPSHOTS] [no-huge-pages]      defaults 1000000 and 7
  *
  * An engine is filled with COUNTERS live counters (one key-level gcra limit, 8-byte keys), the
  * way the daemon's table holds them. Then, on one thread as in the daemon:
  *   1. the stop snapshot, in-process: time and bytes;
- *   2. decisions on random held keys in a tight loop, with an interval snapshot (the fork) every
- *      200 ms: the loop's pause for each fork, and the decision latency and the gap between
- *      two consecutive decisions (the stall a caller sees) while a child is writing and while
- *      none is, as p50 / p99 / p99.9 / max.
+ *   2. decisions on random held keys in a tight loop, with an interval snapshot (the collapse
+ *      into huge pages on a worker, then the fork) every 200 ms: the loop's pause for each fork,
+ *      how long the collapses took, and the decision latency and the gap between two
+ *      consecutive decisions (the stall a caller sees) while nothing runs, while the worker
+ *      collapses and while a child writes, as p50 / p99 / p99.9 / max.
+ * `no-huge-pages` disables transparent huge pages for the process (prctl PR_SET_THP_DISABLE),
+ * as on a kernel without them: the forks then copy 4 KiB page-table entries.
  */
 #include <stdio.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -36,6 +40,8 @@ static void on_event(void *ctx, const st_event_t *ev)
         if (ev->kind == ST_EV_SNAPSHOT_FAILED)
             fprintf(stderr, "snapshot failed: %s\n", ev->detail);
     }
+    if (ev->kind == ST_EV_NO_HUGE_PAGES)
+        printf("  no huge pages: %s\n", ev->detail);
 }
 
 static bool decide(gov_engine_t *e, uint64_t k, int64_t now)
@@ -53,12 +59,14 @@ static bool decide(gov_engine_t *e, uint64_t k, int64_t now)
 #define FINE 10000
 #define COARSE 100000
 typedef struct hist {
-    uint64_t fine[FINE], coarse[COARSE], n;
-    int64_t max;
+    uint64_t fine[FINE], coarse[COARSE], n, over_1ms;
+    int64_t max, sum;
 } hist_t;
 
 static void hist_add(hist_t *h, int64_t ns)
 {
+    h->sum += ns;
+    h->over_1ms += ns > 1000000;
     if (ns < FINE * 10)
         h->fine[ns / 10]++;
     else
@@ -87,17 +95,39 @@ static int cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void report(const char *what, const hist_t *h)
+/* Percentiles; for the gaps (which add up to the phase's time) also how many went over 1 ms,
+ * per second of that phase: the machine's own hiccups show in every phase, a snapshot's in its. */
+static void report(const char *what, const hist_t *h, bool gaps)
 {
-    printf("  %-38s n=%-9llu p50 %7.2f us  p99 %7.2f us  p99.9 %8.2f us  max %9.2f us\n", what,
+    printf("  %-42s n=%-9llu p50 %7.2f us  p99 %7.2f us  p99.9 %8.2f us  max %9.2f us", what,
            (unsigned long long)h->n, hist_q(h, 50000) / 1e3, hist_q(h, 99000) / 1e3,
            hist_q(h, 99900) / 1e3, h->max / 1e3);
+    if (gaps)
+        printf("  over 1 ms: %llu in %.2f s (%.1f/s)", (unsigned long long)h->over_1ms,
+               h->sum / 1e9, h->sum ? (double)h->over_1ms / (h->sum / 1e9) : 0.0);
+    printf("\n");
+}
+
+/* The process's resident memory, and how much of it is in huge pages. */
+static void memory(void)
+{
+    char line[256];
+    FILE *sm = fopen("/proc/self/smaps_rollup", "r");
+    while (sm && fgets(line, sizeof(line), sm))
+        if (strncmp(line, "Rss:", 4) == 0 || strncmp(line, "AnonHugePages:", 14) == 0)
+            printf("  %s", line);
+    if (sm)
+        fclose(sm);
 }
 
 int main(int argc, char **argv)
 {
     size_t counters = argc > 1 ? strtoul(argv[1], NULL, 10) : 1000000;
     int rounds = argc > 2 ? atoi(argv[2]) : 7;
+    if (argc > 3 && strcmp(argv[3], "no-huge-pages") == 0 && prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0))
+        return perror("prctl"), 1;
+    if (rounds < 1 || rounds > 32)
+        return fprintf(stderr, "SNAPSHOTS: 1 .. 32\n"), 1;
     static const char yaml[] = "governance:\n  limits:\n"
                                "    - { id: per_key, attach: { level: key }, type: rpm, "
                                "amount: 10, period: 1h }\n";
@@ -127,13 +157,7 @@ int main(int argc, char **argv)
         return 1;
     printf("bench_state: %zu counters held, table %.1f MB\n", (size_t)m.counters,
            m.table_bytes / 1e6);
-    char line[256];
-    FILE *sm = fopen("/proc/self/smaps_rollup", "r");
-    while (sm && fgets(line, sizeof(line), sm))
-        if (strncmp(line, "Rss:", 4) == 0 || strncmp(line, "AnonHugePages:", 14) == 0)
-            printf("  %s", line);
-    if (sm)
-        fclose(sm);
+    memory();
 
     /* 1. the stop snapshot, in-process */
     st_node_start(n, e, &cfg);
@@ -145,33 +169,55 @@ int main(int argc, char **argv)
                (double)last.bytes / (double)last.counters);
     }
 
-    /* 2. decisions all along, a forked snapshot every 200 ms */
-    static hist_t lat[2], gap[2];
+    /* 2. decisions all along, a snapshot every 200 ms: collapse on a worker, then the fork */
+    static hist_t lat[3], gap[3];
+    static const char *const phase_name[3] = {"no snapshot", "worker collapsing", "child writing"};
+    int64_t collapses[64], collapse_from = 0;
+    int n_collapses = 0;
     uint64_t rng = 88172645463325252ull;
     int base = snapshots;
+    st_phase_t was = ST_PHASE_IDLE;
     int64_t prev = tt_mono_ns();
     while (snapshots - base < rounds) {
-        uv_run(&loop, UV_RUN_NOWAIT); /* the interval timer forks; the poll timer reaps */
-        int busy = st_node_busy(n);
+        uv_run(&loop, UV_RUN_NOWAIT); /* the timers queue the collapse, fork, reap */
+        st_phase_t phase = st_node_phase(n);
+        if (phase == ST_PHASE_COLLAPSING && was != phase)
+            collapse_from = tt_mono_ns();
+        if (was == ST_PHASE_COLLAPSING && phase != was && n_collapses < 64)
+            collapses[n_collapses++] = tt_mono_ns() - collapse_from;
+        was = phase;
         rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
         int64_t t1 = tt_mono_ns();
         decide(e, rng % counters, tt_wall_ns());
         int64_t t2 = tt_mono_ns();
-        hist_add(&lat[busy], t2 - t1);
-        hist_add(&gap[busy], t2 - prev); /* includes the fork when the timer fired */
+        hist_add(&lat[phase], t2 - t1);
+        hist_add(&gap[phase], t2 - prev); /* includes the fork when it ran */
         prev = t2;
     }
     qsort(pauses + base, (size_t)rounds, sizeof(int64_t), cmp);
     qsort(cpu + base, (size_t)rounds, sizeof(int64_t), cmp);
+    qsort(collapses, (size_t)n_collapses, sizeof(int64_t), cmp);
     printf("  forked snapshots: %d; the loop's pause for the fork: wall median %.3f ms, max %.3f "
            "ms; CPU (the fork's own cost) median %.3f ms, max %.3f ms; writing took %.1f ms "
            "(the last)\n",
            rounds, pauses[base + rounds / 2] / 1e6, pauses[base + rounds - 1] / 1e6,
            cpu[base + rounds / 2] / 1e6, cpu[base + rounds - 1] / 1e6, last.took_ns / 1e6);
-    report("decision latency, no snapshot", &lat[0]);
-    report("decision latency, child writing", &lat[1]);
-    report("gap between decisions, no snapshot", &gap[0]);
-    report("gap between decisions, child writing", &gap[1]);
+    if (n_collapses)
+        printf("  collapses into huge pages (worker, wall): %d, median %.1f ms, max %.1f ms\n",
+               n_collapses, collapses[n_collapses / 2] / 1e6, collapses[n_collapses - 1] / 1e6);
+    for (int p = 0; p < 3; p++) {
+        char what[64];
+        snprintf(what, sizeof(what), "decision latency, %s", phase_name[p]);
+        if (lat[p].n)
+            report(what, &lat[p], false);
+    }
+    for (int p = 0; p < 3; p++) {
+        char what[64];
+        snprintf(what, sizeof(what), "gap between decisions, %s", phase_name[p]);
+        if (gap[p].n)
+            report(what, &gap[p], true);
+    }
+    memory();
     st_node_stop(n, false, 0);
     uv_run(&loop, UV_RUN_DEFAULT);
     st_node_free(n);

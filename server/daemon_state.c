@@ -50,6 +50,12 @@ static void log_event(void *ctx, const st_event_t *ev)
         srv_log(SRV_LOG_ERROR, "state: snapshot failed; the previous one stays", "file", ev->path,
                 "reason", st_reason(ev->err), "detail", ev->detail, NULL);
         return;
+    case ST_EV_NO_HUGE_PAGES:
+        srv_log(SRV_LOG_WARN,
+                "state: no huge pages for the counter table; each snapshot's fork stops the loop "
+                "about 2.5 ms per million counters",
+                "dir", ev->path, "detail", ev->detail, NULL);
+        return;
     }
 }
 

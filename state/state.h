@@ -7,7 +7,8 @@
  * that is missing, truncated, corrupt, of another version or written for another node, all
  * become an event (the daemon logs it) and a metric, and the daemon serves without that state.
  *
- * Threads: the loop's. Ownership: the node borrows the loop, the engine and the config pointer
+ * Threads: the loop's, and a libuv worker that only calls madvise on the table's memory (see
+ * state.c). Ownership: the node borrows the loop, the engine and the config pointer
  * it is given for its whole life.
  */
 #ifndef TT_STATE_STATE_H
@@ -34,6 +35,8 @@ typedef enum st_event_kind {
     ST_EV_DROPPED,         /* one limit of the snapshot that the armed config no longer has */
     ST_EV_SNAPSHOT,        /* a snapshot is in place: counters, bytes, took_ns, pause_ns */
     ST_EV_SNAPSHOT_FAILED, /* err, detail: the previous snapshot is still in place */
+    ST_EV_NO_HUGE_PAGES,   /* detail: the kernel will not hold the counter table in huge pages,
+                              so each fork copies its page tables (once per node) */
 } st_event_kind_t;
 
 typedef struct st_event {
@@ -80,8 +83,10 @@ void st_node_start(st_node_t *n, gov_engine_t *e, cfg_config_t *const *cfgp);
  * bench_state. Ends a forked one under way first. */
 void st_node_snapshot_now(st_node_t *n);
 
-/* True while a forked child is writing a snapshot (until the loop has reaped it). */
-bool st_node_busy(const st_node_t *n);
+/* Where the interval snapshot is: idle, a worker collapsing the counter table into huge pages
+ * before the fork, or a forked child writing (until the loop has reaped it). */
+typedef enum st_phase { ST_PHASE_IDLE = 0, ST_PHASE_COLLAPSING, ST_PHASE_WRITING } st_phase_t;
+st_phase_t st_node_phase(const st_node_t *n);
 
 /* At stop, once no decision can run any more: ends a snapshot under way, writes one in-process
  * when `snapshot` (not after a start that failed) and closes the timers. Free the node once the
