@@ -35,26 +35,22 @@ local function fdiv(x, d)
   return q, r
 end
 
-local function split16(x)
-  local hi = floor(x / 65536)
-  return hi, x - hi * 65536
-end
-
 -- (a, b) -> (h, l) = h * 2^32 + l, 0 <= l < 2^32: the packed window layout's split, and wide's
 -- limbs. v = (a1 * 10^9) * 2^16 + a0 * 10^9 + b for a = a1 * 2^16 + a0, each piece exact.
 local function hl(a, b)
-  local a1, a0 = split16(a)
-  local y1, y0 = split16(a1 * 1000000000)
-  local z = y0 * 65536 + a0 * 1000000000 + b
+  local a1 = floor(a / 65536)
+  local y = a1 * 1000000000
+  local y1 = floor(y / 65536)
+  local z = (y - y1 * 65536) * 65536 + (a - a1 * 65536) * 1000000000 + b
   local z1 = floor(z / 4294967296)
   return y1 + z1, z - z1 * 4294967296
 end
 
 -- (h, l) -> (a, b), for a signed h (an int64) or 0 <= h < 2^32 (an unsigned magnitude):
--- 2^48 = 281474 * 10^9 + 976710656
+-- h = h1 * 2^16 + h0 and 2^48 = 281474 * 10^9 + 976710656
 local function ab(h, l)
-  local h1, h0 = split16(h)
-  local a, b = fdiv(h0 * 4294967296 + l + h1 * 976710656, 1000000000)
+  local h1 = floor(h / 65536)
+  local a, b = fdiv((h - h1 * 65536) * 4294967296 + l + h1 * 976710656, 1000000000)
   return h1 * 281474 + a, b
 end
 
@@ -64,6 +60,11 @@ end
 local function wide()
   local B16, B32 = 65536, 4294967296
   local W = {}
+
+  local function split16(x)
+    local hi = floor(x / B16)
+    return hi, x - hi * B16
+  end
 
   local function neg(h, l)
     if l == 0 then return 0 - h, 0 end
@@ -204,29 +205,37 @@ local function count(xa, xb, da, db)
   return string.format('%d%09d', qa, qb)
 end
 
--- Text -> a, b, or nil unless Lua reads the whole text as an integer and, beyond 2^52 where a
--- double cannot hold it, its last nine characters and the rest read as the value's last nine
--- digits and the rest (so "twelve", "1.5" and "99999999999999999999" are refused, and a value
--- is never rounded). Below 2^52 the double is exact; beyond, the halves come from the text.
+-- Text -> a, b, or nil unless Lua reads the text as an integer and, from 2^52 up where a double
+-- cannot hold it, the text is a plain decimal (digits, an optional sign) ending in nine digits:
+-- "twelve", "1.5", "1e18" and "99999999999999999999" are refused, and no value is ever rounded.
+-- Below 2^52 the double is exact. Beyond, the last nine digits are b, read from their bytes (no
+-- new strings), and the double, within 2^11 of the value, rounds (v - b) / 10^9 to a exactly.
 local function parse(s)
   local v = tonumber(s)
-  if v == nil or v ~= floor(v) then return nil end -- NaN too
-  if v < 4503599627370496 and v > -4503599627370496 then return fdiv(v, 1000000000) end
-  local n = #s
-  if n < 16 or n > 20 then return nil end -- 2^52 has 16 digits; a sign and 19 digits at most
-  local a, b = tonumber(string.sub(s, 1, n - 9)), tonumber(string.sub(s, n - 8))
-  if a == nil or b == nil or a ~= floor(a) or b ~= floor(b) or b < 0 or b >= 1000000000 then
-    return nil
+  if v == nil or v % 1 ~= 0 then return nil end -- NaN and the infinities too
+  if v < 4503599627370496 and v > -4503599627370496 then
+    -- |v / 10^9| < 2^23: the quotient is at least 10^-9 from the next integer above, more
+    -- than half its double's spacing (2^-30), so its floor is exact without a correction
+    local a = floor(v / 1000000000)
+    return a, v - a * 1000000000
   end
+  if #s < 16 or #s > 20 then return nil end -- 2^52 has 16 digits; a sign and 19 at most
+  local n1, n2, n3, n4, n5, n6, n7, n8, n9 = string.byte(s, -9, -1)
+  if not tonumber(s, 10) or math.min(n1, n2, n3, n4, n5, n6, n7, n8, n9) < 48 or
+      math.max(n1, n2, n3, n4, n5, n6, n7, n8, n9) > 57 then
+    return nil -- tonumber(s, 10) refuses all but digits, a sign and spaces
+  end
+  local m = n1 * 100000000 + n2 * 10000000 + n3 * 1000000 + n4 * 100000 + n5 * 10000 +
+            n6 * 1000 + n7 * 100 + n8 * 10 + n9 - 5333333328 -- 48 x 111111111
   if v < 0 then
-    if a > 0 or a < -MAXA or (a == -MAXA and b > MAXB + 1) then return nil end
-    if a * 1000000000 - b - v > 4096 or v - a * 1000000000 + b > 4096 then return nil end
-    if b == 0 then return a, 0 end
-    return a - 1, 1000000000 - b
+    local a = floor((-v - m) / 1000000000 + 0.5) -- the magnitude's
+    if a > MAXA or (a == MAXA and m > MAXB + 1) then return nil end
+    if m == 0 then return -a, 0 end
+    return -a - 1, 1000000000 - m
   end
-  if a < 0 or a > MAXA or (a == MAXA and b > MAXB) then return nil end
-  if a * 1000000000 + b - v > 4096 or v - a * 1000000000 - b > 4096 then return nil end
-  return a, b
+  local a = floor((v - m) / 1000000000 + 0.5)
+  if a > MAXA or (a == MAXA and m > MAXB) then return nil end
+  return a, m
 end
 
 -- a, b -> decimal text, as C's %lld writes it
