@@ -102,6 +102,32 @@ long long fp_metric(int hport, const char *name)
     return fp_scrape(hport, text, sizeof text) == 0 ? fp_counter(text, name) : -1;
 }
 
+void fp_start_faked(tt_daemon_t *r, const char *file, const char *limits, const char *extra)
+{
+    const char *lib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+    cr_assert_eq(access(lib, R_OK), 0, "libfaketime is missing (scripts/deps.sh installs it)");
+    /* under ASan the runtime must come first unless told it need not: libfaketime is preloaded
+     * before it here */
+    char asan[512];
+    const char *was = getenv("ASAN_OPTIONS");
+    snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", was ? was : "", was ? ":" : "");
+    char *saved = was ? strdup(was) : NULL;
+    setenv("ASAN_OPTIONS", asan, 1);
+    setenv("LD_PRELOAD", lib, 1);
+    setenv("FAKETIME_TIMESTAMP_FILE", file, 1);
+    setenv("FAKETIME_NO_CACHE", "1", 1);
+    setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
+    int rc = limits ? tt_daemon_start(r, limits, extra) : tt_daemon_spawn(r, true);
+    unsetenv("LD_PRELOAD");
+    unsetenv("FAKETIME_TIMESTAMP_FILE");
+    if (saved)
+        setenv("ASAN_OPTIONS", saved, 1);
+    else
+        unsetenv("ASAN_OPTIONS");
+    free(saved);
+    cr_assert_eq(rc, 0, "a replica under libfaketime did not start");
+}
+
 int64_t fp_wall_ns(void)
 {
     struct timespec ts;

@@ -34,6 +34,11 @@ long long fp_counter(const char *text, const char *name);
 /* Scrapes port and reads `name` (-1 when absent or unreachable). */
 long long fp_metric(int hport, const char *name);
 
+/* Starts r (tt_daemon_start with limits and extra) under libfaketime, its wall-clock offset read
+ * from `file` at every call (CLOCK_MONOTONIC left alone); with limits NULL, spawns it again on
+ * its directory (tt_daemon_spawn). Asserts. */
+void fp_start_faked(tt_daemon_t *r, const char *file, const char *limits, const char *extra);
+
 /* Wall clock, ns since the epoch. */
 int64_t fp_wall_ns(void);
 

@@ -439,8 +439,6 @@ static void clock_fini(void)
  * the wall clock fires at the step and declares replica 0 dead; no peer may. */
 Test(fleet, a_wall_clock_step_on_one_replica_kills_no_one, .fini = clock_fini)
 {
-    const char *lib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
-    cr_assert_eq(access(lib, R_OK), 0, "libfaketime is missing (scripts/deps.sh installs it)");
     snprintf(faketime_file, sizeof faketime_file, "/tmp/tt-faketime-XXXXXX");
     int fd = mkstemp(faketime_file);
     cr_assert_geq(fd, 0);
@@ -451,26 +449,7 @@ Test(fleet, a_wall_clock_step_on_one_replica_kills_no_one, .fini = clock_fini)
     int port0 = start_pair();
     char extra[1024];
     replica_config(2, port0, extra, sizeof extra);
-    /* under ASan the runtime must come first unless told it need not: libfaketime is preloaded
-     * before it here */
-    char asan[512];
-    const char *was = getenv("ASAN_OPTIONS");
-    snprintf(asan, sizeof asan, "%s%sverify_asan_link_order=0", was ? was : "", was ? ":" : "");
-    char *saved = was ? strdup(was) : NULL;
-    setenv("ASAN_OPTIONS", asan, 1);
-    setenv("LD_PRELOAD", lib, 1);
-    setenv("FAKETIME_TIMESTAMP_FILE", faketime_file, 1);
-    setenv("FAKETIME_NO_CACHE", "1", 1);
-    setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
-    int rc = tt_daemon_start(&d[2], LIMITS, extra);
-    unsetenv("LD_PRELOAD");
-    unsetenv("FAKETIME_TIMESTAMP_FILE");
-    if (saved)
-        setenv("ASAN_OPTIONS", saved, 1);
-    else
-        unsetenv("ASAN_OPTIONS");
-    free(saved);
-    cr_assert_eq(rc, 0);
+    fp_start_faked(&d[2], faketime_file, LIMITS, extra);
     cr_assert(all_count(3, 3, 30000), "the three did not converge");
 
     kill(d[0].pid, SIGSTOP);

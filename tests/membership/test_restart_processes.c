@@ -176,3 +176,75 @@ Test(restart, replayed_datagrams_bring_no_dead_peer_back_even_after_a_restart)
         live);
     close(s);
 }
+
+static char faketime_file[64];
+
+static void clock_fini(void)
+{
+    stop_all();
+    if (faketime_file[0])
+        unlink(faketime_file);
+}
+
+/* Replica i's view of k<j>: its generation into gen ("" when absent) and whether it is alive. */
+static bool alive_gen(int i, int j, char *gen, size_t cap)
+{
+    static char out[1 << 16];
+    char id[8], st[16];
+    snprintf(id, sizeof id, "k%d", j);
+    gen[0] = st[0] = 0;
+    if (fp_cli_json(&d[i], "members", out, sizeof out) != 0)
+        return false;
+    fp_field(out, id, "generation", gen, cap);
+    fp_field(out, id, "state", st, sizeof st);
+    return strcmp(st, "alive") == 0;
+}
+
+/*
+ * A restart across a backward clock step (issue #17 item 6): the generation comes from the wall
+ * clock, so k1 restarted with its clock 20 s behind got a lower one, and every view kept its
+ * old record (here, on the same address, kept alive by the new process's own acks) and ignored
+ * the new process. The restarted member must come back under a generation strictly greater than
+ * the one it had, seen alive by its peer, both counting 2.
+ */
+Test(restart, a_restart_across_a_backward_clock_step_gets_a_greater_generation, .fini = clock_fini)
+{
+    snprintf(faketime_file, sizeof faketime_file, "/tmp/tt-faketime-XXXXXX");
+    int fd = mkstemp(faketime_file);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, "+0\n", 3), 3);
+    close(fd);
+    make_ring();
+    char extra[1024];
+    replica_config(0, 0, 0, extra, sizeof extra);
+    cr_assert_eq(tt_daemon_start(&d[0], LIMITS, extra), 0);
+    int port0 = fp_bound_port(&d[0], "membership started");
+    replica_config(1, 0, port0, extra, sizeof extra);
+    fp_start_faked(&d[1], faketime_file, LIMITS, extra);
+    int port1 = fp_bound_port(&d[1], "membership started");
+    char before[32], now[32] = "";
+    struct timespec pause = {0, 50 * 1000000L};
+    bool ok = false;
+    for (long long end = tt_now_ms() + 30000; !ok && tt_now_ms() < end; nanosleep(&pause, NULL))
+        ok = alive_gen(0, 1, before, sizeof before) && fp_live(&d[1]) == 2;
+    cr_assert(ok, "the pair did not converge");
+
+    /* k1 dies and comes back on the same address (a container restarted in its pod) with its
+     * wall clock stepped 20 s back */
+    cr_assert_eq(tt_daemon_kill(&d[1], SIGKILL), -1);
+    FILE *f = fopen(faketime_file, "w");
+    cr_assert_not_null(f);
+    fputs("-20s\n", f);
+    fclose(f);
+    replica_config(1, port1, port0, extra, sizeof extra);
+    cr_assert_eq(tt_daemon_rewrite(&d[1], LIMITS, extra), 0);
+    fp_start_faked(&d[1], faketime_file, NULL, NULL);
+    ok = false;
+    for (long long end = tt_now_ms() + 30000; !ok && tt_now_ms() < end; nanosleep(&pause, NULL))
+        ok = alive_gen(0, 1, now, sizeof now) && strcmp(now, before) != 0 && fp_live(&d[0]) == 2 &&
+             fp_live(&d[1]) == 2;
+    cr_assert(ok, "k0 still holds k1's old generation %s (now %s): the restart was ignored", before,
+              now);
+    cr_assert_gt(strtoull(now, NULL, 10), strtoull(before, NULL, 10),
+                 "the restarted k1's generation is not greater than the one it had");
+}
