@@ -892,11 +892,37 @@ bool swim_duplicate(const swim_core_t *c, int64_t now, uint64_t *gen, swim_addr_
     return true;
 }
 
+static bool is_self(const swim_core_t *c, const char *id, size_t len)
+{
+    return len == c->m[0].id_len && memcmp(id, c->m[0].id, len) == 0;
+}
+
+/*
+ * A record of our own id under a newer generation than ours that is dead, left, or at our own
+ * address is a previous process of ours that started when the wall clock read later than it
+ * reads for us (the clock stepped back across the restart). Every view holds that generation and
+ * ignores ours (on our address, our own acks to its probes even keep it alive), so we take the
+ * next generation above it, which replaces it everywhere at once. A newer generation alive
+ * elsewhere is another live process: the duplicate report's business, not ours to outbid.
+ */
+static bool outgrow_ghost(swim_core_t *c, const swim_update_t *u)
+{
+    member_t *self = &c->m[0];
+    if (u->generation <= self->gen || u->generation == UINT64_MAX || self->leaving ||
+        (is_live(u->state) && !swim_addr_eq(&u->addr, &self->addr)))
+        return false;
+    self->gen = u->generation + 1;
+    broadcast(c, 0, 0);
+    return true;
+}
+
 /* Applies one claim about a member. Returns nothing: stale claims are simply ignored. */
 static void apply(swim_core_t *c, int64_t now, const swim_update_t *u)
 {
     member_t *self = &c->m[0];
-    if (u->id_len == self->id_len && memcmp(u->id, self->id, u->id_len) == 0) {
+    if (is_self(c, u->id, u->id_len)) {
+        if (outgrow_ghost(c, u))
+            return;
         if (u->generation != self->gen && u->state == SWIM_ALIVE && u->from && !self->leaving)
             duplicate_reported(c, now, u);
         if (u->generation != self->gen || self->leaving)
@@ -1512,8 +1538,7 @@ static int admit(swim_core_t *c, int64_t now, bool pushpull, const uint8_t *byte
         return drop(c, SWIM_EMALFORMED);
     }
     const member_t *self = &c->m[0];
-    if (msg->sender_len == self->id_len && memcmp(msg->sender, self->id, self->id_len) == 0 &&
-        msg->sender_gen == self->gen) {
+    if (is_self(c, msg->sender, msg->sender_len) && msg->sender_gen == self->gen) {
         snprintf(err->msg, sizeof err->msg, "sender_id: our own id and generation");
         return drop(c, SWIM_ESELF);
     }
@@ -1589,7 +1614,7 @@ static void apply_all(swim_core_t *c, int64_t now, const swim_msg_t *msg, bool p
         swim_err_t ignored;
         if (swim_update_next(&pos, msg->end, &u, &ignored))
             return; /* validated already: unreachable */
-        if (pushpull && u.state == SWIM_DEAD) {
+        if (pushpull && u.state == SWIM_DEAD && !is_self(c, u.id, u.id_len)) {
             u.state = SWIM_SUSPECT; /* their dead is our suspect: it must time out here */
             u.from = sender_hash;
         }
@@ -1630,7 +1655,7 @@ int swim_receive(swim_core_t *c, int64_t now, const swim_addr_t *from, const uin
     const member_t *self = &c->m[0]; /* after apply_all: the table may have moved */
     switch (msg.kind) {
     case SWIM_PING:
-        if (msg.target_len == self->id_len && memcmp(msg.target, self->id, self->id_len) == 0)
+        if (is_self(c, msg.target, msg.target_len))
             send_simple(c, now, from, SWIM_ACK, msg.probe_seq,
                         msg.target_gen == self->gen ? -1 : 0);
         break;
