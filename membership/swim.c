@@ -95,6 +95,7 @@
 #define RECLAIM_EVERY_NS INT64_C(1000000000)
 #define MS INT64_C(1000000)
 #define FETCH_RECENT 8
+#define META_DIRECT_MAX 64 /* members told of a metadata change directly (swim_set_meta) */
 
 /* A replay window over one sender's sequence numbers: the highest seen, a bitmap below it. */
 typedef struct window {
@@ -159,8 +160,9 @@ struct swim_core {
     uint32_t probe_seq;
     int awareness;
     bool joined;
-    bool announced; /* our record went to every member of the first push-pull */
-    struct {        /* another process claims our id: the last report of it */
+    bool announced;     /* our record went to every member of the first push-pull */
+    int64_t meta_again; /* when our changed metadata goes to the live members again; 0 none */
+    struct {            /* another process claims our id: the last report of it */
         bool seen;
         int64_t at;
         uint64_t gen;
@@ -734,6 +736,22 @@ static bool ok_gossip(const swim_core_t *c, const member_t *m, int64_t now)
 {
     return is_live(m->state) ||
            (m->state == SWIM_DEAD && now - m->state_since < c->cfg.gossip_to_dead_ns);
+}
+
+/* Our own record straight to up to `max` live members (random ones when there are more): a
+ * join, and a metadata change (twice), must not wait for a straggler's push-pull. Sending does
+ * not touch c->scratch. */
+static void tell_live(swim_core_t *c, int64_t now, size_t max)
+{
+    if (max + 1 >= c->n) { /* every one: no need to draw (pick would cost O(N^2) here) */
+        for (size_t i = 1; i < c->n; i++)
+            if (is_live(c->m[i].state))
+                send_simple(c, now, &c->m[i].addr, SWIM_GOSSIP, 0, 0);
+        return;
+    }
+    size_t k = pick(c, now, max, -1, ok_live);
+    for (size_t j = 0; j < k; j++)
+        send_simple(c, now, &c->m[c->scratch[j]].addr, SWIM_GOSSIP, 0, 0);
 }
 
 /* ---- suspicion (Lifeguard) ---- */
@@ -1435,6 +1453,10 @@ int swim_tick(swim_core_t *c, int64_t now)
             declare(c, now, i, SWIM_DEAD, c->m[0].hash); /* removes it from suspects */
         }
     }
+    if (c->meta_again && now >= c->meta_again) {
+        c->meta_again = 0;
+        tell_live(c, now, META_DIRECT_MAX);
+    }
     if (now >= c->next_gossip)
         gossip_tick(c, now);
     if (now >= c->next_pushpull)
@@ -1469,6 +1491,8 @@ int64_t swim_next_deadline(const swim_core_t *c)
             MIN(c->relays[k].nacked ? c->relays[k].expire : c->relays[k].nack_at);
     if (c->n_suspects)
         MIN(c->next_buddy);
+    if (c->meta_again)
+        MIN(c->meta_again);
     for (size_t k = 0; k < c->n_suspects; k++)
         MIN(c->m[c->suspects[k]].susp_deadline);
 #undef MIN
@@ -1691,9 +1715,7 @@ static void announce(swim_core_t *c, int64_t now)
     if (c->announced)
         return;
     c->announced = true;
-    for (size_t i = 1; i < c->n; i++)
-        if (is_live(c->m[i].state))
-            send_simple(c, now, &c->m[i].addr, SWIM_GOSSIP, 0, 0);
+    tell_live(c, now, c->n);
 }
 
 size_t swim_pushpull_bound(const swim_core_t *c)
@@ -1787,6 +1809,11 @@ int swim_set_meta(swim_core_t *c, int64_t now, const uint8_t *meta, size_t len)
     self->meta_version++;
     self->inc++;
     broadcast(c, 0, 0);
+    /* Straight to the live members too, now and once more a probe interval later: gossip alone
+     * left 6 of 400 divisor updates missing from some view after 2 s at 5% loss, the worst for
+     * 15 s, until a push-pull; one direct datagram still left 1 in some seeds. */
+    tell_live(c, now, META_DIRECT_MAX);
+    c->meta_again = now + c->cfg.probe_interval_ns;
     return 0;
 }
 
