@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +37,9 @@
 #define UNAUTH_PER_SOURCE 4
 /* Every push-pull connection at once, authenticated or not, ours included. */
 #define CONNS_MAX 64
+/* The kernel's queue of connections not yet accepted: a flood that fills it drops a joining
+ * peer's SYN, which it then resends only a second later. */
+#define LISTEN_BACKLOG 1024
 
 /* Why an accepted connection was closed before its frame opened (the metric's reasons). */
 enum { PP_DEADLINE, PP_SOURCE, PP_EVICTED, PP_REASONS };
@@ -457,8 +461,22 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     /* accepted even when refused (libuv stops listening until a connection is accepted), then
      * closed at once */
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) || mb->n_conns > CONNS_MAX || admit(mb, c) ||
-        uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read))
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) || mb->n_conns > CONNS_MAX || admit(mb, c)) {
+        conn_close(c);
+        return;
+    }
+    /* What came with the handshake is read now: a peer of the cluster writes its frame as soon
+     * as it is connected, so it leaves the strangers before libuv accepts the connections queued
+     * behind it, any of which could otherwise evict it unread. */
+    uv_os_fd_t fd;
+    uv_buf_t b;
+    conn_alloc((uv_handle_t *)&c->tcp, 0, &b);
+    ssize_t n = b.len && uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0
+                    ? recv(fd, b.base, b.len, MSG_DONTWAIT)
+                    : -1;
+    if (n > 0)
+        conn_read((uv_stream_t *)&c->tcp, n, &b);
+    if (!c->closing && !c->authed && uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read))
         conn_close(c);
 }
 
@@ -732,11 +750,11 @@ int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, mb_err_t *err)
     bool any_port = (bind.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bind)->sin6_port
                                                 : ((struct sockaddr_in *)&bind)->sin_port) == 0;
     if (any_port && (rc = pick_port(&mb->udp, &mb->listener, &bind)) == 0)
-        rc = uv_listen((uv_stream_t *)&mb->listener, 64, on_connection);
+        rc = uv_listen((uv_stream_t *)&mb->listener, LISTEN_BACKLOG, on_connection);
     else if (!any_port &&
              !(rc = uv_udp_bind(&mb->udp, (const struct sockaddr *)&bind, UV_UDP_REUSEADDR)) &&
              !(rc = uv_tcp_bind(&mb->listener, (const struct sockaddr *)&bind, 0)))
-        rc = uv_listen((uv_stream_t *)&mb->listener, 64, on_connection);
+        rc = uv_listen((uv_stream_t *)&mb->listener, LISTEN_BACKLOG, on_connection);
     if (rc) {
         fail(err, rc, "shared_state.share.bind: %s: %s", cfg->bind, uv_strerror(rc));
         goto fail_close;
