@@ -452,19 +452,36 @@ Test(lua, huge_overruns_stop_where_ratealg_stops)
 #ifndef TT_VECTORS_CLUSTER /* what follows speaks to the one server directly */
 Test(lua, a_key_holding_a_non_integer_is_a_clear_error_and_stays_untouched)
 {
+    /* Beyond 2^52 a double cannot hold the value, so only a plain decimal is read there: each
+     * of these is refused rather than rounded (the last ones are numbers Lua reads as
+     * integers: an exponent, hexadecimal, a fraction that rounds away, one past INT64_MAX) */
+    static const char *const garbage[] = {"twelve",
+                                          "1.5",
+                                          "",
+                                          "-",
+                                          "1.7e18",
+                                          "17000000000000000e1",
+                                          "0x17979cfe362a0000",
+                                          "4503599627370496.5",
+                                          "1700000000000000000.25",
+                                          "9223372036854775808",
+                                          "-9223372036854775809",
+                                          "99999999999999999999"};
     static const char key[] = "vec:garbage";
-    redisReply *r = redisCommand(conn, "SET %s %s", key, "twelve");
-    freeReplyObject(r);
     ra_limiter_t l;
     ra_limiter_init(&l, RA_GCRA, 300, INT64_C(60000000000), 60);
     rds_op_t op = {.has_now = true, .now_ns = INT64_C(1700000000000000000), .cost = 1};
-    ra_result_t got;
-    char err[256] = "";
-    cr_assert_eq(run(&l, key, &op, &got, err, sizeof(err)), RDS_EREDIS);
-    cr_assert(strstr(err, "holds no int64 state") && strstr(err, "twelve"), "%s", err);
-    r = redisCommand(conn, "GET %s", key);
-    cr_assert_str_eq(r->str, "twelve");
-    freeReplyObject(r);
+    for (size_t i = 0; i < sizeof(garbage) / sizeof(garbage[0]); i++) {
+        freeReplyObject(redisCommand(conn, "SET %s %s", key, garbage[i]));
+        ra_result_t got;
+        char err[256] = "";
+        cr_assert_eq(run(&l, key, &op, &got, err, sizeof(err)), RDS_EREDIS, "\"%s\" was read",
+                     garbage[i]);
+        cr_assert(strstr(err, "holds no int64 state") && strstr(err, garbage[i]), "%s", err);
+        redisReply *r = redisCommand(conn, "GET %s", key);
+        cr_assert_str_eq(r->str, garbage[i]);
+        freeReplyObject(r);
+    }
 }
 
 Test(lua, a_key_of_another_type_is_redis_own_wrongtype_error)
