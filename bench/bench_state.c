@@ -220,6 +220,7 @@ int main(int argc, char **argv)
     memory();
     st_node_stop(n, false, 0);
     uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
     st_node_free(n);
     gov_engine_destroy(e);
     cfg_free(cfg);
