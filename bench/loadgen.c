@@ -2,7 +2,7 @@
  * loadgen: the one load generator of bench/run.sh, for every target it compares.
  *
  *   loadgen --proto msgpack|resp|http --socket PATH|tcp:PORT [-c CONNS] [-p DEPTH] [-k KEYS]
- *           [-d MS] [-w MS] [--sha SHA1] [--prefill] [--seed N] [--pid PID]
+ *           [-d MS] [-w MS] [--sha SHA1] [--prefill] [--seed N] [--pid PID] [--v1]
  *
  * Why one generator. The comparison is only fair when every target sees the same client: the
  * same connections, the same number of requests in flight, the same keys in the same order,
@@ -93,6 +93,7 @@ static struct {
     int64_t duration_ns, warmup_ns;
     const char *sha;
     bool prefill;
+    bool v1; /* msgpack requests without "v": protocol 1 answers */
     uint64_t seed;
     int pid; /* the target's process, for its CPU time; 0: not measured */
 } opt = {.conns = 1,
@@ -202,20 +203,28 @@ static void put_key(char *dst, uint64_t k)
 }
 
 /*
- * One request for key k. msgpack: {"op":"decide","seq":N,"subject":{"key":"kNNNNNNNN"}} (seq as
- * uint32, so every request has the same length). resp: EVALSHA sha 1 kNNNNNNNN burst rate period
+ * One request for key k. msgpack: {"op":"decide","v":2,"seq":N,"subject":{"key":"kNNNNNNNN"}}
+ * (seq as uint32, so every request has the same length; without "v" with --v1: the protocol 1
+ * answer, headers rendered by the daemon). resp: EVALSHA sha 1 kNNNNNNNN burst rate period
  * cost, as a pipelining Redis client writes it.
  */
 static size_t encode(conn_t *c, uint64_t k, uint8_t *p)
 {
-    static const char mp_head[] = "\x83\xa2op\xa6"
-                                  "decide\xa3seq\xce";
+    static const char mp_head[] = "\x84\xa2op\xa6"
+                                  "decide\xa1v\x02\xa3seq\xce";
+    static const char mp_head_v1[] = "\x83\xa2op\xa6"
+                                     "decide\xa3seq\xce";
     static const char mp_mid[] = "\xa7subject\x81\xa3key\xa9k";
     uint8_t *start = p;
     if (opt.proto == P_MSGPACK) {
         uint32_t s = ++c->seq;
-        memcpy(p, mp_head, sizeof(mp_head) - 1);
-        p += sizeof(mp_head) - 1;
+        if (opt.v1) {
+            memcpy(p, mp_head_v1, sizeof(mp_head_v1) - 1);
+            p += sizeof(mp_head_v1) - 1;
+        } else {
+            memcpy(p, mp_head, sizeof(mp_head) - 1);
+            p += sizeof(mp_head) - 1;
+        }
         *p++ = (uint8_t)(s >> 24), *p++ = (uint8_t)(s >> 16), *p++ = (uint8_t)(s >> 8);
         *p++ = (uint8_t)s;
         memcpy(p, mp_mid, sizeof(mp_mid) - 1);
@@ -456,19 +465,25 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: loadgen --proto msgpack|resp|http --socket PATH|tcp:PORT [-c CONNS] [-p DEPTH] "
-            "[-k KEYS] [-d MS] [-w MS] [--sha SHA1] [--prefill] [--seed N] [--pid PID]\n");
+            "[-k KEYS] [-d MS] [-w MS] [--sha SHA1] [--prefill] [--seed N] [--pid PID] [--v1]\n");
     exit(64);
 }
 
 static void parse_args(int argc, char **argv)
 {
-    static const struct option o[] = {
-        {"proto", required_argument, NULL, 'P'},       {"socket", required_argument, NULL, 's'},
-        {"connections", required_argument, NULL, 'c'}, {"depth", required_argument, NULL, 'p'},
-        {"keys", required_argument, NULL, 'k'},        {"duration", required_argument, NULL, 'd'},
-        {"warmup", required_argument, NULL, 'w'},      {"sha", required_argument, NULL, 'S'},
-        {"prefill", no_argument, NULL, 'F'},           {"seed", required_argument, NULL, 'r'},
-        {"pid", required_argument, NULL, 'i'},         {NULL, 0, NULL, 0}};
+    static const struct option o[] = {{"proto", required_argument, NULL, 'P'},
+                                      {"socket", required_argument, NULL, 's'},
+                                      {"connections", required_argument, NULL, 'c'},
+                                      {"depth", required_argument, NULL, 'p'},
+                                      {"keys", required_argument, NULL, 'k'},
+                                      {"duration", required_argument, NULL, 'd'},
+                                      {"warmup", required_argument, NULL, 'w'},
+                                      {"sha", required_argument, NULL, 'S'},
+                                      {"prefill", no_argument, NULL, 'F'},
+                                      {"seed", required_argument, NULL, 'r'},
+                                      {"pid", required_argument, NULL, 'i'},
+                                      {"v1", no_argument, NULL, '1'},
+                                      {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "s:c:p:k:d:w:", o, NULL)) != -1) {
         switch (ch) {
@@ -511,6 +526,9 @@ static void parse_args(int argc, char **argv)
             break;
         case 'i':
             opt.pid = atoi(optarg);
+            break;
+        case '1':
+            opt.v1 = true;
             break;
         default:
             usage();

@@ -25,6 +25,7 @@ static void asks_step(gov_engine_t *e, probe_t *q, bool charge, int64_t now, int
     } else if (charge) {
         *state = ra_settle(&q->lim, q->state, now, 0, q->cost);
         q->state = *state; /* what the denial reports and disclosure observes */
+        q->unit_step = false;
         gov_obs_t o = gov__observe(q, false, now);
         q->r.remaining = o.remaining;
         q->r.reset_after_s = (o.reset_ms + 999) / 1000; /* ceil_s: reset_ms is rounded up */

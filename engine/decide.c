@@ -45,13 +45,20 @@ int64_t gov__depth_of(const ra_limiter_t *lim)
  * What a non-committing unit probe reads on the state after the decision. When the probe's
  * own step was committed, its `remaining` already is that reading (a unit probe on the new
  * state admits iff one more unit fits, and then reads the same level), so the second step is
- * skipped.
+ * skipped. So it is when nothing was committed and the step was of one unit on this very state:
+ * it was the unit probe (ra_observe_remaining is that step, its remaining plus the unit, 0 when
+ * denied) -- the usual rpm denial.
  */
 gov_obs_t gov__observe(const probe_t *p, bool committed, int64_t now)
 {
     int64_t state = committed ? p->r.next_state : p->state;
     gov_obs_t o = {.limit = &p->l->cfg};
-    o.remaining = committed ? p->r.remaining : ra_observe_remaining(&p->lim, state, now);
+    if (committed)
+        o.remaining = p->r.remaining;
+    else if (p->unit_step)
+        o.remaining = ra_observe_of(p->r);
+    else
+        o.remaining = ra_observe_remaining(&p->lim, state, now);
     gov_obs_fill(&o, &p->lim, state, now);
     return o;
 }

@@ -100,6 +100,7 @@ typedef struct probe {
     gov_outcome_t outcome;
     bool evaluated; /* r holds an answer or a posture.fail verdict */
     bool observed;  /* r came from a local counter that may be disclosed */
+    bool unit_step; /* r is the step of one unit on `state`: what a unit probe reads there */
     int64_t cost;   /* gov_decide_asks: its ask's cost */
     bool local;     /* settle: a redis limit whose decision was counted by its local fallback
                        limiter, so the correction goes there, not to redis */

@@ -298,6 +298,7 @@ void gov__local_step(gov_engine_t *e, probe_t *p, int64_t now, int64_t cost)
     }
     p->state = e->table.slots[p->slot].state;
     p->r = ra_step(&p->lim, p->state, now, cost);
+    p->unit_step = cost == 1;
     p->evaluated = true;
     p->observed = p->l->cfg.store != CFG_STORE_REDIS; /* redis limits are never disclosed */
     p->outcome = GOV_OUT_ADMIT;

@@ -243,10 +243,14 @@ ra_result_t ra_step(const ra_limiter_t *l, int64_t state, int64_t now, int64_t c
     }
 }
 
+int64_t ra_observe_of(ra_result_t unit_step)
+{
+    return unit_step.admit ? sat_add(unit_step.remaining, 1) : 0;
+}
+
 int64_t ra_observe_remaining(const ra_limiter_t *l, int64_t state, int64_t now)
 {
-    ra_result_t r = ra_step(l, state, now, 1);
-    return r.admit ? sat_add(r.remaining, 1) : 0;
+    return ra_observe_of(ra_step(l, state, now, 1));
 }
 
 int64_t ra_settle(const ra_limiter_t *l, int64_t state, int64_t now, int64_t reserved,

@@ -98,6 +98,8 @@ ra_result_t ra_step(const ra_limiter_t *l, int64_t state, int64_t now, int64_t c
  * the same algorithm with the probe added back, 0 when the probe is denied.
  */
 int64_t ra_observe_remaining(const ra_limiter_t *l, int64_t state, int64_t now);
+/* The same reading from the unit probe's step, when the caller has already made it. */
+int64_t ra_observe_of(ra_result_t unit_step);
 
 /*
  * Settles a reservation against a gcra (or token_bucket) state: moves the TAT by

@@ -358,9 +358,153 @@ int proto_decode_request(const uint8_t *msg, size_t len, proto_request_t *req, p
     return decode(&r, req, err);
 }
 
+/*
+ * The decide shape, decoded straight: a fixmap of fixstr keys, each recognised by its length and
+ * bytes, each value in the forms clients write (positive fixint or uint8..64, fixstr or str8,
+ * fixmap, true/false). Anything else -- another op, another form, a field twice, a bad value --
+ * returns -1 and the general decoder reads the message again, for its specific error or for the
+ * rarer forms. Every request this accepts, decode() accepts alike (fuzz_proto checks).
+ */
+#define FAST_NEED(n) ((size_t)(end - p) >= (size_t)(n))
+
+/* An unsigned integer at *pp: positive fixint or uint8/16/32/64. */
+static inline bool fast_uint(const uint8_t **pp, const uint8_t *end, uint64_t *v)
+{
+    const uint8_t *p = *pp;
+    if (!FAST_NEED(1))
+        return false;
+    uint8_t b = *p;
+    int n = b <= 0x7f ? 0 : b == 0xcc ? 1 : b == 0xcd ? 2 : b == 0xce ? 4 : b == 0xcf ? 8 : -1;
+    if (n < 0 || !FAST_NEED(1 + n))
+        return false;
+    *v = n ? wire_be(p + 1, n) : b;
+    *pp = p + 1 + n;
+    return true;
+}
+
+/* A fixstr or str8 at *pp of 1..max bytes. */
+static inline bool fast_str(const uint8_t **pp, const uint8_t *end, uint32_t max, proto_str_t *s)
+{
+    const uint8_t *p = *pp;
+    if (!FAST_NEED(2))
+        return false;
+    uint32_t n, hdr = 1;
+    if ((p[0] & 0xe0) == 0xa0)
+        n = p[0] & 0x1f;
+    else if (p[0] == 0xd9)
+        n = p[1], hdr = 2;
+    else
+        return false;
+    if (n == 0 || n > max || !FAST_NEED(hdr + n))
+        return false;
+    *s = (proto_str_t){(const char *)p + hdr, n};
+    *pp = p + hdr + n;
+    return true;
+}
+
+static bool fast_subject(const uint8_t **pp, const uint8_t *end, proto_request_t *req)
+{
+    const uint8_t *p = *pp;
+    if (!FAST_NEED(1) || (p[0] & 0xf0) != 0x80 || (p[0] & 0x0f) == 0)
+        return false;
+    uint32_t n = p[0] & 0x0f; /* a fixmap: at most 15 levels, within the bound of 16 */
+    p++;
+    for (uint32_t i = 0; i < n; i++) {
+        proto_pair_t *pr = &req->subject[i];
+        if (!fast_str(&p, end, PROTO_MAX_LEVEL_NAME, &pr->level) ||
+            !fast_str(&p, end, PROTO_MAX_ID, &pr->id))
+            return false;
+        for (uint32_t j = 0; j < i; j++)
+            if (req->subject[j].level.len == pr->level.len &&
+                memcmp(req->subject[j].level.ptr, pr->level.ptr, pr->level.len) == 0)
+                return false;
+    }
+    req->nsubject = n;
+    *pp = p;
+    return true;
+}
+
+#define KEY_IS(p, len, lit) ((len) == sizeof(lit) - 1 && memcmp(p, lit, sizeof(lit) - 1) == 0)
+
+static int fast_decide(const uint8_t *data, size_t len, size_t *used, proto_request_t *req)
+{
+    const uint8_t *p = data, *end = data + len;
+    if (len < 1 || (p[0] & 0xf0) != 0x80)
+        return -1;
+    uint32_t n = *p++ & 0x0f;
+    unsigned seen = 0;
+    uint64_t v;
+    req->seq = 0;
+    req->version = PROTO_V1;
+    req->headers = false;
+    req->has_tokens = false;
+    req->tokens = req->actual = 0;
+    req->reservation = req->lease = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!FAST_NEED(1) || (p[0] & 0xe0) != 0xa0)
+            return -1;
+        uint32_t kl = p[0] & 0x1f;
+        const uint8_t *k = p + 1;
+        if (!FAST_NEED(1 + kl))
+            return -1;
+        p += 1 + kl;
+        int f;
+        if (KEY_IS(k, kl, "op")) {
+            if (!FAST_NEED(7) || memcmp(p,
+                                        "\xa6"
+                                        "decide",
+                                        7) != 0)
+                return -1;
+            p += 7;
+            f = F_OP;
+        } else if (KEY_IS(k, kl, "seq")) {
+            if (!fast_uint(&p, end, &req->seq))
+                return -1;
+            f = F_SEQ;
+        } else if (KEY_IS(k, kl, "subject")) {
+            if (!fast_subject(&p, end, req))
+                return -1;
+            f = F_SUBJECT;
+        } else if (KEY_IS(k, kl, "v")) {
+            if (!fast_uint(&p, end, &v) || v < PROTO_V1 || v > PROTO_V_MAX)
+                return -1;
+            req->version = (uint8_t)v;
+            f = F_V;
+        } else if (KEY_IS(k, kl, "tokens")) {
+            if (!fast_uint(&p, end, &v) || v > (uint64_t)PROTO_MAX_COUNT)
+                return -1;
+            req->has_tokens = true;
+            req->tokens = (int64_t)v;
+            f = F_TOKENS;
+        } else if (KEY_IS(k, kl, "headers")) {
+            if (!FAST_NEED(1) || (p[0] != 0xc2 && p[0] != 0xc3))
+                return -1;
+            req->headers = *p++ == 0xc3;
+            f = F_HEADERS;
+        } else {
+            return -1;
+        }
+        if (seen & BIT(f))
+            return -1;
+        seen |= BIT(f);
+    }
+    if (!(seen & BIT(F_OP)) || !(seen & BIT(F_SUBJECT)))
+        return -1;
+    if (req->version == PROTO_V1) {
+        if ((seen & BIT(F_HEADERS)) && !req->headers)
+            return -1;
+        req->headers = true;
+    }
+    req->op = PROTO_OP_DECIDE;
+    *used = (size_t)(p - data);
+    return 0;
+}
+
 int proto_decode_first(const uint8_t *data, size_t len, size_t *used, proto_request_t *req,
                        proto_error_t *err)
 {
+    if (fast_decide(data, len, used, req) == 0)
+        return 0;
     wire_reader_t r = {.pos = data, .end = data + len};
     if (len == 0 || !wire_is_map_byte(data[0]) || decode(&r, req, err) != 0)
         return -1;
@@ -419,48 +563,105 @@ int proto_out_append(proto_out_t *out, const void *bytes, size_t n)
  */
 #define W_INLINE static inline __attribute__((always_inline))
 
+/* The p_ writers put one value at d, which has room for it, and return where it ends: a
+ * message whose size is bounded up front (a decision) checks room once and writes with these.
+ * The w_ writers check room for each value, then write with the same. */
+
 /* A type byte and a big-endian number of `bytes` bytes (0 for fix forms). */
-W_INLINE void w_head(proto_out_t *out, uint8_t type, uint64_t v, int bytes)
+W_INLINE uint8_t *p_head(uint8_t *d, uint8_t type, uint64_t v, int bytes)
 {
-    if (!room(out, 9))
-        return;
-    uint8_t *d = out->data + out->len;
     d[0] = type;
     for (int i = 0; i < bytes; i++)
         d[1 + i] = (uint8_t)(v >> (8 * (bytes - 1 - i)));
-    out->len += 1 + (size_t)bytes;
+    return d + 1 + bytes;
 }
 
-W_INLINE void w_sized(proto_out_t *out, uint64_t n, uint8_t fix, uint64_t fix_max, uint8_t t8,
-                      uint8_t t16, uint8_t t32)
+W_INLINE uint8_t *p_sized(uint8_t *d, uint64_t n, uint8_t fix, uint64_t fix_max, uint8_t t8,
+                          uint8_t t16, uint8_t t32)
 {
     if (n <= fix_max)
-        w_head(out, (uint8_t)(fix | n), 0, 0);
-    else if (t8 && n <= 0xff)
-        w_head(out, t8, n, 1);
-    else if (n <= 0xffff)
-        w_head(out, t16, n, 2);
-    else
-        w_head(out, t32, n, 4);
+        return p_head(d, (uint8_t)(fix | n), 0, 0);
+    if (t8 && n <= 0xff)
+        return p_head(d, t8, n, 1);
+    if (n <= 0xffff)
+        return p_head(d, t16, n, 2);
+    return p_head(d, t32, n, 4);
 }
+
+W_INLINE uint8_t *p_map(uint8_t *d, uint32_t n)
+{
+    return p_sized(d, n, 0x80, 15, 0, 0xde, 0xdf);
+}
+
+W_INLINE uint8_t *p_array(uint8_t *d, uint32_t n)
+{
+    return p_sized(d, n, 0x90, 15, 0, 0xdc, 0xdd);
+}
+
+W_INLINE uint8_t *p_str(uint8_t *d, const char *s, size_t n)
+{
+    d = p_sized(d, n, 0xa0, 31, 0xd9, 0xda, 0xdb);
+    memcpy(d, s, n);
+    return d + n;
+}
+
+W_INLINE uint8_t *p_uint(uint8_t *d, uint64_t v)
+{
+    if (v <= 0x7f)
+        return p_head(d, (uint8_t)v, 0, 0);
+    if (v <= 0xff)
+        return p_head(d, 0xcc, v, 1);
+    if (v <= 0xffff)
+        return p_head(d, 0xcd, v, 2);
+    if (v <= 0xffffffffu)
+        return p_head(d, 0xce, v, 4);
+    return p_head(d, 0xcf, v, 8);
+}
+
+W_INLINE uint8_t *p_int(uint8_t *d, int64_t v)
+{
+    if (v >= 0)
+        return p_uint(d, (uint64_t)v);
+    if (v >= -32)
+        return p_head(d, (uint8_t)v, 0, 0);
+    if (v >= INT8_MIN)
+        return p_head(d, 0xd0, (uint64_t)v, 1);
+    if (v >= INT16_MIN)
+        return p_head(d, 0xd1, (uint64_t)v, 2);
+    if (v >= INT32_MIN)
+        return p_head(d, 0xd2, (uint64_t)v, 4);
+    return p_head(d, 0xd3, (uint64_t)v, 8);
+}
+
+W_INLINE uint8_t *p_bool(uint8_t *d, bool v)
+{
+    return p_head(d, v ? 0xc3 : 0xc2, 0, 0);
+}
+
+#define P_KEY(d, lit) p_str(d, lit, sizeof(lit) - 1)
+
+/* Runs the p_ writer call `expr` (on `d`) at the end of out when `need` bytes fit. */
+#define W_PUT(out, need, expr)                                                                     \
+    do {                                                                                           \
+        if (room(out, need)) {                                                                     \
+            uint8_t *d = (out)->data + (out)->len;                                                 \
+            (out)->len = (size_t)((expr) - (out)->data);                                           \
+        }                                                                                          \
+    } while (0)
 
 W_INLINE void w_map(proto_out_t *out, uint32_t n)
 {
-    w_sized(out, n, 0x80, 15, 0, 0xde, 0xdf);
+    W_PUT(out, 5, p_map(d, n));
 }
 
 W_INLINE void w_array(proto_out_t *out, uint32_t n)
 {
-    w_sized(out, n, 0x90, 15, 0, 0xdc, 0xdd);
+    W_PUT(out, 5, p_array(d, n));
 }
 
 W_INLINE void w_str(proto_out_t *out, const char *p, size_t n)
 {
-    w_sized(out, n, 0xa0, 31, 0xd9, 0xda, 0xdb);
-    if (room(out, n)) {
-        memcpy(out->data + out->len, p, n);
-        out->len += n;
-    }
+    W_PUT(out, 5 + n, p_str(d, p, n));
 }
 
 W_INLINE void w_pstr(proto_out_t *out, proto_str_t s)
@@ -475,37 +676,17 @@ static void w_cstr(proto_out_t *out, const char *s)
 
 W_INLINE void w_uint(proto_out_t *out, uint64_t v)
 {
-    if (v <= 0x7f)
-        w_head(out, (uint8_t)v, 0, 0);
-    else if (v <= 0xff)
-        w_head(out, 0xcc, v, 1);
-    else if (v <= 0xffff)
-        w_head(out, 0xcd, v, 2);
-    else if (v <= 0xffffffffu)
-        w_head(out, 0xce, v, 4);
-    else
-        w_head(out, 0xcf, v, 8);
+    W_PUT(out, 9, p_uint(d, v));
 }
 
 W_INLINE void w_int(proto_out_t *out, int64_t v)
 {
-    if (v >= 0)
-        w_uint(out, (uint64_t)v);
-    else if (v >= -32)
-        w_head(out, (uint8_t)v, 0, 0);
-    else if (v >= INT8_MIN)
-        w_head(out, 0xd0, (uint64_t)v, 1);
-    else if (v >= INT16_MIN)
-        w_head(out, 0xd1, (uint64_t)v, 2);
-    else if (v >= INT32_MIN)
-        w_head(out, 0xd2, (uint64_t)v, 4);
-    else
-        w_head(out, 0xd3, (uint64_t)v, 8);
+    W_PUT(out, 9, p_int(d, v));
 }
 
 W_INLINE void w_bool(proto_out_t *out, bool v)
 {
-    w_head(out, v ? 0xc3 : 0xc2, 0, 0);
+    W_PUT(out, 1, p_bool(d, v));
 }
 
 #define W_KEY(out, lit) w_str(out, lit, sizeof(lit) - 1)
@@ -528,101 +709,91 @@ static void open_answer(proto_out_t *out, uint32_t fields, uint64_t seq)
 }
 
 /* [q, r, reset_ms]: a trio of tests/vectors/headers.txt */
-static void w_trio(proto_out_t *out, const proto_trio_t *t)
+W_INLINE uint8_t *p_trio(uint8_t *d, const proto_trio_t *t)
 {
-    w_array(out, 3);
-    w_int(out, t->quota);
-    w_int(out, t->remaining);
-    w_int(out, t->reset_ms);
+    d = p_array(d, 3);
+    d = p_int(d, t->quota);
+    d = p_int(d, t->remaining);
+    return p_int(d, t->reset_ms);
 }
 
-/* Protocol 2's numbers: each the line of tests/vectors/headers.txt of the same name. */
-static void w_disclosed(proto_out_t *out, const proto_disclosed_t *d)
+/* Protocol 2's numbers, each under the name of its line in tests/vectors/headers.txt; at most
+ * DISCLOSED_MAX bytes. */
+#define DISCLOSED_MAX (8 + 1 + 2 + PROTO_POLICY_ID_MAX + 4 + 4 * 9 + 2 * (10 + 1 + 3 * 9) + 6 + 9)
+
+W_INLINE uint8_t *p_disclosed(uint8_t *d, const proto_disclosed_t *x)
 {
-    if (d->has_policy) {
-        W_KEY(out, "policy");
-        w_array(out, 6);
-        w_str(out, d->policy_id, strnlen(d->policy_id, sizeof(d->policy_id)));
-        if (d->policy_tpm)
-            W_KEY(out, "tpm");
-        else
-            W_KEY(out, "rpm");
-        w_int(out, d->period_ms);
-        w_int(out, d->quota);
-        w_int(out, d->remaining);
-        w_int(out, d->t_s);
+    if (x->has_policy) {
+        d = P_KEY(d, "policy");
+        d = p_array(d, 6);
+        d = p_str(d, x->policy_id, strnlen(x->policy_id, sizeof(x->policy_id)));
+        d = x->policy_tpm ? P_KEY(d, "tpm") : P_KEY(d, "rpm");
+        d = p_int(d, x->period_ms);
+        d = p_int(d, x->quota);
+        d = p_int(d, x->remaining);
+        d = p_int(d, x->t_s);
     }
-    if (d->has_requests) {
-        W_KEY(out, "requests");
-        w_trio(out, &d->requests);
-    }
-    if (d->has_tokens) {
-        W_KEY(out, "tokens");
-        w_trio(out, &d->tokens);
-    }
-    if (d->retry_s >= 0) {
-        W_KEY(out, "retry");
-        w_int(out, d->retry_s);
-    }
+    if (x->has_requests)
+        d = p_trio(P_KEY(d, "requests"), &x->requests);
+    if (x->has_tokens)
+        d = p_trio(P_KEY(d, "tokens"), &x->tokens);
+    if (x->retry_s >= 0)
+        d = p_int(P_KEY(d, "retry"), x->retry_s);
+    return d;
 }
 
+/*
+ * A decision is the answer of nearly every request, so it is written with one room check: the
+ * bound below is every key, every integer at 9 bytes and every string with a 5-byte header.
+ */
 int proto_enc_decision(proto_out_t *out, uint64_t seq, const proto_decision_t *d)
 {
-    size_t start = out->len;
     const proto_disclosed_t *x = d->disclosed;
     bool has_limit = d->limit.len > 0, has_rem = d->remaining >= 0, has_code = d->code.len > 0;
     bool has_resv = d->reservation != 0, has_soft = !x || d->nsoft > 0;
+    size_t need = 200 + d->verdict.len + d->limit.len + d->code.len + (x ? DISCLOSED_MAX : 0);
+    for (uint32_t i = 0; i < d->nsoft; i++)
+        need += 5 + d->soft_denied[i].len;
+    for (uint32_t i = 0; d->send_headers && i < d->nheaders; i++)
+        need += 10 + d->headers[i].name.len + d->headers[i].value.len;
+    if (!room(out, need))
+        return -1;
     unsigned numbers =
         x ? (unsigned)x->has_policy + x->has_requests + x->has_tokens + (x->retry_s >= 0) : 0;
-    open_answer(out,
-                5u + has_limit + has_rem + has_code + has_soft + d->send_headers + d->has_lease +
-                    has_resv + numbers,
-                seq);
-    W_KEY(out, "admit");
-    w_bool(out, d->admit);
-    W_KEY(out, "verdict");
-    w_pstr(out, d->verdict);
-    if (has_limit) {
-        W_KEY(out, "limit");
-        w_pstr(out, d->limit);
-    }
-    if (has_rem) {
-        W_KEY(out, "remaining");
-        w_int(out, d->remaining);
-    }
-    W_KEY(out, "retry_after");
-    w_int(out, d->retry_after);
-    W_KEY(out, "reset_after");
-    w_int(out, d->reset_after);
-    if (has_code) {
-        W_KEY(out, "code");
-        w_pstr(out, d->code);
-    }
+    uint8_t *p = out->data + out->len;
+    p = p_map(p, 5u + has_limit + has_rem + has_code + has_soft + d->send_headers + d->has_lease +
+                     has_resv + numbers);
+    p = p_uint(P_KEY(p, "seq"), seq);
+    p = p_bool(P_KEY(p, "admit"), d->admit);
+    p = p_str(P_KEY(p, "verdict"), d->verdict.ptr, d->verdict.len);
+    if (has_limit)
+        p = p_str(P_KEY(p, "limit"), d->limit.ptr, d->limit.len);
+    if (has_rem)
+        p = p_int(P_KEY(p, "remaining"), d->remaining);
+    p = p_int(P_KEY(p, "retry_after"), d->retry_after);
+    p = p_int(P_KEY(p, "reset_after"), d->reset_after);
+    if (has_code)
+        p = p_str(P_KEY(p, "code"), d->code.ptr, d->code.len);
     if (has_soft) {
-        W_KEY(out, "soft_denied");
-        w_array(out, d->nsoft);
+        p = p_array(P_KEY(p, "soft_denied"), d->nsoft);
         for (uint32_t i = 0; i < d->nsoft; i++)
-            w_pstr(out, d->soft_denied[i]);
+            p = p_str(p, d->soft_denied[i].ptr, d->soft_denied[i].len);
     }
     if (x)
-        w_disclosed(out, x);
+        p = p_disclosed(p, x);
     if (d->send_headers) {
-        W_KEY(out, "headers");
-        w_map(out, d->nheaders);
+        p = p_map(P_KEY(p, "headers"), d->nheaders);
         for (uint32_t i = 0; i < d->nheaders; i++) {
-            w_pstr(out, d->headers[i].name);
-            w_pstr(out, d->headers[i].value);
+            p = p_str(p, d->headers[i].name.ptr, d->headers[i].name.len);
+            p = p_str(p, d->headers[i].value.ptr, d->headers[i].value.len);
         }
     }
-    if (d->has_lease) {
-        W_KEY(out, "lease");
-        w_uint(out, d->lease);
-    }
-    if (has_resv) {
-        W_KEY(out, "reservation");
-        w_uint(out, d->reservation);
-    }
-    return done(out, start);
+    if (d->has_lease)
+        p = p_uint(P_KEY(p, "lease"), d->lease);
+    if (has_resv)
+        p = p_uint(P_KEY(p, "reservation"), d->reservation);
+    out->len = (size_t)(p - out->data);
+    return 0;
 }
 
 int proto_enc_settled(proto_out_t *out, uint64_t seq, int64_t settled, bool already_settled)

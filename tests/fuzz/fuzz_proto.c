@@ -224,6 +224,26 @@ static bool same_bytes(const proto_out_t *a, const proto_out_t *b)
     return a->len == b->len && (a->len == 0 || memcmp(a->data, b->data, a->len) == 0);
 }
 
+/* The one-pass decoder (its specialised decide path included) against framing then decoding:
+ * whatever the first accepts, the second accepts alike, field by field. */
+static void check_first_matches_general(const uint8_t *data, size_t size)
+{
+    proto_request_t a, b;
+    proto_error_t err;
+    size_t used, n;
+    bool deep;
+    if (proto_decode_first(data, size, &used, &a, &err) != 0)
+        return;
+    check(proto_frame(data, size, &n, &deep) == 0 && n == used && !deep);
+    check(proto_decode_request(data, n, &b, &err) == 0);
+    check(a.op == b.op && a.seq == b.seq && a.version == b.version && a.headers == b.headers);
+    check(a.has_tokens == b.has_tokens && a.tokens == b.tokens && a.nsubject == b.nsubject);
+    check(a.reservation == b.reservation && a.actual == b.actual && a.lease == b.lease);
+    for (uint32_t i = 0; i < a.nsubject; i++)
+        check(same_str(a.subject[i].level, b.subject[i].level) &&
+              same_str(a.subject[i].id, b.subject[i].id));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -232,6 +252,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(&rng, data, 8);
     data += 8, size -= 8;
+    check_first_matches_general(data, size);
     static run_t whole, cut;
     whole = (run_t){0}, cut = (run_t){0};
     feed(data, size, false, 1 << 30, &whole);

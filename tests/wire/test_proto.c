@@ -604,3 +604,47 @@ Test(proto, a_protocol_2_decision_carries_the_numbers)
                                  "\"team_tpm\",\"remaining\":0,\"retry_after\":7,\"reset_after\":6,"
                                  "\"headers\":{\"Retry-After\":\"7\"}}");
 }
+
+static void expect_first_equals_general(void)
+{
+    proto_request_t a, b;
+    proto_error_t err;
+    size_t used;
+    cr_assert_eq(proto_decode_first(out.data, out.len, &used, &a, &err), 0, "%s", err.message);
+    cr_assert_eq(used, out.len);
+    cr_assert_eq(decode(&b, &err), 0, "%s", err.message);
+    cr_assert(a.op == b.op && a.seq == b.seq && a.version == b.version && a.headers == b.headers);
+    cr_assert(a.has_tokens == b.has_tokens && a.tokens == b.tokens && a.nsubject == b.nsubject);
+    for (uint32_t i = 0; i < a.nsubject; i++)
+        cr_assert(a.subject[i].id.len == b.subject[i].id.len &&
+                  memcmp(a.subject[i].id.ptr, b.subject[i].id.ptr, a.subject[i].id.len) == 0);
+}
+
+/* The one-pass decoder's decide path reads the forms clients write; the rarer forms (a 256-byte
+ * id in a str16, 16 levels in a map16, a uint64 seq) go through the general decoder: both read
+ * the same request. fuzz_proto checks the same on arbitrary bytes. */
+Test(proto, the_specialised_decide_path_reads_what_the_general_decoder_reads)
+{
+    char id[257];
+    memset(id, 'x', 256);
+    id[256] = 0;
+    start();
+    msgpack_pack_map(&pk, 5);
+    str("subject"), msgpack_pack_map(&pk, 2), str("team"), str("t-42"), str("key"), str("k-1");
+    str("headers"), msgpack_pack_true(&pk);
+    str("v"), msgpack_pack_uint64(&pk, 2);
+    str("op"), str("decide");
+    str("tokens"), msgpack_pack_uint64(&pk, PROTO_MAX_COUNT);
+    expect_first_equals_general();
+    start();
+    msgpack_pack_map(&pk, 3);
+    str("op"), str("decide");
+    str("seq"), msgpack_pack_uint64(&pk, UINT64_MAX);
+    str("subject"), msgpack_pack_map(&pk, 16);
+    for (int i = 0; i < 16; i++) {
+        char level[8];
+        snprintf(level, sizeof(level), "l%d", i);
+        str(level), str(i ? "i" : id);
+    }
+    expect_first_equals_general();
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# bench/callgrind.sh: instructions per decision of the daemon, end to end, at several depths.
+#
+#   bench/callgrind.sh [--build DIR] [--daemon BIN] [--depths "1 16 64"] [--ms MS] [--v1]
+#                      [--keep DIR]
+#
+# For each depth: `tokentriage serve -c bench/bench.yaml` under valgrind's callgrind with
+# instrumentation off while it starts; every key (100) is sent once; then instrumentation is
+# switched on (callgrind_control -i on), bench/loadgen loads it for MS milliseconds (default
+# 3000) on one connection at that depth, the counts are dumped, and bench/cgprof.py prints the instructions
+# per decision in total and by stage (decode, decide, encode, rest). Instruction counts do not
+# depend on the machine's load, so before/after comparisons need no repetition. --v1 sends
+# protocol 1 requests (the daemon renders the headers); the default is protocol 2 (numbers).
+# --daemon measures another build's tokentriage (a "before"; give it --v1 if it predates v2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=build daemon="" depths="1 16 64" ms=3000 v1="" keep=""
+while (($#)); do
+  case $1 in
+  --build) build=$2; shift ;;
+  --daemon) daemon=$2; shift ;;
+  --depths) depths=$2; shift ;;
+  --ms) ms=$2; shift ;;
+  --v1) v1=--v1 ;;
+  --keep) keep=$2; shift ;;
+  -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+  *) echo "bench/callgrind.sh: unknown argument $1" >&2; exit 64 ;;
+  esac
+  shift
+done
+daemon=${daemon:-$build/cmd/tokentriage}
+proto=2
+[ -n "$v1" ] && proto=1
+tmp=$(mktemp -d /tmp/ttcg.XXXXXX)
+pid=""
+cleanup() {
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+for d in $depths; do
+  valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$tmp/cg.$d.%p" \
+    "$daemon" serve -c bench/bench.yaml -s "$tmp/tt.sock" >"$tmp/serve.$d.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 300); do [ -S "$tmp/tt.sock" ] && break; sleep 0.1; done
+  "$build/bench/loadgen" --proto msgpack --socket "$tmp/tt.sock" -k 100 -p "$d" --prefill $v1 >/dev/null
+  callgrind_control -i on "$pid" >/dev/null
+  "$build/bench/loadgen" --proto msgpack --socket "$tmp/tt.sock" -c 1 -p "$d" -k 100 -d "$ms" -w 0 $v1 >"$tmp/lg.$d.json"
+  callgrind_control -i off "$pid" >/dev/null
+  kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+  rm -f "$tmp/tt.sock"
+  echo "{\"depth\":$d,\"protocol\":$proto,$(python3 bench/cgprof.py "$tmp"/cg.$d.* | sed 's/^{//')"
+  [ -n "$keep" ] && mkdir -p "$keep" && cp "$tmp"/cg.$d.* "$keep/"
+done
