@@ -6,7 +6,8 @@ over its runs, and the ratios the targets of docs/performance.md are stated in. 
 the median CPU time the target's process spent per answer (its threads' schedstat), and the
 same ratios taken as answers per CPU-second: on a machine other work shares, wall-clock
 throughput says how much CPU a target was given, CPU per answer what an answer costs it.
-A target whose runs saw error answers is flagged: its rate is not a rate of decisions.
+A target whose runs saw error answers is flagged: its rate is not a rate of decisions. The
+third: at depth 1 (one request in flight per connection), the median p99 round trip in us.
 """
 import json
 import statistics
@@ -47,6 +48,7 @@ def table(runs, errors, targets, cases, fmt_value, better):
 def main(path):
     rate = defaultdict(list)
     cpu = defaultdict(list)
+    p99 = defaultdict(list)
     errors = defaultdict(int)
     for line in open(path):
         r = json.loads(line)
@@ -54,6 +56,8 @@ def main(path):
         rate[key, r["target"]].append(r["per_s"])
         if "cpu_ns_per_answer" in r:
             cpu[key, r["target"]].append(r["cpu_ns_per_answer"])
+        if r["depth"] == 1 and "p99_us" in r:
+            p99[key, r["target"]].append(r["p99_us"])
         errors[key, r["target"]] += r["errors"] + r["unexpected"]
     targets = [t for t in ORDER if any(t == k[1] for k in rate)]
     cases = sorted({k[0] for k in rate})
@@ -63,6 +67,11 @@ def main(path):
     if cpu:
         print("\nTarget CPU time per answer, ns (median; ratios as answers per CPU-second):\n")
         table(cpu, errors, targets, cases, lambda m: f"{m:,.0f}", lambda a, b: b / a)
+    if p99:
+        print("\nUnpipelined (depth 1) p99 round trip, us (median of the runs' p99s; ratios: how "
+              "much shorter):\n")
+        table(p99, errors, targets, [c for c in cases if c[2] == 1], lambda m: f"{m:,.1f}",
+              lambda a, b: b / a)
 
 
 if __name__ == "__main__":

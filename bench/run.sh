@@ -2,6 +2,7 @@
 # bench/run.sh: tokentriage against the machine's ceiling and against Redis + Lua, side by side.
 #
 #   bench/run.sh [--quick] [--runs N] [--duration MS] [--build DIR] [--out DIR] [--targets LIST]
+#                [--keys LIST] [--conns LIST] [--depths LIST]
 #
 # Starts, on unix sockets in a fresh temporary directory:
 #   ceiling  bench/ceiling: frames the same msgpack requests, answers a fixed map, no rate logic
@@ -13,7 +14,9 @@
 # key sequence) at depths 1, 16, 64 on 1 and 8 connections over 1, 10k and 1M keys. Runs are
 # interleaved (run 1 of every case and target, then run 2, ...) so the machine's noise spreads
 # over all of them; medians are reported with the ratios tt/ceiling, tt/redis and
-# tt_redis/redis. Every key set is prefilled once per target before it is measured.
+# tt_redis/redis, and at depth 1 (unpipelined: one request in flight per connection) the median
+# p99 round trip. Every key set is prefilled once per target before it is measured. The msgpack
+# targets get protocol 2 requests (docs/protocol.md): the answer form clients use.
 #
 # --quick: one run of 1 s per case, keys 1 and 10k only (about a minute). Default: 5 runs of
 # 2 s. Raw results (one JSON line per run) and the table go to --out (default
@@ -32,12 +35,15 @@ while (($#)); do
   --build) build=$2; shift ;;
   --out) out=$2; shift ;;
   --targets) targets=$2; shift ;;
-  -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+  --keys) keysets=$2; shift ;;
+  --conns) conns=$2; shift ;;
+  --depths) depths=$2; shift ;;
+  -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
   *) echo "bench/run.sh: unknown argument $1" >&2; exit 64 ;;
   esac
   shift
 done
-if ((quick)); then runs=1 duration=1000 warmup=200 keysets="1 10000"; fi
+if ((quick)); then runs=1 duration=1000 warmup=200 keysets=${keysets/1000000/}; fi
 out=${out:-$build/bench-results/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"
 

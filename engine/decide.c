@@ -165,21 +165,23 @@ void gov__decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, i
         gov_disclose(out, NULL, NULL, NULL, retry);
         return;
     }
-    gov_obs_t best = {0}, rpm = {0}, tpm = {0};
+    gov_obs_t best = {0}, rpm = {0}, tpm = {0}, denying = {0};
+    bool kept = mode == GOV_FINISH_COMMIT ? out->admit : mode == GOV_FINISH_WRITTEN;
     for (size_t i = 0; i < n; i++) {
         const probe_t *q = &p[i];
         if (!q->observed)
             continue;
-        bool kept = mode == GOV_FINISH_COMMIT ? out->admit : mode == GOV_FINISH_WRITTEN;
         gov_obs_t o = gov__observe(q, kept && q->r.admit, now);
         gov_obs_t *by_type = q->l->cfg.type == CFG_TYPE_TPM ? &tpm : &rpm;
         if (gov_obs_tighter(&o, &best))
             best = o;
         if (gov_obs_tighter(&o, by_type))
             *by_type = o;
+        if (q == deny) /* a denial is never kept: this is its uncommitted reading */
+            denying = o;
     }
     if (deny && deny->observed) /* RateLimit speaks of the limit Retry-After comes from */
-        best = gov__observe(deny, false, now);
+        best = denying;
     gov_disclose(out, &best, &rpm, &tpm, retry);
 }
 

@@ -64,16 +64,28 @@
         v2 = ROTL(v2, 32);                                                                         \
     } while (0)
 
-uint64_t gov_siphash(uint64_t k0, uint64_t k1, const void *data, size_t len, int c, int d)
+/* Little-endian 64-bit word at p (SipHash reads its message so). */
+static inline uint64_t le64(const uint8_t *p)
+{
+    uint64_t m;
+    memcpy(&m, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    m = __builtin_bswap64(m);
+#endif
+    return m;
+}
+
+/* SipHash-c-d, inlined where c and d are constants (the table's hash, on every decision, runs
+ * its rounds unrolled and reads whole words). */
+static inline __attribute__((always_inline)) uint64_t
+siphash(uint64_t k0, uint64_t k1, const void *data, size_t len, int c, int d)
 {
     const uint8_t *p = data;
     uint64_t v0 = k0 ^ UINT64_C(0x736f6d6570736575), v1 = k1 ^ UINT64_C(0x646f72616e646f6d);
     uint64_t v2 = k0 ^ UINT64_C(0x6c7967656e657261), v3 = k1 ^ UINT64_C(0x7465646279746573);
     size_t whole = len & ~(size_t)7;
     for (size_t i = 0; i < whole; i += 8) {
-        uint64_t m = 0;
-        for (int k = 7; k >= 0; k--)
-            m = (m << 8) | p[i + (size_t)k];
+        uint64_t m = le64(p + i);
         v3 ^= m;
         for (int r = 0; r < c; r++)
             SIPROUND;
@@ -90,6 +102,11 @@ uint64_t gov_siphash(uint64_t k0, uint64_t k1, const void *data, size_t len, int
     for (int r = 0; r < d; r++)
         SIPROUND;
     return v0 ^ v1 ^ v2 ^ v3;
+}
+
+uint64_t gov_siphash(uint64_t k0, uint64_t k1, const void *data, size_t len, int c, int d)
+{
+    return siphash(k0, k1, data, len, c, d);
 }
 
 /* ---- memory from the kernel ---------------------------------------------------------------- */
@@ -355,7 +372,7 @@ void gov_table_ident_drop(gov_table_t *t, int ident)
 
 uint64_t gov_table_hash(const gov_table_t *t, int ident, const char *key, size_t len)
 {
-    uint64_t h = gov_siphash(t->seed[0] ^ t->idents[ident].identity, t->seed[1], key, len, 1, 3);
+    uint64_t h = siphash(t->seed[0] ^ t->idents[ident].identity, t->seed[1], key, len, 1, 3);
     return h ? h : 1; /* 0 marks an empty slot */
 }
 
