@@ -1,5 +1,6 @@
 /* See hdoor.h. */
 #include "hdoor.h"
+#include "tt_fmt.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -48,16 +49,8 @@ static void put_str(tbuf_t *b, const char *s)
 
 static void put_i64(tbuf_t *b, int64_t v)
 {
-    char tmp[24];
-    size_t n = sizeof(tmp);
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[--n] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        tmp[--n] = '-';
-    put(b, tmp + n, sizeof(tmp) - n);
+    char tmp[TT_FMT_I64_MAX];
+    put(b, tmp, tt_fmt_i64(tmp, v));
 }
 
 /* A JSON string: quotes, backslashes and control bytes escaped; runs of plain bytes copied

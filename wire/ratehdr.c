@@ -14,6 +14,7 @@
  * a whole number of periods (1500 ms: w=3 and q doubled; 250 ms: w=1, q x 4).
  */
 #include "ratehdr.h"
+#include "tt_fmt.h"
 
 #include <string.h>
 
@@ -31,31 +32,10 @@ static void put_mem(buf_t *b, const char *s, size_t n)
 
 #define PUT_LIT(b, lit) put_mem(b, lit, sizeof(lit) - 1)
 
-static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324"
-                                     "25262728293031323334353637383940414243444546474849"
-                                     "50515253545556575859606162636465666768697071727374"
-                                     "75767778798081828384858687888990919293949596979899";
-
 static void put_i64(buf_t *b, int64_t v)
 {
-    char tmp[24];
-    int n = sizeof(tmp);
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    while (u >= 100) { /* two digits per division, written from the end */
-        unsigned d = (unsigned)(u % 100) * 2;
-        u /= 100;
-        tmp[--n] = digit_pairs[d + 1];
-        tmp[--n] = digit_pairs[d];
-    }
-    if (u >= 10) {
-        tmp[--n] = digit_pairs[u * 2 + 1];
-        tmp[--n] = digit_pairs[u * 2];
-    } else {
-        tmp[--n] = (char)('0' + u);
-    }
-    if (v < 0)
-        tmp[--n] = '-';
-    put_mem(b, tmp + n, sizeof(tmp) - (size_t)n);
+    char tmp[TT_FMT_I64_MAX];
+    put_mem(b, tmp, tt_fmt_i64(tmp, v));
 }
 
 static size_t finish(buf_t *b, char *start)
