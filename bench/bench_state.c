@@ -2,9 +2,10 @@
  * bench_state: what a snapshot costs at a million counters (docs/state.md, "What a snapshot
  * costs"). Speed is measured here, never asserted in a test.
  *
- *   bench_state [COUNTERS] [SNAPSHOTS] [no-huge-pages]      defaults 1000000 and 7
+ *   bench_state [COUNTERS] [SNAPSHOTS] [key-bytes=N] [no-huge-pages]
+ *                                                 defaults 1000000, 7, 8 (N: 8 .. 64)
  *
- * An engine is filled with COUNTERS live counters (one key-level gcra limit, 8-byte keys), the
+ * An engine is filled with COUNTERS live counters (one key-level gcra limit, N-byte keys), the
  * way the daemon's table holds them. Then, on one thread as in the daemon:
  *   1. the stop snapshot, in-process: time and bytes;
  *   2. decisions on random held keys in a tight loop, with an interval snapshot (the collapse
@@ -44,12 +45,14 @@ static void on_event(void *ctx, const st_event_t *ev)
         printf("  no huge pages: %s\n", ev->detail);
 }
 
+static int key_bytes = 8;
+
 static bool decide(gov_engine_t *e, uint64_t k, int64_t now)
 {
-    char key[16];
-    snprintf(key, sizeof(key), "%08llx", (unsigned long long)k);
+    char key[72];
+    snprintf(key, sizeof(key), "%0*llx", key_bytes, (unsigned long long)k);
     gov_subject_t s = {.n = 1};
-    s.pairs[0] = (gov_pair_t){"key", 3, key, 8};
+    s.pairs[0] = (gov_pair_t){"key", 3, key, (size_t)key_bytes};
     gov_result_t r;
     return gov_decide(e, &s, GOV_NO_TOKENS, now, &r, NULL, NULL) == 0 && r.admit;
 }
@@ -124,8 +127,15 @@ int main(int argc, char **argv)
 {
     size_t counters = argc > 1 ? strtoul(argv[1], NULL, 10) : 1000000;
     int rounds = argc > 2 ? atoi(argv[2]) : 7;
-    if (argc > 3 && strcmp(argv[3], "no-huge-pages") == 0 && prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0))
-        return perror("prctl"), 1;
+    for (int i = 3; i < argc; i++) {
+        if (strcmp(argv[i], "no-huge-pages") == 0) {
+            if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0))
+                return perror("prctl"), 1;
+        } else if (sscanf(argv[i], "key-bytes=%d", &key_bytes) != 1 || key_bytes < 8 ||
+                   key_bytes > 64) {
+            return fprintf(stderr, "%s: expected key-bytes=8..64 or no-huge-pages\n", argv[i]), 1;
+        }
+    }
     if (rounds < 1 || rounds > 32)
         return fprintf(stderr, "SNAPSHOTS: 1 .. 32\n"), 1;
     static const char yaml[] = "governance:\n  limits:\n"
@@ -155,8 +165,8 @@ int main(int argc, char **argv)
     st_options_t so = {.dir = dir, .interval_ns = 200000000};
     if (st_node_open(&n, &loop, &so, on_event, NULL))
         return 1;
-    printf("bench_state: %zu counters held, table %.1f MB\n", (size_t)m.counters,
-           m.table_bytes / 1e6);
+    printf("bench_state: %zu counters held (%d-byte keys), table %.1f MB\n", (size_t)m.counters,
+           key_bytes, m.table_bytes / 1e6);
     memory();
 
     /* 1. the stop snapshot, in-process */
