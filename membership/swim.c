@@ -55,7 +55,13 @@
  *  - A suspicion (or death) of a member we never knew is ignored, as in memberlist.
  *  - Updates are applied before a ping is answered, so the ack carries a fresh refutation.
  *  - No TCP fallback ping; the simulator shows the indirect probes and the buddy pings
- *    suffice at 20% loss.
+ *    suffice at 20% loss. The indirect stage pings the target directly once more.
+ *  - Scale: a false suspicion is a fleet-wide event (it and the refutation reach every member),
+ *    so at 20% loss, where about one probe in 14 failed by bad luck, each member's bytes grew
+ *    with N (5.5 KiB/s at 256). Above probe_retry_above (32) live members a failed member is
+ *    probed probe_retries (2) more times at once, in a second probe slot, before it is
+ *    suspected (probe_finish). Push-pull's interval is stretched to keep it within
+ *    pushpull_bytes_per_s, as its message grows with N (pushpull_interval).
  *  - Application payloads (APP) ride the same sealed datagrams, for the share store.
  *  - Dead and left members stay in the table for `reclaim_ns` (60 s): long enough that a
  *    replayed old datagram (the replay window is 30 s) cannot resurrect them, and that a
