@@ -544,7 +544,9 @@ size_t gov_table_bytes(const gov_table_t *t)
     size_t bytes = sizeof(*t) + (t->mask + 1) * sizeof(gov_slot_t);
     if (t->old)
         bytes += (t->old_mask + 1) * sizeof(gov_slot_t);
+    /* a block's pages are touched only as its chunks are handed out: count those */
     for (int c = 0; c < GOV_ARENA_CLASSES; c++)
-        bytes += t->arena[c].n_blocks * ARENA_BLOCK + t->arena[c].cap_blocks * sizeof(uint8_t *);
+        bytes += ((((size_t)t->arena[c].n << (3 + c)) + 4095) & ~(size_t)4095) +
+                 t->arena[c].cap_blocks * sizeof(uint8_t *);
     return bytes;
 }

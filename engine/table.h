@@ -108,7 +108,8 @@ void gov_table_each(const gov_table_t *t, gov_table_each_fn fn, void *ctx);
  * state snapshot, which asks the kernel to hold them in huge pages. */
 size_t gov_table_regions(const gov_table_t *t, void **addr, size_t *len, size_t cap);
 
-/* Bytes of memory the table holds: slot array, arena chunks, the struct itself. */
+/* Bytes of memory the table holds: slot arrays, the arena chunks handed out (to the page; a
+ * block's untouched pages hold nothing), the struct itself. */
 size_t gov_table_bytes(const gov_table_t *t);
 
 /* SipHash-c-d, exposed for its test vector. */
