@@ -230,3 +230,22 @@ Test(pushpull, a_silent_connection_is_dropped_at_the_deadline_and_one_source_is_
         close(many[k]);
     cr_assert_eq(refused, 8, "12 connections from one source: 4 held, 8 refused");
 }
+
+/* Bytes do not buy time: a connection that announces a 4 KiB frame and drips it a byte every
+ * 50 ms (it would take 200 s) is closed at the same first-frame deadline. */
+Test(pushpull, a_dripping_connection_is_dropped_at_the_same_deadline)
+{
+    int port0 = start(0, 0), hport0 = fp_bound_port(&d[0], "http listening");
+    int s;
+    open_silent(&s, 1, port0, 2);
+    const uint8_t head[4] = {0, 0, 0x10, 0};
+    cr_assert_eq(send(s, head, sizeof head, MSG_NOSIGNAL), (ssize_t)sizeof head);
+    bool closed = false;
+    struct timespec pause = {0, 50 * 1000000L};
+    for (long long end = tt_now_ms() + 3000; !closed && tt_now_ms() < end; nanosleep(&pause, NULL))
+        closed = closed_by_peer(s) || send(s, "x", 1, MSG_NOSIGNAL) != 1;
+    close(s);
+    cr_assert(closed, "a dripping connection was still open after 3 s");
+    cr_assert_eq(
+        fp_metric(hport0, "tokentriage_gossip_pushpull_refused_total{reason=\"deadline\"} "), 1);
+}
