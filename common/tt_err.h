@@ -34,7 +34,9 @@
     X(LIMITS, -25, "bad_limits", "too many limits, or a limit not armed")                          \
     X(LEASES, -26, "lease_cap", "the lease cap is reached")                                        \
     X(RESERVATION, -27, "unknown_reservation",                                                     \
-      "no such reservation: never issued, expired or evicted")
+      "no such reservation: never issued, expired or evicted")                                     \
+    /* config/ (CFG_E*) */                                                                         \
+    X(CONFIG, -30, "bad_config", "the configuration has errors; the report lists them")
 
 enum {
 #define TT_ERR_ENUM_(name, value, wire, msg) TT_ERR_##name = value,

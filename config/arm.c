@@ -29,7 +29,7 @@ int cfg_type_algorithm_check(cfg_type_t t, ra_algorithm_t alg, char *msg, size_t
     snprintf(msg, msg_size,
              "type tpm takes algorithm \"gcra\" only; \"%s\" is not available for a token rate",
              ra_algorithm_name(alg));
-    return -1;
+    return CFG_EINVALID;
 }
 
 /* FNV-1a, 64 bits: stable across versions and platforms, which is all an identity needs. */
@@ -81,13 +81,13 @@ static int arm_store(const cfg_limit_t *l, char *msg, size_t size)
                         "per-step effective-rate form (ratealg.EffectiveLimiter); \"%s\" has "
                         "none \xe2\x80\x94 use algorithm \"gcra\"",
                  l->id, ra_algorithm_name(l->algorithm));
-        return -1;
+        return CFG_EINVALID;
     }
     if (l->store == CFG_STORE_REDIS && l->algorithm == RA_TOKEN_BUCKET) {
         snprintf(msg, size,
                  PREFIX "store \"redis\": counter: algorithm has no distributed (redis) form",
                  l->id);
-        return -1;
+        return CFG_EINVALID;
     }
     return 0;
 }
@@ -119,7 +119,7 @@ static int arm_domain(const cfg_limit_t *l, int err, char *msg, size_t size)
         snprintf(msg, size, PREFIX "%s: %s", l->id, alg, ra_strerror(err));
         break;
     }
-    return -1;
+    return CFG_EINVALID;
 }
 
 int cfg_limit_arm(cfg_limit_t *l, char *msg, size_t size)
@@ -128,7 +128,7 @@ int cfg_limit_arm(cfg_limit_t *l, char *msg, size_t size)
     l->identity = 0;
     if (cfg_type_is_rate(l->type)) {
         if (arm_store(l, msg, size) < 0)
-            return -1;
+            return CFG_EINVALID;
         int err = ra_limiter_init(&l->limiter, l->algorithm, l->amount, l->period_ns, l->burst);
         if (err < 0)
             return arm_domain(l, err, msg, size);
@@ -140,7 +140,7 @@ int cfg_limit_arm(cfg_limit_t *l, char *msg, size_t size)
                             "at least the reserve cap",
                      l->id, l->id, (long long)l->burst, (long long)l->amount);
             memset(&l->limiter, 0, sizeof(l->limiter));
-            return -1;
+            return CFG_EINVALID;
         }
     }
     l->identity = cfg_limit_identity(l);

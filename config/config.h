@@ -21,11 +21,12 @@
 
 #include "duration.h"
 #include "limit.h"
+#include "tt_err.h"
 
-/* Errors, negative as everywhere in tokentriage. */
+/* Errors: rows of the one error table (common/tt_err.h), which names them. */
 enum {
-    CFG_EINVALID = -1, /* the configuration has errors; the report lists them */
-    CFG_ENOMEM = -2,   /* out of memory (also reported) */
+    CFG_EINVALID = TT_ERR_CONFIG, /* the configuration has errors; the report lists them */
+    CFG_ENOMEM = TT_ERR_NOMEM,    /* out of memory (also reported) */
 };
 
 /* Bounds on the input and on the model (documented in docs/configuration.md). */
