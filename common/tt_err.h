@@ -36,7 +36,14 @@
     X(RESERVATION, -27, "unknown_reservation",                                                     \
       "no such reservation: never issued, expired or evicted")                                     \
     /* config/ (CFG_E*) */                                                                         \
-    X(CONFIG, -30, "bad_config", "the configuration has errors; the report lists them")
+    X(CONFIG, -30, "bad_config", "the configuration has errors; the report lists them")            \
+    /* share/ (DEMAND_E*) */                                                                       \
+    X(DEMAND_CONFIG, -60, "bad_demand_config", "a field of the demand configuration out of range") \
+    X(DEMAND_WIRE, -61, "bad_demand_payload", "a demand payload that does not decode")             \
+    X(DEMAND_SENDER, -62, "unknown_demand_sender",                                                 \
+      "a demand payload from a member not in the live list")                                       \
+    X(DEMAND_MEMBERS, -63, "too_many_members", "more live members than members_max")               \
+    X(UNARMED, -64, "unarmed", "the share store is not armed yet (membership has not joined)")
 
 enum {
 #define TT_ERR_ENUM_(name, value, wire, msg) TT_ERR_##name = value,

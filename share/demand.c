@@ -317,28 +317,6 @@ void demand_config_from_share(demand_config_t *out, const cfg_share_t *share)
     out->leases_max = 4 * out->keys_max;
 }
 
-const char *demand_strerror(int err)
-{
-    switch (err) {
-    case 0:
-        return "ok";
-    case DEMAND_ECONFIG:
-        return "demand configuration out of range";
-    case DEMAND_ENOMEM:
-        return "demand tables could not be allocated";
-    case DEMAND_EWIRE:
-        return "demand payload does not decode";
-    case DEMAND_ESENDER:
-        return "demand payload from a member not in the live list";
-    case DEMAND_EMEMBERS:
-        return "more live members than members_max";
-    case DEMAND_EUNARMED:
-        return "share store not armed yet (membership has not joined)";
-    default:
-        return "unknown demand error";
-    }
-}
-
 static int config_fault(char *err, size_t size, const char *what)
 {
     if (err && size)

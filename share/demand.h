@@ -23,6 +23,7 @@
 #include "config.h"
 #include "limit.h"
 #include "ratealg.h"
+#include "tt_err.h"
 
 /* A share is num / DEMAND_SHARE_DEN of the fleet amount: the replica steps with
  * ra_limiter_effective(plain, num, DEMAND_SHARE_DEN, unit). 2^20 resolves a millionth. */
@@ -34,16 +35,15 @@
 #define DEMAND_ID_MAX 128   /* member ids, as in membership (SWIM_ID_MAX) */
 #define DEMAND_WINDOW_MAX 8 /* smoothing buckets per key (window / interval, rounded up) */
 
-/* Errors. Negative, as everywhere in tokentriage. */
+/* Errors: rows of the one error table (common/tt_err.h), which names them. */
 enum {
-    DEMAND_ECONFIG = -1,  /* a field of demand_config_t out of range (the error names it) */
-    DEMAND_ENOMEM = -2,   /* demand_new could not allocate its tables */
-    DEMAND_EWIRE = -3,    /* a datagram that does not decode (the error names the field) */
-    DEMAND_ESENDER = -4,  /* a datagram from a member not in the live list */
-    DEMAND_EMEMBERS = -5, /* more live members than members_max (the rest are left out) */
-    DEMAND_EUNARMED = -6, /* the share store is not armed yet: posture.fail decides */
+    DEMAND_ECONFIG = TT_ERR_DEMAND_CONFIG,   /* a field of demand_config_t out of range (named) */
+    DEMAND_ENOMEM = TT_ERR_NOMEM,            /* demand_new could not allocate its tables */
+    DEMAND_EWIRE = TT_ERR_DEMAND_WIRE,       /* a datagram that does not decode (field named) */
+    DEMAND_ESENDER = TT_ERR_DEMAND_SENDER,   /* a datagram from a member not in the live list */
+    DEMAND_EMEMBERS = TT_ERR_DEMAND_MEMBERS, /* live members above members_max (rest left out) */
+    DEMAND_EUNARMED = TT_ERR_UNARMED,        /* the share store is not armed: posture.fail */
 };
-
 typedef struct demand_config {
     int64_t interval_ns;      /* demand_interval: 500 ms. Reports, grants, smoothing buckets */
     int64_t window_ns;        /* demand smoothing window: 2 s (at most DEMAND_WINDOW_MAX buckets) */
@@ -208,7 +208,5 @@ uint32_t demand_cold_num(uint32_t c_num, uint32_t divisor);
  */
 void demand_waterfill(const uint32_t *need, uint32_t n, uint64_t amount, uint32_t floor,
                       uint32_t *share, uint64_t *order);
-
-const char *demand_strerror(int err);
 
 #endif
