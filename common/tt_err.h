@@ -37,6 +37,18 @@
       "no such reservation: never issued, expired or evicted")                                     \
     /* config/ (CFG_E*) */                                                                         \
     X(CONFIG, -30, "bad_config", "the configuration has errors; the report lists them")            \
+    /* membership/ (SWIM_E*): a datagram dropped, and why */                                       \
+    X(GOSSIP_OVERSIZE, -40, "gossip_oversize", "oversized datagram")                               \
+    X(GOSSIP_TRUNCATED, -41, "gossip_truncated", "truncated datagram")                             \
+    X(GOSSIP_VERSION, -42, "gossip_version", "unknown wire version")                               \
+    X(GOSSIP_MODE, -43, "gossip_mode", "plaintext/sealed mismatch")                                \
+    X(GOSSIP_AUTH, -44, "gossip_auth", "authentication failed")                                    \
+    X(GOSSIP_MALFORMED, -45, "gossip_malformed", "malformed body")                                 \
+    X(GOSSIP_STALE, -46, "gossip_stale", "outside the replay window")                              \
+    X(GOSSIP_REPLAY, -47, "gossip_replay", "replayed datagram")                                    \
+    X(GOSSIP_SELF, -48, "gossip_self", "our own datagram")                                         \
+    X(KEYRING, -49, "bad_keyring", "bad keyring")                                                  \
+    X(SPACE, -50, "no_space", "buffer too small")                                                  \
     /* share/ (DEMAND_E*) */                                                                       \
     X(DEMAND_CONFIG, -60, "bad_demand_config", "a field of the demand configuration out of range") \
     X(DEMAND_WIRE, -61, "bad_demand_payload", "a demand payload that does not decode")             \

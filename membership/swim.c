@@ -221,38 +221,7 @@ struct swim_core {
 
 const char *swim_strerror(int code)
 {
-    switch (code) {
-    case 0:
-        return "ok";
-    case SWIM_EINVAL:
-        return "invalid argument";
-    case SWIM_ENOMEM:
-        return "out of memory";
-    case SWIM_EOVERSIZE:
-        return "oversized datagram";
-    case SWIM_ETRUNCATED:
-        return "truncated datagram";
-    case SWIM_EVERSION:
-        return "unknown wire version";
-    case SWIM_EMODE:
-        return "plaintext/sealed mismatch";
-    case SWIM_EAUTH:
-        return "authentication failed";
-    case SWIM_EMALFORMED:
-        return "malformed body";
-    case SWIM_ESTALE:
-        return "outside the replay window";
-    case SWIM_EREPLAY:
-        return "replayed datagram";
-    case SWIM_ESELF:
-        return "our own datagram";
-    case SWIM_EKEYRING:
-        return "bad keyring";
-    case SWIM_ESPACE:
-        return "buffer too small";
-    default:
-        return "unknown error";
-    }
+    return code == 0 ? "ok" : tt_err_message(code);
 }
 
 const char *swim_state_name(swim_state_t s)

@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tt_err.h"
+
 #define SWIM_ID_MAX 128
 #define SWIM_META_MAX 64
 #define SWIM_LABEL_MAX 64
@@ -32,21 +34,22 @@
 /* A push-pull message carries the whole table; this bounds what a receiver accepts. */
 #define SWIM_PUSHPULL_MAX (8u << 20)
 
-/* Errors, negative as everywhere in tokentriage. The receive drops map onto counters. */
+/* Errors: rows of the one error table (common/tt_err.h), which names them. The receive drops
+ * map onto counters. */
 enum {
-    SWIM_EINVAL = -1,     /* a bad argument or configuration */
-    SWIM_ENOMEM = -2,     /* the member table could not grow */
-    SWIM_EOVERSIZE = -3,  /* a datagram above SWIM_DATAGRAM_MAX */
-    SWIM_ETRUNCATED = -4, /* shorter than its frame */
-    SWIM_EVERSION = -5,   /* an unknown wire version */
-    SWIM_EMODE = -6,      /* plaintext while keyed, or sealed while not */
-    SWIM_EAUTH = -7,      /* opens under no key of the ring: forged, wrong key, wrong label */
-    SWIM_EMALFORMED = -8, /* the body does not decode; the error names the field */
-    SWIM_ESTALE = -9,     /* sent outside the replay window */
-    SWIM_EREPLAY = -10,   /* a sequence number already seen from that sender */
-    SWIM_ESELF = -11,     /* our own datagram came back (or an impostor of our id) */
-    SWIM_EKEYRING = -12,  /* a keyring file that does not parse */
-    SWIM_ESPACE = -13,    /* the caller's buffer is too small */
+    SWIM_EINVAL = TT_ERR_INVAL,                /* a bad argument or configuration */
+    SWIM_ENOMEM = TT_ERR_NOMEM,                /* the member table could not grow */
+    SWIM_EOVERSIZE = TT_ERR_GOSSIP_OVERSIZE,   /* a datagram above SWIM_DATAGRAM_MAX */
+    SWIM_ETRUNCATED = TT_ERR_GOSSIP_TRUNCATED, /* shorter than its frame */
+    SWIM_EVERSION = TT_ERR_GOSSIP_VERSION,     /* an unknown wire version */
+    SWIM_EMODE = TT_ERR_GOSSIP_MODE,           /* plaintext while keyed, or sealed while not */
+    SWIM_EAUTH = TT_ERR_GOSSIP_AUTH,           /* opens under no key: forged, wrong key or label */
+    SWIM_EMALFORMED = TT_ERR_GOSSIP_MALFORMED, /* the body does not decode; the field is named */
+    SWIM_ESTALE = TT_ERR_GOSSIP_STALE,         /* sent outside the replay window */
+    SWIM_EREPLAY = TT_ERR_GOSSIP_REPLAY,       /* a sequence number already seen from the sender */
+    SWIM_ESELF = TT_ERR_GOSSIP_SELF,           /* our own datagram came back (or an impostor) */
+    SWIM_EKEYRING = TT_ERR_KEYRING,            /* a keyring file that does not parse */
+    SWIM_ESPACE = TT_ERR_SPACE,                /* the caller's buffer is too small */
 };
 
 /* Error details, naming the field or line that was wrong. */
@@ -54,7 +57,7 @@ typedef struct swim_err {
     char msg[192];
 } swim_err_t;
 
-/* Returns a short name for a SWIM_E* code. */
+/* What a SWIM_E* code means ("authentication failed"): its message in the one error table. */
 const char *swim_strerror(int code);
 
 /* A transport address, opaque to the core except for equality. family is 4 or 6. */
