@@ -49,6 +49,18 @@
     X(GOSSIP_SELF, -48, "gossip_self", "our own datagram")                                         \
     X(KEYRING, -49, "bad_keyring", "bad keyring")                                                  \
     X(SPACE, -50, "no_space", "buffer too small")                                                  \
+    /* state/ (ST_E*): why a snapshot was not restored; contiguous, st_reason_index counts on it   \
+     */                                                                                            \
+    X(ST_MISSING, -70, "missing", "no snapshot file")                                              \
+    X(ST_TRUNCATED, -71, "truncated", "the file ends before the snapshot does")                    \
+    X(ST_MAGIC, -72, "not_a_snapshot", "the file does not start with the snapshot magic")          \
+    X(ST_VERSION, -73, "wrong_version", "written in a format version this build cannot read")      \
+    X(ST_CHECKSUM, -74, "corrupt", "a checksum does not match")                                    \
+    X(ST_FORMAT, -75, "malformed", "a field is out of range")                                      \
+    X(ST_FOREIGN, -76, "foreign", "written for another node or cluster")                           \
+    X(ST_IO, -77, "io", "the file or directory could not be read or written")                      \
+    X(ST_LOCKED, -78, "locked", "another daemon holds the state directory")                        \
+    X(ST_TOOBIG, -79, "too_big", "larger than the daemon would read")                              \
     /* share/ (DEMAND_E*) */                                                                       \
     X(DEMAND_CONFIG, -60, "bad_demand_config", "a field of the demand configuration out of range") \
     X(DEMAND_WIRE, -61, "bad_demand_payload", "a demand payload that does not decode")             \

@@ -18,31 +18,24 @@ static const char magic[8] = {'T', 'T', 'S', 'T', 'A', 'T', 'E', '\n'};
 
 /* ---- errors ---------------------------------------------------------------------------------- */
 
-#define ST_ROW_(name, value, code, msg) {value, code, msg},
-static const struct {
-    int err;
-    const char *code, *msg;
-} errors[] = {ST_ERRNO_MAP(ST_ROW_)};
-#undef ST_ROW_
-
 int st_reason_index(int err)
 {
-    for (int i = 0; i < (int)(sizeof(errors) / sizeof(errors[0])); i++)
-        if (errors[i].err == err)
-            return i;
-    return -1;
+    return err <= ST_EMISSING && err >= ST_ETOOBIG ? ST_EMISSING - err : -1;
+}
+
+int st_reason_err(int index)
+{
+    return ST_EMISSING - index;
 }
 
 const char *st_reason(int err)
 {
-    int i = st_reason_index(err);
-    return i < 0 ? "unknown" : errors[i].code;
+    return st_reason_index(err) < 0 ? "unknown" : tt_err_name(err);
 }
 
 const char *st_strerror(int err)
 {
-    int i = st_reason_index(err);
-    return i < 0 ? "unknown error" : errors[i].msg;
+    return tt_err_message(err);
 }
 
 /* ---- checksums --------------------------------------------------------------------------------

@@ -34,6 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tt_err.h"
+
 #define ST_VERSION 1
 #define ST_HEADER_SIZE 64
 #define ST_SCOPE_MAX 300   /* bytes of the scope string */
@@ -42,33 +44,31 @@
 #define ST_LIMITS_MAX 1024 /* limits in one snapshot */
 #define ST_ERR_MAX 200     /* bytes of a decoder message */
 
-/* Why a snapshot was not restored. Negative, with a name for metrics and logs. */
-#define ST_ERRNO_MAP(X)                                                                            \
-    X(ST_EMISSING, -1, "missing", "no snapshot file")                                              \
-    X(ST_ETRUNCATED, -2, "truncated", "the file ends before the snapshot does")                    \
-    X(ST_EMAGIC, -3, "not_a_snapshot", "the file does not start with the snapshot magic")          \
-    X(ST_EVERSION, -4, "wrong_version", "written in a format version this build cannot read")      \
-    X(ST_ECHECKSUM, -5, "corrupt", "a checksum does not match")                                    \
-    X(ST_EFORMAT, -6, "malformed", "a field is out of range")                                      \
-    X(ST_EFOREIGN, -7, "foreign", "written for another node or cluster")                           \
-    X(ST_EIO, -8, "io", "the file or directory could not be read or written")                      \
-    X(ST_ELOCKED, -9, "locked", "another daemon holds the state directory")                        \
-    X(ST_ETOOBIG, -10, "too_big", "larger than the daemon would read")
-
+/* Why a snapshot was not restored: rows of the one error table (common/tt_err.h), which gives
+ * each a name for metrics and logs and a sentence. */
 enum {
-#define ST_ENUM_(name, value, code, msg) name = value,
-    ST_ERRNO_MAP(ST_ENUM_)
-#undef ST_ENUM_
+    ST_EMISSING = TT_ERR_ST_MISSING,
+    ST_ETRUNCATED = TT_ERR_ST_TRUNCATED,
+    ST_EMAGIC = TT_ERR_ST_MAGIC,
+    ST_EVERSION = TT_ERR_ST_VERSION,
+    ST_ECHECKSUM = TT_ERR_ST_CHECKSUM,
+    ST_EFORMAT = TT_ERR_ST_FORMAT,
+    ST_EFOREIGN = TT_ERR_ST_FOREIGN,
+    ST_EIO = TT_ERR_ST_IO,
+    ST_ELOCKED = TT_ERR_ST_LOCKED,
+    ST_ETOOBIG = TT_ERR_ST_TOOBIG,
 };
 
-#define ST_REASONS 10 /* entries of ST_ERRNO_MAP */
+#define ST_REASONS 10 /* the ST_E* codes, ST_EMISSING down to ST_ETOOBIG */
 
-/* "corrupt", "foreign", ... for a negative ST_E* code; "unknown" otherwise. */
+/* "corrupt", "foreign", ... for an ST_E* code; "unknown" otherwise. */
 const char *st_reason(int err);
-/* The sentence for a negative ST_E* code. */
+/* The sentence for an ST_E* code. */
 const char *st_strerror(int err);
-/* 0 .. ST_REASONS-1 for a negative ST_E* code (metrics arrays), -1 otherwise. */
+/* 0 .. ST_REASONS-1 for an ST_E* code (metrics arrays), -1 otherwise; st_reason_err is the
+ * code of an index. */
 int st_reason_index(int err);
+int st_reason_err(int index);
 
 /* CRC-32C (Castagnoli), continued from `crc` (0 to start). */
 uint32_t st_crc32c(uint32_t crc, const void *data, size_t len);

@@ -691,16 +691,16 @@ void st_node_metrics(const st_node_t *n, int64_t now, st_emit_fn out, void *ctx)
     /* Every series a failure can land in is there from the start, at 0, so that increase()
      * sees the first failure. A snapshot fails only with io; a start, once, for any reason. */
     for (int i = 0; i < ST_REASONS; i++)
-        if (n->failures[i] || -1 - i == ST_EIO)
+        if (n->failures[i] || st_reason_err(i) == ST_EIO)
             LINE("tokentriage_state_snapshot_failures_total{reason=\"%s\"} %llu\n",
-                 st_reason(-1 - i), (unsigned long long)n->failures[i]);
+                 st_reason(st_reason_err(i)), (unsigned long long)n->failures[i]);
     LINE("# HELP tokentriage_state_restore_failures_total A snapshot (or the directory) not "
          "restored at start, by reason (one start per process: 1 for the reason it failed).\n"
          "# TYPE tokentriage_state_restore_failures_total counter\n");
     int err = n->open_err ? n->open_err : n->restore_err;
     for (int i = 0; i < ST_REASONS; i++)
-        LINE("tokentriage_state_restore_failures_total{reason=\"%s\"} %d\n", st_reason(-1 - i),
-             err == -1 - i);
+        LINE("tokentriage_state_restore_failures_total{reason=\"%s\"} %d\n",
+             st_reason(st_reason_err(i)), err == st_reason_err(i));
     LINE("# HELP tokentriage_state_restored_counters Counters of the snapshot at start, by "
          "outcome (restored; idle: nothing left to keep; dropped: their limit is gone; refused: "
          "the counter cap).\n# TYPE tokentriage_state_restored_counters gauge\n"

@@ -281,7 +281,8 @@ Test(state_node, the_failure_counters_start_at_zero_for_every_reason)
               metrics);
     cr_assert(strstr(metrics, "tokentriage_state_restore_failures_total{reason=\"missing\"} 1\n"),
               "%s", metrics);
-    for (int err = -1; err >= -ST_REASONS; err--) {
+    for (int i = 0; i < ST_REASONS; i++) {
+        int err = st_reason_err(i);
         char want[128];
         snprintf(want, sizeof(want), "tokentriage_state_restore_failures_total{reason=\"%s\"} %d\n",
                  st_reason(err), err == ST_EMISSING);
