@@ -52,7 +52,12 @@ tt_client_t *tt_daemon_client(const tt_daemon_t *d)
 
 int tt_daemon_start(tt_daemon_t *d, const char *limits_yaml, const char *server_extra)
 {
-    const char *binary = d->binary;
+    return tt_daemon_start_binary(d, NULL, limits_yaml, server_extra);
+}
+
+int tt_daemon_start_binary(tt_daemon_t *d, const char *binary, const char *limits_yaml,
+                           const char *server_extra)
+{
     memset(d, 0, sizeof(*d));
     d->binary = binary;
     snprintf(d->dir, sizeof(d->dir), "/tmp/tt-test-XXXXXX");

@@ -18,7 +18,7 @@ typedef struct tt_daemon {
     char socket[300];   /* dir/tt.sock */
     char log[300];      /* dir/stderr.log: the daemon's logs */
     int exit_status;    /* when tt_daemon_spawn saw it exit */
-    const char *binary; /* set before tt_daemon_start: another daemon binary (NULL: tokentriage) */
+    const char *binary; /* tt_daemon_start_binary's, for tt_daemon_spawn (NULL: tokentriage) */
 } tt_daemon_t;
 
 /*
@@ -27,6 +27,9 @@ typedef struct tt_daemon {
  * daemon on it and waits until its socket answers a ping. Returns 0, or -1 (logged to stderr).
  */
 int tt_daemon_start(tt_daemon_t *d, const char *limits_yaml, const char *server_extra);
+/* The same with another daemon binary (tests/server/tt_fault_daemon); NULL: tokentriage. */
+int tt_daemon_start_binary(tt_daemon_t *d, const char *binary, const char *limits_yaml,
+                           const char *server_extra);
 
 /* Starts the binary again on the same directory (after a crash, or to see a second daemon
  * refused). Waits for readiness when wait is true; returns 0, or -1 when it did not come up

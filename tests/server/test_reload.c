@@ -20,6 +20,8 @@
     "    - id: team_rpm\n      attach: { level: team }\n      type: rpm\n      amount: " #amount   \
     "\n      period: 1m\n      burst: 3\n"
 
+#define FAULT_DAEMON TT_BINARY_DIR "/tests/server/tt_fault_daemon"
+
 static tt_daemon_t d;
 static char ring[64];
 
@@ -89,8 +91,8 @@ Test(reload, a_keyring_membership_refuses_leaves_the_old_config_serving_whole)
              "    bind: 127.0.0.1:0\n    keyring_file: %s\n    cluster: rtest\n",
              ring);
     setenv("TT_FAULT", "keyring", 1);
-    d.binary = TT_BINARY_DIR "/tests/server/tt_fault_daemon";
-    cr_assert_eq(tt_daemon_start(&d, TEAM_RPM(300), extra), 0, "the daemon did not start");
+    cr_assert_eq(tt_daemon_start_binary(&d, FAULT_DAEMON, TEAM_RPM(300), extra), 0,
+                 "the daemon did not start");
     int port = http_port();
     tt_client_t *c = tt_daemon_client(&d);
     cr_assert_not_null(c);

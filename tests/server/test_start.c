@@ -12,6 +12,8 @@
     "    - id: team_rpm\n      attach: { level: team }\n      type: rpm\n      amount: 300\n"      \
     "      period: 1m\n"
 
+#define FAULT_DAEMON TT_BINARY_DIR "/tests/server/tt_fault_daemon"
+
 static tt_daemon_t d;
 
 static void cleanup(void)
@@ -24,8 +26,8 @@ TestSuite(start, .fini = cleanup, .timeout = 60);
 Test(start, a_request_handler_that_cannot_be_made_is_logged_with_its_exit)
 {
     setenv("TT_FAULT", "dispatch", 1);
-    d.binary = TT_BINARY_DIR "/tests/server/tt_fault_daemon";
-    cr_assert_eq(tt_daemon_start(&d, TEAM_RPM, NULL), -1, "the daemon served without a handler");
+    cr_assert_eq(tt_daemon_start_binary(&d, FAULT_DAEMON, TEAM_RPM, NULL), -1,
+                 "the daemon served without a handler");
     cr_assert_eq(d.exit_status, 70, "EX_SOFTWARE");
     cr_assert(tt_daemon_log_has(&d, "level=error", 0), "it exited without an error logged");
     cr_assert(tt_daemon_log_has(&d, "request handler: out of memory", 0), "the log says not why");
