@@ -67,7 +67,25 @@
     X(DEMAND_SENDER, -62, "unknown_demand_sender",                                                 \
       "a demand payload from a member not in the live list")                                       \
     X(DEMAND_MEMBERS, -63, "too_many_members", "more live members than members_max")               \
-    X(UNARMED, -64, "unarmed", "the share store is not armed yet (membership has not joined)")
+    X(UNARMED, -64, "unarmed", "share store not armed yet (membership has not joined)")            \
+    /* share/ (SHARE_E*) */                                                                        \
+    X(SHARE_META, -65, "bad_share_meta", "share metadata payload does not decode")                 \
+    X(SHARE_LIMIT, -66, "not_a_share_limit", "not a gcra rate limit on store share")               \
+    X(SHARE_CONFIG, -67, "bad_share_config", "share configuration out of range")                   \
+    /* ratealg/ (RA_E*): a limiter that does not arm */                                            \
+    X(RA_AMOUNT, -80, "bad_amount", "amount must be positive")                                     \
+    X(RA_PERIOD, -81, "bad_period", "period must be positive")                                     \
+    X(RA_BURST, -82, "bad_burst", "burst must be positive")                                        \
+    X(RA_EMISSION, -83, "zero_emission_interval",                                                  \
+      "amount exceeds the period in nanoseconds: the emission interval would be 0")                \
+    X(RA_TAU, -84, "tau_overflow", "the allowance offset tau = T x burst overflows int64")         \
+    X(RA_CEILING, -85, "above_window_ceiling",                                                     \
+      "amount exceeds the packed window-counter ceiling 65535")                                    \
+    X(RA_NOEFFECTIVE, -86, "no_effective_form",                                                    \
+      "the algorithm has no per-step effective-rate form")                                         \
+    X(RA_SHARE, -87, "bad_share",                                                                  \
+      "a share must be num/den with 0 < num <= den and a positive unit")                           \
+    X(RA_ALGORITHM, -88, "unknown_algorithm", "unregistered algorithm")
 
 enum {
 #define TT_ERR_ENUM_(name, value, wire, msg) TT_ERR_##name = value,

@@ -316,28 +316,5 @@ int ra_algorithm_parse(const char *name, ra_algorithm_t *out)
 
 const char *ra_strerror(int err)
 {
-    switch (err) {
-    case 0:
-        return "ok";
-    case RA_EAMOUNT:
-        return "amount must be positive";
-    case RA_EPERIOD:
-        return "period must be positive";
-    case RA_EBURST:
-        return "burst must be positive";
-    case RA_EEMISSION:
-        return "amount exceeds the period in nanoseconds: the emission interval would be 0";
-    case RA_ETAU:
-        return "the allowance offset tau = T x burst overflows int64";
-    case RA_ECEILING:
-        return "amount exceeds the packed window-counter ceiling 65535";
-    case RA_ENOEFFECTIVE:
-        return "the algorithm has no per-step effective-rate form";
-    case RA_ESHARE:
-        return "a share must be num/den with 0 < num <= den and a positive unit";
-    case RA_EALGORITHM:
-        return "unregistered algorithm";
-    default:
-        return "unknown error";
-    }
+    return err == 0 ? "ok" : tt_err_message(err);
 }

@@ -17,6 +17,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "tt_err.h"
+
 #define RA_NS_PER_S INT64_C(1000000000)
 /* The packed window state holds 16-bit counters, so a window limit caps amount here. */
 #define RA_WINDOW_CEILING 65535
@@ -30,17 +32,17 @@ typedef enum ra_algorithm {
     RA_TOKEN_BUCKET,
 } ra_algorithm_t;
 
-/* Errors from arming a limiter. Negative, as everywhere in tokentriage. */
+/* Errors from arming a limiter: rows of the one error table (common/tt_err.h). */
 enum {
-    RA_EAMOUNT = -1,      /* amount <= 0 */
-    RA_EPERIOD = -2,      /* period <= 0 */
-    RA_EBURST = -3,       /* burst <= 0 (gcra, token_bucket) */
-    RA_EEMISSION = -4,    /* T = floor(period / amount) is 0 */
-    RA_ETAU = -5,         /* tau = T x burst leaves int64 */
-    RA_ECEILING = -6,     /* window amount above RA_WINDOW_CEILING */
-    RA_ENOEFFECTIVE = -7, /* only gcra has the effective-rate form */
-    RA_ESHARE = -8,       /* share num/den not in (0, 1], or unit <= 0 */
-    RA_EALGORITHM = -9,   /* not one of ra_algorithm_t */
+    RA_EAMOUNT = TT_ERR_RA_AMOUNT,           /* amount <= 0 */
+    RA_EPERIOD = TT_ERR_RA_PERIOD,           /* period <= 0 */
+    RA_EBURST = TT_ERR_RA_BURST,             /* burst <= 0 (gcra, token_bucket) */
+    RA_EEMISSION = TT_ERR_RA_EMISSION,       /* T = floor(period / amount) is 0 */
+    RA_ETAU = TT_ERR_RA_TAU,                 /* tau = T x burst leaves int64 */
+    RA_ECEILING = TT_ERR_RA_CEILING,         /* window amount above RA_WINDOW_CEILING */
+    RA_ENOEFFECTIVE = TT_ERR_RA_NOEFFECTIVE, /* only gcra has the effective-rate form */
+    RA_ESHARE = TT_ERR_RA_SHARE,             /* share num/den not in (0, 1], or unit <= 0 */
+    RA_EALGORITHM = TT_ERR_RA_ALGORITHM,     /* not one of ra_algorithm_t */
 };
 
 /*

@@ -119,20 +119,7 @@ const char *share_state_name(share_state_t s)
 
 const char *share_strerror(int err)
 {
-    switch (err) {
-    case 0:
-        return "ok";
-    case SHARE_EUNARMED:
-        return "share store not armed yet (membership has not joined)";
-    case SHARE_EMETA:
-        return "share metadata payload does not decode";
-    case SHARE_ELIMIT:
-        return "not a gcra rate limit on store share";
-    case SHARE_ECONFIG:
-        return "share configuration out of range";
-    default:
-        return ra_strerror(err);
-    }
+    return err == 0 ? "ok" : tt_err_message(err);
 }
 
 /* ---- metadata ------------------------------------------------------------------------------ */

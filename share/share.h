@@ -17,12 +17,13 @@
 #include "limit.h"
 #include "ratealg.h"
 
-/* Errors. Negative, as everywhere in tokentriage. */
+/* Errors: rows of the one error table (common/tt_err.h). They used to be -1..-4, the values of
+ * the RA_E* codes share_limiter passes through: SHARE_EUNARMED and RA_EAMOUNT were one value. */
 enum {
-    SHARE_EUNARMED = -1, /* not armed yet: the limit's posture.fail decides */
-    SHARE_EMETA = -2,    /* a metadata payload that does not decode */
-    SHARE_ELIMIT = -3,   /* not a rate-class gcra limit on store share */
-    SHARE_ECONFIG = -4,  /* a negative duration or a zero multiplier in share_config_t */
+    SHARE_EUNARMED = TT_ERR_UNARMED,     /* not armed yet: the limit's posture.fail decides */
+    SHARE_EMETA = TT_ERR_SHARE_META,     /* a metadata payload that does not decode */
+    SHARE_ELIMIT = TT_ERR_SHARE_LIMIT,   /* not a rate-class gcra limit on store share */
+    SHARE_ECONFIG = TT_ERR_SHARE_CONFIG, /* a negative duration or a zero multiplier */
 };
 
 typedef enum share_state {
