@@ -498,6 +498,23 @@ Test(share, detect_within_follows_the_swim_timings)
     cr_assert_eq(share_detect_within_ns(&cfg.swim, 3), 4 * S);
 }
 
+/* The suspicion window disclosed must hold for this replica as it is: a degraded Lifeguard
+ * health score h makes its probes (h + 1) times slower (membership/swim.c), so it keeps counting a
+ * dead peer that much longer before it even suspects it. Before, detect_within_s assumed a
+ * healthy replica and understated the window whenever the score rose. */
+Test(share, a_degraded_health_score_stretches_the_disclosed_detect_within)
+{
+    fake_view_t f;
+    view_init(&f, 2, 3);
+    share_core_t c = core_seeing(&f, 0);
+    cfg_limit_t l = share_test_limit(CFG_TYPE_RPM, 300, 60 * S, 60);
+    cr_assert_eq(disclosed(&c, &l).detect_within_s, 8, "healthy: 4 probe intervals + 4 s");
+    share_set_health(&c, 3);
+    cr_assert_eq(disclosed(&c, &l).detect_within_s, 20, "score 3: 4 x 4 probe intervals + 4 s");
+    share_set_health(&c, 99);
+    cr_assert_eq(disclosed(&c, &l).detect_within_s, 36, "at most 8 x: 32 + 4 s");
+}
+
 /* ---- metadata ------------------------------------------------------------------------------- */
 
 Test(share, metadata_round_trips_the_divisor_in_use)
