@@ -832,6 +832,11 @@ int mb_live_count(const mb_t *mb)
     return swim_live_count(mb->core);
 }
 
+int mb_health(const mb_t *mb)
+{
+    return swim_health(mb->core);
+}
+
 bool mb_duplicate(const mb_t *mb, uint64_t *gen, char *addr, size_t cap)
 {
     swim_addr_t a;

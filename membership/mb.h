@@ -51,6 +51,8 @@ size_t mb_member_count(const mb_t *mb);
 int mb_member_get(const mb_t *mb, size_t i, swim_member_view_t *v);
 /* Alive + suspect, self included: the share store's N. */
 int mb_live_count(const mb_t *mb);
+/* This node's Lifeguard health score, 0 (healthy) .. 7: its probes run score + 1 times slower. */
+int mb_health(const mb_t *mb);
 /* Another live process claims our node id (reported by a peer within the last minute): N is
  * short by one everywhere. Fills the other's generation and "ip:port" (addr may be NULL). */
 bool mb_duplicate(const mb_t *mb, uint64_t *gen, char *addr, size_t cap);

@@ -330,15 +330,22 @@ static void bound_group(const cfg_limit_t *l, uint32_t count, uint32_t d, int64_
     *burst = sat_add(*burst, ceil_share(count, each, 1));
 }
 
-int64_t share_detect_within_ns(const share_swim_timing_t *t, uint32_t live)
+void share_set_health(share_core_t *c, int health)
+{
+    c->health = health < 0 ? 0 : health;
+}
+
+int64_t share_detect_within_ns(const share_swim_timing_t *t, uint32_t live, int health)
 {
     double n = live < 2 ? 2 : live; /* alone there is no peer to lose; report the pair's */
+    /* Lifeguard: a replica with score h probes every (h + 1) intervals, at most 8 (swim.c) */
+    double slow = health < 0 ? 1 : health > 7 ? 8 : health + 1;
     double scale = log10(n) > 1 ? log10(n) : 1;
     double suspicion = (double)t->suspicion_mult * scale;
     if (n - 2 >= (double)t->suspicion_mult - 2) /* confirmations expected: up to the max */
         suspicion *= t->suspicion_max_mult;
     double probes = 2 * n - 2 + (n > t->retry_above ? t->probe_retries : 0);
-    double ns = ceil((probes + suspicion) * (double)t->probe_interval_ns);
+    double ns = ceil((probes * slow + suspicion) * (double)t->probe_interval_ns);
     return ns >= (double)INT64_MAX ? INT64_MAX : (int64_t)ns;
 }
 
@@ -351,7 +358,7 @@ int share_disclose(const share_core_t *c, const cfg_limit_t *limit, share_disclo
     out->n = c->divisor;
     out->live = c->live;
     out->divisors_unknown = c->unknown;
-    out->detect_within_s = ra_ceil_s(share_detect_within_ns(&c->cfg.swim, c->live));
+    out->detect_within_s = ra_ceil_s(share_detect_within_ns(&c->cfg.swim, c->live, c->health));
 
     if (c->divisor != 0) {
         ra_limiter_t eff;

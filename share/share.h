@@ -128,6 +128,8 @@ typedef struct share_core {
     share_group_t groups[SHARE_GROUPS_MAX];
     uint32_t ngroups;
     uint32_t unknown;
+    int health; /* this replica's Lifeguard score (share_set_health): its probes run (health + 1)x
+                 */
 } share_core_t;
 
 /* What `fleet` and /metrics disclose for one share limit. Units are the limit's (requests or
@@ -195,8 +197,14 @@ int share_meta_encode(const share_core_t *core, uint8_t *buf, size_t size);
 int share_meta_decode(const uint8_t *buf, size_t len, share_meta_t *out, char *err,
                       size_t err_size);
 
-/* detect_within for a view of `live` members under these timings, in nanoseconds. */
-int64_t share_detect_within_ns(const share_swim_timing_t *t, uint32_t live);
+/* detect_within for a view of `live` members under these timings, in nanoseconds, for a replica
+ * whose Lifeguard health score is `health` (0 healthy; its probe interval runs health + 1 times
+ * longer, at most 8 times). */
+int64_t share_detect_within_ns(const share_swim_timing_t *t, uint32_t live, int health);
+
+/* This replica's Lifeguard health score now (membership's; 0 healthy), which stretches the
+ * disclosed detect_within. */
+void share_set_health(share_core_t *core, int health);
 
 const char *share_strerror(int err);
 

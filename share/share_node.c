@@ -207,12 +207,20 @@ static int hook_limiter(void *ctx, const cfg_limit_t *limit, int64_t now, ra_lim
     return rc == SHARE_EUNARMED ? 0 : rc;
 }
 
+/* share_disclose with membership's health score read now (it stretches detect_within_s). */
+static int disclose(share_node_t *n, const cfg_limit_t *limit, share_disclosure_t *d)
+{
+    if (n->mb)
+        share_set_health(&n->core, mb_health(n->mb));
+    return share_disclose(&n->core, limit, d);
+}
+
 static void hook_fleet(void *ctx, const cfg_limit_t *limit, int64_t now, gov_fleet_entry_t *out)
 {
     (void)now;
-    const share_node_t *n = ctx;
+    share_node_t *n = ctx;
     share_disclosure_t d;
-    if (share_disclose(&n->core, limit, &d) != 0)
+    if (disclose(n, limit, &d) != 0)
         return;
     out->n = d.n;
     out->local_share = d.local_share;
@@ -271,7 +279,7 @@ static const gauge_t gauges[] = {
     {"share_converged", "1 when every live member divides by the live count.", read_converged},
 };
 
-void share_node_metrics(const share_node_t *n, const cfg_limit_t *limits, size_t count,
+void share_node_metrics(share_node_t *n, const cfg_limit_t *limits, size_t count,
                         share_emit_fn emit, void *ctx)
 {
     char line[256];
@@ -281,7 +289,7 @@ void share_node_metrics(const share_node_t *n, const cfg_limit_t *limits, size_t
         emit(ctx, line);
         for (size_t i = 0; i < count; i++) {
             share_disclosure_t d;
-            if (share_disclose(&n->core, &limits[i], &d) != 0)
+            if (disclose(n, &limits[i], &d) != 0)
                 continue;
             snprintf(line, sizeof(line), "tokentriage_%s{limit=\"%s\"} %" PRId64 "\n",
                      gauges[g].name, limits[i].id, gauges[g].read(&d));
@@ -293,7 +301,7 @@ void share_node_metrics(const share_node_t *n, const cfg_limit_t *limits, size_t
               "# TYPE tokentriage_share_state gauge\n");
     for (size_t i = 0; i < count; i++) {
         share_disclosure_t d;
-        if (share_disclose(&n->core, &limits[i], &d) != 0)
+        if (disclose(n, &limits[i], &d) != 0)
             continue;
         for (int s = SHARE_UNARMED; s <= SHARE_HELD; s++) {
             snprintf(line, sizeof(line), "tokentriage_share_state{limit=\"%s\",state=\"%s\"} %d\n",

@@ -77,7 +77,7 @@ bool share_node_ready(const share_node_t *node, const char **why);
 /* Appends the share gauges of every share limit among `limits` (Prometheus text) through
  * `emit`, which receives whole lines. */
 typedef void (*share_emit_fn)(void *ctx, const char *text);
-void share_node_metrics(const share_node_t *node, const cfg_limit_t *limits, size_t n,
-                        share_emit_fn emit, void *ctx);
+void share_node_metrics(share_node_t *node, const cfg_limit_t *limits, size_t n, share_emit_fn emit,
+                        void *ctx);
 
 #endif

@@ -489,13 +489,13 @@ Test(share, detect_within_follows_the_swim_timings)
 {
     share_config_t cfg;
     share_config_default(&cfg);
-    cr_assert_eq(share_detect_within_ns(&cfg.swim, 3), 8 * S, "4 probe intervals + 4 s (min)");
-    cr_assert_eq(share_detect_within_ns(&cfg.swim, 4), 30 * S, "6 + 24: confirmations expected");
-    cr_assert_eq(share_detect_within_ns(&cfg.swim, 10), 42 * S, "18 + 24");
-    cr_assert_eq(share_detect_within_ns(&cfg.swim, 100), 248 * S, "198 + 2 retries + 6 x 4 x 2");
-    cr_assert_eq(share_detect_within_ns(&cfg.swim, 1), 6 * S, "alone: as a pair");
+    cr_assert_eq(share_detect_within_ns(&cfg.swim, 3, 0), 8 * S, "4 probe intervals + 4 s (min)");
+    cr_assert_eq(share_detect_within_ns(&cfg.swim, 4, 0), 30 * S, "6 + 24: confirmations expected");
+    cr_assert_eq(share_detect_within_ns(&cfg.swim, 10, 0), 42 * S, "18 + 24");
+    cr_assert_eq(share_detect_within_ns(&cfg.swim, 100, 0), 248 * S, "198 + 2 retries + 6 x 4 x 2");
+    cr_assert_eq(share_detect_within_ns(&cfg.swim, 1, 0), 6 * S, "alone: as a pair");
     cfg.swim.probe_interval_ns = S / 2;
-    cr_assert_eq(share_detect_within_ns(&cfg.swim, 3), 4 * S);
+    cr_assert_eq(share_detect_within_ns(&cfg.swim, 3, 0), 4 * S);
 }
 
 /* The suspicion window disclosed must hold for this replica as it is: a degraded Lifeguard
