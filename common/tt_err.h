@@ -37,6 +37,9 @@
       "no such reservation: never issued, expired or evicted")                                     \
     /* config/ (CFG_E*) */                                                                         \
     X(CONFIG, -30, "bad_config", "the configuration has errors; the report lists them")            \
+    /* server/ (SRV_E*): what keeps the daemon from serving */                                     \
+    X(INUSE, -35, "socket_in_use", "a live daemon already answers on the socket")                  \
+    X(LISTEN, -36, "cannot_listen", "cannot create, bind or listen (path, permissions, address)")  \
     /* membership/ (SWIM_E*): a datagram dropped, and why */                                       \
     X(GOSSIP_OVERSIZE, -40, "gossip_oversize", "oversized datagram")                               \
     X(GOSSIP_TRUNCATED, -41, "gossip_truncated", "truncated datagram")                             \

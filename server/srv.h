@@ -24,11 +24,12 @@ struct gov_engine;
 #define SRV_DEFAULT_OUT_LIMIT (1024 * 1024)
 #define SRV_ALLOW_MAX 32 /* entries in each of srv_options_t's allow lists */
 
-/* Errors from srv_start, beside a message in the caller's buffer. */
+/* Errors from srv_start, beside a message in the caller's buffer: rows of the one error table
+ * (common/tt_err.h). */
 enum {
-    SRV_EINUSE = -1,  /* a live daemon already answers on the socket */
-    SRV_ELISTEN = -2, /* cannot create, bind or listen (path, permissions, address) */
-    SRV_ENOMEM = -3,
+    SRV_EINUSE = TT_ERR_INUSE,   /* a live daemon already answers on the socket */
+    SRV_ELISTEN = TT_ERR_LISTEN, /* cannot create, bind or listen (path, permissions, address) */
+    SRV_ENOMEM = TT_ERR_NOMEM,
 };
 
 typedef struct srv_options {

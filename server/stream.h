@@ -26,12 +26,13 @@
 #include <stdint.h>
 
 #include "proto.h"
+#include "tt_err.h"
 
 #define STREAM_IN_CAP (2 * PROTO_MAX_MESSAGE)
 #define STREAM_MAX_SLOTS 4096 /* answers waiting behind a pending one */
 
 enum {
-    STREAM_ENOMEM = -1, /* an answer or the reassembly buffer could not be allocated: close */
+    STREAM_ENOMEM = TT_ERR_NOMEM, /* an answer or the reassembly buffer could not be allocated */
 };
 
 typedef struct stream stream_t;
