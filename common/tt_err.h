@@ -88,7 +88,25 @@
       "the algorithm has no per-step effective-rate form")                                         \
     X(RA_SHARE, -87, "bad_share",                                                                  \
       "a share must be num/den with 0 < num <= den and a positive unit")                           \
-    X(RA_ALGORITHM, -88, "unknown_algorithm", "unregistered algorithm")
+    X(RA_ALGORITHM, -88, "unknown_algorithm", "unregistered algorithm")                            \
+    /* redis/ (RDS_E*): each means "Redis could not answer this decision" */                       \
+    X(RDS_UNAVAILABLE, -90, "redis_unavailable",                                                   \
+      "not connected, or the script handshake not done")                                           \
+    X(RDS_TIMEDOUT, -91, "redis_timeout", "no answer within the timeout")                          \
+    X(RDS_ERROR, -92, "redis_error", "Redis answered an error")                                    \
+    X(RDS_REPLY, -93, "redis_bad_reply", "the answer had the wrong shape or type")                 \
+    X(RDS_CONN, -94, "redis_connection_lost", "the connection went away with the call in flight")  \
+    X(RDS_FULL, -95, "redis_busy", "too many calls in flight: bounded, not queued")                \
+    X(RDS_ADDRESS, -96, "bad_redis_address", "not host:port or a socket path")                     \
+    X(RDS_ARG, -97, "bad_redis_argument", "a key too long, or an algorithm with no redis form")    \
+    X(RDS_CLOSED, -98, "redis_closed", "the store was closed with the call in flight")             \
+    X(RDS_NOSCRIPT, -99, "redis_noscript", "Redis does not hold the script")                       \
+    X(RDS_MAP, -100, "redis_bad_map", "a CLUSTER SLOTS or Sentinel reply that cannot be used")     \
+    /* server/hreq (HREQ_E*): what ends an HTTP connection after its answer */                     \
+    X(HTTP_BAD, -110, "http_bad_request", "the bytes are not an HTTP/1.x request")                 \
+    X(HTTP_TARGET, -111, "http_target_too_long", "the request target is too long")                 \
+    X(HTTP_HEAD, -112, "http_head_too_large", "the request head is too large")                     \
+    X(HTTP_BODY, -113, "http_body_too_large", "the request body is too large")
 
 enum {
 #define TT_ERR_ENUM_(name, value, wire, msg) TT_ERR_##name = value,

@@ -13,20 +13,24 @@
 #include <hiredis/hiredis.h>
 
 #include "ratealg.h"
+#include "tt_err.h"
 
-/* Errors, negative as everywhere in tokentriage. Every one of them means "Redis could not
- * answer this decision": posture.fail decides. */
+/* Errors: rows of the one error table (common/tt_err.h). Every one of them means "Redis could
+ * not answer this decision": posture.fail decides. */
 enum {
-    RDS_EUNAVAILABLE = -1, /* not connected (or the script handshake not done yet) */
-    RDS_ETIMEDOUT = -2,    /* no answer within the timeout */
-    RDS_EREDIS = -3,       /* Redis answered an error (a key of another type, a bad state...) */
-    RDS_EREPLY = -4,       /* the answer had the wrong shape or type */
-    RDS_ECONN = -5,        /* the connection went away with the call in flight */
-    RDS_EFULL = -6,        /* too many calls in flight: bounded, not queued */
-    RDS_EADDRESS = -7,     /* shared_state.redis.address is not host:port or a socket path */
-    RDS_EARG = -8,         /* a key too long, an algorithm with no redis form */
-    RDS_ECLOSED = -9,      /* the store was closed with the call in flight */
-    RDS_ENOSCRIPT = -10,   /* Redis does not hold the script (reloaded, then retried once) */
+    RDS_EUNAVAILABLE =
+        TT_ERR_RDS_UNAVAILABLE,          /* not connected (or the script handshake not done) */
+    RDS_ETIMEDOUT = TT_ERR_RDS_TIMEDOUT, /* no answer within the timeout */
+    RDS_EREDIS =
+        TT_ERR_RDS_ERROR, /* Redis answered an error (a key of another type, a bad state) */
+    RDS_EREPLY = TT_ERR_RDS_REPLY,     /* the answer had the wrong shape or type */
+    RDS_ECONN = TT_ERR_RDS_CONN,       /* the connection went away with the call in flight */
+    RDS_EFULL = TT_ERR_RDS_FULL,       /* too many calls in flight: bounded, not queued */
+    RDS_EADDRESS = TT_ERR_RDS_ADDRESS, /* shared_state.redis.address is not host:port or a path */
+    RDS_EARG = TT_ERR_RDS_ARG,         /* a key too long, an algorithm with no redis form */
+    RDS_ECLOSED = TT_ERR_RDS_CLOSED,   /* the store was closed with the call in flight */
+    RDS_ENOSCRIPT =
+        TT_ERR_RDS_NOSCRIPT, /* Redis does not hold the script (reloaded, retried once) */
 };
 
 typedef enum rds_script_id {

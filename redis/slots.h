@@ -13,6 +13,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "tt_err.h"
+
 #define RDS_SLOTS 16384
 #define RDS_NODES_MAX 64    /* primaries (connections) one store holds at most */
 #define RDS_HOST_MAX 255    /* a host name, an IP literal, or a unix socket path */
@@ -21,7 +23,7 @@
 
 /* Errors beside script.h's RDS_E*. */
 enum {
-    RDS_EMAP = -20, /* a CLUSTER SLOTS (or Sentinel) reply we cannot use */
+    RDS_EMAP = TT_ERR_RDS_MAP, /* a CLUSTER SLOTS (or Sentinel) reply we cannot use */
 };
 
 typedef struct rds_endpoint {

@@ -24,19 +24,23 @@ struct hreq_buf {
 
 int hreq_status(int err, const char **reason)
 {
-    static const struct {
-        int status;
-        const char *reason;
-    } map[] = {
-        [-HREQ_EBAD] = {400, "Bad Request"},
-        [-HREQ_ETARGET] = {414, "URI Too Long"},
-        [-HREQ_EHEAD] = {431, "Request Header Fields Too Large"},
-        [-HREQ_EBODY] = {413, "Content Too Large"},
-        [-HREQ_ENOMEM] = {503, "Service Unavailable"},
-    };
-    int i = err < 0 && -err < (int)(sizeof(map) / sizeof(map[0])) ? -err : -HREQ_EBAD;
-    *reason = map[i].reason;
-    return map[i].status;
+    switch (err) {
+    case HREQ_ETARGET:
+        *reason = "URI Too Long";
+        return 414;
+    case HREQ_EHEAD:
+        *reason = "Request Header Fields Too Large";
+        return 431;
+    case HREQ_EBODY:
+        *reason = "Content Too Large";
+        return 413;
+    case HREQ_ENOMEM:
+        *reason = "Service Unavailable";
+        return 503;
+    default: /* HREQ_EBAD, and anything else */
+        *reason = "Bad Request";
+        return 400;
+    }
 }
 
 /* Latches the first error; returns the parser's "callback failed" value. */

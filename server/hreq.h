@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tt_err.h"
+
 #define HREQ_HEAD_MAX (32 * 1024) /* request line and headers, as the parser counts them */
 #define HREQ_TARGET_MAX 4096      /* the request target (path and query) */
 #define HREQ_NAME_MAX 128         /* a header name anyone may ask for */
@@ -33,15 +35,15 @@
 #define HREQ_KEPT_BYTES 8192      /* bytes of kept header values */
 #define HREQ_BODY_MAX 4096        /* a request body */
 
-/* hreq_feed's results. HREQ_DONE is not an error; the negative codes end the connection
- * after their answer (hreq_status gives it). */
+/* hreq_feed's results. HREQ_DONE is not an error; the negative codes (rows of the one error
+ * table, common/tt_err.h) end the connection after their answer (hreq_status gives it). */
 enum {
     HREQ_DONE = 1,
-    HREQ_EBAD = -1,    /* 400: the bytes are not an HTTP/1.x request */
-    HREQ_ETARGET = -2, /* 414: target longer than HREQ_TARGET_MAX */
-    HREQ_EHEAD = -3,   /* 431: head beyond HREQ_HEAD_MAX, or beyond the kept bounds */
-    HREQ_EBODY = -4,   /* 413: body longer than HREQ_BODY_MAX */
-    HREQ_ENOMEM = -5,  /* 503 */
+    HREQ_EBAD = TT_ERR_HTTP_BAD,       /* 400: the bytes are not an HTTP/1.x request */
+    HREQ_ETARGET = TT_ERR_HTTP_TARGET, /* 414: target longer than HREQ_TARGET_MAX */
+    HREQ_EHEAD = TT_ERR_HTTP_HEAD,     /* 431: head beyond HREQ_HEAD_MAX, or the kept bounds */
+    HREQ_EBODY = TT_ERR_HTTP_BODY,     /* 413: body longer than HREQ_BODY_MAX */
+    HREQ_ENOMEM = TT_ERR_NOMEM,        /* 503 */
 };
 
 /* The status code and reason phrase an error is answered with. */
