@@ -1,17 +1,12 @@
 /*
  * The libuv shell around the SWIM core; see mb.h. It only moves bytes and fires timers:
- * after every call into the core, pump() sends the outbox, starts the push-pull the core
+ * after every call into the core, mb__pump() sends the outbox, starts the push-pull the core
  * asked for, hands the events to the subscribers and re-arms the one timer.
  *
- * Push-pull over TCP: each side sends one frame, a 4-byte big-endian length then the sealed
- * message (swim_pushpull_encode), and the responder answers with its own. A connection lives
- * at most 5 s and carries at most SWIM_PUSHPULL_MAX bytes each way. An accepted connection is
- * a stranger until its frame has arrived whole and opened (admit): it has FIRST_FRAME_MS to
- * get there, one address holds at most UNAUTH_PER_SOURCE of the UNAUTH_MAX places, and a
- * stranger that arrives when they are full takes the place of the oldest, so a flood of
- * connections that send nothing cannot keep a joining replica out (issue #23 item 6).
+ * Push-pull over TCP lives in mb_pushpull.c.
  */
 #include "mb.h"
+#include "mb_int.h"
 #include "tt_clock.h"
 
 #include <errno.h>
@@ -24,78 +19,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CONN_TIMEOUT_MS 5000
-#define FIRST_FRAME_MS 500
 #define JOIN_RETRY_MS 1000
 #define JOIN_FANOUT 3 /* seed addresses dialled per try before the join (on_resolved) */
 #define LEAVE_GRACE_MS 500
 #define KEYRING_FILE_MAX 65536
-/* Accepted connections whose frame has not opened yet: each may buffer up to
- * SWIM_PUSHPULL_MAX before the seal is checked, so this bounds what strangers can make us
- * hold; and at most this many of them from one address. */
-#define UNAUTH_MAX 16
-#define UNAUTH_PER_SOURCE 4
-/* Every push-pull connection at once, authenticated or not, ours included. */
-#define CONNS_MAX 64
 /* The kernel's queue of connections not yet accepted: a flood that fills it drops a joining
  * peer's SYN, which it then resends only a second later. */
 #define LISTEN_BACKLOG 1024
 
-/* Why an accepted connection was closed before its frame opened (the metric's reasons). */
-enum { PP_DEADLINE, PP_SOURCE, PP_EVICTED, PP_REASONS };
-
-typedef struct conn conn_t;
-
-struct mb {
-    uv_loop_t *loop;
-    cfg_share_t cfg;
-    swim_core_t *core;
-    uv_udp_t udp;
-    uv_tcp_t listener;
-    uv_timer_t timer;      /* the core's next deadline */
-    uv_timer_t join_timer; /* join retries, then the leave grace */
-    int open_handles;
-    int pending; /* getaddrinfo requests and connections still holding mb */
-    bool closing, leaving;
-    bool solo;
-    int64_t join_deadline;
-    mb_done_fn leave_done, closed;
-    void *leave_ud, *closed_ud;
-    struct {
-        mb_event_fn fn;
-        void *ud;
-    } subs[MB_SUBSCRIBERS_MAX];
-    int n_subs;
-    conn_t *conns; /* newest first */
-    int n_conns;
-    uint64_t pp_refused[PP_REASONS];
-    mb_app_fn app;
-    void *app_ud;
-    swim_addr_t self_addr;
-    char advertise[80];
-    mb_keyring_t keyring; /* n 0: plaintext */
-    uint8_t rxbuf[65536];
-};
-
-struct conn {
-    mb_t *mb;
-    conn_t *next, **pprev;
-    uv_tcp_t tcp;
-    uv_timer_t timeout;
-    uv_connect_t connect;
-    uv_write_t write;
-    bool initiator, closing;
-    bool authed;     /* accepted: its frame has arrived and opened */
-    swim_addr_t src; /* accepted: the peer's address, port 0 */
-    int open;
-    uint8_t *out;
-    size_t out_len;
-    uint8_t *in;
-    size_t in_len, in_cap;
-};
-
-static void log_line(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void log_line(const char *level, const char *fmt, ...)
+void mb__log(const char *level, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -135,7 +67,7 @@ int mb_parse_addr(const char *s, struct sockaddr_storage *ss)
     return -1;
 }
 
-static void to_swim(const struct sockaddr *sa, swim_addr_t *a)
+void mb__to_swim(const struct sockaddr *sa, swim_addr_t *a)
 {
     memset(a, 0, sizeof *a);
     if (sa->sa_family == AF_INET6) {
@@ -151,7 +83,7 @@ static void to_swim(const struct sockaddr *sa, swim_addr_t *a)
     }
 }
 
-static void from_swim(const swim_addr_t *a, struct sockaddr_storage *ss)
+void mb__from_swim(const swim_addr_t *a, struct sockaddr_storage *ss)
 {
     memset(ss, 0, sizeof *ss);
     if (a->family == 6) {
@@ -178,7 +110,7 @@ void mb_addr_format(const swim_addr_t *a, char *out, size_t cap)
 
 /* The core's clock: monotonic, so a wall-clock step fires no timer (SPEC §7); the wall clock
  * goes beside it for sealing and the replay window. */
-static int64_t mb_now(mb_t *mb)
+int64_t mb__now(mb_t *mb)
 {
     int64_t now = tt_mono_ns();
     swim_set_wall(mb->core, now, tt_wall_ns());
@@ -186,10 +118,9 @@ static int64_t mb_now(mb_t *mb)
 }
 
 static void on_timer(uv_timer_t *t);
-static void pushpull_to(mb_t *mb, const struct sockaddr *sa);
 static void resolve_seed(mb_t *mb, size_t seed);
 
-static void pump(mb_t *mb)
+void mb__pump(mb_t *mb)
 {
     if (mb->closing)
         return;
@@ -197,7 +128,7 @@ static void pump(mb_t *mb)
     for (size_t k = 0; k < ob->n; k++) {
         const swim_datagram_t *d = &ob->dgram[k];
         struct sockaddr_storage ss;
-        from_swim(&d->to, &ss);
+        mb__from_swim(&d->to, &ss);
         uv_buf_t b = uv_buf_init((char *)ob->arena + d->off, d->len);
         uv_udp_try_send(&mb->udp, &b, 1, (const struct sockaddr *)&ss); /* UDP: loss is fine */
     }
@@ -207,8 +138,8 @@ static void pump(mb_t *mb)
     if (pp && !mb->leaving) {
         if (!pp_seed) {
             struct sockaddr_storage ss;
-            from_swim(&pp_to, &ss);
-            pushpull_to(mb, (const struct sockaddr *)&ss);
+            mb__from_swim(&pp_to, &ss);
+            mb__pushpull_to(mb, (const struct sockaddr *)&ss);
         } else if (mb->cfg.n_seeds) {
             resolve_seed(mb, (size_t)randombytes_uniform((uint32_t)mb->cfg.n_seeds));
         }
@@ -217,15 +148,15 @@ static void pump(mb_t *mb)
     const swim_event_t *ev = swim_events(mb->core, &n);
     for (size_t k = 0; k < n; k++) {
         if (ev[k].type == SWIM_EV_DOWN) /* N fell by a failure: worth a line */
-            log_line("warn", "member %s (generation %llu) declared dead", ev[k].id,
-                     (unsigned long long)ev[k].generation);
+            mb__log("warn", "member %s (generation %llu) declared dead", ev[k].id,
+                    (unsigned long long)ev[k].generation);
         if (ev[k].type == SWIM_EV_DUPLICATE) {
             char other[80] = "?";
             mb_duplicate(mb, NULL, other, sizeof other);
-            log_line("error",
-                     "duplicate node id %s: another live process claims it (generation %llu at "
-                     "%s); every view counts the id once, so N is in doubt (short by one)",
-                     ev[k].id, (unsigned long long)ev[k].generation, other);
+            mb__log("error",
+                    "duplicate node id %s: another live process claims it (generation %llu at "
+                    "%s); every view counts the id once, so N is in doubt (short by one)",
+                    ev[k].id, (unsigned long long)ev[k].generation, other);
         }
         for (int s = 0; s < mb->n_subs; s++)
             mb->subs[s].fn(mb->subs[s].ud, mb, &ev[k]);
@@ -239,8 +170,8 @@ static void pump(mb_t *mb)
 static void on_timer(uv_timer_t *t)
 {
     mb_t *mb = t->data;
-    swim_tick(mb->core, mb_now(mb));
-    pump(mb);
+    swim_tick(mb->core, mb__now(mb));
+    mb__pump(mb);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -256,228 +187,16 @@ static void on_udp(uv_udp_t *udp, ssize_t nread, const uv_buf_t *buf, const stru
     if (nread <= 0 || !sa || mb->closing)
         return;
     swim_addr_t from;
-    to_swim(sa, &from);
+    mb__to_swim(sa, &from);
     /* a datagram the kernel truncated was above our buffer: the core counts it oversized */
     size_t len = (flags & UV_UDP_PARTIAL) ? SWIM_DATAGRAM_MAX + 1 : (size_t)nread;
     const char *app_from;
     const uint8_t *payload;
     size_t from_len, plen;
-    if (swim_receive(mb->core, mb_now(mb), &from, (const uint8_t *)buf->base, len, NULL) == 0 &&
+    if (swim_receive(mb->core, mb__now(mb), &from, (const uint8_t *)buf->base, len, NULL) == 0 &&
         swim_app_take(mb->core, &app_from, &from_len, &payload, &plen) && mb->app)
         mb->app(mb->app_ud, mb, app_from, from_len, payload, plen);
-    pump(mb);
-}
-
-/* ---- push-pull connections ---- */
-
-static void conn_closed(uv_handle_t *h)
-{
-    conn_t *c = h->data;
-    if (--c->open > 0)
-        return;
-    mb_t *mb = c->mb;
-    free(c->out);
-    free(c->in);
-    free(c);
-    mb->pending--;
-    if (mb->closing && mb->open_handles == 0 && mb->pending == 0 && mb->closed)
-        mb->closed(mb->closed_ud, mb);
-}
-
-static void conn_close(conn_t *c)
-{
-    if (c->closing)
-        return;
-    c->closing = true;
-    if (c->next)
-        c->next->pprev = c->pprev;
-    *c->pprev = c->next;
-    c->mb->n_conns--;
-    uv_close((uv_handle_t *)&c->tcp, conn_closed);
-    uv_close((uv_handle_t *)&c->timeout, conn_closed);
-}
-
-static void conn_timeout(uv_timer_t *t)
-{
-    conn_t *c = t->data;
-    if (!c->initiator && !c->authed)
-        c->mb->pp_refused[PP_DEADLINE]++;
-    conn_close(c);
-}
-
-static conn_t *conn_new(mb_t *mb, bool initiator)
-{
-    conn_t *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
-    c->mb = mb;
-    c->initiator = initiator;
-    uv_tcp_init(mb->loop, &c->tcp);
-    uv_timer_init(mb->loop, &c->timeout);
-    c->tcp.data = c->timeout.data = c->connect.data = c->write.data = c;
-    c->open = 2;
-    mb->pending++;
-    mb->n_conns++;
-    c->next = mb->conns;
-    c->pprev = &mb->conns;
-    if (mb->conns)
-        mb->conns->pprev = &c->next;
-    mb->conns = c;
-    uv_timer_start(&c->timeout, conn_timeout, CONN_TIMEOUT_MS, 0);
-    return c;
-}
-
-static void on_written(uv_write_t *w, int status)
-{
-    conn_t *c = w->data;
-    if (status || !c->initiator)
-        conn_close(c); /* the responder is done once its answer is out */
-}
-
-/* Encodes our state into one frame and writes it. */
-static int conn_send_state(conn_t *c)
-{
-    mb_t *mb = c->mb;
-    size_t cap = 4 + swim_pushpull_bound(mb->core), len;
-    c->out = malloc(cap);
-    if (!c->out || swim_pushpull_encode(mb->core, mb_now(mb), !swim_joined(mb->core), c->out + 4,
-                                        cap - 4, &len))
-        return -1;
-    c->out[0] = (uint8_t)(len >> 24);
-    c->out[1] = (uint8_t)(len >> 16);
-    c->out[2] = (uint8_t)(len >> 8);
-    c->out[3] = (uint8_t)len;
-    c->out_len = 4 + len;
-    uv_buf_t b = uv_buf_init((char *)c->out, (unsigned)c->out_len);
-    return uv_write(&c->write, (uv_stream_t *)&c->tcp, &b, 1, on_written);
-}
-
-static void conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    conn_t *c = h->data;
-    if (c->in_cap - c->in_len < 65536) {
-        size_t nc = c->in_cap ? c->in_cap * 2 : 65536;
-        uint8_t *p = realloc(c->in, nc);
-        if (!p) {
-            *buf = uv_buf_init(NULL, 0);
-            return;
-        }
-        c->in = p;
-        c->in_cap = nc;
-    }
-    *buf = uv_buf_init((char *)c->in + c->in_len, (unsigned)(c->in_cap - c->in_len));
-}
-
-static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
-{
-    conn_t *c = s->data;
-    mb_t *mb = c->mb;
-    if (nread < 0) {
-        conn_close(c);
-        return;
-    }
-    c->in_len += (size_t)nread;
-    if (c->in_len < 4)
-        return;
-    size_t need =
-        (size_t)c->in[0] << 24 | (size_t)c->in[1] << 16 | (size_t)c->in[2] << 8 | c->in[3];
-    if (need > SWIM_PUSHPULL_MAX) {
-        log_line("warn", "push-pull frame of %zu bytes refused", need);
-        conn_close(c);
-        return;
-    }
-    if (c->in_len < 4 + need)
-        return;
-    uv_read_stop(s);
-    swim_err_t err;
-    int rc = swim_pushpull_receive(mb->core, mb_now(mb), c->in + 4, need, &err);
-    if (rc)
-        log_line("warn", "push-pull dropped: %s: %s", swim_strerror(rc), err.msg);
-    else if (!c->initiator) { /* no longer a stranger: the answer may take the usual time */
-        c->authed = true;
-        uv_timer_start(&c->timeout, conn_timeout, CONN_TIMEOUT_MS, 0);
-    }
-    pump(mb);
-    if (c->initiator || rc || conn_send_state(c))
-        conn_close(c);
-}
-
-static void on_connected(uv_connect_t *req, int status)
-{
-    conn_t *c = req->data;
-    if (status || c->closing || conn_send_state(c) ||
-        uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read))
-        conn_close(c);
-}
-
-static void pushpull_to(mb_t *mb, const struct sockaddr *sa)
-{
-    conn_t *c = conn_new(mb, true);
-    if (c && uv_tcp_connect(&c->connect, &c->tcp, sa, on_connected))
-        conn_close(c);
-}
-
-/*
- * Admits an accepted connection as a stranger, c being the newest: refused (-1) when its address
- * already holds UNAUTH_PER_SOURCE places; when all UNAUTH_MAX are taken, the oldest stranger is
- * closed to make room (it has had the longest to send its frame; a peer of the cluster sends
- * its frame as soon as it is connected). Then the first-frame deadline starts.
- */
-static int admit(mb_t *mb, conn_t *c)
-{
-    struct sockaddr_storage ss;
-    int len = sizeof ss;
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len))
-        return -1;
-    to_swim((const struct sockaddr *)&ss, &c->src);
-    c->src.port = 0;
-    int strangers = 0, same = 0;
-    conn_t *oldest = NULL;
-    for (conn_t *o = c->next; o; o = o->next)
-        if (!o->initiator && !o->authed) {
-            strangers++;
-            same += swim_addr_eq(&o->src, &c->src);
-            oldest = o;
-        }
-    if (same >= UNAUTH_PER_SOURCE) {
-        mb->pp_refused[PP_SOURCE]++;
-        return -1;
-    }
-    if (strangers >= UNAUTH_MAX) {
-        mb->pp_refused[PP_EVICTED]++;
-        conn_close(oldest);
-    }
-    uv_timer_start(&c->timeout, conn_timeout, FIRST_FRAME_MS, 0);
-    return 0;
-}
-
-static void on_connection(uv_stream_t *server, int status)
-{
-    mb_t *mb = server->data;
-    if (status || mb->closing)
-        return;
-    conn_t *c = conn_new(mb, false);
-    if (!c)
-        return;
-    /* accepted even when refused (libuv stops listening until a connection is accepted), then
-     * closed at once */
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) || mb->n_conns > CONNS_MAX || admit(mb, c)) {
-        conn_close(c);
-        return;
-    }
-    /* What came with the handshake is read now: a peer of the cluster writes its frame as soon
-     * as it is connected, so it leaves the strangers before libuv accepts the connections queued
-     * behind it, any of which could otherwise evict it unread. */
-    uv_os_fd_t fd;
-    uv_buf_t b;
-    conn_alloc((uv_handle_t *)&c->tcp, 0, &b);
-    ssize_t n = b.len && uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0
-                    ? recv(fd, b.base, b.len, MSG_DONTWAIT)
-                    : -1;
-    if (n > 0)
-        conn_read((uv_stream_t *)&c->tcp, n, &b);
-    if (!c->closing && !c->authed && uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read))
-        conn_close(c);
+    mb__pump(mb);
 }
 
 /* ---- seeds: resolved on every try ---- */
@@ -490,7 +209,7 @@ typedef struct resolve {
 static bool is_self(const mb_t *mb, const struct sockaddr *sa)
 {
     swim_addr_t a;
-    to_swim(sa, &a);
+    mb__to_swim(sa, &a);
     return swim_addr_eq(&a, &mb->self_addr);
 }
 
@@ -512,13 +231,13 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         for (struct addrinfo *ai = res; ai && want > 0; ai = ai->ai_next)
             if (!is_self(mb, ai->ai_addr)) {
                 if ((int)randombytes_uniform((uint32_t)n) < want) { /* selection sampling */
-                    pushpull_to(mb, ai->ai_addr);
+                    mb__pushpull_to(mb, ai->ai_addr);
                     want--;
                 }
                 n--;
             }
     } else if (!mb->closing) {
-        log_line("warn", "seed lookup failed: %s", uv_strerror(status));
+        mb__log("warn", "seed lookup failed: %s", uv_strerror(status));
     }
     uv_freeaddrinfo(res);
     free(r);
@@ -568,7 +287,7 @@ static void on_join_timer(uv_timer_t *t)
         return;
     if (!mb->solo && tt_mono_ns() >= mb->join_deadline) {
         mb->solo = true;
-        log_line("warn", "no seed answered within the join timeout: running solo, still trying");
+        mb__log("warn", "no seed answered within the join timeout: running solo, still trying");
     }
     if (!mb->solo) {
         for (size_t s = 0; s < mb->cfg.n_seeds; s++)
@@ -641,14 +360,14 @@ void mb_keyring_commit(mb_t *mb, mb_keyring_t *kr)
     mb_keyring_wipe(&mb->keyring);
     mb->keyring = *kr;
     mb_keyring_wipe(kr);
-    log_line("info", "keyring reloaded: %zu keys, the first seals", mb->keyring.n);
+    mb__log("info", "keyring reloaded: %zu keys, the first seals", mb->keyring.n);
 }
 
 static int load_keyring(mb_t *mb, mb_err_t *err)
 {
     if (!mb->cfg.keyring_file[0]) {
-        log_line("warn", "GOSSIP IS NOT ENCRYPTED: shared_state.share.keyring_file is not set; "
-                         "any host that can reach the gossip port can join or forge membership");
+        mb__log("warn", "GOSSIP IS NOT ENCRYPTED: shared_state.share.keyring_file is not set; "
+                        "any host that can reach the gossip port can join or forge membership");
         return 0;
     }
     return keyring_read(mb->cfg.keyring_file, &mb->keyring, err);
@@ -678,7 +397,7 @@ static int pick_advertise(mb_t *mb, const struct sockaddr_storage *bound, mb_err
             uv_free_interface_addresses(ifs, n);
         }
     }
-    to_swim((const struct sockaddr *)&ss, &mb->self_addr);
+    mb__to_swim((const struct sockaddr *)&ss, &mb->self_addr);
     mb_addr_format(&mb->self_addr, mb->advertise, sizeof mb->advertise);
     return 0;
 }
@@ -750,11 +469,11 @@ int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, mb_err_t *err)
     bool any_port = (bind.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bind)->sin6_port
                                                 : ((struct sockaddr_in *)&bind)->sin_port) == 0;
     if (any_port && (rc = pick_port(&mb->udp, &mb->listener, &bind)) == 0)
-        rc = uv_listen((uv_stream_t *)&mb->listener, LISTEN_BACKLOG, on_connection);
+        rc = uv_listen((uv_stream_t *)&mb->listener, LISTEN_BACKLOG, mb__on_connection);
     else if (!any_port &&
              !(rc = uv_udp_bind(&mb->udp, (const struct sockaddr *)&bind, UV_UDP_REUSEADDR)) &&
              !(rc = uv_tcp_bind(&mb->listener, (const struct sockaddr *)&bind, 0)))
-        rc = uv_listen((uv_stream_t *)&mb->listener, LISTEN_BACKLOG, on_connection);
+        rc = uv_listen((uv_stream_t *)&mb->listener, LISTEN_BACKLOG, mb__on_connection);
     if (rc) {
         fail(err, rc, "shared_state.share.bind: %s: %s", cfg->bind, uv_strerror(rc));
         goto fail_close;
@@ -780,10 +499,10 @@ int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, mb_err_t *err)
     mb->join_deadline = tt_mono_ns() + cfg->join_timeout_ns;
     if (cfg->n_seeds == 0)
         mb->solo = true;
-    log_line("info", "membership started: node %s at %s, %s, %zu seeds", cfg->node_id,
-             mb->advertise, mb->keyring.n ? "sealed" : "PLAINTEXT", cfg->n_seeds);
+    mb__log("info", "membership started: node %s at %s, %s, %zu seeds", cfg->node_id, mb->advertise,
+            mb->keyring.n ? "sealed" : "PLAINTEXT", cfg->n_seeds);
     on_join_timer(&mb->join_timer);
-    pump(mb);
+    mb__pump(mb);
     *out = mb;
     return 0;
 fail_close:
@@ -849,9 +568,9 @@ bool mb_duplicate(const mb_t *mb, uint64_t *gen, char *addr, size_t cap)
 
 int mb_set_meta(mb_t *mb, const uint8_t *meta, size_t len)
 {
-    int rc = swim_set_meta(mb->core, mb_now(mb), meta, len);
+    int rc = swim_set_meta(mb->core, mb__now(mb), meta, len);
     if (rc == 0)
-        pump(mb);
+        mb__pump(mb);
     return rc;
 }
 
@@ -859,9 +578,9 @@ int mb_send_app(mb_t *mb, const char *to_id, size_t to_len, const uint8_t *paylo
 {
     if (mb->closing)
         return SWIM_EINVAL;
-    int rc = swim_send_app(mb->core, mb_now(mb), to_id, to_len, payload, len);
+    int rc = swim_send_app(mb->core, mb__now(mb), to_id, to_len, payload, len);
     if (rc == 0)
-        pump(mb);
+        mb__pump(mb);
     return rc;
 }
 
@@ -988,10 +707,10 @@ void mb_leave(mb_t *mb, mb_done_fn done, void *ud)
     mb->leaving = true;
     mb->leave_done = done;
     mb->leave_ud = ud;
-    swim_leave(mb->core, mb_now(mb));
-    pump(mb);
+    swim_leave(mb->core, mb__now(mb));
+    mb__pump(mb);
     uv_timer_start(&mb->join_timer, on_join_timer, LEAVE_GRACE_MS, 0);
-    log_line("info", "left the cluster gracefully");
+    mb__log("info", "left the cluster gracefully");
 }
 
 static void handle_closed(uv_handle_t *h)
@@ -1009,7 +728,7 @@ void mb_close(mb_t *mb, mb_done_fn closed, void *ud)
     mb->closed = closed;
     mb->closed_ud = ud;
     while (mb->conns)
-        conn_close(mb->conns);
+        mb__conn_close(mb->conns);
     uv_close((uv_handle_t *)&mb->udp, handle_closed);
     uv_close((uv_handle_t *)&mb->listener, handle_closed);
     uv_close((uv_handle_t *)&mb->timer, handle_closed);
