@@ -4,6 +4,7 @@
  * every field is checked for type and range before a decision rests on it.
  */
 #include "script.h"
+#include "tt_fmt.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -38,7 +39,10 @@ int rds_key(char *buf, uint64_t identity, const char *id, size_t idlen)
     size_t head = sizeof(prefix) - 1 + 16 + 1;
     if (idlen > RDS_KEY_MAX - head - 1)
         return RDS_EARG;
-    snprintf(buf, head + 1, "%s%016" PRIx64 ":", prefix, identity);
+    memcpy(buf, prefix, sizeof(prefix) - 1);
+    for (int i = 0; i < 16; i++) /* the identity in 16 lowercase hex digits, as %016x */
+        buf[sizeof(prefix) - 1 + i] = "0123456789abcdef"[(identity >> (60 - 4 * i)) & 15];
+    buf[head - 1] = ':';
     memcpy(buf + head, id, idlen);
     buf[head + idlen] = '}';
     return (int)(head + idlen + 1);
@@ -62,9 +66,8 @@ static void push_str(rds_command_t *cmd, size_t *used, const char *s)
 
 static void push_i64(rds_command_t *cmd, size_t *used, int64_t v)
 {
-    char num[24];
-    int n = snprintf(num, sizeof(num), "%" PRId64, v);
-    push(cmd, used, num, (size_t)n);
+    char num[TT_FMT_I64_MAX];
+    push(cmd, used, num, tt_fmt_i64(num, v));
 }
 
 int rds_command_build(rds_command_t *cmd, const char *sha, const ra_limiter_t *l, const char *key,

@@ -57,6 +57,8 @@ Test(slots, a_counter_key_hashes_its_identity_and_id_whatever_braces_the_id_hold
     cr_assert_eq(rds_key_slot(a, (size_t)na), rds_key_slot("0000000000001234:t-1", 20));
     /* the id's own braces do not choose the slot: ours opened first */
     cr_assert_eq(rds_key_slot(b, (size_t)nb), rds_key_slot("0000000000001234:{x", 19));
+    na = rds_key(a, UINT64_C(0xfedcba9876543210), "k", 1); /* every nibble, the top one too */
+    cr_assert_str_eq((a[na] = '\0', a), "tokentriage:{fedcba9876543210:k}");
 }
 
 #define SLOTS3                                                                                     \
