@@ -9,15 +9,12 @@
 
 #include "mb.h"
 
-#define CONN_TIMEOUT_MS 5000
 #define FIRST_FRAME_MS 500
 /* Accepted connections whose frame has not opened yet: each may buffer up to
  * SWIM_PUSHPULL_MAX before the seal is checked, so this bounds what strangers can make us
  * hold; and at most this many of them from one address. */
 #define UNAUTH_MAX 16
 #define UNAUTH_PER_SOURCE 4
-/* Every push-pull connection at once, authenticated or not, ours included. */
-#define CONNS_MAX 64
 
 /* Why an accepted connection was closed before its frame opened (the metric's reasons). */
 enum { PP_DEADLINE, PP_SOURCE, PP_EVICTED, PP_REASONS };
@@ -53,23 +50,6 @@ struct mb {
     char advertise[80];
     mb_keyring_t keyring; /* n 0: plaintext */
     uint8_t rxbuf[65536];
-};
-
-struct conn {
-    mb_t *mb;
-    conn_t *next, **pprev;
-    uv_tcp_t tcp;
-    uv_timer_t timeout;
-    uv_connect_t connect;
-    uv_write_t write;
-    bool initiator, closing;
-    bool authed;     /* accepted: its frame has arrived and opened */
-    swim_addr_t src; /* accepted: the peer's address, port 0 */
-    int open;
-    uint8_t *out;
-    size_t out_len;
-    uint8_t *in;
-    size_t in_len, in_cap;
 };
 
 void mb__log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

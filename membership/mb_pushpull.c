@@ -12,6 +12,27 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 
+#define CONN_TIMEOUT_MS 5000
+/* Every push-pull connection at once, authenticated or not, ours included. */
+#define CONNS_MAX 64
+
+struct conn {
+    mb_t *mb;
+    conn_t *next, **pprev;
+    uv_tcp_t tcp;
+    uv_timer_t timeout;
+    uv_connect_t connect;
+    uv_write_t write;
+    bool initiator, closing;
+    bool authed;     /* accepted: its frame has arrived and opened */
+    swim_addr_t src; /* accepted: the peer's address, port 0 */
+    int open;
+    uint8_t *out;
+    size_t out_len;
+    uint8_t *in;
+    size_t in_len, in_cap;
+};
+
 static void conn_closed(uv_handle_t *h)
 {
     conn_t *c = h->data;

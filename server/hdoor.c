@@ -281,20 +281,31 @@ static long form_decode(const char *s, size_t n, char *out)
     return (long)k;
 }
 
-/* tokens: a whole number 0..GOV_TOKENS_MAX written in decimal digits, nothing else. */
+/* A whole number min..max written in decimal digits and nothing else (no sign, no space). */
+static int parse_decimal(hreq_str_t v, uint64_t min, uint64_t max, uint64_t *out)
+{
+    if (v.len == 0 || v.len > 20)
+        return -1;
+    uint64_t n = 0;
+    for (size_t i = 0; i < v.len; i++) {
+        unsigned d = (unsigned)(v.ptr[i] - '0');
+        if (d > 9 || n > (UINT64_MAX - d) / 10)
+            return -1;
+        n = n * 10 + d;
+    }
+    if (n < min || n > max)
+        return -1;
+    *out = n;
+    return 0;
+}
+
+/* tokens (and a settle's actual): 0..GOV_TOKENS_MAX. */
 static int parse_tokens(hreq_str_t v, int64_t *out)
 {
-    if (v.len == 0 || v.len > 13)
+    uint64_t t;
+    if (parse_decimal(v, 0, (uint64_t)GOV_TOKENS_MAX, &t))
         return -1;
-    int64_t t = 0;
-    for (size_t i = 0; i < v.len; i++) {
-        if (v.ptr[i] < '0' || v.ptr[i] > '9')
-            return -1;
-        t = t * 10 + (v.ptr[i] - '0');
-    }
-    if (t > GOV_TOKENS_MAX)
-        return -1;
-    *out = t;
+    *out = (int64_t)t;
     return 0;
 }
 
@@ -465,22 +476,6 @@ static hdoor_route_t decide(const hdoor_env_t *env, const hreq_request_t *req, b
     return HDOOR_DECIDE;
 }
 
-/* A reservation id: the decimal /v1/decide answered, 1 .. 2^64 - 1, digits only. */
-static int parse_reservation(hreq_str_t v, uint64_t *out)
-{
-    if (v.len == 0 || v.len > 20)
-        return -1;
-    uint64_t id = 0;
-    for (size_t i = 0; i < v.len; i++) {
-        unsigned d = (unsigned)(v.ptr[i] - '0');
-        if (d > 9 || id > (UINT64_MAX - d) / 10)
-            return -1;
-        id = id * 10 + d;
-    }
-    *out = id;
-    return id ? 0 : -1;
-}
-
 /* POST /v1/settle?reservation=ID&actual=A: the query names both, and nothing else. */
 static hdoor_route_t settle(const hreq_request_t *req, hdoor_call_t *call, proto_out_t *out,
                             hdoor_frame_t f)
@@ -504,7 +499,7 @@ static hdoor_route_t settle(const hreq_request_t *req, hdoor_call_t *call, proto
         if (str_eq(name, "reservation")) {
             if (call->reservation)
                 return bad(out, f, "bad_value", "reservation given twice");
-            if (parse_reservation(value, &call->reservation))
+            if (parse_decimal(value, 1, UINT64_MAX, &call->reservation))
                 return bad(out, f, "bad_value",
                            "reservation: \"%s\" is not a reservation id (the decimal a tpm "
                            "decision answered)",
