@@ -37,8 +37,7 @@ static void emit(void *ctx, const char *to, size_t to_len, const uint8_t *bytes,
     tx_packets[sender]++;
     for (int j = 0; j < REPLICAS; j++)
         if (strlen(ids[j]) == to_len && memcmp(ids[j], to, to_len) == 0)
-            demand_receive(core[j], clock_now, ids[sender], strlen(ids[sender]), bytes, len, NULL,
-                           0);
+            demand_receive(core[j], clock_now, ids[sender], strlen(ids[sender]), bytes, len, NULL);
 }
 
 static cfg_limit_t bench_limit(void)
@@ -69,7 +68,7 @@ static void fleet_up(void)
         m[i] = (demand_member_t){ids[i], strlen(ids[i])};
     }
     for (int i = 0; i < REPLICAS; i++) {
-        if (demand_new(&core[i], &cfg, ids[i], strlen(ids[i]), NULL, 0) < 0) {
+        if (demand_new(&core[i], &cfg, ids[i], strlen(ids[i]), NULL) < 0) {
             fprintf(stderr, "bench_demand: demand_new failed\n");
             exit(1);
         }

@@ -375,9 +375,11 @@ static void demand_received(void *ud, mb_t *mb, const char *from, size_t from_le
 /* The demand store beside the share store: -1 when it cannot start (logged). */
 static int start_demand(daemon_t *d)
 {
-    char err[256] = "";
-    if (demand_node_new(&d->demand, &d->cfg->share, err, sizeof(err)) != 0) {
-        srv_log(SRV_LOG_ERROR, "demand store", "detail", err, NULL);
+    tt_err_t err = {0};
+    char detail[256];
+    if (demand_node_new(&d->demand, &d->cfg->share, &err) != 0) {
+        srv_log(SRV_LOG_ERROR, "demand store", "detail",
+                tt_err_format(&err, detail, sizeof(detail)), NULL);
         return -1;
     }
     if (demand_node_attach(d->demand, &d->loop, d->mb, d->share, demand_send, d->mb) != 0) {

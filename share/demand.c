@@ -317,34 +317,31 @@ void demand_config_from_share(demand_config_t *out, const cfg_share_t *share)
     out->leases_max = 4 * out->keys_max;
 }
 
-static int config_fault(char *err, size_t size, const char *what)
-{
-    if (err && size)
-        snprintf(err, size, "demand configuration: %s", what);
-    return DEMAND_ECONFIG;
-}
-
-static int check_config(const demand_config_t *c, char *err, size_t size)
+/* Names the field of demand_config_t that is out of range (the path) and its range. */
+static int check_config(const demand_config_t *c, tt_err_t *err)
 {
     if (c->interval_ns < MS || c->interval_ns > 60 * 1000 * MS)
-        return config_fault(err, size, "interval_ns: between 1 ms and 60 s");
+        return tt_err_set(err, DEMAND_ECONFIG, "interval_ns", "between 1 ms and 60 s");
     if (c->window_ns < c->interval_ns || c->window_ns > DEMAND_WINDOW_MAX * c->interval_ns)
-        return config_fault(err, size, "window_ns: between 1 and 8 intervals");
+        return tt_err_set(err, DEMAND_ECONFIG, "window_ns", "between 1 and 8 intervals");
     if (c->lease_intervals < 2 || c->lease_intervals * c->interval_ns > DEMAND_WIRE_TTL_MAX_MS * MS)
-        return config_fault(err, size, "lease_intervals: at least 2, lifetime at most 180 s");
+        return tt_err_set(err, DEMAND_ECONFIG, "lease_intervals",
+                          "at least 2, a lifetime of at most 180 s");
     if (c->cold_num < 1 || c->cold_num > DEMAND_SHARE_DEN)
-        return config_fault(err, size, "cold_num: 1 .. 2^20 (c in (0, 1])");
-    if (c->keys_max < 1 || c->keys_max > (1u << 24) || c->owned_max < 1 ||
-        c->owned_max > (1u << 24) || c->leases_max < 1 || c->leases_max > (1u << 26))
-        return config_fault(err, size, "keys_max, owned_max, leases_max: 1 .. 2^24 (2^26)");
+        return tt_err_set(err, DEMAND_ECONFIG, "cold_num", "1 .. 2^20 (c in (0, 1])");
+    if (c->keys_max < 1 || c->keys_max > (1u << 24))
+        return tt_err_set(err, DEMAND_ECONFIG, "keys_max", "1 .. 2^24");
+    if (c->owned_max < 1 || c->owned_max > (1u << 24))
+        return tt_err_set(err, DEMAND_ECONFIG, "owned_max", "1 .. 2^24");
+    if (c->leases_max < 1 || c->leases_max > (1u << 26))
+        return tt_err_set(err, DEMAND_ECONFIG, "leases_max", "1 .. 2^26");
     if (c->members_max < 1 || c->members_max > 65536)
-        return config_fault(err, size, "members_max: 1 .. 65536");
+        return tt_err_set(err, DEMAND_ECONFIG, "members_max", "1 .. 65536");
     if (c->datagram_max <
             DEMAND_WIRE_HEAD_MAX + demand_wire_item_max(DEMAND_GRANT, DEMAND_KEY_MAX) ||
         c->datagram_max > DEMAND_WIRE_DATAGRAM_MAX)
-        return config_fault(err, size,
-                            "datagram_max: room for one item of a 256-byte key, "
-                            "at most 1400");
+        return tt_err_set(err, DEMAND_ECONFIG, "datagram_max",
+                          "room for one item of a 256-byte key, at most 1400");
     return 0;
 }
 
@@ -372,17 +369,17 @@ static void freelist_fill(freelist_t *f, uint32_t n)
 }
 
 int demand_new(demand_core_t **out, const demand_config_t *cfg, const char *self_id,
-               size_t self_len, char *err, size_t err_size)
+               size_t self_len, tt_err_t *err)
 {
     *out = NULL;
-    int rc = check_config(cfg, err, err_size);
+    int rc = check_config(cfg, err);
     if (rc < 0)
         return rc;
     if (self_len < 1 || self_len > DEMAND_ID_MAX)
-        return config_fault(err, err_size, "self id: 1 .. 128 bytes");
+        return tt_err_set(err, DEMAND_ECONFIG, "self_id", "%zu bytes, 1 .. 128", self_len);
     demand_core_t *c = calloc(1, sizeof(*c));
     if (!c)
-        return DEMAND_ENOMEM;
+        return tt_err_set(err, DEMAND_ENOMEM, "", "the demand core");
     c->cfg = *cfg;
     c->nbuckets = (uint32_t)((cfg->window_ns + cfg->interval_ns - 1) / cfg->interval_ns);
     c->lease_ns = cfg->lease_intervals * cfg->interval_ns;
@@ -415,7 +412,7 @@ int demand_new(demand_core_t **out, const demand_config_t *cfg, const char *self
     c->txbuf = alloc_n(cfg->datagram_max, 1, &ok);
     if (!ok) {
         demand_free(c);
-        return DEMAND_ENOMEM;
+        return tt_err_set(err, DEMAND_ENOMEM, "", "the demand core's tables");
     }
     freelist_fill(&c->entry_free, cfg->keys_max);
     freelist_fill(&c->owned_free, cfg->owned_max);
@@ -1032,19 +1029,17 @@ int64_t demand_flush_deadline(const demand_core_t *c)
 /* ---- receiving ----------------------------------------------------------------------------- */
 
 int demand_receive(demand_core_t *c, int64_t now, const char *from, size_t from_len,
-                   const uint8_t *bytes, size_t len, char *err, size_t err_size)
+                   const uint8_t *bytes, size_t len, tt_err_t *err)
 {
     c->counters.rx_packets++;
     c->counters.rx_bytes += len;
     uint64_t fh = from_len >= 1 && from_len <= DEMAND_ID_MAX ? member_hash(from, from_len) : 0;
     if (!fh || member_find(c, fh) == NIL || fh == c->self_hash) {
         c->counters.rx_bad++;
-        if (err && err_size)
-            snprintf(err, err_size, "demand payload: sender \"%.*s\" is not a live peer",
-                     (int)(from_len > DEMAND_ID_MAX ? DEMAND_ID_MAX : from_len), from);
-        return DEMAND_ESENDER;
+        return tt_err_set(err, DEMAND_ESENDER, "from", "\"%.*s\" is not a live peer",
+                          (int)(from_len > DEMAND_ID_MAX ? DEMAND_ID_MAX : from_len), from);
     }
-    int rc = demand_wire_decode(bytes, len, &c->rx, err, err_size);
+    int rc = demand_wire_decode(bytes, len, &c->rx, err);
     if (rc < 0) {
         c->counters.rx_bad++;
         return rc;

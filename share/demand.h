@@ -113,11 +113,12 @@ void demand_config_from_share(demand_config_t *out, const cfg_share_t *share);
 
 /*
  * Builds a core for this replica (`self_id`), alone, unarmed (divisor 0). All memory is
- * allocated here, sized by cfg. Returns 0, DEMAND_ECONFIG (err names the field) or DEMAND_ENOMEM.
- * The caller owns *out and frees it with demand_free.
+ * allocated here, sized by cfg. Returns 0, DEMAND_ECONFIG (err's path names the field of cfg,
+ * or "self_id") or DEMAND_ENOMEM; err may be NULL. The caller owns *out and frees it with
+ * demand_free.
  */
 int demand_new(demand_core_t **out, const demand_config_t *cfg, const char *self_id,
-               size_t self_len, char *err, size_t err_size);
+               size_t self_len, tt_err_t *err);
 void demand_free(demand_core_t *core);
 
 /*
@@ -176,10 +177,11 @@ int64_t demand_flush_deadline(const demand_core_t *core);
 /*
  * A datagram from member `from` (the id the sealed transport authenticated). It is decoded
  * completely before anything is applied: a bad one changes nothing. Returns 0, DEMAND_EWIRE
- * (err names the field) or DEMAND_ESENDER.
+ * (err's path names the payload's field: `items[3].key`) or DEMAND_ESENDER (path "from"); err
+ * may be NULL.
  */
 int demand_receive(demand_core_t *core, int64_t now, const char *from, size_t from_len,
-                   const uint8_t *bytes, size_t len, char *err, size_t err_size);
+                   const uint8_t *bytes, size_t len, tt_err_t *err);
 
 /* Fills the disclosure of one demand-mode limit at `now`. */
 void demand_disclose(const demand_core_t *core, const cfg_limit_t *limit, int64_t now,

@@ -29,19 +29,40 @@ struct demand_node {
     bool attached;
 };
 
-int demand_node_new(demand_node_t **out, const cfg_share_t *cfg, char *err, size_t err_size)
+/* The shared_state.share setting each demand_config_t field comes from, so that a failure names
+ * what the operator wrote. */
+static void name_setting(tt_err_t *err)
+{
+    static const char *const from[][2] = {
+        {"interval_ns", "demand_interval"},
+        {"window_ns", "demand_interval"},
+        {"cold_num", "cold_share"},
+        {"keys_max", "demand_keys"},
+        {"owned_max", "demand_keys"},
+        {"leases_max", "demand_keys"},
+        {"self_id", "node_id"},
+    };
+    for (size_t i = 0; i < sizeof(from) / sizeof(from[0]); i++)
+        if (strcmp(err->path, from[i][0]) == 0) {
+            snprintf(err->path, sizeof(err->path), "shared_state.share.%s", from[i][1]);
+            return;
+        }
+}
+
+int demand_node_new(demand_node_t **out, const cfg_share_t *cfg, tt_err_t *err)
 {
     *out = NULL;
     demand_config_t dc;
     demand_config_from_share(&dc, cfg);
     demand_node_t *n = calloc(1, sizeof(*n));
     if (!n)
-        return DEMAND_ENOMEM;
+        return tt_err_set(err, DEMAND_ENOMEM, "", "the demand node");
     n->members = calloc(dc.members_max, sizeof(*n->members));
-    int rc = n->members
-                 ? demand_new(&n->core, &dc, cfg->node_id, strlen(cfg->node_id), err, err_size)
-                 : DEMAND_ENOMEM;
+    int rc = n->members ? demand_new(&n->core, &dc, cfg->node_id, strlen(cfg->node_id), err)
+                        : tt_err_set(err, DEMAND_ENOMEM, "", "the demand node's member list");
     if (rc < 0) {
+        if (err && rc == DEMAND_ECONFIG)
+            name_setting(err);
         free(n->members);
         free(n);
         return rc;
@@ -84,7 +105,7 @@ static void flush_or_arm(demand_node_t *n, int64_t now);
 int demand_node_receive(demand_node_t *n, const char *from, size_t from_len, const uint8_t *bytes,
                         size_t len, int64_t now)
 {
-    int rc = demand_receive(n->core, now, from, from_len, bytes, len, NULL, 0);
+    int rc = demand_receive(n->core, now, from, from_len, bytes, len, NULL);
     if (n->attached)
         flush_or_arm(n, now);
     return rc;

@@ -25,10 +25,11 @@
 
 typedef struct demand_node demand_node_t;
 
-/* Builds a node from shared_state.share (node_id, demand_interval, cold_share). Returns 0,
- * DEMAND_ECONFIG (err names the field) or DEMAND_ENOMEM; free with demand_node_free (after
- * demand_node_close, if it was attached). */
-int demand_node_new(demand_node_t **out, const cfg_share_t *cfg, char *err, size_t err_size);
+/* Builds a node from shared_state.share (node_id, demand_interval, cold_share, demand_keys).
+ * Returns 0, DEMAND_ECONFIG (err's path names the setting: `shared_state.share.demand_keys`) or
+ * DEMAND_ENOMEM; err may be NULL. Free with demand_node_free (after demand_node_close, if it was
+ * attached). */
+int demand_node_new(demand_node_t **out, const cfg_share_t *cfg, tt_err_t *err);
 void demand_node_free(demand_node_t *node);
 
 demand_core_t *demand_node_core(demand_node_t *node);

@@ -156,15 +156,14 @@ static int rd_payload(wire_reader_t *r, size_t len, demand_msg_t *out)
     return 0;
 }
 
-int demand_wire_decode(const uint8_t *bytes, size_t len, demand_msg_t *out, char *err,
-                       size_t err_size)
+int demand_wire_decode(const uint8_t *bytes, size_t len, demand_msg_t *out, tt_err_t *err)
 {
-    tt_err_t e;
-    wire_reader_t r = {.pos = bytes, .end = bytes + len, .err = &e};
+    wire_reader_t r = {.pos = bytes, .end = bytes + len, .err = err};
     out->n = 0;
     if (rd_payload(&r, len, out) == 0)
         return 0;
-    if (err && err_size)
-        snprintf(err, err_size, "demand payload: %s: %s", e.path, e.message);
+    /* the reader named the field with its own code (wrong_type, ...); the payload's is one */
+    if (err)
+        err->code = DEMAND_EWIRE;
     return DEMAND_EWIRE;
 }

@@ -72,9 +72,8 @@ size_t demand_wire_item_max(demand_kind_t kind, size_t key_len);
 int demand_wire_encode(demand_kind_t kind, const demand_item_t *items, uint32_t n, uint8_t *buf,
                        size_t cap);
 
-/* Decodes a payload into *out (keys point into `bytes`). Returns 0 or DEMAND_EWIRE naming the
- * field in err (may be NULL). */
-int demand_wire_decode(const uint8_t *bytes, size_t len, demand_msg_t *out, char *err,
-                       size_t err_size);
+/* Decodes a payload into *out (keys point into `bytes`). Returns 0 or DEMAND_EWIRE, with err's
+ * path naming the field (`items[3].key`, `version`; err may be NULL). */
+int demand_wire_decode(const uint8_t *bytes, size_t len, demand_msg_t *out, tt_err_t *err);
 
 #endif

@@ -82,7 +82,6 @@
 #include "share.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 void share_config_default(share_config_t *cfg)
@@ -138,30 +137,24 @@ int share_meta_encode(const share_core_t *core, uint8_t *buf, size_t size)
     return SHARE_META_LEN;
 }
 
-static int meta_fault(char *err, size_t size, const char *what)
-{
-    if (err && size)
-        snprintf(err, size, "share metadata: %s", what);
-    return SHARE_EMETA;
-}
-
-int share_meta_decode(const uint8_t *buf, size_t len, share_meta_t *out, char *err, size_t err_size)
+int share_meta_decode(const uint8_t *buf, size_t len, share_meta_t *out, tt_err_t *err)
 {
     memset(out, 0, sizeof(*out));
     if (!buf || len < SHARE_META_LEN)
-        return meta_fault(err, err_size, "payload shorter than 6 bytes");
+        return tt_err_set(err, SHARE_EMETA, "", "%zu bytes, shorter than 6", buf ? len : 0);
     if (buf[0] < SHARE_META_VERSION)
-        return meta_fault(err, err_size, "version 0");
+        return tt_err_set(err, SHARE_EMETA, "version", "0");
     if (buf[1] > SHARE_HELD)
-        return meta_fault(err, err_size, "state: not unarmed (0), armed (1) or held (2)");
+        return tt_err_set(err, SHARE_EMETA, "state", "%u, not unarmed (0), armed (1) or held (2)",
+                          buf[1]);
     uint32_t d = (uint32_t)buf[2] << 24 | (uint32_t)buf[3] << 16 | (uint32_t)buf[4] << 8 | buf[5];
     share_state_t st = (share_state_t)buf[1];
     if (st == SHARE_UNARMED && d != 0)
-        return meta_fault(err, err_size, "divisor: nonzero while unarmed");
+        return tt_err_set(err, SHARE_EMETA, "divisor", "%u, nonzero while unarmed", d);
     if (st != SHARE_UNARMED && d == 0)
-        return meta_fault(err, err_size, "divisor: 0 while armed or held");
+        return tt_err_set(err, SHARE_EMETA, "divisor", "0 while armed or held");
     if (d > SHARE_DIVISOR_MAX)
-        return meta_fault(err, err_size, "divisor: above 1000000");
+        return tt_err_set(err, SHARE_EMETA, "divisor", "%u, above 1000000", d);
     out->state = st;
     out->divisor = d;
     return 0;
@@ -211,7 +204,7 @@ static void read_view(share_core_t *c, const share_view_t *v)
         if (c->live < SHARE_DIVISOR_MAX)
             c->live++;
         share_meta_t meta;
-        bool ok = share_meta_decode(m->meta, m->meta_len, &meta, NULL, 0) == 0;
+        bool ok = share_meta_decode(m->meta, m->meta_len, &meta, NULL) == 0;
         group_add(c, ok ? meta.divisor : 0, SHARE_GROUPS_MAX - 1);
     }
 }

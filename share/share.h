@@ -16,6 +16,7 @@
 
 #include "limit.h"
 #include "ratealg.h"
+#include "tt_err.h"
 
 /* Errors: rows of the one error table (common/tt_err.h). They used to be -1..-4, the values of
  * the RA_E* codes share_limiter passes through: SHARE_EUNARMED and RA_EAMOUNT were one value. */
@@ -191,11 +192,10 @@ int share_disclose(const share_core_t *core, const cfg_limit_t *limit, share_dis
  * Returns the length written or SHARE_EMETA when buf is too small. */
 int share_meta_encode(const share_core_t *core, uint8_t *buf, size_t size);
 
-/* Decodes a peer's payload. Returns 0 or SHARE_EMETA naming the fault in err (may be NULL):
- * short, version 0, unknown state, a divisor of 0 while armed or held, a divisor above
- * SHARE_DIVISOR_MAX, a divisor while unarmed. */
-int share_meta_decode(const uint8_t *buf, size_t len, share_meta_t *out, char *err,
-                      size_t err_size);
+/* Decodes a peer's payload. Returns 0 or SHARE_EMETA with err's path naming the field (may be
+ * NULL): short (the whole payload, path ""), version 0, unknown state, a divisor of 0 while armed
+ * or held, a divisor above SHARE_DIVISOR_MAX, a divisor while unarmed. */
+int share_meta_decode(const uint8_t *buf, size_t len, share_meta_t *out, tt_err_t *err);
 
 /* detect_within for a view of `live` members under these timings, in nanoseconds, for a replica
  * whose Lifeguard health score is `health` (0 healthy; its probe interval runs health + 1 times

@@ -25,10 +25,10 @@ void df_init(dfleet_t *f, int n, const demand_config_t *cfg)
     f->wire = calloc(DF_INFLIGHT, sizeof(df_packet_t));
     cr_assert(f->wire);
     for (int i = 0; i < n; i++) {
-        char err[128];
+        tt_err_t err = {0};
         snprintf(f->id[i], sizeof(f->id[i]), "r%d", i);
-        cr_assert_eq(demand_new(&f->core[i], cfg, f->id[i], strlen(f->id[i]), err, sizeof(err)), 0,
-                     "%s", err);
+        cr_assert_eq(demand_new(&f->core[i], cfg, f->id[i], strlen(f->id[i]), &err), 0, "%s: %s",
+                     err.path, err.message);
         f->next_tick[i] = DF_T0 + cfg->interval_ns * i / n + cfg->interval_ns / (2 * n);
     }
     bool all[DF_MAX];
@@ -123,10 +123,11 @@ void df_run(dfleet_t *f, int64_t until)
                 continue;
             }
             if (!f->dead[p->to] && !f->dead[p->from]) {
-                char err[256];
+                tt_err_t err = {0};
                 int rc = demand_receive(f->core[p->to], t, f->id[p->from], strlen(f->id[p->from]),
-                                        p->bytes, p->len, err, sizeof(err));
-                cr_assert(rc == 0 || rc == DEMAND_ESENDER, "r%d: %s", p->to, err);
+                                        p->bytes, p->len, &err);
+                cr_assert(rc == 0 || rc == DEMAND_ESENDER, "r%d: %s: %s", p->to, err.path,
+                          err.message);
             }
             memmove(p, p + 1, (f->nwire - k - 1) * sizeof(*p));
             f->nwire--;

@@ -1,5 +1,6 @@
 /* The demand core: water-filling, ownership, reporting, leases and the bounds of its tables. */
 #include <criterion/criterion.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -86,21 +87,57 @@ Test(demand_cold, is_c_over_n_and_never_zero)
 
 Test(demand_config, out_of_range_fields_are_named)
 {
+    static const struct {
+        const char *path;
+        size_t off, size;
+        int64_t value;
+    } cases[] = {
+#define F(field) #field, offsetof(demand_config_t, field), sizeof(((demand_config_t *)0)->field)
+        {F(interval_ns), 999999},
+        {F(interval_ns), 60 * S + 1},
+        {F(window_ns), 9 * 500 * DF_MS},
+        {F(lease_intervals), 1},
+        {F(cold_num), 0},
+        {F(cold_num), (1 << 20) + 1},
+        {F(keys_max), 0},
+        {F(keys_max), (1 << 24) + 1},
+        {F(owned_max), 0},
+        {F(leases_max), (1 << 26) + 1},
+        {F(members_max), 65537},
+        {F(datagram_max), 1401},
+        {F(datagram_max), 64},
+#undef F
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        demand_config_t cfg;
+        demand_config_default(&cfg);
+        if (cases[i].size == sizeof(int64_t))
+            memcpy((char *)&cfg + cases[i].off, &cases[i].value, sizeof(int64_t));
+        else
+            memcpy((char *)&cfg + cases[i].off, &(uint32_t){(uint32_t)cases[i].value},
+                   sizeof(uint32_t));
+        demand_core_t *c = (demand_core_t *)&cfg; /* not NULL: demand_new must clear it */
+        tt_err_t err = {0};
+        cr_expect_eq(demand_new(&c, &cfg, "a", 1, &err), DEMAND_ECONFIG, "case %zu", i);
+        cr_expect_eq(err.code, DEMAND_ECONFIG, "case %zu", i);
+        cr_expect_str_eq(err.path, cases[i].path, "case %zu: %s", i, err.message);
+        cr_expect_null(c, "case %zu", i);
+    }
     demand_config_t cfg;
+    demand_config_default(&cfg);
     demand_core_t *c;
-    char err[128];
-    demand_config_default(&cfg);
-    cfg.window_ns = 9 * cfg.interval_ns;
-    cr_expect_eq(demand_new(&c, &cfg, "a", 1, err, sizeof(err)), DEMAND_ECONFIG);
-    cr_expect(strstr(err, "window_ns"), "%s", err);
-    demand_config_default(&cfg);
-    cfg.datagram_max = 1401;
-    cr_expect_eq(demand_new(&c, &cfg, "a", 1, err, sizeof(err)), DEMAND_ECONFIG);
-    cr_expect(strstr(err, "datagram_max"), "%s", err);
-    demand_config_default(&cfg);
-    cr_expect_eq(demand_new(&c, &cfg, "", 0, err, sizeof(err)), DEMAND_ECONFIG);
-    cr_expect(strstr(err, "self id"), "%s", err);
-    cr_expect_null(c);
+    tt_err_t err = {0};
+    char id[DEMAND_ID_MAX + 1];
+    memset(id, 'x', sizeof(id));
+    cr_expect_eq(demand_new(&c, &cfg, "", 0, &err), DEMAND_ECONFIG);
+    cr_expect_eq(err.code, DEMAND_ECONFIG);
+    cr_expect_str_eq(err.path, "self_id");
+    err = (tt_err_t){0};
+    cr_expect_eq(demand_new(&c, &cfg, id, sizeof(id), &err), DEMAND_ECONFIG);
+    cr_expect_str_eq(err.path, "self_id");
+    cr_expect(strstr(err.message, "129 bytes"), "%s", err.message);
+    cr_expect_eq(demand_new(&c, &cfg, id, DEMAND_ID_MAX, &err), 0);
+    demand_free(c);
 }
 
 /* ---- ownership ----------------------------------------------------------------------------- */
@@ -365,7 +402,7 @@ static void count_sent(void *ctx, const char *to, size_t to_len, const uint8_t *
     (void)to, (void)to_len;
     sent_t *s = ctx;
     demand_msg_t m;
-    cr_assert_eq(demand_wire_decode(bytes, len, &m, NULL, 0), 0);
+    cr_assert_eq(demand_wire_decode(bytes, len, &m, NULL), 0);
     cr_assert_eq(m.kind, DEMAND_GRANT);
     s->datagrams++;
     s->items += (int)m.n;
@@ -382,7 +419,7 @@ static void report(dfleet_t *f, int to, const char *from, const cfg_limit_t *l, 
     uint8_t buf[1400];
     int len = demand_wire_encode(DEMAND_REPORT, &it, 1, buf, sizeof(buf));
     cr_assert_gt(len, 0);
-    cr_assert_eq(demand_receive(f->core[to], f->now, from, strlen(from), buf, (size_t)len, NULL, 0),
+    cr_assert_eq(demand_receive(f->core[to], f->now, from, strlen(from), buf, (size_t)len, NULL),
                  0);
 }
 
@@ -493,10 +530,10 @@ Test(demand_lease, a_grant_from_a_member_that_does_not_own_the_key_is_ignored)
     uint8_t buf[256];
     int len = demand_wire_encode(DEMAND_GRANT, &it, 1, buf, sizeof(buf));
     cr_assert_gt(len, 0);
-    cr_expect_eq(demand_receive(f.core[0], f.now, "r1", 2, buf, (size_t)len, NULL, 0), 0);
+    cr_expect_eq(demand_receive(f.core[0], f.now, "r1", 2, buf, (size_t)len, NULL), 0);
     cr_expect_eq(demand_share(f.core[0], &l, key, strlen(key), f.now), before);
     cr_expect_eq(demand_counters(f.core[0])->grants_ignored, 1);
-    cr_expect_eq(demand_receive(f.core[0], f.now, "r2", 2, buf, (size_t)len, NULL, 0), 0);
+    cr_expect_eq(demand_receive(f.core[0], f.now, "r2", 2, buf, (size_t)len, NULL), 0);
     cr_expect_eq(demand_share(f.core[0], &l, key, strlen(key), f.now), DEN, "the owner's is");
     df_free(&f);
 }
@@ -622,7 +659,7 @@ Test(demand_bounds, members_beyond_members_max_are_left_out_and_counted)
     demand_config_default(&cfg);
     cfg.members_max = 2;
     demand_core_t *c;
-    cr_assert_eq(demand_new(&c, &cfg, "a", 1, NULL, 0), 0);
+    cr_assert_eq(demand_new(&c, &cfg, "a", 1, NULL), 0);
     demand_member_t m[] = {{"a", 1}, {"b", 1}, {"c", 1}};
     cr_expect_eq(demand_set_members(c, m, 3, 3, DF_T0), DEMAND_EMEMBERS);
     cr_expect_eq(demand_counters(c)->members_left_out, 1);
@@ -634,7 +671,7 @@ Test(demand_owner, the_same_set_in_another_order_or_with_repeats_is_no_move)
     demand_config_t cfg;
     demand_config_default(&cfg);
     demand_core_t *c;
-    cr_assert_eq(demand_new(&c, &cfg, "a", 1, NULL, 0), 0);
+    cr_assert_eq(demand_new(&c, &cfg, "a", 1, NULL), 0);
     cfg_limit_t l = df_limit(1000, S, 100);
     demand_member_t m1[] = {{"a", 1}, {"b", 1}, {"c", 1}};
     demand_member_t m2[] = {{"c", 1}, {"b", 1}, {"c", 1}, {"b", 1}};
@@ -656,14 +693,20 @@ Test(demand_receive, a_datagram_from_a_non_member_or_garbage_changes_nothing)
     dfleet_t f;
     df_init(&f, 2, NULL);
     uint8_t junk[] = {0x93, 0x01, 0x01, 0x91, 0x93, 0x01, 0xc4, 0x05, 'a'};
-    char err[256];
-    cr_expect_eq(demand_receive(f.core[0], f.now, "r1", 2, junk, sizeof(junk), err, sizeof(err)),
-                 DEMAND_EWIRE);
-    cr_expect(strstr(err, "items[0].key: truncated"), "%s", err);
-    cr_expect_eq(demand_receive(f.core[0], f.now, "zz", 2, junk, sizeof(junk), err, sizeof(err)),
+    tt_err_t err = {0};
+    cr_expect_eq(demand_receive(f.core[0], f.now, "r1", 2, junk, sizeof(junk), &err), DEMAND_EWIRE);
+    cr_expect_eq(err.code, DEMAND_EWIRE);
+    cr_expect_str_eq(err.path, "items[0].key");
+    cr_expect_str_eq(err.message, "truncated");
+    err = (tt_err_t){0};
+    cr_expect_eq(demand_receive(f.core[0], f.now, "zz", 2, junk, sizeof(junk), &err),
                  DEMAND_ESENDER);
-    cr_expect(strstr(err, "\"zz\""), "%s", err);
-    cr_expect_eq(demand_counters(f.core[0])->rx_bad, 2);
+    cr_expect_eq(err.code, DEMAND_ESENDER);
+    cr_expect_str_eq(err.path, "from");
+    cr_expect(strstr(err.message, "\"zz\""), "%s", err.message);
+    cr_expect_eq(demand_receive(f.core[0], f.now, "r0", 2, junk, sizeof(junk), NULL),
+                 DEMAND_ESENDER, "self is not a peer");
+    cr_expect_eq(demand_counters(f.core[0])->rx_bad, 3);
     df_free(&f);
 }
 
@@ -689,7 +732,7 @@ Test(demand_config, follows_shared_state_share)
     demand_config_from_share(&cfg, &s);
     cr_expect_eq(cfg.window_ns, 60 * S);
     demand_core_t *c;
-    cr_expect_eq(demand_new(&c, &cfg, "a", 1, NULL, 0), 0);
+    cr_expect_eq(demand_new(&c, &cfg, "a", 1, NULL), 0);
     demand_free(c);
 }
 
@@ -698,7 +741,7 @@ Test(demand_limiter, is_unarmed_until_the_share_store_has_a_divisor_then_steps_t
     demand_core_t *c;
     demand_config_t cfg;
     demand_config_default(&cfg);
-    cr_assert_eq(demand_new(&c, &cfg, "a", 1, NULL, 0), 0);
+    cr_assert_eq(demand_new(&c, &cfg, "a", 1, NULL), 0);
     cfg_limit_t l = df_limit(1000, S, 100);
     ra_limiter_t got, want;
     cr_expect_eq(demand_limiter(c, &l, "k", 1, 1, DF_T0, &got), DEMAND_EUNARMED);

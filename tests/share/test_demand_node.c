@@ -34,8 +34,8 @@ static demand_node_t *node_for(const char *self)
         .cold_share = 0.05, .demand_interval_ns = 500 * MS, .demand_keys = CFG_DEFAULT_DEMAND_KEYS};
     snprintf(cfg.node_id, sizeof(cfg.node_id), "%s", self);
     demand_node_t *n;
-    char err[128];
-    cr_assert_eq(demand_node_new(&n, &cfg, err, sizeof(err)), 0, "%s", err);
+    tt_err_t err = {0};
+    cr_assert_eq(demand_node_new(&n, &cfg, &err), 0, "%s: %s", err.path, err.message);
     return n;
 }
 
@@ -43,6 +43,33 @@ static void refresh(demand_node_t *n, const table_t *t, uint32_t divisor)
 {
     share_members_t m = {.ctx = t, .count = t->n, .get = table_get};
     demand_node_refresh(n, &m, divisor, T0);
+}
+
+Test(demand_node, a_setting_out_of_range_is_named_as_the_operator_wrote_it)
+{
+    static const struct {
+        int64_t interval_ns;
+        int64_t keys;
+        const char *node_id, *path;
+    } cases[] = {
+        {0, CFG_DEFAULT_DEMAND_KEYS, "a", "shared_state.share.demand_interval"},
+        {61 * S, CFG_DEFAULT_DEMAND_KEYS, "a", "shared_state.share.demand_interval"},
+        {500 * MS, 0, "a", "shared_state.share.demand_keys"},
+        {500 * MS, (1u << 24) + 1, "a", "shared_state.share.demand_keys"},
+        {500 * MS, CFG_DEFAULT_DEMAND_KEYS, "", "shared_state.share.node_id"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cfg_share_t cfg = {.cold_share = 0.05,
+                           .demand_interval_ns = cases[i].interval_ns,
+                           .demand_keys = cases[i].keys};
+        snprintf(cfg.node_id, sizeof(cfg.node_id), "%s", cases[i].node_id);
+        demand_node_t *n = (demand_node_t *)&cfg; /* not NULL: demand_node_new must clear it */
+        tt_err_t err = {0};
+        cr_expect_eq(demand_node_new(&n, &cfg, &err), DEMAND_ECONFIG, "case %zu", i);
+        cr_expect_eq(err.code, DEMAND_ECONFIG, "case %zu", i);
+        cr_expect_str_eq(err.path, cases[i].path, "case %zu: %s", i, err.message);
+        cr_expect_null(n, "case %zu", i);
+    }
 }
 
 Test(demand_node, only_alive_and_suspect_members_can_own_a_key)

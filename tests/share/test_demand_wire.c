@@ -7,9 +7,16 @@
 
 static demand_msg_t msg; /* large: not on the stack */
 
-static int decode(const uint8_t *b, size_t len, char *err)
+static tt_err_t err;
+
+/* Decodes into msg; a failure must come with the payload's code in err. */
+static int decode(const uint8_t *b, size_t len)
 {
-    return demand_wire_decode(b, len, &msg, err, 256);
+    err = (tt_err_t){0};
+    int rc = demand_wire_decode(b, len, &msg, &err);
+    if (rc < 0)
+        cr_expect_eq(err.code, rc);
+    return rc;
 }
 
 Test(demand_wire, reports_and_grants_round_trip)
@@ -20,10 +27,9 @@ Test(demand_wire, reports_and_grants_round_trip)
         {.identity = 42, .key = (const uint8_t *)"k", .key_len = 1, .value = DEMAND_DEMAND_CAP},
     };
     uint8_t buf[1400];
-    char err[256];
     int len = demand_wire_encode(DEMAND_REPORT, in, 3, buf, sizeof(buf));
     cr_assert_gt(len, 0);
-    cr_assert_eq(decode(buf, (size_t)len, err), 0, "%s", err);
+    cr_assert_eq(decode(buf, (size_t)len), 0, "%s: %s", err.path, err.message);
     cr_assert_eq(msg.kind, DEMAND_REPORT);
     cr_assert_eq(msg.n, 3);
     for (int i = 0; i < 3; i++) {
@@ -35,7 +41,7 @@ Test(demand_wire, reports_and_grants_round_trip)
     in[0].value = DEMAND_SHARE_DEN;
     in[0].ttl_ms = 1500;
     len = demand_wire_encode(DEMAND_GRANT, in, 1, buf, sizeof(buf));
-    cr_assert_eq(decode(buf, (size_t)len, err), 0, "%s", err);
+    cr_assert_eq(decode(buf, (size_t)len), 0, "%s: %s", err.path, err.message);
     cr_expect_eq(msg.kind, DEMAND_GRANT);
     cr_expect_eq(msg.items[0].value, DEMAND_SHARE_DEN);
     cr_expect_eq(msg.items[0].ttl_ms, 1500);
@@ -83,49 +89,55 @@ Test(demand_wire, the_decoder_names_the_bad_field)
     struct {
         uint8_t item[16];
         size_t len;
-        const char *err;
+        const char *path, *message;
     } cases[] = {
-        {{0x93, 0x01, 0xc4, 0x00, 0x01}, 5, "items[0].fields: 3 fields, a grant has 4"},
-        {{0x94, 0xa1, 'x', 0xc4, 0x00, 0x01, 0x01}, 7, "items[0].identity: not an unsigned"},
-        {{0x94, 0x01, 0xa1, 'x', 0x01, 0x01}, 6, "items[0].key: not bin"},
-        {{0x94, 0x01, 0xc4, 0x00, 0x00, 0x01}, 6, "items[0].share: 0, at least 1"},
+        {{0x93, 0x01, 0xc4, 0x00, 0x01}, 5, "items[0].fields", "3 fields, a grant has 4"},
+        {{0x94, 0xa1, 'x', 0xc4, 0x00, 0x01, 0x01}, 7, "items[0].identity", "not an unsigned"},
+        {{0x94, 0x01, 0xa1, 'x', 0x01, 0x01}, 6, "items[0].key", "not bin"},
+        {{0x94, 0x01, 0xc4, 0x00, 0x00, 0x01}, 6, "items[0].share", "0, at least 1"},
         {{0x94, 0x01, 0xc4, 0x00, 0xce, 0x00, 0x10, 0x00, 0x01, 0x01},
          10,
-         "items[0].share: 1048577, at most 1048576"},
+         "items[0].share",
+         "1048577, at most 1048576"},
         {{0x94, 0x01, 0xc4, 0x00, 0x01, 0xce, 0x00, 0x02, 0xbf, 0x21},
          10,
-         "items[0].ttl_ms: 180001, at most 180000"},
-        {{0x94, 0x01, 0xc4, 0x00, 0x01, 0x00}, 6, "items[0].ttl_ms: 0, at least 1"},
-        {{0x94, 0x01, 0xc5, 0x01, 0x01}, 5, "items[0].key: 257 bytes, at most 256"},
+         "items[0].ttl_ms",
+         "180001, at most 180000"},
+        {{0x94, 0x01, 0xc4, 0x00, 0x01, 0x00}, 6, "items[0].ttl_ms", "0, at least 1"},
+        {{0x94, 0x01, 0xc5, 0x01, 0x01}, 5, "items[0].key", "257 bytes, at most 256"},
     };
     uint8_t b[64];
-    char err[256];
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         size_t len = grant(b, cases[i].item, cases[i].len);
-        cr_expect_eq(decode(b, len, err), DEMAND_EWIRE, "case %zu", i);
-        cr_expect(strstr(err, cases[i].err), "case %zu: %s", i, err);
+        cr_expect_eq(decode(b, len), DEMAND_EWIRE, "case %zu", i);
+        cr_expect_str_eq(err.path, cases[i].path, "case %zu", i);
+        cr_expect(strstr(err.message, cases[i].message), "case %zu: %s", i, err.message);
         cr_expect_eq(msg.n, 0);
     }
 }
 
 Test(demand_wire, the_frame_is_checked_before_the_items)
 {
-    char err[256];
-    const uint8_t v2[] = {0x93, 0x02, 0x01, 0x90};
-    cr_expect_eq(decode(v2, sizeof(v2), err), DEMAND_EWIRE);
-    cr_expect(strstr(err, "version: 2, this replica speaks 1"), "%s", err);
-    const uint8_t kind[] = {0x93, 0x01, 0x03, 0x90};
-    cr_expect_eq(decode(kind, sizeof(kind), err), DEMAND_EWIRE);
-    cr_expect(strstr(err, "kind: 3"), "%s", err);
-    const uint8_t many[] = {0x93, 0x01, 0x01, 0xdc, 0x01, 0x00};
-    cr_expect_eq(decode(many, sizeof(many), err), DEMAND_EWIRE);
-    cr_expect(strstr(err, "items: 256 items, at most 255"), "%s", err);
-    const uint8_t trail[] = {0x93, 0x01, 0x01, 0x90, 0x00};
-    cr_expect_eq(decode(trail, sizeof(trail), err), DEMAND_EWIRE);
-    cr_expect(strstr(err, "1 bytes after the items"), "%s", err);
+    static const struct {
+        uint8_t b[8];
+        size_t len;
+        const char *path, *message;
+    } cases[] = {
+        {{0x93, 0x02, 0x01, 0x90}, 4, "version", "2, this replica speaks 1"},
+        {{0x93, 0x01, 0x03, 0x90}, 4, "kind", "3, not report (1) or grant (2)"},
+        {{0x93, 0x01, 0x01, 0xdc, 0x01, 0x00}, 6, "items", "256 items, at most 255"},
+        {{0x93, 0x01, 0x01, 0x90, 0x00}, 5, "payload", "1 bytes after the items"},
+        {{0x92, 0x01, 0x01}, 3, "payload", "2 fields, expected 3"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cr_expect_eq(decode(cases[i].b, cases[i].len), DEMAND_EWIRE, "case %zu", i);
+        cr_expect_str_eq(err.path, cases[i].path, "case %zu", i);
+        cr_expect_str_eq(err.message, cases[i].message, "case %zu", i);
+    }
     uint8_t big[1401] = {0x93};
-    cr_expect_eq(decode(big, sizeof(big), err), DEMAND_EWIRE);
-    cr_expect(strstr(err, "1401 bytes, at most 1400"), "%s", err);
+    cr_expect_eq(decode(big, sizeof(big)), DEMAND_EWIRE);
+    cr_expect_str_eq(err.path, "payload");
+    cr_expect_str_eq(err.message, "1401 bytes, at most 1400");
 }
 
 Test(demand_wire, every_truncation_fails_cleanly)
@@ -143,7 +155,6 @@ Test(demand_wire, every_truncation_fails_cleanly)
          .ttl_ms = 1500},
     };
     uint8_t buf[256];
-    char err[256];
     int len = demand_wire_encode(DEMAND_GRANT, in, 2, buf, sizeof(buf));
     cr_assert_gt(len, 0);
     for (int cut = 0; cut < len; cut++) {
@@ -151,7 +162,7 @@ Test(demand_wire, every_truncation_fails_cleanly)
                                                           over-read */
         cr_assert(copy);
         memcpy(copy, buf, (size_t)cut);
-        cr_expect_eq(decode(copy, (size_t)cut, err), DEMAND_EWIRE, "cut at %d", cut);
+        cr_expect_eq(decode(copy, (size_t)cut), DEMAND_EWIRE, "cut at %d", cut);
         free(copy);
     }
 }

@@ -527,7 +527,7 @@ Test(share, metadata_round_trips_the_divisor_in_use)
     uint8_t want[] = {1, 1, 0, 0, 0, 5};
     cr_assert_eq(memcmp(buf, want, sizeof(want)), 0);
     share_meta_t m;
-    cr_assert_eq(share_meta_decode(buf, sizeof(buf), &m, NULL, 0), 0);
+    cr_assert_eq(share_meta_decode(buf, sizeof(buf), &m, NULL), 0);
     cr_assert_eq(m.state, SHARE_ARMED);
     cr_assert_eq(m.divisor, 5);
     cr_assert_eq(share_meta_encode(&c, buf, SHARE_META_LEN - 1), SHARE_EMETA);
@@ -537,7 +537,7 @@ Test(share, a_later_version_is_read_by_its_prefix)
 {
     uint8_t v2[] = {2, 2, 0, 0, 1, 0, 0xff, 0xff};
     share_meta_t m;
-    cr_assert_eq(share_meta_decode(v2, sizeof(v2), &m, NULL, 0), 0);
+    cr_assert_eq(share_meta_decode(v2, sizeof(v2), &m, NULL), 0);
     cr_assert_eq(m.state, SHARE_HELD);
     cr_assert_eq(m.divisor, 256);
 }
@@ -547,23 +547,25 @@ Test(share, bad_metadata_is_rejected_naming_the_fault)
     static const struct {
         uint8_t b[SHARE_META_LEN];
         size_t len;
-        const char *fault;
+        const char *path, *fault;
     } bad[] = {
-        {{1, 1, 0, 0, 0}, 5, "shorter than 6 bytes"},
-        {{0, 1, 0, 0, 0, 3}, 6, "version 0"},
-        {{1, 3, 0, 0, 0, 3}, 6, "state"},
-        {{1, 0, 0, 0, 0, 3}, 6, "nonzero while unarmed"},
-        {{1, 1, 0, 0, 0, 0}, 6, "0 while armed or held"},
-        {{1, 1, 0, 0x0f, 0x42, 0x41}, 6, "above 1000000"},
+        {{1, 1, 0, 0, 0}, 5, "", "5 bytes, shorter than 6"},
+        {{0, 1, 0, 0, 0, 3}, 6, "version", "0"},
+        {{1, 3, 0, 0, 0, 3}, 6, "state", "3, not unarmed (0), armed (1) or held (2)"},
+        {{1, 0, 0, 0, 0, 3}, 6, "divisor", "3, nonzero while unarmed"},
+        {{1, 1, 0, 0, 0, 0}, 6, "divisor", "0 while armed or held"},
+        {{1, 1, 0, 0x0f, 0x42, 0x41}, 6, "divisor", "1000001, above 1000000"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         share_meta_t m = {.state = SHARE_ARMED, .divisor = 7};
-        char err[128] = "";
-        cr_assert_eq(share_meta_decode(bad[i].b, bad[i].len, &m, err, sizeof(err)), SHARE_EMETA);
-        cr_assert(strstr(err, bad[i].fault), "case %zu: %s", i, err);
+        tt_err_t err = {.path = "stale"};
+        cr_assert_eq(share_meta_decode(bad[i].b, bad[i].len, &m, &err), SHARE_EMETA);
+        cr_expect_eq(err.code, SHARE_EMETA, "case %zu", i);
+        cr_expect_str_eq(err.path, bad[i].path, "case %zu", i);
+        cr_expect_str_eq(err.message, bad[i].fault, "case %zu", i);
         cr_assert_eq(m.divisor, 0, "nothing half-decoded");
     }
-    cr_assert_eq(share_meta_decode(NULL, 0, &(share_meta_t){0}, NULL, 0), SHARE_EMETA);
+    cr_assert_eq(share_meta_decode(NULL, 0, &(share_meta_t){0}, NULL), SHARE_EMETA);
 }
 
 Test(share, a_peer_with_bad_metadata_counts_but_as_unknown)
