@@ -1,6 +1,6 @@
 /*
  * Demand-aware division's daemon side: members, the share core's divisor and payloads in; the
- * engine's per-key hook, payloads, `fleet` and /metrics out. The decisions are demand.c's; this
+ * engine's per-key hook, payloads, `fleet` and /metrics out. The decisions are the core's; this
  * file only moves things. The hook is one table look-up and one ra_limiter_effective.
  */
 #include "demand_node.h"
