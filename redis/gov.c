@@ -165,7 +165,9 @@ void rds_gov_metrics(const rds_gov_t *g, void (*emit)(void *ud, const char *line
         const char *name, *help;
         uint64_t value;
     } rows[] = {
-        {"calls_total", "Script calls sent to Redis.", st.calls},
+        {"calls_total", "Decisions (script operations) sent to Redis.", st.calls},
+        {"batches_total", "Script calls sent to Redis, each carrying one or more decisions.",
+         st.batches},
         {"decided_total", "Calls Redis answered with a decision.", st.decided},
         {"errors_total", "Error or misshapen replies.", st.errors},
         {"timeouts_total", "Calls with no reply within shared_state.redis.timeout.", st.timeouts},

@@ -100,17 +100,11 @@ int rds__node_send(rds_node_t *n, rds_call_kind_t kind, int script, int argc, co
     if (c == NULL)
         return -1;
     c->kind = kind;
-    c->cmd.script = (rds_script_id_t)script;
+    c->script = script;
     c->node = n;
-    c->cmd.argc = argc;
-    for (int i = 0; i < argc; i++) {
-        c->cmd.argv[i] = argv[i];
-        c->cmd.argvlen[i] = argvlen[i];
-    }
     c->conn = n->ac;
     rds__push_waiting(c);
-    if (redisAsyncCommandArgv(n->ac, rds__on_reply, c, argc, c->cmd.argv, c->cmd.argvlen) !=
-        REDIS_OK) {
+    if (redisAsyncCommandArgv(n->ac, rds__on_reply, c, argc, argv, argvlen) != REDIS_OK) {
         rds__release(c);
         return -1;
     }
@@ -205,7 +199,7 @@ void rds__node_handshake_done(rds_node_t *n, rds_call_t *c, const redisReply *re
     int rc = 0;
     if (c->kind == RDS_CALL_SCRIPT_LOAD) {
         /* the SHA1 of an asset is the same on every node */
-        rc = rds_reply_sha(reply, s->sha[c->cmd.script], err, sizeof(err));
+        rc = rds_reply_sha(reply, s->sha[c->script], err, sizeof(err));
     } else if (c->kind == RDS_CALL_ROLE) {
         rc = rds_role_is_primary(reply, err, sizeof(err));
     }
@@ -242,7 +236,7 @@ rds_node_t *rds__node_get(rds_store_t *s, const rds_endpoint_t *at, bool sentine
         rds_node_t *n = s->nodes[i];
         if (n->sentinel == sentinel && same(&n->at, at))
             return n;
-        if (spare == NULL && !n->wanted && n->ac == NULL && n->pending == 0)
+        if (spare == NULL && !n->wanted && n->ac == NULL && n->pending == 0 && n->queued == 0)
             spare = n;
     }
     if (spare == NULL && s->n_nodes < RDS_CONNS_MAX) {

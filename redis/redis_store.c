@@ -2,26 +2,38 @@
  * The redis store's calls: hiredis' async API on the daemon's libuv loop. Connections are
  * node.c's, which node serves a key is topology.c's (store_int.h).
  *
- * Life of a call. A call is a slot holding its own copy of the command. hiredis owns the slot
- * from the moment the command is queued until its reply callback runs (with the reply, or
- * with NULL when the connection goes), and only then is the slot released. Independently the
- * caller is answered exactly once: by the reply, or by the timeout. Every call sits on a
- * waiting list in send order, which is deadline order since the timeout is one constant, so
- * one uv timer armed for the head serves them all; a call that is redirected keeps its place
- * and its deadline. When the head expires its caller gets RDS_ETIMEDOUT and the slot stays
- * with hiredis until the late reply (discarded) arrives. If nothing at all has been read on
- * the call's connection for a whole timeout when it expires, that connection is stalled: it
- * is dropped (its slots come back through the NULL replies) and re-made.
+ * Batches. A caller's operation joins the open batch of its node, script and (in a cluster)
+ * slot, or opens one; a batch is sent when the loop turn ends (an idle handle: the flush runs
+ * before the loop next waits, so nothing waits on an event that may never come), or at once
+ * when full (RDS_BATCH_MAX operations, or RDS_BATCH_KEY_BYTES of keys). Pipelined callers thus
+ * share one script call, which runs their operations one after the other exactly as separate
+ * calls in that order would, and answers each its own result or its own error. The command is
+ * written once per batch, as RESP (rds_batch_format), and handed to hiredis preformatted.
+ * Per key, order is kept: at most one batch per (node, slot, script) is open, batches are sent
+ * in the order they opened, and hiredis sends in order on one connection.
  *
- * Redirects (Redis Cluster). MOVED: the slot now lives elsewhere; the route is updated, a map
- * refresh is asked for, and the call re-sent there. ASK: the slot is migrating; the call is
- * re-sent to the target after ASKING, and the route stays. At most RDS_REDIRECTS_MAX per call.
- * TRYAGAIN and CLUSTERDOWN are Redis' errors like any other: the caller's posture decides.
+ * Life of a call. A call is a slot holding its own copy of the command's data. hiredis owns the
+ * slot from the moment the command is queued until its reply callback runs (with the reply, or
+ * with NULL when the connection goes), and only then is the slot released. Independently each
+ * caller is answered exactly once: by the reply, or by the timeout, or with RDS_EUNAVAILABLE
+ * when its node went between the operation and the flush. Every sent call sits on a waiting
+ * list in send order, which is deadline order since the timeout is one constant, so one uv
+ * timer armed for the head serves them all; a call that is redirected keeps its place and its
+ * deadline. When the head expires its callers get RDS_ETIMEDOUT and the slot stays with
+ * hiredis until the late reply (discarded) arrives. If nothing at all has been read on the
+ * call's connection for a whole timeout when it expires, that connection is stalled: it is
+ * dropped (its slots come back through the NULL replies) and re-made.
  *
- * Bounds: at most max_in_flight calls per node, timed-out ones included, so a Redis that stops
- * answering cannot make us buffer without bound; past that, calls are refused at once. While
- * the node a key routes to is not ready, calls are refused at once (RDS_EUNAVAILABLE) so the
- * caller's posture decides without waiting.
+ * Redirects (Redis Cluster). A batch's keys share a slot, so a MOVED or ASK moves all of it.
+ * MOVED: the slot now lives elsewhere; the route is updated, a map refresh is asked for, and the
+ * call re-sent there. ASK: the slot is migrating; the call is re-sent to the target after
+ * ASKING, and the route stays. At most RDS_REDIRECTS_MAX per call. TRYAGAIN and CLUSTERDOWN are
+ * Redis' errors like any other: every caller of the batch gets it, and its posture decides.
+ *
+ * Bounds: at most max_in_flight operations per node (open, sent, and timed out but unanswered
+ * by Redis), so a Redis that stops answering cannot make us buffer without bound; past that,
+ * operations are refused at once. While the node a key routes to is not ready, operations are
+ * refused at once (RDS_EUNAVAILABLE) so the caller's posture decides without waiting.
  *
  * NOSCRIPT (a SCRIPT FLUSH, a failover to a node that never saw the script): the call is
  * re-sent once as EVAL with the full body, which also puts the script back into Redis' cache.
@@ -57,6 +69,7 @@ static void free_store_if_done(rds_store_t *s)
     for (uint32_t i = 0; i < s->n_nodes; i++)
         free(s->nodes[i]);
     free(s->scratch);
+    free(s->out);
     free(s);
 }
 
@@ -67,7 +80,8 @@ rds_call_t *rds__acquire(rds_store_t *s)
         s->free_slots = c->next;
     else if ((c = malloc(sizeof(*c))) == NULL)
         return NULL;
-    memset(c, 0, offsetof(rds_call_t, cmd));
+    memset(c, 0, offsetof(rds_call_t, caller));
+    c->slot = -1;
     c->store = s;
     s->live++;
     return c;
@@ -128,15 +142,17 @@ void rds__push_waiting(rds_call_t *c)
         arm_deadline(s);
 }
 
-/* Answers the caller (once) and counts the outcome. The slot stays where it is. */
-static void answer(rds_call_t *c, int status, const ra_result_t *result, const char *error)
+/* Answers caller i of a batch (once) and counts the outcome. The slot stays where it is. */
+static void answer_one(rds_call_t *c, uint32_t i, int status, const ra_result_t *result,
+                       const char *error)
 {
     rds_store_t *s = c->store;
-    rds_done_fn *done = c->done;
-    unlink_waiting(c);
+    rds_done_fn *done = c->caller[i].done;
     if (done == NULL)
         return;
-    c->done = NULL;
+    c->caller[i].done = NULL;
+    if (--c->unanswered == 0)
+        unlink_waiting(c);
     switch (status) {
     case 0:
         s->stats.decided++;
@@ -147,6 +163,9 @@ static void answer(rds_call_t *c, int status, const ra_result_t *result, const c
     case RDS_ECONN:
     case RDS_ECLOSED:
         s->stats.lost++;
+        break;
+    case RDS_EUNAVAILABLE:
+        s->stats.unavailable++;
         break;
     default:
         s->stats.errors++;
@@ -160,7 +179,15 @@ static void answer(rds_call_t *c, int status, const ra_result_t *result, const c
     rds_outcome_t out = {.status = status, .error = error, .data = s->data};
     if (result)
         out.result = *result;
-    done(c->arg, &out);
+    done(c->caller[i].arg, &out);
+}
+
+/* Answers every caller of a batch not answered yet with the same reason. */
+static void answer_all(rds_call_t *c, int status, const char *error)
+{
+    unlink_waiting(c);
+    for (uint32_t i = 0; i < c->batch.n; i++)
+        answer_one(c, i, status, NULL, error);
 }
 
 static void on_deadline(uv_timer_t *t)
@@ -175,7 +202,7 @@ static void on_deadline(uv_timer_t *t)
             now - n->last_read_ms >= s->timeout_ms)
             n->stalled = true;
         if (c->kind == RDS_CALL_DECIDE) /* hiredis keeps the slot until the reply or the drop */
-            answer(c, RDS_ETIMEDOUT, NULL, "redis: no reply within the timeout");
+            answer_all(c, RDS_ETIMEDOUT, "redis: no reply within the timeout");
         else if (c->kind == RDS_CALL_SLOTS)
             s->refresh_in_flight = false; /* asked again on the next occasion */
     }
@@ -192,20 +219,30 @@ static void on_deadline(uv_timer_t *t)
 
 /* ---- sending and replies ------------------------------------------------------------------ */
 
-/* Sends (or re-sends) a caller's call on node n, after ASKING when asking. 0 or -1. */
+/* Sends (or re-sends) a batch on node n, after ASKING when asking, as EVAL once retried after
+ * NOSCRIPT. 0 or -1. */
 static int send_on(rds_call_t *c, rds_node_t *n, bool asking)
 {
-    if (n->ac == NULL || n->pending >= c->store->max_in_flight)
+    rds_store_t *s = c->store;
+    if (n->ac == NULL || n->pending >= s->max_in_flight)
         return -1;
+    size_t need = rds_batch_bound(&c->batch, c->retried);
+    if (need > s->out_cap) {
+        char *out = realloc(s->out, need);
+        if (out == NULL)
+            return -1;
+        s->out = out;
+        s->out_cap = need;
+    }
+    size_t len = rds_batch_format(&c->batch, s->sha[c->batch.script], c->retried, s->out);
     if (asking && redisAsyncCommand(n->ac, NULL, NULL, "ASKING") != REDIS_OK)
         return -1;
-    if (redisAsyncCommandArgv(n->ac, rds__on_reply, c, c->cmd.argc, c->cmd.argv, c->cmd.argvlen) !=
-        REDIS_OK)
+    if (redisAsyncFormattedCommand(n->ac, rds__on_reply, c, s->out, len) != REDIS_OK)
         return -1;
     c->node = n;
     c->conn = n->ac;
     c->sent_ns = uv_hrtime();
-    n->pending++;
+    n->pending += c->batch.n;
     n->stats.calls++;
     return 0;
 }
@@ -251,7 +288,6 @@ static bool follow(rds_call_t *c, const redisReply *reply, char *err, size_t err
 static void on_decide_reply(redisAsyncContext *ac, rds_call_t *c, redisReply *reply)
 {
     rds_node_t *n = c->node;
-    ra_result_t result;
     char err[256] = "";
     if (reply != NULL) {
         n->stats.replies++;
@@ -263,15 +299,22 @@ static void on_decide_reply(redisAsyncContext *ac, rds_call_t *c, redisReply *re
         if (reply->len >= 11 && memcmp(reply->str, "CLUSTERDOWN", 11) == 0)
             rds__refresh_soon(c->store);
     }
-    int rc = err[0] ? RDS_EREDIS : rds_reply_read(reply, &result, err, sizeof(err));
+    int rc = err[0] ? RDS_EREDIS : rds_batch_reply(reply, c->batch.n, err, sizeof(err));
     if (rc == RDS_ENOSCRIPT && !c->retried && n->ac == ac) {
         c->retried = true;
         c->store->stats.reloads++;
-        rds_command_to_eval(&c->cmd);
         if (send_on(c, n, false) == 0)
             return; /* the slot stays with hiredis */
     }
-    answer(c, rc, rc == 0 ? &result : NULL, err);
+    if (rc < 0) {
+        answer_all(c, rc, err);
+    } else {
+        for (uint32_t i = 0; i < c->batch.n; i++) {
+            ra_result_t result;
+            int one = rds_reply_read(reply->element[i], &result, err, sizeof(err));
+            answer_one(c, i, one, one == 0 ? &result : NULL, err);
+        }
+    }
     rds__release(c);
 }
 
@@ -283,8 +326,8 @@ void rds__on_reply(redisAsyncContext *ac, void *r, void *privdata)
     if (reply != NULL && n->ac == ac)
         n->last_read_ms = uv_now(c->store->loop);
     if (c->kind == RDS_CALL_DECIDE) {
-        n->pending--;
-        if (c->done != NULL)
+        n->pending -= c->batch.n;
+        if (c->unanswered > 0)
             on_decide_reply(ac, c, reply);
         else
             rds__release(c);
@@ -379,8 +422,9 @@ int rds_store_new(uv_loop_t *loop, const rds_options_t *o, rds_store_t **out, ch
     s->jitter = uv_hrtime() | 1;
     uv_timer_init(loop, &s->deadline);
     uv_timer_init(loop, &s->refresh);
-    s->deadline.data = s->refresh.data = s;
-    s->handles_open = 2;
+    uv_idle_init(loop, &s->flush);
+    s->deadline.data = s->refresh.data = s->flush.data = s;
+    s->handles_open = 3;
     rds__topology_start(s);
     *out = s;
     return 0;
@@ -405,11 +449,19 @@ void rds_store_close(rds_store_t *s)
     if (s == NULL || s->closing)
         return;
     s->closing = true;
+    memset(s->bucket, 0, sizeof(s->bucket));
+    while (s->open_head != NULL) { /* never sent: nothing holds them */
+        rds_call_t *c = s->open_head;
+        s->open_head = c->open_next;
+        c->node->queued -= c->batch.n;
+        answer_all(c, RDS_ECLOSED, "redis: store closed");
+        rds__release(c);
+    }
     while (s->head != NULL) {
         rds_call_t *c = s->head;
         unlink_waiting(c);
         if (c->kind == RDS_CALL_DECIDE)
-            answer(c, RDS_ECLOSED, NULL, "redis: store closed");
+            answer_all(c, RDS_ECLOSED, "redis: store closed");
     }
     uint32_t n_nodes = s->n_nodes; /* the store may be freed by the last close callback */
     for (uint32_t i = 0; i < n_nodes; i++) {
@@ -419,8 +471,88 @@ void rds_store_close(rds_store_t *s)
     }
     uv_close((uv_handle_t *)&s->deadline, on_store_handle_closed);
     uv_close((uv_handle_t *)&s->refresh, on_store_handle_closed);
+    uv_close((uv_handle_t *)&s->flush, on_store_handle_closed);
     for (uint32_t i = 0; i < n_nodes; i++)
         uv_close((uv_handle_t *)&s->nodes[i]->reconnect, on_handle_closed);
+}
+
+/* ---- batching ----------------------------------------------------------------------------- */
+
+static uint32_t bucket_of(const rds_node_t *n, int slot, int script)
+{
+    return ((uint32_t)slot * 31u + n->index * 7u + (uint32_t)script) & (RDS_OPEN_BUCKETS - 1);
+}
+
+/* Sends an open batch (already off the open list and its bucket), or answers its callers when
+ * its node went meanwhile. */
+static void flush_one(rds_call_t *c)
+{
+    rds_store_t *s = c->store;
+    rds_node_t *n = c->node;
+    n->queued -= c->batch.n;
+    if (!rds__node_usable(n) || send_on(c, n, false) < 0) {
+        answer_all(c, RDS_EUNAVAILABLE, "redis: the connection went before the call was sent");
+        rds__release(c);
+        return;
+    }
+    rds__push_waiting(c);
+    s->stats.calls += c->batch.n;
+    s->stats.batches++;
+}
+
+/* The end of a loop turn: sends every open batch, oldest first. Callers answered from here (a
+ * node gone) may open new batches: those go in the next turn. */
+static void on_flush(uv_idle_t *h)
+{
+    rds_store_t *s = h->data;
+    uv_idle_stop(h);
+    rds_call_t *c = s->open_head;
+    for (rds_call_t *o = c; o != NULL; o = o->open_next)
+        s->bucket[o->bucket_hash] = NULL;
+    s->open_head = s->open_tail = NULL;
+    while (c != NULL) {
+        rds_call_t *next = c->open_next;
+        flush_one(c);
+        c = next;
+    }
+}
+
+/* Takes the open batch for (n, slot, script) off its bucket: it stays on the open list, to be
+ * sent in its turn, and the next operation for that key opens a new one. */
+static void seal(rds_store_t *s, rds_call_t *c)
+{
+    rds_call_t **at = &s->bucket[c->bucket_hash];
+    while (*at != c)
+        at = &(*at)->bucket_next;
+    *at = c->bucket_next;
+}
+
+/* The open batch that takes an operation for (n, slot, script): the one there is, or a new one.
+ * NULL when out of memory. */
+static rds_call_t *open_batch(rds_store_t *s, rds_node_t *n, int slot, int script)
+{
+    uint32_t h = bucket_of(n, slot, script);
+    for (rds_call_t *c = s->bucket[h]; c != NULL; c = c->bucket_next)
+        if (c->node == n && c->slot == slot && (int)c->batch.script == script)
+            return c;
+    rds_call_t *c = rds__acquire(s);
+    if (c == NULL)
+        return NULL;
+    c->kind = RDS_CALL_DECIDE;
+    c->node = n;
+    c->slot = slot;
+    c->bucket_hash = h;
+    rds_batch_init(&c->batch, (rds_script_id_t)script);
+    c->bucket_next = s->bucket[h];
+    s->bucket[h] = c;
+    if (s->open_tail)
+        s->open_tail->open_next = c;
+    else
+        s->open_head = c;
+    s->open_tail = c;
+    if (!uv_is_active((uv_handle_t *)&s->flush))
+        uv_idle_start(&s->flush, on_flush);
+    return c;
 }
 
 int rds_store_call(rds_store_t *s, const ra_limiter_t *l, const char *key, size_t keylen,
@@ -429,30 +561,28 @@ int rds_store_call(rds_store_t *s, const ra_limiter_t *l, const char *key, size_
     if (s->closing)
         return RDS_ECLOSED;
     int script = rds_script_for(l);
-    if (script < 0)
+    if (script < 0 || keylen > RDS_KEY_MAX || (op->settle && script != RDS_SCRIPT_GCRA))
         return RDS_EARG;
-    rds_node_t *n = rds__route(s, key, keylen);
-    if (!rds__node_usable(n) || n->pending >= s->max_in_flight) {
+    int slot = s->mode == RDS_MODE_CLUSTER ? rds_key_slot(key, keylen) : -1;
+    rds_node_t *n = rds__route(s, slot);
+    if (!rds__node_usable(n) || n->pending + n->queued >= s->max_in_flight) {
         s->stats.unavailable++;
         return rds__node_usable(n) ? RDS_EFULL : RDS_EUNAVAILABLE;
     }
-    rds_call_t *c = rds__acquire(s);
+    rds_call_t *c = open_batch(s, n, slot, script);
+    if (c != NULL && rds_batch_add(&c->batch, l, key, keylen, op) < 0) {
+        seal(s, c); /* full (its keys' bytes): it goes as it is, a new one takes this operation */
+        c = open_batch(s, n, slot, script);
+        if (c != NULL)
+            rds_batch_add(&c->batch, l, key, keylen, op); /* an empty batch takes any key */
+    }
     if (c == NULL)
         return RDS_EFULL;
-    int rc = rds_command_build(&c->cmd, s->sha[script], l, key, keylen, op);
-    if (rc < 0) {
-        rds__release(c);
-        return rc;
-    }
-    c->done = done;
-    c->arg = arg;
-    if (send_on(c, n, false) < 0) {
-        rds__release(c);
-        s->stats.unavailable++;
-        return RDS_EUNAVAILABLE;
-    }
-    rds__push_waiting(c);
-    s->stats.calls++;
+    c->caller[c->batch.n - 1] = (rds_caller_t){done, arg};
+    c->unanswered++;
+    n->queued++;
+    if (c->batch.n == RDS_BATCH_MAX)
+        seal(s, c);
     return 0;
 }
 

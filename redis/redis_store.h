@@ -41,7 +41,8 @@ typedef struct rds_options {
 
 /* Counters for /metrics, and the last error for logs and /readyz. */
 typedef struct rds_stats {
-    uint64_t calls;       /* sent to Redis */
+    uint64_t calls;       /* operations sent to Redis */
+    uint64_t batches;     /* script calls that carried them (one or more each) */
     uint64_t decided;     /* answered with a decision */
     uint64_t errors;      /* error or misshapen replies */
     uint64_t timeouts;    /* no answer within the timeout */

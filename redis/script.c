@@ -48,70 +48,118 @@ int rds_key(char *buf, uint64_t identity, const char *id, size_t idlen)
     return (int)(head + idlen + 1);
 }
 
-/* Appends one argument to cmd, copying it into cmd->buf. */
-static void push(rds_command_t *cmd, size_t *used, const char *s, size_t n)
+/* The operations, as the scripts spell them; a settle takes one argument more. */
+enum { VERB_STEP, VERB_SETTLE, VERB_FIXED, VERB_SLIDING };
+static const struct {
+    const char *name;
+    uint8_t len, argc;
+} verbs[] = {{"step", 4, 5}, {"settle", 6, 6}, {"fixed", 5, 5}, {"sliding", 7, 5}};
+
+void rds_batch_init(rds_batch_t *b, rds_script_id_t script)
 {
-    char *at = cmd->buf + *used;
-    memcpy(at, s, n);
-    *used += n;
-    cmd->argv[cmd->argc] = at;
-    cmd->argvlen[cmd->argc] = n;
-    cmd->argc++;
+    b->script = script;
+    b->n = 0;
+    b->key_bytes = 0;
 }
 
-static void push_str(rds_command_t *cmd, size_t *used, const char *s)
-{
-    push(cmd, used, s, strlen(s));
-}
-
-static void push_i64(rds_command_t *cmd, size_t *used, int64_t v)
-{
-    char num[TT_FMT_I64_MAX];
-    push(cmd, used, num, tt_fmt_i64(num, v));
-}
-
-int rds_command_build(rds_command_t *cmd, const char *sha, const ra_limiter_t *l, const char *key,
-                      size_t keylen, const rds_op_t *op)
+int rds_batch_add(rds_batch_t *b, const ra_limiter_t *l, const char *key, size_t keylen,
+                  const rds_op_t *op)
 {
     int script = rds_script_for(l);
     if (script < 0 || keylen > RDS_KEY_MAX || (op->settle && script != RDS_SCRIPT_GCRA))
         return RDS_EARG;
-    size_t used = 0;
-    cmd->script = (rds_script_id_t)script;
-    cmd->argc = 0;
-    push_str(cmd, &used, "EVALSHA");
-    push(cmd, &used, sha, RDS_SHA_LEN);
-    push_str(cmd, &used, "1");
-    push(cmd, &used, key, keylen);
+    if (script != (int)b->script || b->n == RDS_BATCH_MAX ||
+        keylen > RDS_BATCH_KEY_BYTES - b->key_bytes)
+        return RDS_EFULL;
+    rds_item_t *it = &b->item[b->n++];
+    it->key_off = (uint16_t)b->key_bytes;
+    it->key_len = (uint16_t)keylen;
+    memcpy(b->keys + b->key_bytes, key, keylen);
+    b->key_bytes += (uint32_t)keylen;
+    it->has_now = op->has_now;
+    it->now_ns = op->now_ns;
     if (script == RDS_SCRIPT_GCRA) {
-        push_str(cmd, &used, op->settle ? "settle" : "step");
-        push_i64(cmd, &used, l->emission_ns);
-        push_i64(cmd, &used, l->tolerance_ns);
+        it->verb = op->settle ? VERB_SETTLE : VERB_STEP;
+        it->p1 = l->emission_ns;
+        it->p2 = l->tolerance_ns;
     } else {
-        push_str(cmd, &used, l->algorithm == RA_FIXED_WINDOW ? "fixed" : "sliding");
-        push_i64(cmd, &used, l->amount);
-        push_i64(cmd, &used, l->period_ns);
+        it->verb = l->algorithm == RA_FIXED_WINDOW ? VERB_FIXED : VERB_SLIDING;
+        it->p1 = l->amount;
+        it->p2 = l->period_ns;
     }
-    if (op->has_now)
-        push_i64(cmd, &used, op->now_ns);
-    else
-        push(cmd, &used, "", 0);
-    if (op->settle) {
-        push_i64(cmd, &used, op->reserved);
-        push_i64(cmd, &used, op->actual);
-    } else {
-        push_i64(cmd, &used, op->cost);
-    }
+    it->x = op->settle ? op->reserved : op->cost;
+    it->y = op->actual;
     return 0;
 }
 
-void rds_command_to_eval(rds_command_t *cmd)
+/* One RESP bulk string, or the "*<n>" header when type is '*'. */
+static char *put_len(char *at, char type, size_t n)
 {
-    const rds_script_t *s = rds_script(cmd->script);
-    cmd->argv[0] = "EVAL";
-    cmd->argvlen[0] = 4;
-    cmd->argv[1] = s->body;
-    cmd->argvlen[1] = s->len;
+    char num[TT_FMT_I64_MAX];
+    size_t k = tt_fmt_i64(num, (int64_t)n);
+    *at++ = type;
+    memcpy(at, num, k);
+    at += k;
+    *at++ = '\r';
+    *at++ = '\n';
+    return at;
+}
+
+static char *put(char *at, const char *s, size_t n)
+{
+    at = put_len(at, '$', n);
+    memcpy(at, s, n);
+    at += n;
+    *at++ = '\r';
+    *at++ = '\n';
+    return at;
+}
+
+static char *put_i64(char *at, int64_t v)
+{
+    char num[TT_FMT_I64_MAX];
+    return put(at, num, tt_fmt_i64(num, v));
+}
+
+/* A bulk's framing ("$", up to 20 digits, two CRLFs) and an int64's digits, bounded. */
+#define BULK_FRAME 25
+#define BULK_I64 (BULK_FRAME + TT_FMT_I64_MAX)
+
+size_t rds_batch_bound(const rds_batch_t *b, bool eval)
+{
+    /* *argc, EVALSHA or EVAL, the SHA or the body, n */
+    size_t head = 3 * BULK_I64 + BULK_FRAME + (eval ? rds_script(b->script)->len : RDS_SHA_LEN);
+    return head + b->key_bytes + b->n * (BULK_FRAME + 6 * BULK_I64);
+}
+
+size_t rds_batch_format(const rds_batch_t *b, const char *sha, bool eval, char *out)
+{
+    size_t argc = 3 + b->n;
+    for (uint32_t i = 0; i < b->n; i++)
+        argc += verbs[b->item[i].verb].argc;
+    char *at = put_len(out, '*', argc);
+    if (eval) {
+        const rds_script_t *s = rds_script(b->script);
+        at = put(at, "EVAL", 4);
+        at = put(at, s->body, s->len);
+    } else {
+        at = put(at, "EVALSHA", 7);
+        at = put(at, sha, RDS_SHA_LEN);
+    }
+    at = put_i64(at, b->n);
+    for (uint32_t i = 0; i < b->n; i++)
+        at = put(at, b->keys + b->item[i].key_off, b->item[i].key_len);
+    for (uint32_t i = 0; i < b->n; i++) {
+        const rds_item_t *it = &b->item[i];
+        at = put(at, verbs[it->verb].name, verbs[it->verb].len);
+        at = put_i64(at, it->p1);
+        at = put_i64(at, it->p2);
+        at = it->has_now ? put_i64(at, it->now_ns) : put(at, "", 0);
+        at = put_i64(at, it->x);
+        if (it->verb == VERB_SETTLE)
+            at = put_i64(at, it->y);
+    }
+    return (size_t)(at - out);
 }
 
 static const char *type_name(int type)
@@ -229,6 +277,22 @@ int rds_reply_read(const redisReply *reply, ra_result_t *out, char *err, size_t 
                          .retry_after_s = v[3],
                          .reset_after_s = v[4],
                          .next_state = v[5]};
+    return 0;
+}
+
+int rds_batch_reply(const redisReply *reply, uint32_t n, char *err, size_t errsz)
+{
+    if (reply == NULL) {
+        snprintf(err, errsz, "redis: connection lost before the reply");
+        return RDS_ECONN;
+    }
+    if (reply->type == REDIS_REPLY_ERROR)
+        return error_reply(reply, err, errsz);
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != n) {
+        snprintf(err, errsz, "redis: script reply is %s of %zu elements, want an array of %u",
+                 type_name(reply->type), reply->type == REDIS_REPLY_ARRAY ? reply->elements : 0, n);
+        return RDS_EREPLY;
+    }
     return 0;
 }
 

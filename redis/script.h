@@ -1,7 +1,7 @@
 /*
- * rds script: the two Lua assets (redis/lua/), the commands that run them and the checking of
- * what Redis answers. Pure: no I/O, no allocation; the async store (store.h) and the vector
- * runner (tests/redis/) share it, so both speak to Redis through exactly the same bytes.
+ * rds script: the two Lua assets (redis/lua/), the batched commands that run them and the
+ * checking of what Redis answers. Pure: no I/O, no allocation; the async store (store.h) and the
+ * vector runner (tests/redis/) share it, so both speak to Redis through exactly the same bytes.
  */
 #ifndef TT_REDIS_SCRIPT_H
 #define TT_REDIS_SCRIPT_H
@@ -53,8 +53,12 @@ int rds_script_for(const ra_limiter_t *l);
 
 /* Bounds: a counter key is a short prefix, the limit identity and a subject id (<= 256 bytes). */
 #define RDS_KEY_MAX 320
-#define RDS_ARGC_MAX 10
 #define RDS_SHA_LEN 40
+
+/* A batch: the operations one script call carries, at most RDS_BATCH_MAX and at most
+ * RDS_BATCH_KEY_BYTES of keys (so it always holds one key of RDS_KEY_MAX). */
+#define RDS_BATCH_MAX 32
+#define RDS_BATCH_KEY_BYTES 2048
 
 /* What one call does. now_ns is used when has_now (tests, the vectors), else Redis' TIME. */
 typedef struct rds_op {
@@ -65,29 +69,50 @@ typedef struct rds_op {
     int64_t reserved, actual;
 } rds_op_t;
 
+/* One operation of a batch, kept as numbers until the command is written. */
+typedef struct rds_item {
+    uint16_t key_off, key_len; /* in the batch's keys */
+    uint8_t verb;              /* step, settle (gcra), fixed, sliding (window) */
+    bool has_now;
+    int64_t p1, p2; /* gcra: T, tau; window: amount, w */
+    int64_t now_ns;
+    int64_t x, y; /* step: cost; settle: reserved, actual */
+} rds_item_t;
+
 /*
- * One command, self-contained: argv points into `buf` (and at the static script body when it
- * is an EVAL). The caller owns it; it holds no pointer into the caller's key or limiter.
+ * Operations for one script, in order, on keys of one node (and of one slot in a cluster: the
+ * caller's to group). Self-contained: it holds copies of the keys and every argument, so the
+ * command can be written again (a redirect, NOSCRIPT) long after the callers' data is gone.
  */
-typedef struct rds_command {
+typedef struct rds_batch {
     rds_script_id_t script;
-    int argc;
-    const char *argv[RDS_ARGC_MAX];
-    size_t argvlen[RDS_ARGC_MAX];
-    char buf[RDS_KEY_MAX + RDS_SHA_LEN + 8 * 24];
-} rds_command_t;
+    uint32_t n;
+    uint32_t key_bytes;
+    rds_item_t item[RDS_BATCH_MAX];
+    char keys[RDS_BATCH_KEY_BYTES];
+} rds_batch_t;
+
+void rds_batch_init(rds_batch_t *b, rds_script_id_t script);
 
 /*
- * Builds EVALSHA <sha> 1 <key> <args...> for one op on one limiter. sha is the script's
- * 40-hex SHA1 (from SCRIPT LOAD). Returns 0, or RDS_EARG (no redis form, key too long, a
- * settle on a window limiter).
+ * Appends `op` on `key` for limiter `l` as the batch's next operation. Returns 0; RDS_EARG for
+ * an op with no script form (no redis form, a key longer than RDS_KEY_MAX, a settle on a window
+ * limiter); RDS_EFULL when this batch cannot take it (full by count or by key bytes, or `l`
+ * runs the other script): nothing is added then.
  */
-int rds_command_build(rds_command_t *cmd, const char *sha, const ra_limiter_t *l, const char *key,
-                      size_t keylen, const rds_op_t *op);
+int rds_batch_add(rds_batch_t *b, const ra_limiter_t *l, const char *key, size_t keylen,
+                  const rds_op_t *op);
 
-/* Turns an EVALSHA into the equivalent EVAL (the script body in place of the SHA), which
- * also puts the script back into Redis' cache: the answer to NOSCRIPT. */
-void rds_command_to_eval(rds_command_t *cmd);
+/* The most bytes rds_batch_format writes for this batch. */
+size_t rds_batch_bound(const rds_batch_t *b, bool eval);
+
+/*
+ * Writes the batch's command in RESP into out (rds_batch_bound bytes at least): EVALSHA <sha>
+ * <n> <keys...> <arguments...>, or with eval the equivalent EVAL <script body> (which also puts
+ * the script back into Redis' cache: the answer to NOSCRIPT). Returns its length. Writing it
+ * once for the whole batch is what spares hiredis' per-argument formatting.
+ */
+size_t rds_batch_format(const rds_batch_t *b, const char *sha, bool eval, char *out);
 
 /*
  * The counter key of a limit for one subject id: "tokentriage:{<identity, 16 hex>:<id>}". A new
@@ -99,9 +124,17 @@ void rds_command_to_eval(rds_command_t *cmd);
 int rds_key(char *buf, uint64_t identity, const char *id, size_t idlen);
 
 /*
- * Checks a script's reply and reads it into *out. Every field is checked for type and range;
- * an error reply is RDS_EREDIS (RDS_ENOSCRIPT for NOSCRIPT), anything misshapen RDS_EREPLY.
- * err gets a bounded, specific message. A NULL reply (connection gone) is RDS_ECONN.
+ * Checks a batch's reply as a whole: 0 when it is an array of n, whose element i is then read
+ * by rds_reply_read for operation i. Otherwise the code every operation of the batch gets, err
+ * saying why: RDS_ECONN for a NULL reply (connection gone), RDS_EREDIS for an error reply
+ * (RDS_ENOSCRIPT for NOSCRIPT), RDS_EREPLY for any other shape.
+ */
+int rds_batch_reply(const redisReply *reply, uint32_t n, char *err, size_t errsz);
+
+/*
+ * Checks one operation's reply and reads it into *out. Every field is checked for type and
+ * range; an error reply is RDS_EREDIS (this operation's alone within a batch), anything
+ * misshapen RDS_EREPLY. err gets a bounded, specific message. A NULL reply is RDS_ECONN.
  */
 int rds_reply_read(const redisReply *reply, ra_result_t *out, char *err, size_t errsz);
 

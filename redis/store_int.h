@@ -16,6 +16,9 @@
 #include "redis_store.h"
 #include "slots.h"
 
+/* Buckets of the open batches' index (a power of two). */
+#define RDS_OPEN_BUCKETS 256
+
 /* Connections one store holds at most: the primaries, plus the seeds or Sentinels asked. */
 #define RDS_CONNS_MAX (RDS_NODES_MAX + RDS_SEEDS_MAX)
 
@@ -36,20 +39,36 @@ typedef enum rds_call_kind {
 typedef struct rds_node rds_node_t;
 typedef struct rds_call rds_call_t;
 
+/* A caller of a batch: answered once, then done is NULL. */
+typedef struct rds_caller {
+    rds_done_fn *done;
+    void *arg;
+} rds_caller_t;
+
+/*
+ * One command to Redis. A caller's (RDS_CALL_DECIDE) is a batch: the operations of one loop turn
+ * bound for one node, one slot and one script, with their callers. It is *open* (taking more
+ * operations, on the store's open list) until the turn's flush sends it, then held by hiredis
+ * until its reply callback runs.
+ */
 struct rds_call {
     rds_store_t *store;
-    rds_node_t *node;              /* where the command was last sent */
+    rds_node_t *node;              /* where the command goes, or was last sent */
     const redisAsyncContext *conn; /* ... on which connection of it */
     rds_call_t *prev, *next;       /* the waiting list, or (next only) the free list */
     uint64_t deadline_ms;
-    uint64_t sent_ns;  /* for the node's latency */
-    rds_done_fn *done; /* NULL once the caller has been answered */
-    void *arg;
+    uint64_t sent_ns; /* for the node's latency */
     rds_call_kind_t kind;
-    bool waiting;      /* on the waiting list */
-    bool retried;      /* NOSCRIPT already answered with an EVAL */
-    uint8_t redirects; /* MOVED/ASK followed so far */
-    rds_command_t cmd;
+    bool waiting;                        /* on the waiting list */
+    bool retried;                        /* NOSCRIPT already answered with an EVAL */
+    uint8_t redirects;                   /* MOVED/ASK followed so far */
+    int script;                          /* RDS_CALL_SCRIPT_LOAD: the asset */
+    int slot;                            /* a batch: the slot of its keys (cluster), else -1 */
+    uint32_t bucket_hash;                /* an open batch: its bucket in store->bucket */
+    uint32_t unanswered;                 /* a batch: callers not answered yet */
+    rds_call_t *open_next, *bucket_next; /* an open batch: the open list, its bucket's chain */
+    rds_caller_t caller[RDS_BATCH_MAX];
+    rds_batch_t batch;
 };
 
 /* One connection. A node object lives until the store is freed (its timer is a loop handle);
@@ -66,7 +85,8 @@ struct rds_node {
     rds_endpoint_t at;
     uint64_t backoff_ms;
     uint64_t last_read_ms; /* when a reply last arrived on this connection */
-    uint32_t pending;      /* caller's calls hiredis holds on this connection */
+    uint32_t pending;      /* callers' operations hiredis holds on this connection */
+    uint32_t queued;       /* ... and in open batches, not sent yet */
     int handshake_left;
     rds_node_stats_t stats;
 };
@@ -80,6 +100,13 @@ struct rds_store {
     uint32_t max_in_flight, live; /* per node; call slots in use */
     rds_call_t *head, *tail;      /* waiting list, oldest first */
     rds_call_t *free_slots;
+    /* open batches: in the order they opened, and by (node, slot, script) for the one that
+     * takes the next operation; the idle handle flushes them once per loop turn */
+    rds_call_t *open_head, *open_tail;
+    rds_call_t *bucket[RDS_OPEN_BUCKETS];
+    uv_idle_t flush;
+    char *out; /* a command being written for hiredis, which copies it */
+    size_t out_cap;
     bool closing;
     int handles_open;
     uint64_t jitter;
@@ -131,7 +158,8 @@ void rds__on_slots(rds_call_t *c, const redisReply *reply);
 void rds__on_sentinel_addr(rds_call_t *c, const redisReply *reply);
 void rds__on_switch_master(redisAsyncContext *ac, void *r, void *privdata);
 void rds__moved(rds_store_t *s, int slot, rds_node_t *to);
-rds_node_t *rds__route(rds_store_t *s, const char *key, size_t keylen);
+/* The node for a key of `slot` (cluster: rds_key_slot; elsewhere -1, unused). */
+rds_node_t *rds__route(rds_store_t *s, int slot);
 bool rds__topology_ready(const rds_store_t *s);
 
 #endif

@@ -212,11 +212,11 @@ void rds__moved(rds_store_t *s, int slot, rds_node_t *to)
     rds__refresh_soon(s);
 }
 
-rds_node_t *rds__route(rds_store_t *s, const char *key, size_t keylen)
+rds_node_t *rds__route(rds_store_t *s, int slot)
 {
     if (s->mode != RDS_MODE_CLUSTER)
         return s->primary;
-    uint8_t i = s->route[rds_key_slot(key, keylen)];
+    uint8_t i = s->route[slot];
     rds_node_t *n = i == RDS_MAP_NONE ? NULL : s->nodes[i];
     if (!rds__node_usable(n))
         rds__refresh_soon(s);

@@ -262,10 +262,13 @@ local function bad(script, what, value)
 end
 
 -- The stored state: 0 when the key is absent; nil and the raw value when it holds anything but
--- an int64 (a GET on a key of another type raises Redis' own WRONGTYPE error).
+-- an int64, or nil and Redis' own error (a table: WRONGTYPE for a key of another type). Errors
+-- come back by pcall, so that one operation's bad key answers that operation alone and never
+-- aborts the others of its call (a script that raises stops where it is, its writes kept).
 local function load_state(key)
-  local v = redis.call('GET', key)
+  local v = redis.pcall('GET', key)
   if not v then return 0, 0 end
+  if type(v) == 'table' then return nil, v end
   local a, b = parse(v)
   if a == nil then return nil, v end
   return a, b
@@ -274,14 +277,18 @@ end
 -- Stores an admitted state, given as text. It decides as a fresh key does once ttl ns have
 -- passed (ra_state_is_idle), so the key expires then, rounded up to whole ms (a Lua number:
 -- Redis writes it as an integer); a state that is already idle is removed. na is now's
--- seconds: a TAT at or before a negative now is not idle.
+-- seconds: a TAT at or before a negative now is not idle. Returns Redis' error reply (a table,
+-- an OOM say) when the write was refused, else nil.
 local function store_state(key, text, na, ttl_a, ttl_b)
+  local r
   if ttl_a >= 0 and (ttl_a > 0 or ttl_b > 0) then
     local ms = floor((ttl_b + 999999) / 1000000) -- ceil(ttl_b / 10^6), exact below 2^53
-    redis.call('SET', key, text, 'PX', ttl_a * 1000 + ms)
+    r = redis.pcall('SET', key, text, 'PX', ttl_a * 1000 + ms)
   elseif na >= 0 or text == '0' then
-    redis.call('DEL', key)
+    r = redis.pcall('DEL', key)
   else
-    redis.call('SET', key, text)
+    r = redis.pcall('SET', key, text)
   end
+  if type(r) == 'table' and r.err then return r end
+  return nil
 end

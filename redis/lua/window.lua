@@ -1,99 +1,121 @@
--- window.lua: one fixed_window or sliding_window step on one counter key, atomically
+-- window.lua: fixed_window or sliding_window steps, one per key, in order, atomically
 -- (docs/redis.md). Runs after the int64.lua prelude. The arithmetic is ratealg.c's window_step:
 -- the packed state [index:32][prev:16][curr:16] from bit 63 down, index = floor(now / w) mod 2^32,
 -- and the sliding test prev * (w - elapsed) + (curr + n) * w <= amount * w in exact integers.
 -- burst is not read by either algorithm, so it is not an argument.
 --
--- KEYS[1]  the counter: absent = state 0, else the packed state as a decimal int64
--- ARGV[1]  "fixed" | "sliding"
--- ARGV[2]  amount, 1..65535 (the packed counters are 16 bits)
--- ARGV[3]  w, the period in ns (> 0)
--- ARGV[4]  now in ns since the epoch, or "" for the Redis server's TIME
--- ARGV[5]  cost
+-- One call carries k >= 1 steps, as gcra.lua's: KEYS[j] is the counter of step j (absent =
+-- state 0, else the packed state as a decimal int64), and its five arguments follow those of
+-- step j - 1 in ARGV:
+--   flag     "fixed" | "sliding"
+--   amount   1..65535 (the packed counters are 16 bits)
+--   w        the period in ns (> 0)
+--   now      in ns since the epoch, or "" for the Redis server's TIME (read once per call)
+--   cost
 --
--- Reply: {admit, 0, remaining, retry_after_s, reset_after_s, state} as gcra.lua's (remaining
--- here is always a small integer); a window has no unfittable signal (a cost above amount is
--- simply denied). Only an admission writes.
+-- Reply: an array of k, element j step j's {admit, 0, remaining, retry_after_s, reset_after_s,
+-- state} as gcra.lua's (remaining here is always a small integer), or an error reply for that
+-- step alone; a window has no unfittable signal (a cost above amount is simply denied). Only an
+-- admission writes.
 
-local flag = ARGV[1]
-if flag ~= 'fixed' and flag ~= 'sliding' then
-  return bad('window', 'ARGV[1] must be "fixed" or "sliding"', flag)
-end
-local amh, amount = parse(ARGV[2])
-if amh ~= 0 or amount < 1 or amount > 65535 then
-  return bad('window', 'ARGV[2] (amount) must be 1..65535', ARGV[2])
-end
-local wa, wb = parse(ARGV[3])
-if wa == nil or wa < 0 or (wa == 0 and wb == 0) then
-  return bad('window', 'ARGV[3] (w) must be a positive int64', ARGV[3])
-end
-local na, nb = decision_now(ARGV[4])
-if na == nil then
-  return bad('window', 'ARGV[4] (now) must be an int64 or empty', ARGV[4])
-end
-local ca, cb = parse(ARGV[5])
-if ca == nil then
-  return bad('window', 'ARGV[5] (cost) must be an int64', ARGV[5])
-end
-local sa, sb = load_state(KEYS[1])
-if sa == nil then
-  return bad('window', 'key ' .. string.sub(KEYS[1], 1, 80) .. ' holds no int64 state', sb)
-end
+-- the arguments a run of steps on one limit repeats, parsed once (see gcra.lua)
+local last_m, amh, amount, last_w, wa, wb, last_n, na, nb
 
--- the packed layout splits at bit 32: the state in base 2^32, index and counters in the low half
-local sh, low = hl(sa, sb)
-local stored = sh % 4294967296
-local prev = floor(low / 65536)
-local curr = low - prev * 65536
-
--- window_load: the current index and elapsed time; the stored counters carry over as they are
--- (same index), shift to prev (the next index), or vanish (anything else, clocks going back
--- too). A period of whole seconds divides now's seconds alone: floor((a * 10^9 + b) / (wa *
--- 10^9)) = floor(a / wa) since b < 10^9, and the elapsed time keeps now's nanoseconds.
-local index, ea, eb
-if wb == 0 then
-  local q, r = fdiv(na, wa)
-  index, ea, eb = q % 4294967296, r, nb
-else
-  index, ea, eb = wide().window(na, nb, wa, wb)
-end
-if stored ~= index then
-  if (stored + 1) % 4294967296 == index then prev, curr = curr, 0 else prev, curr = 0, 0 end
-end
-
--- window_room: fixed, amount; sliding, floor((amount*w - prev*(w - e)) / w), which is
--- amount - prev + floor(prev * e / w) with 0 <= prev * e / w < prev (so the quotient is small).
--- Whole seconds: prev * e = (prev * ea + floor(prev * eb / 10^9)) * 10^9 + (a rest below 10^9),
--- and the rest cannot reach the next multiple of w, so it drops out of the floor.
-local room = amount
-if flag == 'sliding' and prev > 0 then
-  local carried, p
-  if ea < 4503599 and wa < 4503599 then p = prev * (ea * 1000000000 + eb) end
-  if p and p < 4503599627370496 then
-    carried = fdiv(p, wa * 1000000000 + wb)
-  elseif wb == 0 then
-    carried = fdiv(prev * ea + fdiv(prev * eb, 1000000000), wa)
-  else
-    carried = wide().carried(prev, ea, eb, wa, wb)
+local function one(key, flag, m_arg, w_arg, n_arg, c_arg)
+  if flag ~= 'fixed' and flag ~= 'sliding' then
+    return bad('window', 'ARGV[1] must be "fixed" or "sliding"', flag)
   end
-  room = amount - prev + carried
+  if m_arg ~= last_m then
+    last_m, amh, amount = m_arg, parse(m_arg)
+  end
+  if amh ~= 0 or amount < 1 or amount > 65535 then
+    return bad('window', 'ARGV[2] (amount) must be 1..65535', m_arg)
+  end
+  if w_arg ~= last_w then
+    last_w, wa, wb = w_arg, parse(w_arg)
+  end
+  if wa == nil or wa < 0 or (wa == 0 and wb == 0) then
+    return bad('window', 'ARGV[3] (w) must be a positive int64', w_arg)
+  end
+  if n_arg ~= last_n then
+    last_n, na, nb = n_arg, decision_now(n_arg)
+  end
+  if na == nil then
+    return bad('window', 'ARGV[4] (now) must be an int64 or empty', n_arg)
+  end
+  local ca, cb = parse(c_arg)
+  if ca == nil then
+    return bad('window', 'ARGV[5] (cost) must be an int64', c_arg)
+  end
+  local sa, sb = load_state(key)
+  if sa == nil then
+    if type(sb) == 'table' then return sb end -- Redis' own error (WRONGTYPE)
+    return bad('window', 'key ' .. string.sub(key, 1, 80) .. ' holds no int64 state', sb)
+  end
+
+  -- the packed layout splits at bit 32: the state in base 2^32, index and counters in the low half
+  local sh, low = hl(sa, sb)
+  local stored = sh % 4294967296
+  local prev = floor(low / 65536)
+  local curr = low - prev * 65536
+
+  -- window_load: the current index and elapsed time; the stored counters carry over as they are
+  -- (same index), shift to prev (the next index), or vanish (anything else, clocks going back
+  -- too). A period of whole seconds divides now's seconds alone: floor((a * 10^9 + b) / (wa *
+  -- 10^9)) = floor(a / wa) since b < 10^9, and the elapsed time keeps now's nanoseconds.
+  local index, ea, eb
+  if wb == 0 then
+    local q, r = fdiv(na, wa)
+    index, ea, eb = q % 4294967296, r, nb
+  else
+    index, ea, eb = wide().window(na, nb, wa, wb)
+  end
+  if stored ~= index then
+    if (stored + 1) % 4294967296 == index then prev, curr = curr, 0 else prev, curr = 0, 0 end
+  end
+
+  -- window_room: fixed, amount; sliding, floor((amount*w - prev*(w - e)) / w), which is
+  -- amount - prev + floor(prev * e / w) with 0 <= prev * e / w < prev (so the quotient is small).
+  -- Whole seconds: prev * e = (prev * ea + floor(prev * eb / 10^9)) * 10^9 + (a rest below 10^9),
+  -- and the rest cannot reach the next multiple of w, so it drops out of the floor.
+  local room = amount
+  if flag == 'sliding' and prev > 0 then
+    local carried, p
+    if ea < 4503599 and wa < 4503599 then p = prev * (ea * 1000000000 + eb) end
+    if p and p < 4503599627370496 then
+      carried = fdiv(p, wa * 1000000000 + wb)
+    elseif wb == 0 then
+      carried = fdiv(prev * ea + fdiv(prev * eb, 1000000000), wa)
+    else
+      carried = wide().carried(prev, ea, eb, wa, wb)
+    end
+    room = amount - prev + carried
+  end
+
+  local ra, rb = wa - ea, wb - eb -- w - e > 0
+  if rb < 0 then ra, rb = ra - 1, rb + 1000000000 end
+  local reset = rb > 0 and ra + 1 or ra
+  if ca == 0 and cb <= room - curr then -- 0 <= cost <= room - curr
+    curr = curr + cb
+    local ih = index
+    if ih >= 2147483648 then ih = ih - 4294967296 end -- the top bit is the int64's sign
+    local text = to_dec(ab(ih, prev * 65536 + curr))
+    -- the window data is gone (a fresh key's (0, 0) loads) once the index has moved on twice:
+    -- after (w - e) + w, exact below 2^64
+    ra, rb = ra + wa, rb + wb
+    if rb >= 1000000000 then ra, rb = ra + 1, rb - 1000000000 end
+    local e = store_state(key, text, na, ra, rb)
+    if e then return e end
+    return {1, 0, room - curr, 0, reset, text}
+  end
+  local remaining = room - curr
+  if remaining < 0 then remaining = 0 end
+  return {0, 0, remaining, reset, reset, to_dec(sa, sb)}
 end
 
-local ra, rb = wa - ea, wb - eb -- w - e > 0
-if rb < 0 then ra, rb = ra - 1, rb + 1000000000 end
-local reset = rb > 0 and ra + 1 or ra
-if ca == 0 and cb <= room - curr then -- 0 <= cost <= room - curr
-  curr = curr + cb
-  local ih = index
-  if ih >= 2147483648 then ih = ih - 4294967296 end -- the top bit is the int64's sign
-  local text = to_dec(ab(ih, prev * 65536 + curr))
-  -- the window data is gone (a fresh key's (0, 0) loads) once the index has moved on twice:
-  -- after (w - e) + w, exact below 2^64
-  ra, rb = ra + wa, rb + wb
-  if rb >= 1000000000 then ra, rb = ra + 1, rb - 1000000000 end
-  store_state(KEYS[1], text, na, ra, rb)
-  return {1, 0, room - curr, 0, reset, text}
+local out, i = {}, 1
+for j = 1, #KEYS do
+  out[j] = one(KEYS[j], ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
+  i = i + 5
 end
-local remaining = room - curr
-if remaining < 0 then remaining = 0 end
-return {0, 0, remaining, reset, reset, to_dec(sa, sb)}
+return out

@@ -288,6 +288,78 @@ Test(cluster, a_resharding_under_load_is_followed_through_moved_and_ask_losing_n
     free(l);
 }
 
+/* Moves an empty slot from primary `from` to primary `to` as redis-cli's resharding does, on
+ * every primary, without telling the store. */
+static void move_empty_slot(int slot, int from, int to)
+{
+    char from_id[41], to_id[41];
+    cr_assert_eq(rc_node_id(&cluster, from, from_id), 0);
+    cr_assert_eq(rc_node_id(&cluster, to, to_id), 0);
+    const struct {
+        int node;
+        const char *how, *id;
+    } steps[] = {{to, "IMPORTING", from_id},
+                 {from, "MIGRATING", to_id},
+                 {to, "NODE", to_id},
+                 {from, "NODE", to_id},
+                 {3 - from - to, "NODE", to_id}};
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+        redisContext *c = rh_connect(&cluster.node[steps[i].node]);
+        cr_assert_not_null(c);
+        redisReply *r =
+            redisCommand(c, "CLUSTER SETSLOT %d %s %s", slot, steps[i].how, steps[i].id);
+        cr_assert(r && r->type != REDIS_REPLY_ERROR, "CLUSTER SETSLOT %d %s: %s", slot,
+                  steps[i].how, r ? r->str : "no reply");
+        freeReplyObject(r);
+        redisFree(c);
+    }
+}
+
+typedef struct slot_wait {
+    int slot, to;
+} slot_wait_t;
+
+static bool slot_moved(void *arg)
+{
+    slot_wait_t *w = arg;
+    for (int i = 0; i < 3; i++)
+        if (rc_primary_of(&cluster, i, w->slot) != w->to)
+            return false;
+    return true;
+}
+
+Test(cluster, a_batch_whose_slot_moved_is_redirected_whole_and_each_call_answered_once)
+{
+    rds_store_t *s = open_cluster(2000 * MS);
+    cr_assert(rh_run_until(&loop, is_ready, s, 10000), "never ready");
+    load_t *l = new_load(s);
+    for (int i = 0; i < 20; i++) /* one slot: the batch's */
+        snprintf(l->keys[i], sizeof(l->keys[i]), "{moving}:%d", i);
+    l->n_keys = 20;
+    int slot = rds_key_slot(l->keys[0], strlen(l->keys[0]));
+    int from = rc_primary_of(&cluster, 0, slot), to = (from + 1) % 3;
+    cr_assert(from >= 0 && from < 3 && rc_is_primary(&cluster, to));
+    move_empty_slot(slot, from, to);
+    slot_wait_t w = {slot, to};
+    cr_assert(rh_run_until(&loop, slot_moved, &w, 10000), "the primaries never agreed");
+    rds_stats_t before, after;
+    rds_store_stats(s, &before);
+    for (int i = 0; i < 20; i++) /* the store still routes the slot to `from` */
+        cr_assert_eq(send_one(l, i), 0);
+    cr_assert(rh_run_until(&loop, all_answered, l, 10000));
+    cr_assert_eq(l->answered, 20, "a call was answered twice");
+    cr_assert_eq(l->failed, 0, "%s", l->last_error);
+    rds_store_stats(s, &after);
+    cr_assert_eq(after.batches - before.batches, 1, "20 calls of one slot in one script call");
+    cr_assert_geq(after.redirects - before.redirects, 1, "the batch was not redirected");
+    for (int i = 0; i < 20; i++) {
+        cr_assert_eq(l->admitted[i], 1, "key %s admitted %d times", l->keys[i], l->admitted[i]);
+        cr_assert_eq(stored_count(l, i), 1, "key %s on its new primary", l->keys[i]);
+    }
+    rds_store_close(s);
+    free(l);
+}
+
 typedef struct failover {
     rc_cluster_t *cluster;
     int promoted; /* the node now serving slot 0, once it is not node 0 */

@@ -3,7 +3,10 @@
  * seeded random sweep over the whole int64 domain (edges included), run by a real redis-server
  * with `now` passed in. Each step is checked three ways: the script's reply against ratealg,
  * against the line's expected fields, and what the key holds afterwards (the new state on an
- * admission, expiring once idle; the old state, untouched, on a denial).
+ * admission, expiring once idle; the old state, untouched, on a denial). The checks go to Redis
+ * in batches of 1 to RDS_BATCH_MAX operations (seeded sizes), as the store sends them, each
+ * operation on a key of its own; a seeded sequence on a few keys is decided batched and one by
+ * one and must come out the same, field by field.
  */
 #include <criterion/criterion.h>
 #include <glob.h>
@@ -33,10 +36,16 @@ static rds_store_t *store;
 #else
 static rh_server_t server;
 #endif
-static redisContext *conn;     /* plain: the server; cluster: keys[0]'s primary */
-static redisContext *conns[3]; /* the connection that holds keys[i] */
-static char keys[3][32];       /* the keys the steps and settles take turns on */
+static redisContext *conn;     /* plain: the server; cluster: tags[0]'s primary */
+static redisContext *conns[3]; /* the connection that holds tags[i]'s keys */
+static char tags[3][16];       /* hash tags: batches take turns on them (cluster: a primary each) */
 static char shas[RDS_SCRIPT_COUNT][RDS_SHA_LEN + 1];
+
+/* Key j of a batch on tag t: "{<tag>}:<j>", so a batch's keys share a slot. */
+static void key_of(int t, int j, char *out, size_t outsz)
+{
+    snprintf(out, outsz, "{%s}:%d", tags[t], j);
+}
 
 static void load_scripts(void)
 {
@@ -64,11 +73,11 @@ static void setup(void)
     char err[256];
     cr_assert_eq(rds_store_new(&loop, &o, &store, err, sizeof(err)), 0, "%s", err);
     cr_assert(rh_run_until(&loop, is_ready, store, 10000), "the cluster store never got ready");
-    for (int i = 0; i < 3; i++) { /* a key on each primary (nodes 0, 1, 2 at the start) */
+    for (int i = 0; i < 3; i++) { /* a tag on each primary (nodes 0, 1, 2 at the start) */
         int n = 0;
         do
-            snprintf(keys[i], sizeof(keys[i]), "vec:%d", n++);
-        while (rc_primary_of(&cluster, 0, rds_key_slot(keys[i], strlen(keys[i]))) != i);
+            snprintf(tags[i], sizeof(tags[i]), "vec%d", n++);
+        while (rc_primary_of(&cluster, 0, rds_key_slot(tags[i], strlen(tags[i]))) != i);
         conns[i] = rh_connect(&cluster.node[i]);
         cr_assert_not_null(conns[i]);
     }
@@ -97,6 +106,7 @@ typedef struct one {
 static void one_done(void *arg, const rds_outcome_t *o)
 {
     one_t *one = arg;
+    cr_assert_not(one->done, "an operation was answered twice");
     one->done = true;
     one->status = o->status;
     one->result = o->result;
@@ -104,21 +114,42 @@ static void one_done(void *arg, const rds_outcome_t *o)
         snprintf(one->err, sizeof(one->err), "%s", o->error);
 }
 
-static bool one_finished(void *arg)
+typedef struct ones {
+    one_t *one;
+    int n;
+} ones_t;
+
+static bool all_done(void *arg)
 {
-    return ((one_t *)arg)->done;
+    ones_t *o = arg;
+    for (int i = 0; i < o->n; i++)
+        if (!o->one[i].done)
+            return false;
+    return true;
 }
 
-/* Runs one op through the cluster store with `now` passed in; returns the outcome's status. */
-static int run(const ra_limiter_t *l, const char *key, const rds_op_t *op, ra_result_t *out,
-               char *err, size_t errsz)
+/* Runs n ops through the cluster store in one loop turn, with `now` passed in: their keys share
+ * a slot, so the store sends them as one script call (checked by its counters). */
+static void run_batch(int n, const ra_limiter_t *const *l, char (*key)[32], const rds_op_t *op,
+                      ra_result_t *out, int *status, char (*err)[256])
 {
-    one_t one = {0};
-    cr_assert_eq(rds_store_call(store, l, key, strlen(key), op, one_done, &one), 0);
-    cr_assert(rh_run_until(&loop, one_finished, &one, 10000), "no outcome for %s", key);
-    *out = one.result;
-    snprintf(err, errsz, "%s", one.err);
-    return one.status;
+    one_t one[RDS_BATCH_MAX] = {0};
+    rds_stats_t before, after;
+    rds_store_stats(store, &before);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(rds_store_call(store, l[i], key[i], strlen(key[i]), &op[i], one_done, &one[i]),
+                     0);
+    ones_t all = {one, n};
+    cr_assert(rh_run_until(&loop, all_done, &all, 10000), "no outcome for %s", key[0]);
+    rds_store_stats(store, &after);
+    cr_assert_eq(after.batches - before.batches, 1,
+                 "%d operations on one slot took %" PRIu64 " script calls", n,
+                 after.batches - before.batches);
+    for (int i = 0; i < n; i++) {
+        out[i] = one[i].result;
+        status[i] = one[i].status;
+        snprintf(err[i], sizeof(err[i]), "%s", one[i].err);
+    }
 }
 #else
 static void setup(void)
@@ -127,7 +158,7 @@ static void setup(void)
     conn = rh_connect(&server);
     cr_assert_not_null(conn);
     for (int i = 0; i < 3; i++) {
-        snprintf(keys[i], sizeof(keys[i]), "vec:%d", i);
+        snprintf(tags[i], sizeof(tags[i]), "vec%d", i);
         conns[i] = conn;
     }
     load_scripts();
@@ -141,34 +172,40 @@ static void teardown(void)
     rh_stop(&server);
 }
 
-/* Runs one op through its script with `now` passed in; returns the reply's status. */
-static int run(const ra_limiter_t *l, const char *key, const rds_op_t *op, ra_result_t *out,
-               char *err, size_t errsz)
+/* Runs n ops of one script as one script call, the command written by rds_batch_format as the
+ * store writes it, with `now` passed in; each op's status, result and error come back. */
+static void run_batch(int n, const ra_limiter_t *const *l, char (*key)[32], const rds_op_t *op,
+                      ra_result_t *out, int *status, char (*err)[256])
 {
-    rds_command_t cmd;
-    int script = rds_script_for(l);
+    static rds_batch_t b;
+    int script = rds_script_for(l[0]);
     cr_assert_geq(script, 0);
-    cr_assert_eq(rds_command_build(&cmd, shas[script], l, key, strlen(key), op), 0);
-    redisReply *r = redisCommandArgv(conn, cmd.argc, cmd.argv, cmd.argvlen);
-    int rc = rds_reply_read(r, out, err, errsz);
+    rds_batch_init(&b, (rds_script_id_t)script);
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(rds_batch_add(&b, l[i], key[i], strlen(key[i]), &op[i]), 0);
+    static char cmd[1 << 16];
+    cr_assert_leq(rds_batch_bound(&b, false), sizeof(cmd));
+    size_t len = rds_batch_format(&b, shas[script], false, cmd);
+    redisReply *r = NULL;
+    cr_assert_eq(redisAppendFormattedCommand(conn, cmd, len), REDIS_OK);
+    cr_assert_eq(redisGetReply(conn, (void **)&r), REDIS_OK);
+    int rc = rds_batch_reply(r, (uint32_t)n, err[0], sizeof(err[0]));
+    for (int i = 0; i < n; i++) {
+        status[i] = rc < 0 ? rc : rds_reply_read(r->element[i], &out[i], err[i], sizeof(err[i]));
+        if (rc < 0)
+            snprintf(err[i], sizeof(err[i]), "%s", err[0]);
+    }
     freeReplyObject(r);
-    return rc;
 }
 #endif
 
 TestSuite(lua, .init = setup, .fini = teardown, .timeout = 120);
 
-/* The next of the three keys, in turn. */
-static const char *next_key(void)
-{
-    static unsigned turn;
-    return keys[turn++ % 3];
-}
-
+/* The connection that holds a key "{<tag>}:<j>" (every test key has one of the three tags). */
 static redisContext *conn_for(const char *key)
 {
     for (int i = 0; i < 3; i++)
-        if (strcmp(keys[i], key) == 0)
+        if (strncmp(key + 1, tags[i], strlen(tags[i])) == 0 && key[1 + strlen(tags[i])] == '}')
             return conns[i];
     return conn;
 }
@@ -210,38 +247,122 @@ static void check_stored(const ra_limiter_t *l, const char *key, int64_t state, 
     cr_assert(idle || short_ttl, "%s: key is gone but state %" PRId64 " is not idle", where, state);
 }
 
-/* One step: ratealg, the script, and the stored key agree. Returns the script's result. */
-static ra_result_t check_step(const ra_limiter_t *l, int64_t state, int64_t now, int64_t cost,
-                              const char *where)
-{
-    const char *key = next_key();
-    put_state(key, state);
-    ra_result_t want = ra_step(l, state, now, cost), got;
-    rds_op_t op = {.has_now = true, .now_ns = now, .cost = cost};
-    char err[256] = "";
-    cr_assert_eq(run(l, key, &op, &got, err, sizeof(err)), 0, "%s: %s", where, err);
-    cr_assert(got.admit == want.admit && got.unfittable == want.unfittable &&
-                  got.remaining == want.remaining && got.retry_after_s == want.retry_after_s &&
-                  got.reset_after_s == want.reset_after_s && got.next_state == want.next_state,
-              "%s: lua {%d %d %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
-              "} ratealg {%d %d %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 "}",
-              where, got.admit, got.unfittable, got.remaining, got.retry_after_s, got.reset_after_s,
-              got.next_state, want.admit, want.unfittable, want.remaining, want.retry_after_s,
-              want.reset_after_s, want.next_state);
-    if (got.admit)
-        check_stored(l, key, got.next_state, now, where);
-    else
-        check_stored(l, key, state, now, where);
-    return got;
-}
-
-/* ---- the shared vectors ------------------------------------------------------------------- */
+/* ---- checks, sent in batches -------------------------------------------------------------- */
 
 typedef struct vec_line {
     char algorithm[32];
     int64_t amount, period, burst, num, den, unit, state, now, cost;
     int64_t admit, unfittable, remaining, retry, reset, state_after;
 } vec_line_t;
+
+/* One operation to check against ratealg, on a key of its own holding `state` first. */
+typedef struct check {
+    ra_limiter_t l;
+    int64_t state;
+    rds_op_t op;
+    const vec_line_t *line; /* a vector line's own expectations too, or NULL */
+    char where[160];
+} check_t;
+
+static check_t queue[RDS_BATCH_MAX];
+static vec_line_t queue_lines[RDS_BATCH_MAX];
+static int queued, batch_size = 1, batches;
+
+static uint64_t rng = 0x9e3779b97f4a7c15u;
+
+static uint64_t next_u64(void)
+{
+    rng ^= rng << 13; /* xorshift64: deterministic, so a failure replays */
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static void compare(const check_t *c, const char *key, int status, const ra_result_t *got,
+                    const char *err)
+{
+    const ra_limiter_t *l = &c->l;
+    int64_t now = c->op.now_ns;
+    cr_assert_eq(status, 0, "%s: %s", c->where, err);
+    if (c->op.settle) {
+        int64_t want = ra_settle(l, c->state, now, c->op.reserved, c->op.actual);
+        cr_assert_eq(got->next_state, want, "%s: lua %" PRId64 ", ratealg %" PRId64, c->where,
+                     got->next_state, want);
+        check_stored(l, key, want, now, c->where);
+        return;
+    }
+    ra_result_t want = ra_step(l, c->state, now, c->op.cost);
+    cr_assert(got->admit == want.admit && got->unfittable == want.unfittable &&
+                  got->remaining == want.remaining && got->retry_after_s == want.retry_after_s &&
+                  got->reset_after_s == want.reset_after_s && got->next_state == want.next_state,
+              "%s: lua {%d %d %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
+              "} ratealg {%d %d %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 "}",
+              c->where, got->admit, got->unfittable, got->remaining, got->retry_after_s,
+              got->reset_after_s, got->next_state, want.admit, want.unfittable, want.remaining,
+              want.retry_after_s, want.reset_after_s, want.next_state);
+    check_stored(l, key, got->admit ? got->next_state : c->state, now, c->where);
+    const vec_line_t *v = c->line;
+    if (v == NULL)
+        return;
+    cr_assert(got->admit == v->admit && got->unfittable == v->unfittable &&
+                  got->next_state == v->state_after,
+              "%s: disagrees with the line's admit/unfittable/state", c->where);
+    if (l->algorithm == RA_GCRA) /* the catalogue pins remaining, retry and reset for gcra only */
+        cr_assert(got->remaining == v->remaining && got->retry_after_s == v->retry &&
+                      got->reset_after_s == v->reset,
+                  "%s: disagrees with the line's remaining/retry/reset", c->where);
+}
+
+/* Sends what is queued as one script call, on keys of one tag (taking turns), and checks each
+ * operation; the next batch's size is drawn from 1..RDS_BATCH_MAX. */
+static void flush(void)
+{
+    if (queued == 0)
+        return;
+    const ra_limiter_t *l[RDS_BATCH_MAX];
+    char key[RDS_BATCH_MAX][32], err[RDS_BATCH_MAX][256];
+    rds_op_t op[RDS_BATCH_MAX];
+    ra_result_t got[RDS_BATCH_MAX];
+    int status[RDS_BATCH_MAX];
+    for (int i = 0; i < queued; i++) {
+        key_of(batches % 3, i, key[i], sizeof(key[i]));
+        put_state(key[i], queue[i].state);
+        l[i] = &queue[i].l;
+        op[i] = queue[i].op;
+    }
+    run_batch(queued, l, key, op, got, status, err);
+    for (int i = 0; i < queued; i++)
+        compare(&queue[i], key[i], status[i], &got[i], err[i]);
+    queued = 0;
+    batches++;
+    batch_size = 1 + (int)(next_u64() % RDS_BATCH_MAX);
+}
+
+/* Queues a check; a batch holds one script's operations, so another script sends it first. */
+static void check(const check_t *c)
+{
+    if (queued > 0 && rds_script_for(&queue[0].l) != rds_script_for(&c->l))
+        flush();
+    queue[queued] = *c;
+    if (c->line != NULL) {
+        queue_lines[queued] = *c->line;
+        queue[queued].line = &queue_lines[queued];
+    }
+    if (++queued >= batch_size)
+        flush();
+}
+
+/* A step of ratealg against the script (and the key it leaves). */
+static void check_step(const ra_limiter_t *l, int64_t state, int64_t now, int64_t cost,
+                       const vec_line_t *line, const char *where)
+{
+    check_t c = {.l = *l, .state = state, .line = line};
+    c.op = (rds_op_t){.has_now = true, .now_ns = now, .cost = cost};
+    snprintf(c.where, sizeof(c.where), "%s", where);
+    check(&c);
+}
+
+/* ---- the shared vectors ------------------------------------------------------------------- */
 
 static int parse_line(const char *text, vec_line_t *v)
 {
@@ -276,14 +397,7 @@ static void run_line(const char *text, const char *where, tally_t *t)
     }
     ra_limiter_t l;
     cr_assert_eq(ra_limiter_init(&l, alg, v.amount, v.period, v.burst), 0, "%s: arm", where);
-    ra_result_t got = check_step(&l, v.state, v.now, v.cost, where);
-    cr_assert(got.admit == v.admit && got.unfittable == v.unfittable &&
-                  got.next_state == v.state_after,
-              "%s: disagrees with the line's admit/unfittable/state", where);
-    if (alg == RA_GCRA) /* the catalogue pins remaining, retry and reset for gcra only */
-        cr_assert(got.remaining == v.remaining && got.retry_after_s == v.retry &&
-                      got.reset_after_s == v.reset,
-                  "%s: disagrees with the line's remaining/retry/reset", where);
+    check_step(&l, v.state, v.now, v.cost, &v, where);
     t->run++;
 }
 
@@ -312,22 +426,13 @@ Test(lua, every_shared_vector_line_agrees_with_ratealg)
     for (size_t i = 0; i < g.gl_pathc; i++)
         run_file(g.gl_pathv[i], &t);
     globfree(&g);
+    flush();
     cr_assert_gt(t.run, 0);
     cr_log_info("vectors: %d lines run, %d token_bucket and %d effective-form lines skipped", t.run,
                 t.skipped_bucket, t.skipped_share);
 }
 
 /* ---- a seeded random sweep ---------------------------------------------------------------- */
-
-static uint64_t rng = 0x9e3779b97f4a7c15u;
-
-static uint64_t next_u64(void)
-{
-    rng ^= rng << 13; /* xorshift64: deterministic, so a failure replays */
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
 
 /* Mostly realistic values around `base`, sometimes the int64 edges and limb boundaries. */
 static int64_t pick(int64_t base, int64_t spread)
@@ -396,25 +501,20 @@ Test(lua, random_steps_over_the_int64_domain_agree_with_ratealg)
             state = (int64_t)next_u64();
         int64_t cost = next_u64() % 4 == 0 ? pick(0, 10) : (int64_t)(next_u64() % 70000);
         snprintf(where, sizeof(where), "random case %d (%s)", i, ra_algorithm_name(l.algorithm));
-        check_step(&l, state, now, cost, where);
+        check_step(&l, state, now, cost, NULL, where);
     }
+    flush();
 }
 
-/* One settle through the script against ra_settle: the same new state, stored the same way. */
+/* A settle of ratealg against the script: the same new state, stored the same way. */
 static void check_settle(const ra_limiter_t *l, int64_t state, int64_t now, int64_t reserved,
                          int64_t actual, const char *where)
 {
-    const char *key = next_key();
-    char err[256];
-    put_state(key, state);
-    rds_op_t op = {
+    check_t c = {.l = *l, .state = state};
+    c.op = (rds_op_t){
         .settle = true, .has_now = true, .now_ns = now, .reserved = reserved, .actual = actual};
-    ra_result_t got;
-    cr_assert_eq(run(l, key, &op, &got, err, sizeof(err)), 0, "%s: %s", where, err);
-    int64_t want = ra_settle(l, state, now, reserved, actual);
-    cr_assert_eq(got.next_state, want, "%s: lua %" PRId64 ", ratealg %" PRId64, where,
-                 got.next_state, want);
-    check_stored(l, key, want == state ? state : want, now, where);
+    snprintf(c.where, sizeof(c.where), "%s", where);
+    check(&c);
 }
 
 Test(lua, random_settles_agree_with_ratealg)
@@ -431,6 +531,7 @@ Test(lua, random_settles_agree_with_ratealg)
         snprintf(where, sizeof(where), "random settle %d", i);
         check_settle(&l, state, now, reserved, actual, where);
     }
+    flush();
 }
 
 Test(lua, huge_overruns_stop_where_ratealg_stops)
@@ -447,9 +548,107 @@ Test(lua, huge_overruns_stop_where_ratealg_stops)
         check_settle(&l, states[i], now, 0, INT64_C(1) << 40, where);
         check_settle(&l, states[i], now, 5, 6, where);
     }
+    flush();
+}
+
+/* ---- batched and one by one --------------------------------------------------------------- */
+
+/*
+ * A seeded sequence on four keys (so a batch often steps one key several times), decided one
+ * script call per operation on keys "a<k>", then again on keys "b<k>" in batches of seeded sizes:
+ * the same results, field by field, and the same states left behind.
+ */
+static void batched_as_one_by_one(bool window)
+{
+    enum { KEYS = 4, OPS = 640 };
+    ra_limiter_t lim[KEYS];
+    for (int k = 0; k < KEYS; k++) {
+        ra_algorithm_t alg = window ? (k % 2 ? RA_SLIDING_WINDOW : RA_FIXED_WINDOW) : RA_GCRA;
+        cr_assert_eq(ra_limiter_init(&lim[k], alg, 5 + k, INT64_C(1000000000) * (k + 1), 3 + k), 0);
+    }
+    static const ra_limiter_t *l[OPS];
+    static rds_op_t op[OPS];
+    static char a[OPS][32], b[OPS][32], err[OPS][256];
+    static ra_result_t one[OPS], many[OPS];
+    static int st_one[OPS], st_many[OPS];
+    int64_t now = INT64_C(1700000000000000000);
+    for (int i = 0; i < OPS; i++) {
+        int k = (int)(next_u64() % KEYS);
+        now += (int64_t)(next_u64() % 400000000) - 50000000; /* mostly on, sometimes back */
+        l[i] = &lim[k];
+        op[i] = (rds_op_t){.has_now = true, .now_ns = now, .cost = (int64_t)(next_u64() % 4)};
+        if (!window && next_u64() % 5 == 0)
+            op[i] = (rds_op_t){.settle = true,
+                               .has_now = true,
+                               .now_ns = now,
+                               .reserved = (int64_t)(next_u64() % 4),
+                               .actual = (int64_t)(next_u64() % 6)};
+        snprintf(a[i], sizeof(a[i]), "{%s}:a%d", tags[0], k);
+        snprintf(b[i], sizeof(b[i]), "{%s}:b%d", tags[0], k);
+    }
+    for (int k = 0; k < KEYS; k++) {
+        char ka[32], kb[32];
+        snprintf(ka, sizeof(ka), "{%s}:a%d", tags[0], k);
+        snprintf(kb, sizeof(kb), "{%s}:b%d", tags[0], k);
+        put_state(ka, 0);
+        put_state(kb, 0);
+    }
+    for (int i = 0; i < OPS; i++)
+        run_batch(1, &l[i], &a[i], &op[i], &one[i], &st_one[i], &err[i]);
+    int sizes = 0;
+    for (int i = 0; i < OPS; sizes++) {
+        int n = 1 + (int)(next_u64() % RDS_BATCH_MAX);
+        n = n > OPS - i ? OPS - i : n;
+        run_batch(n, &l[i], &b[i], &op[i], &many[i], &st_many[i], &err[i]);
+        i += n;
+    }
+    for (int i = 0; i < OPS; i++) {
+        cr_assert(st_one[i] == 0 && st_many[i] == 0, "op %d: %s", i, err[i]);
+        const ra_result_t *x = &one[i], *y = &many[i];
+        cr_assert(x->admit == y->admit && x->unfittable == y->unfittable &&
+                      x->remaining == y->remaining && x->retry_after_s == y->retry_after_s &&
+                      x->reset_after_s == y->reset_after_s && x->next_state == y->next_state,
+                  "op %d: one by one {%d %d %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64
+                  "}, batched {%d %d %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 "}",
+                  i, x->admit, x->unfittable, x->remaining, x->retry_after_s, x->reset_after_s,
+                  x->next_state, y->admit, y->unfittable, y->remaining, y->retry_after_s,
+                  y->reset_after_s, y->next_state);
+    }
+    for (int k = 0; k < KEYS; k++) {
+        char ka[32], kb[32];
+        bool pa, pb;
+        snprintf(ka, sizeof(ka), "{%s}:a%d", tags[0], k);
+        snprintf(kb, sizeof(kb), "{%s}:b%d", tags[0], k);
+        int64_t va = get_state(ka, &pa), vb = get_state(kb, &pb);
+        cr_assert(pa == pb && va == vb, "key %d: one by one left %" PRId64 ", batched %" PRId64, k,
+                  va, vb);
+    }
+    cr_log_info("%d operations: %d one by one, %d batched calls", OPS, OPS, sizes);
+}
+
+Test(lua, gcra_steps_and_settles_batched_decide_as_one_by_one)
+{
+    batched_as_one_by_one(false);
+}
+
+Test(lua, window_steps_batched_decide_as_one_by_one)
+{
+    batched_as_one_by_one(true);
 }
 
 #ifndef TT_VECTORS_CLUSTER /* what follows speaks to the one server directly */
+/* One op on one key: a batch of one. Returns its status. */
+static int run(const ra_limiter_t *l, const char *key, const rds_op_t *op, ra_result_t *out,
+               char *err, size_t errsz)
+{
+    char k[1][32], e[1][256];
+    int status;
+    snprintf(k[0], sizeof(k[0]), "%s", key);
+    run_batch(1, &l, k, op, out, &status, e);
+    snprintf(err, errsz, "%s", e[0]);
+    return status;
+}
+
 Test(lua, a_key_holding_a_non_integer_is_a_clear_error_and_stays_untouched)
 {
     /* Beyond 2^52 a double cannot hold the value, so only a plain decimal is read there: each
@@ -484,6 +683,41 @@ Test(lua, a_key_holding_a_non_integer_is_a_clear_error_and_stays_untouched)
     }
 }
 
+Test(lua, a_bad_key_in_a_batch_answers_its_own_operation_alone)
+{
+    /* a step on a fresh key, then on a key holding garbage, on a list, and the first key again:
+     * the bad two get their own errors and write nothing; the others decide (the second step on
+     * the first key sees the first's write) as they would alone */
+    freeReplyObject(redisCommand(conn, "SET {b}:garbage twelve"));
+    freeReplyObject(redisCommand(conn, "DEL {b}:list {b}:ok"));
+    freeReplyObject(redisCommand(conn, "RPUSH {b}:list a"));
+    ra_limiter_t lim;
+    ra_limiter_init(&lim, RA_GCRA, 300, INT64_C(60000000000), 60);
+    const ra_limiter_t *l[4] = {&lim, &lim, &lim, &lim};
+    char key[4][32] = {"{b}:ok", "{b}:garbage", "{b}:list", "{b}:ok"}, err[4][256];
+    int64_t now = INT64_C(1700000000000000000);
+    rds_op_t op[4];
+    for (int i = 0; i < 4; i++)
+        op[i] = (rds_op_t){.has_now = true, .now_ns = now, .cost = 1};
+    ra_result_t got[4];
+    int status[4];
+    run_batch(4, l, key, op, got, status, err);
+    cr_assert_eq(status[1], RDS_EREDIS);
+    cr_assert(strstr(err[1], "holds no int64 state"), "%s", err[1]);
+    cr_assert_eq(status[2], RDS_EREDIS);
+    cr_assert(strstr(err[2], "WRONGTYPE"), "%s", err[2]);
+    ra_result_t first = ra_step(&lim, 0, now, 1);
+    ra_result_t second = ra_step(&lim, first.next_state, now, 1);
+    cr_assert(status[0] == 0 && got[0].admit && got[0].next_state == first.next_state, "%s",
+              err[0]);
+    cr_assert(status[3] == 0 && got[3].admit && got[3].next_state == second.next_state &&
+                  got[3].remaining == second.remaining,
+              "%s", err[3]);
+    redisReply *r = redisCommand(conn, "GET {b}:garbage");
+    cr_assert_str_eq(r->str, "twelve");
+    freeReplyObject(r);
+}
+
 Test(lua, a_key_of_another_type_is_redis_own_wrongtype_error)
 {
     static const char key[] = "vec:list";
@@ -497,21 +731,25 @@ Test(lua, a_key_of_another_type_is_redis_own_wrongtype_error)
     cr_assert(strstr(err, "WRONGTYPE"), "%s", err);
 }
 
+/* The error an operation's reply carries (a one-operation call). */
+static void expect_item_error(redisReply *r, const char *want)
+{
+    cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+    cr_assert_eq(r->element[0]->type, REDIS_REPLY_ERROR);
+    cr_assert(strstr(r->element[0]->str, want), "%s", r->element[0]->str);
+    freeReplyObject(r);
+}
+
 Test(lua, bad_arguments_are_named_in_the_error)
 {
-    redisReply *r = redisCommand(conn, "EVALSHA %s 1 k step 0 10 1 1", shas[RDS_SCRIPT_GCRA]);
-    cr_assert_eq(r->type, REDIS_REPLY_ERROR);
-    cr_assert(strstr(r->str, "ARGV[2] (T)"), "%s", r->str);
-    freeReplyObject(r);
-    r = redisCommand(conn, "EVALSHA %s 1 k sliding 65536 10 1 1", shas[RDS_SCRIPT_WINDOW]);
-    cr_assert_eq(r->type, REDIS_REPLY_ERROR);
-    cr_assert(strstr(r->str, "ARGV[2] (amount)"), "%s", r->str);
-    freeReplyObject(r);
-    r = redisCommand(conn, "EVALSHA %s 1 k step 1 10 1 99999999999999999999",
-                     shas[RDS_SCRIPT_GCRA]);
-    cr_assert_eq(r->type, REDIS_REPLY_ERROR);
-    cr_assert(strstr(r->str, "ARGV[5] (cost)"), "%s", r->str);
-    freeReplyObject(r);
+    expect_item_error(redisCommand(conn, "EVALSHA %s 1 k step 0 10 1 1", shas[RDS_SCRIPT_GCRA]),
+                      "ARGV[2] (T)");
+    expect_item_error(
+        redisCommand(conn, "EVALSHA %s 1 k sliding 65536 10 1 1", shas[RDS_SCRIPT_WINDOW]),
+        "ARGV[2] (amount)");
+    expect_item_error(redisCommand(conn, "EVALSHA %s 1 k step 1 10 1 99999999999999999999",
+                                   shas[RDS_SCRIPT_GCRA]),
+                      "ARGV[5] (cost)");
 }
 
 Test(lua, without_now_the_script_uses_redis_time_and_expires_idle_keys)

@@ -351,6 +351,111 @@ Test(store, closing_answers_every_call_in_flight)
     cr_assert_eq(t.last_status, RDS_ECLOSED);
 }
 
+/* ---- batches: each call answered exactly once, whatever happens to its script call -------- */
+
+typedef struct once {
+    int answers, status;
+    bool admit;
+} once_t;
+
+static void once_done(void *arg, const rds_outcome_t *o)
+{
+    once_t *x = arg;
+    x->answers++;
+    x->status = o->status;
+    x->admit = o->status == 0 && o->result.admit;
+}
+
+typedef struct calls {
+    once_t *x;
+    int n;
+} calls_t;
+
+static bool every_answered(void *arg)
+{
+    calls_t *c = arg;
+    for (int i = 0; i < c->n; i++)
+        if (c->x[i].answers == 0)
+            return false;
+    return true;
+}
+
+/* n steps on `key` in one loop turn, so they go in batches. */
+static void send_steps(rds_store_t *s, const ra_limiter_t *l, const char *key, once_t *x, int n)
+{
+    rds_op_t op = {.cost = 1};
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(rds_store_call(s, l, key, strlen(key), &op, once_done, &x[i]), 0, "call %d",
+                     i);
+}
+
+static void expect_each_answered_once(const once_t *x, int n)
+{
+    for (int i = 0; i < n; i++)
+        cr_assert_eq(x[i].answers, 1, "call %d was answered %d times", i, x[i].answers);
+}
+
+Test(store, pipelined_calls_share_script_calls_and_are_decided_in_order)
+{
+    rds_store_t *s = open_store(server.address, 2000 * MS);
+    cr_assert(run_until(is_ready, s, 5000));
+    ra_limiter_t l = team_rpm(); /* burst 60 */
+    once_t x[100] = {0};
+    send_steps(s, &l, "team:q", x, 100);
+    calls_t all = {x, 100};
+    cr_assert(run_until(every_answered, &all, 5000));
+    expect_each_answered_once(x, 100);
+    for (int i = 0; i < 100; i++)
+        cr_assert(x[i].status == 0 && x[i].admit == (i < 60), "call %d: status %d admit %d", i,
+                  x[i].status, x[i].admit);
+    rds_stats_t st;
+    rds_store_stats(s, &st);
+    cr_assert_eq(st.calls, 100);
+    cr_assert_eq(st.batches, (100 + RDS_BATCH_MAX - 1) / RDS_BATCH_MAX,
+                 "100 calls of one turn in %" PRIu64 " script calls", st.batches);
+    rds_store_close(s);
+}
+
+/* Redis holds a client postponed by CLIENT PAUSE: it has read that client's commands. */
+static bool a_client_postponed(void *arg)
+{
+    redisReply *r = redisCommand(arg, "INFO clients");
+    bool yes = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "blocked_clients:1");
+    freeReplyObject(r);
+    return yes;
+}
+
+Test(store, a_batch_across_a_connection_loss_answers_each_call_once)
+{
+    rds_store_t *s = open_store(server.address, 2000 * MS);
+    cr_assert(run_until(is_ready, s, 5000));
+    ra_limiter_t l = team_rpm();
+    /* Redis reads the batches but runs no script until the pause ends, so they are in flight
+     * when it dies (a paused process would leave them unread, and hiredis 0.14 would then see
+     * the reset only through the timeout) */
+    redisContext *admin = rh_connect(&server);
+    freeReplyObject(redisCommand(admin, "CLIENT PAUSE 10000 WRITE"));
+    once_t x[40] = {0};
+    send_steps(s, &l, "team:lost", x, 40);
+    cr_assert(run_until(a_client_postponed, admin, 3000), "the batches never reached Redis");
+    redisFree(admin);
+    rh_kill(&server);
+    calls_t all = {x, 40};
+    cr_assert(run_until(every_answered, &all, 3000), "calls still waiting after the loss");
+    expect_each_answered_once(x, 40);
+    for (int i = 0; i < 40; i++)
+        cr_assert_eq(x[i].status, RDS_ECONN, "call %d: %d", i, x[i].status);
+    cr_assert_eq(rh_restart(&server), 0);
+    cr_assert(run_until(is_ready, s, 5000), "did not reconnect");
+    once_t after[3] = {0};
+    send_steps(s, &l, "team:lost", after, 3);
+    calls_t again = {after, 3};
+    cr_assert(run_until(every_answered, &again, 5000));
+    expect_each_answered_once(after, 3);
+    cr_assert(after[0].admit && after[2].admit);
+    rds_store_close(s);
+}
+
 Test(store, bad_addresses_are_named)
 {
     static const char *const bad[] = {"",           "localhost", "host:",     "host:0",
@@ -390,8 +495,9 @@ typedef struct fake {
     size_t len;
 } fake_t;
 
-/* One complete RESP command at buf (an array of bulk strings): its length and name, or 0. */
-static size_t parse_command(const char *buf, size_t len, char *name, size_t namesz)
+/* One complete RESP command at buf (an array of bulk strings): its length, name and third
+ * argument as a number (a script call's number of keys: its batch's operations), or 0. */
+static size_t parse_command(const char *buf, size_t len, char *name, size_t namesz, long *third)
 {
     const char *p = buf, *end = buf + len;
     if (len < 4 || *p != '*')
@@ -409,6 +515,8 @@ static size_t parse_command(const char *buf, size_t len, char *name, size_t name
             return 0;
         if (i == 0)
             snprintf(name, namesz, "%.*s", (int)(blen < 32 ? blen : 32), nl + 1);
+        if (i == 2)
+            *third = strtol(nl + 1, NULL, 10);
         p = nl + 1 + blen + 2;
     }
     return (size_t)(p - buf);
@@ -420,7 +528,17 @@ static void fake_write(fake_t *f, const char *text)
     uv_try_write((uv_stream_t *)&f->peer, &b, 1);
 }
 
-static void fake_answer(fake_t *f, const char *cmd)
+/* A script call's answer: an array of one item per operation. */
+static void fake_items(fake_t *f, long n, const char *item)
+{
+    char head[32];
+    snprintf(head, sizeof(head), "*%ld\r\n", n);
+    fake_write(f, head);
+    for (long i = 0; i < n; i++)
+        fake_write(f, item);
+}
+
+static void fake_answer(fake_t *f, const char *cmd, long ops)
 {
     static const char sha[] = "$40\r\n0123456789abcdef0123456789abcdef01234567\r\n";
     bool load = strcasecmp(cmd, "SCRIPT") == 0;
@@ -435,10 +553,11 @@ static void fake_answer(fake_t *f, const char *cmd)
         fake_write(f, load ? sha : ":7\r\n");
         break;
     case FAKE_SHORT_ARRAY:
-        fake_write(f, load ? sha : "*2\r\n:1\r\n:0\r\n");
+        load ? fake_write(f, sha) : fake_items(f, ops, "*2\r\n:1\r\n:0\r\n");
         break;
     case FAKE_BAD_NUMBER:
-        fake_write(f, load ? sha : "*6\r\n:1\r\n:0\r\n$3\r\n1e3\r\n:0\r\n:1\r\n$1\r\n5\r\n");
+        load ? fake_write(f, sha)
+             : fake_items(f, ops, "*6\r\n:1\r\n:0\r\n$3\r\n1e3\r\n:0\r\n:1\r\n$1\r\n5\r\n");
         break;
     }
 }
@@ -460,9 +579,10 @@ static void fake_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
     }
     f->len += (size_t)n;
     char name[40];
+    long ops = 0;
     size_t used;
-    while ((used = parse_command(f->buf, f->len, name, sizeof(name))) > 0) {
-        fake_answer(f, name);
+    while ((used = parse_command(f->buf, f->len, name, sizeof(name), &ops)) > 0) {
+        fake_answer(f, name, ops);
         memmove(f->buf, f->buf + used, f->len - used);
         f->len -= used;
     }
@@ -568,7 +688,7 @@ static void expect_reply_error(fake_mode_t mode, const char *want_error)
 
 Test(store, a_script_answered_with_an_integer_is_a_wrong_type_error)
 {
-    expect_reply_error(FAKE_WRONG_TYPE, "an integer of 0 elements, want an array of 6");
+    expect_reply_error(FAKE_WRONG_TYPE, "an integer of 0 elements, want an array of 3");
 }
 
 Test(store, a_script_answered_with_a_short_array_is_a_shape_error)
