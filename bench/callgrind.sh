@@ -2,7 +2,7 @@
 # bench/callgrind.sh: instructions per decision of the daemon, end to end, at several depths.
 #
 #   bench/callgrind.sh [--build DIR] [--daemon BIN] [--depths "1 16 64"] [--ms MS] [--v1]
-#                      [--keep DIR]
+#                      [--keep DIR] [--ceiling [BIN]]
 #
 # For each depth: `tokentriage serve -c bench/bench.yaml` under valgrind's callgrind with
 # instrumentation off while it starts; every key (100) is sent once; then instrumentation is
@@ -12,9 +12,11 @@
 # depend on the machine's load, so before/after comparisons need no repetition. --v1 sends
 # protocol 1 requests (the daemon renders the headers); the default is protocol 2 (numbers).
 # --daemon measures another build's tokentriage (a "before"; give it --v1 if it predates v2).
+# --ceiling measures bench/ceiling instead (or the ceiling binary BIN): instructions per answer,
+# and those in framing (proto_frame).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build daemon="" depths="1 16 64" ms=3000 v1="" keep=""
+build=build daemon="" depths="1 16 64" ms=3000 v1="" keep="" ceiling=""
 while (($#)); do
   case $1 in
   --build) build=$2; shift ;;
@@ -23,12 +25,16 @@ while (($#)); do
   --ms) ms=$2; shift ;;
   --v1) v1=--v1 ;;
   --keep) keep=$2; shift ;;
-  -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+  --ceiling)
+    ceiling=default
+    if [ $# -gt 1 ] && [ "${2#-}" = "$2" ]; then ceiling=$2; shift; fi ;;
+  -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
   *) echo "bench/callgrind.sh: unknown argument $1" >&2; exit 64 ;;
   esac
   shift
 done
 daemon=${daemon:-$build/cmd/tokentriage}
+[ "$ceiling" = default ] && ceiling=$build/bench/ceiling
 proto=2
 [ -n "$v1" ] && proto=1
 tmp=$(mktemp -d /tmp/ttcg.XXXXXX)
@@ -39,8 +45,13 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 for d in $depths; do
+  if [ -n "$ceiling" ]; then
+    set -- "$ceiling" "$tmp/tt.sock"
+  else
+    set -- "$daemon" serve -c bench/bench.yaml -s "$tmp/tt.sock"
+  fi
   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$tmp/cg.$d.%p" \
-    "$daemon" serve -c bench/bench.yaml -s "$tmp/tt.sock" >"$tmp/serve.$d.log" 2>&1 &
+    "$@" >"$tmp/serve.$d.log" 2>&1 &
   pid=$!
   for _ in $(seq 300); do [ -S "$tmp/tt.sock" ] && break; sleep 0.1; done
   "$build/bench/loadgen" --proto msgpack --socket "$tmp/tt.sock" -k 100 -p "$d" --prefill $v1 >/dev/null
@@ -49,6 +60,8 @@ for d in $depths; do
   callgrind_control -i off "$pid" >/dev/null
   kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
   rm -f "$tmp/tt.sock"
-  echo "{\"depth\":$d,\"protocol\":$proto,$(python3 bench/cgprof.py "$tmp"/cg.$d.* | sed 's/^{//')"
+  how=()
+  [ -n "$ceiling" ] && how=(--ceiling "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["answers"])' "$tmp/lg.$d.json")")
+  echo "{\"depth\":$d,\"protocol\":$proto,$(python3 bench/cgprof.py "${how[@]}" "$tmp"/cg.$d.* | sed 's/^{//')"
   [ -n "$keep" ] && mkdir -p "$keep" && cp "$tmp"/cg.$d.* "$keep/"
 done

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/cgprof.py CALLGRIND.OUT: instructions per decision, and where they go.
+"""bench/cgprof.py [--ceiling ANSWERS] CALLGRIND.OUT: instructions per decision, and where they go.
 
 Reads one callgrind dump of a daemon that answered only decisions while it was collecting
 (bench/callgrind.sh arranges that) and prints one JSON line: the decisions (calls of gov_decide),
@@ -12,6 +12,9 @@ The engine's tick (gov_engine_tick: the reclamation slices a timer runs every 10
 decision's cost and is left out of the total: it is per wall-clock second, and under valgrind,
 some 50 times slower than the machine, it would be charged to 50 times fewer decisions. It is
 printed apart, per decision as measured.
+With --ceiling ANSWERS the dump is bench/ceiling's, which answered ANSWERS requests (the load
+generator's count: proto_frame is also called once more per read, on the cut end of the
+buffer); the one stage is framing (proto_frame).
 Inclusive costs come from the call sites (the cost line after each calls= line), so a function
 inlined into its caller is counted in the caller.
 """
@@ -23,7 +26,7 @@ STAGES = {"decode": ["proto_decode_first"], "decide": ["gov_decide"],
           "encode": ["proto_enc_decision", "gov_result_render"]}
 
 
-def main(path):
+def main(path, ceiling=0):
     names, calls, incl = {}, {}, {}
     total = None
     cfn = None
@@ -50,9 +53,13 @@ def main(path):
             continue
         if line.startswith("summary:") or line.startswith("totals:"):
             total = int(line.split()[1])
-    decisions = calls.get("gov_decide", 0)
+    decisions = ceiling or calls.get("gov_decide", 0)
     if not decisions or total is None:
         sys.exit(f"cgprof: no decisions in {path}")
+    if ceiling:
+        print(json.dumps({"answers": decisions, "instr_per_answer": round(total / decisions),
+                          "frame": round(incl.get("proto_frame", 0) / decisions)}))
+        return
     tick = incl.get("gov_engine_tick", 0)
     out = {"decisions": decisions, "instr_per_decision": round((total - tick) / decisions)}
     rest = total - tick
@@ -66,4 +73,9 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if len(sys.argv) == 4 and sys.argv[1] == "--ceiling":
+        main(sys.argv[3], ceiling=int(sys.argv[2]))
+    elif len(sys.argv) == 2:
+        main(sys.argv[1])
+    else:
+        sys.exit("usage: bench/cgprof.py [--ceiling ANSWERS] CALLGRIND.OUT")

@@ -9,7 +9,8 @@
  * exactly the requests to its handler, that it gets in one read; the reassembly buffer stays
  * within STREAM_IN_CAP; every request handed up respects the documented bounds and
  * re-encodes (client encoder) to bytes that decode to the same request; every answer
- * encoder's output frames as one message and reads back.
+ * encoder's output frames as one message and reads back; the framer ends a message where
+ * wire_skip does.
  * Run longer, from a fuzz build tree:
  *   tests/fuzz/fuzz_proto -max_total_time=600 -dict=../tests/fuzz/proto.dict corpus/
  */
@@ -244,6 +245,21 @@ static void check_first_matches_general(const uint8_t *data, size_t size)
               same_str(a.subject[i].id, b.subject[i].id));
 }
 
+/* The framer (its table of fixed forms, its resumable stack) against wire_skip, which frames by
+ * wire_head alone: within the 64 KiB bound, one frames a message exactly when the other skips
+ * it, to the same end. */
+static void check_frame_matches_skip(const uint8_t *data, size_t size)
+{
+    size_t n;
+    bool deep;
+    int rc = proto_frame(data, size, &n, &deep);
+    wire_reader_t r = {.pos = data,
+                       .end = data + (size < PROTO_MAX_MESSAGE ? size : PROTO_MAX_MESSAGE)};
+    int sk = size > 0 && wire_is_map_byte(data[0]) ? wire_skip(&r) : TT_ERR_FRAME;
+    check((rc == 0) == (sk == 0));
+    check(rc != 0 || (size_t)(r.pos - data) == n);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -253,6 +269,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(&rng, data, 8);
     data += 8, size -= 8;
     check_first_matches_general(data, size);
+    check_frame_matches_skip(data, size);
     static run_t whole, cut;
     whole = (run_t){0}, cut = (run_t){0};
     feed(data, size, false, 1 << 30, &whole);
