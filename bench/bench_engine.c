@@ -64,11 +64,12 @@ static size_t *id_lens;
 static gov_engine_t *engine(const cfg_limit_t *ls, size_t n, size_t initial)
 {
     gov_engine_t *e;
-    char err[256];
+    tt_err_t err;
     gov_options_t o = {
         .max_counters = 4u << 20, .initial_counters = initial, .hash_seed = {0x1234, 0x5678}};
-    if (gov_engine_create(&e, &o, ls, n, true, err, sizeof(err)) < 0) {
-        fprintf(stderr, "engine: %s\n", err);
+    if (gov_engine_create(&e, &o, ls, n, true, &err) < 0) {
+        char text[TT_ERR_TEXT_MAX];
+        fprintf(stderr, "engine: %s\n", tt_err_format(&err, text, sizeof(text)));
         exit(1);
     }
     return e;

@@ -133,8 +133,9 @@ int main(int argc, char **argv)
     }
     gov_engine_t *e;
     gov_options_t eo = {.hash_seed = {1, 2}};
-    if (gov_engine_create(&e, &eo, &l, 1, false, msg, sizeof(msg)) < 0) {
-        fprintf(stderr, "bench_redis: %s\n", msg);
+    tt_err_t err;
+    if (gov_engine_create(&e, &eo, &l, 1, false, &err) < 0) {
+        fprintf(stderr, "bench_redis: %s\n", tt_err_format(&err, msg, sizeof(msg)));
         return 70;
     }
     uv_loop_t *loop = uv_default_loop();

@@ -146,11 +146,11 @@ int main(int argc, char **argv)
     if (cfg_load_string("<bench>", yaml, sizeof(yaml) - 1, &cfg, &rep) || cfg_arm(cfg, &rep))
         return 1;
     gov_engine_t *e;
-    char err[256];
+    tt_err_t err;
     gov_options_t o = {
         .hash_seed = {3, 4}, .max_counters = counters * 2, .initial_counters = counters};
-    if (gov_engine_create_config(&e, &o, cfg, err, sizeof(err)))
-        return fprintf(stderr, "%s\n", err), 1;
+    if (gov_engine_create_config(&e, &o, cfg, &err))
+        return fprintf(stderr, "%s\n", err.message), 1;
     int64_t now = tt_wall_ns();
     for (size_t i = 0; i < counters; i++)
         decide(e, i, now);

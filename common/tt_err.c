@@ -30,15 +30,21 @@ const char *tt_err_message(int code)
     }
 }
 
-int tt_err_set(tt_err_t *err, int code, const char *path, const char *fmt, ...)
+int tt_err_vset(tt_err_t *err, int code, const char *path, const char *fmt, va_list ap)
 {
     if (!err)
         return code;
     err->code = code;
     snprintf(err->path, sizeof(err->path), "%s", path ? path : "");
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    return code;
+}
+
+int tt_err_set(tt_err_t *err, int code, const char *path, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    tt_err_vset(err, code, path, fmt, ap);
     va_end(ap);
     return code;
 }

@@ -11,6 +11,8 @@
 #ifndef TT_COMMON_TT_ERR_H
 #define TT_COMMON_TT_ERR_H
 
+#include <stdarg.h>
+
 /* X(NAME, value, "wire_name", "message") */
 #define TT_ERRNO_MAP(X)                                                                            \
     X(MORE, -1, "more", "the message is incomplete")                                               \
@@ -119,16 +121,24 @@ const char *tt_err_name(int code);
 /* What a code means; "unknown error" for a code not in the table. */
 const char *tt_err_message(int code);
 
+#define TT_ERR_PATH_MAX 96     /* bytes of a path, with its NUL: "subject." and a 64-byte level */
+#define TT_ERR_MESSAGE_MAX 160 /* bytes of a message, with its NUL */
+/* What tt_err_format writes at the most, with its NUL: "path: message". */
+#define TT_ERR_TEXT_MAX (TT_ERR_PATH_MAX + 2 + TT_ERR_MESSAGE_MAX)
+
 /* A failure's detail. An empty path: the message concerns the whole input. */
 typedef struct tt_err {
     int code;
-    char path[64];
-    char message[160];
+    char path[TT_ERR_PATH_MAX];
+    char message[TT_ERR_MESSAGE_MAX];
 } tt_err_t;
 
 /* Fills err (when not NULL) and returns code, so a failure reads `return tt_err_set(...)`. */
 int tt_err_set(tt_err_t *err, int code, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The same with the message's arguments in a va_list (for a module's own fail helper). */
+int tt_err_vset(tt_err_t *err, int code, const char *path, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
 /* "path: message", or the message alone when the path is empty. */
 const char *tt_err_format(const tt_err_t *err, char *buf, unsigned long size);
 

@@ -63,7 +63,7 @@ int gov_acquire(gov_engine_t *e, const gov_subject_t *s, uint64_t owner, int64_t
                                                .len = sl->len};
         }
         if (gov_leases_reserve(&e->leases, n_refs) < 0)
-            return gov__fail(out, GOV_ELEASES, "acquire: the lease cap (%zu) is reached",
+            return gov__fail(out, GOV_ELEASES, "", "acquire: the lease cap (%zu) is reached",
                              e->leases.max);
     }
     for (size_t i = 0; i < n; i++) {

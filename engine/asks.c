@@ -44,11 +44,11 @@ int gov_decide_asks(gov_engine_t *e, const gov_ask_t *asks, size_t n_asks, unsig
     for (size_t a = 0; a < n_asks; a++)
         gov__result_init(&results[a]);
     if (n_asks > GOV_ASKS_MAX)
-        return gov__fail(&results[0], GOV_EINVAL, "asks: %zu, at most %d", n_asks, GOV_ASKS_MAX);
+        return gov__fail(&results[0], GOV_EINVAL, "asks", "%zu, at most %d", n_asks, GOV_ASKS_MAX);
     for (size_t a = 0; a < n_asks; a++) {
         int64_t cost = asks[a].cost;
         if (cost < 0 || cost > GOV_TOKENS_MAX)
-            return gov__fail(&results[a], GOV_ERANGE, "cost: %lld is outside 0..2^40",
+            return gov__fail(&results[a], GOV_ERANGE, "cost", "%lld is outside 0..2^40",
                              (long long)cost);
         first[a] = n;
         int rc = gov__prepare_at(e->set, &asks[a].subject, RATE_TYPES, flags & GOV_ASK_EXACT, p, &n,
@@ -58,7 +58,7 @@ int gov_decide_asks(gov_engine_t *e, const gov_ask_t *asks, size_t n_asks, unsig
         for (size_t i = first[a]; i < n; i++) {
             p[i].cost = cost;
             if (p[i].l->cfg.store == CFG_STORE_REDIS)
-                return gov__fail(&results[a], GOV_EINVAL,
+                return gov__fail(&results[a], GOV_EINVAL, "",
                                  "limit \"%s\": a redis-backed limit is decided alone, not with "
                                  "other asks",
                                  p[i].l->cfg.id);

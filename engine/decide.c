@@ -280,10 +280,10 @@ int gov_decide(gov_engine_t *e, const gov_subject_t *s, int64_t tokens, int64_t 
     if (rc < 0)
         return rc;
     if (tokens != GOV_NO_TOKENS && (tokens < 0 || tokens > GOV_TOKENS_MAX))
-        return gov__fail(out, GOV_ERANGE, "tokens: %lld is outside 0..2^40", (long long)tokens);
+        return gov__fail(out, GOV_ERANGE, "tokens", "%lld is outside 0..2^40", (long long)tokens);
     for (size_t i = 0; i < n && tokens == GOV_NO_TOKENS; i++)
         if (p[i].l->cfg.type == CFG_TYPE_TPM)
-            return gov__fail(out, GOV_ETOKENS, "tokens: required: tpm limit \"%s\" applies",
+            return gov__fail(out, GOV_ETOKENS, "tokens", "required: tpm limit \"%s\" applies",
                              p[i].l->cfg.id);
     rc = decide_run(e, e->set, s, p, n, tokens, now, NULL, &n_redis, out);
     if (rc == GOV_PENDING) {
@@ -294,7 +294,7 @@ int gov_decide(gov_engine_t *e, const gov_subject_t *s, int64_t tokens, int64_t 
                               .ctx = ctx};
         gov_pending_t *pd = gov__pending_new(e, e->set, s, n_redis, &tmpl, out);
         rc = pd ? gov__pending_start(pd, GOV_REDIS_STEP, p, n, now)
-                : gov__fail(out, GOV_ENOMEM, "out of memory starting a redis operation");
+                : gov__fail(out, GOV_ENOMEM, "", "out of memory starting a redis operation");
     }
     /* Reclamation keeps pace with what this decision added. A decision on counters that already
      * exist (most of them, under load) examines nothing here: that was 4-6% of the daemon's CPU

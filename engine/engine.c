@@ -18,11 +18,11 @@
 
 /* ---- errors and results ------------------------------------------------------------------ */
 
-int gov__fail(gov_result_t *out, int code, const char *fmt, ...)
+int gov__fail(gov_result_t *out, int code, const char *path, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(out->error, sizeof(out->error), fmt, ap);
+    tt_err_vset(&out->err, code, path, fmt, ap);
     va_end(ap);
     out->status = code;
     out->admit = false;
@@ -31,8 +31,7 @@ int gov__fail(gov_result_t *out, int code, const char *fmt, ...)
 
 void gov__result_init(gov_result_t *out)
 {
-    out->status = 0;
-    out->error[0] = '\0';
+    out->status = 0; /* out->err is only written on a failure (gov__fail) */
     out->admit = true;
     out->verdict = GOV_ADMIT;
     out->limit[0] = '\0';
@@ -79,7 +78,7 @@ const char *gov_reload_action_name(gov_reload_action_t a)
 /* ---- the engine -------------------------------------------------------------------------- */
 
 int gov_engine_create(gov_engine_t **out, const gov_options_t *opt, const cfg_limit_t *limits,
-                      size_t n, bool disclose, char *err, size_t err_size)
+                      size_t n, bool disclose, tt_err_t *err)
 {
     *out = NULL;
     gov_options_t o = opt ? *opt : (gov_options_t){0};
@@ -94,37 +93,33 @@ int gov_engine_create(gov_engine_t **out, const gov_options_t *opt, const cfg_li
     if (o.reservation_ttl_ns <= 0)
         o.reservation_ttl_ns = GOV_DEFAULT_RESERVATION_TTL_NS;
     gov_engine_t *e = calloc(1, sizeof(*e));
-    if (!e) {
-        snprintf(err, err_size, "out of memory");
-        return GOV_ENOMEM;
-    }
+    if (!e)
+        return tt_err_set(err, GOV_ENOMEM, "", "out of memory");
     if (gov_table_init(&e->table, o.initial_counters, o.max_counters, o.hash_seed) < 0 ||
         gov_leases_init(&e->leases, o.max_leases, o.hash_seed) < 0 ||
         gov_resv_init(&e->resv, o.max_reservations, o.reservation_bytes, o.reservation_ttl_ns,
                       o.hash_seed, gov__reservation_drop) < 0) {
-        snprintf(err, err_size, "out of memory");
         gov_engine_destroy(e);
-        return GOV_ENOMEM;
+        return tt_err_set(err, GOV_ENOMEM, "", "out of memory");
     }
     e->m.counters_max = o.max_counters;
     gov_reload_action_t actions[GOV_LIMITS_MAX];
-    e->set = gov__set_build(limits, n, disclose, err, err_size);
-    if (!e->set || gov__set_bind(e, e->set, NULL, actions, err, err_size) < 0) {
+    int rc = gov__set_build(limits, n, disclose, &e->set, err);
+    if (rc < 0 || (rc = gov__set_bind(e, e->set, NULL, actions, err)) < 0) {
         gov_engine_destroy(e);
-        return GOV_ELIMITS;
+        return rc;
     }
     *out = e;
     return 0;
 }
 
 int gov_engine_create_config(gov_engine_t **out, const gov_options_t *opt, const cfg_config_t *cfg,
-                             char *err, size_t err_size)
+                             tt_err_t *err)
 {
     gov_options_t o = opt ? *opt : (gov_options_t){0};
     if (!o.max_counters && cfg->server.max_counters > 0)
         o.max_counters = (size_t)cfg->server.max_counters;
-    return gov_engine_create(out, &o, cfg->limits, cfg->n_limits, cfg->disclose_limits, err,
-                             err_size);
+    return gov_engine_create(out, &o, cfg->limits, cfg->n_limits, cfg->disclose_limits, err);
 }
 
 void gov_engine_destroy(gov_engine_t *e)

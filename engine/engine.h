@@ -16,7 +16,8 @@
  *
  * Return values: 0 (result ready in *out), GOV_PENDING (a redis-backed limit is involved; the
  * completion callback will be called later with the same `out`), or a negative GOV_E* code
- * (out->status carries it too and out->error says what was wrong, naming the field). Bad input
+ * (out->status carries it too and out->err says what was wrong: the code, the path of the field,
+ * a message; tt_err_format renders "path: message"). Bad input
  * changes nothing.
  */
 #ifndef TT_ENGINE_H
@@ -38,7 +39,6 @@
 #define GOV_SOFT_MAX 16               /* soft-denied ids reported in one result (more: truncated) */
 #define GOV_HEADERS_MAX PROTO_RATE_HEADERS_MAX /* disclosure headers in one result */
 #define GOV_HEADER_VALUE_MAX PROTO_HEADER_VALUE_MAX
-#define GOV_ERROR_MAX 160
 #define GOV_TOKENS_MAX (INT64_C(1) << 40) /* tokens, reserved, actual: 0 ..= 2^40 */
 #define GOV_NO_TOKENS INT64_C(-1)         /* `tokens` absent from the request */
 
@@ -85,8 +85,9 @@ typedef proto_rate_header_t gov_header_t;
 
 /* The answer to any request. Written by value; `code` points at a static string or is NULL. */
 typedef struct gov_result {
-    int status; /* 0, or the negative GOV_E* code (then only `error` is meaningful) */
-    char error[GOV_ERROR_MAX];
+    int status;   /* 0, or the negative GOV_E* code (then only `err` is meaningful) */
+    tt_err_t err; /* when status < 0: err.code == status, the field's path, what was wrong; not
+                     set otherwise */
     bool admit;
     gov_verdict_t verdict;
     char limit[CFG_ID_MAX + 1]; /* the denying limit (largest retry) or, on admit, the tightest;
@@ -138,15 +139,16 @@ typedef struct gov_options {
 
 /*
  * Builds an engine over `n` armed limits (cfg_limit_arm done on each; copied). `disclose` is
- * governance.keys.disclose_limits. Returns 0, or a negative code with a message in err.
+ * governance.keys.disclose_limits. Returns 0, or a negative code (GOV_ELIMITS, GOV_ENOMEM)
+ * described in *err (path: the limit, "governance.limits[i]").
  */
 int gov_engine_create(gov_engine_t **out, const gov_options_t *opt, const cfg_limit_t *limits,
-                      size_t n, bool disclose, char *err, size_t err_size);
+                      size_t n, bool disclose, tt_err_t *err);
 
 /* The same from an armed compiled config (cfg_arm done): its limits, disclose_limits and
  * server.max_counters (used when opt->max_counters is 0). The engine keeps no pointer into it. */
 int gov_engine_create_config(gov_engine_t **out, const gov_options_t *opt, const cfg_config_t *cfg,
-                             char *err, size_t err_size);
+                             tt_err_t *err);
 
 /* Frees everything. Every GOV_PENDING request must have completed (the redis store completes
  * its outstanding operations as unavailable when it shuts down). */
@@ -177,13 +179,13 @@ typedef void (*gov_reload_fn)(void *ctx, const char *limit_id, gov_reload_action
  */
 typedef struct gov_reload gov_reload_t;
 int gov_engine_reload_prepare(gov_engine_t *e, const cfg_limit_t *limits, size_t n, bool disclose,
-                              gov_reload_t **r, char *err, size_t err_size);
+                              gov_reload_t **r, tt_err_t *err);
 void gov_engine_reload_commit(gov_engine_t *e, gov_reload_t *r, gov_reload_fn report, void *ctx);
 void gov_engine_reload_abort(gov_engine_t *e, gov_reload_t *r);
 
 /* Prepare and commit at once: all or nothing, on error nothing changed. */
 int gov_engine_reload(gov_engine_t *e, const cfg_limit_t *limits, size_t n, bool disclose,
-                      gov_reload_fn report, void *ctx, char *err, size_t err_size);
+                      gov_reload_fn report, void *ctx, tt_err_t *err);
 
 /*
  * One decision. rpm limits present cost 1; tpm limits present `tokens` (GOV_NO_TOKENS when the

@@ -114,8 +114,9 @@ static inline bool gov__via_redis(const probe_t *p)
 
 /* ---- engine.c ---------------------------------------------------------------------------- */
 
-int gov__fail(gov_result_t *out, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* Fails `out` with code, the path of the field and a message (tt_err_set); returns code. */
+int gov__fail(gov_result_t *out, int code, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 void gov__result_init(gov_result_t *out);
 
 /* ---- gen.c ------------------------------------------------------------------------------- */
@@ -123,13 +124,14 @@ void gov__result_init(gov_result_t *out);
 /* True while `h` still names the identity it was bound to (alive, same generation). */
 bool gov__handle_live(const gov_table_t *t, gov_handle_t h);
 
-/* Copies and checks limits into a new generation (refs 1); NULL with a message in err. */
-gov_set_t *gov__set_build(const cfg_limit_t *limits, size_t n, bool disclose, char *err,
-                          size_t err_size);
+/* Copies and checks limits into a new generation *out (refs 1): 0, or GOV_ELIMITS (the path
+ * names the limit) or GOV_ENOMEM, described in err. */
+int gov__set_build(const cfg_limit_t *limits, size_t n, bool disclose, gov_set_t **out,
+                   tt_err_t *err);
 /* Binds every counting limit of `set` to a table identity, keeping those of `old` with the same
- * id and identity. All or nothing: -1 with a message, the fresh identities released. */
+ * id and identity. All or nothing: GOV_ELIMITS in err, the fresh identities released. */
 int gov__set_bind(gov_engine_t *e, gov_set_t *set, const gov_set_t *old,
-                  gov_reload_action_t *actions, char *err, size_t err_size);
+                  gov_reload_action_t *actions, tt_err_t *err);
 void gov__set_unref(gov_set_t *set);
 
 /* ---- probe.c ----------------------------------------------------------------------------- */

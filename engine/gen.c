@@ -13,6 +13,7 @@
  * generation) and checks it (gov__handle_live) before it touches a counter: a redis answer that
  * comes back after two reloads must not step a limit it never asked about.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,46 +69,44 @@ static int set_levels(gov_set_t *set, gov_limit_t *l)
     return 0;
 }
 
-gov_set_t *gov__set_build(const cfg_limit_t *limits, size_t n, bool disclose, char *err,
-                          size_t err_size)
+/* Fails the check of limits[i]: GOV_ELIMITS, its path "governance.limits[i]". */
+static int limit_fail(tt_err_t *err, size_t i, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int limit_fail(tt_err_t *err, size_t i, const char *fmt, ...)
 {
-    if (n > GOV_LIMITS_MAX) {
-        snprintf(err, err_size, "governance.limits: %zu limits, at most %d", n, GOV_LIMITS_MAX);
-        return NULL;
-    }
+    char path[TT_ERR_PATH_MAX];
+    snprintf(path, sizeof(path), "governance.limits[%zu]", i);
+    va_list ap;
+    va_start(ap, fmt);
+    tt_err_vset(err, GOV_ELIMITS, path, fmt, ap);
+    va_end(ap);
+    return GOV_ELIMITS;
+}
+
+int gov__set_build(const cfg_limit_t *limits, size_t n, bool disclose, gov_set_t **out,
+                   tt_err_t *err)
+{
+    if (n > GOV_LIMITS_MAX)
+        return tt_err_set(err, GOV_ELIMITS, "governance.limits", "%zu limits, at most %d", n,
+                          GOV_LIMITS_MAX);
     for (size_t i = 0; i < n; i++) {
         const cfg_limit_t *l = &limits[i];
         size_t id_len = strnlen(l->id, sizeof(l->id)), lv_len = strnlen(l->level, sizeof(l->level));
-        if (id_len == 0 || id_len > CFG_ID_MAX || lv_len == 0 || lv_len > CFG_ATTACH_MAX) {
-            snprintf(err, err_size, "governance.limits[%zu]: id or level empty or too long", i);
-            return NULL;
-        }
-        if (cfg_type_is_rate(l->type) && (l->limiter.amount <= 0 || l->limiter.period_ns <= 0)) {
-            snprintf(err, err_size, "governance.limits[%zu] (\"%s\"): not armed", i, l->id);
-            return NULL;
-        }
-        if (l->type == CFG_TYPE_CONCURRENCY && l->amount <= 0) {
-            snprintf(err, err_size, "governance.limits[%zu] (\"%s\"): amount must be positive", i,
-                     l->id);
-            return NULL;
-        }
-        if (strchr(l->level, ',') && l->store == CFG_STORE_REDIS) {
-            snprintf(err, err_size, "governance.limits[%zu] (\"%s\"): store redis counts one level",
-                     i, l->id);
-            return NULL;
-        }
-        for (size_t j = 0; j < i; j++) {
-            if (strcmp(limits[j].id, l->id) == 0) {
-                snprintf(err, err_size, "governance.limits[%zu]: duplicate id \"%s\"", i, l->id);
-                return NULL;
-            }
-        }
+        if (id_len == 0 || id_len > CFG_ID_MAX || lv_len == 0 || lv_len > CFG_ATTACH_MAX)
+            return limit_fail(err, i, "id or level empty or too long");
+        if (cfg_type_is_rate(l->type) && (l->limiter.amount <= 0 || l->limiter.period_ns <= 0))
+            return limit_fail(err, i, "limit \"%s\" not armed", l->id);
+        if (l->type == CFG_TYPE_CONCURRENCY && l->amount <= 0)
+            return limit_fail(err, i, "limit \"%s\": amount must be positive", l->id);
+        if (strchr(l->level, ',') && l->store == CFG_STORE_REDIS)
+            return limit_fail(err, i, "limit \"%s\": store redis counts one level", l->id);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(limits[j].id, l->id) == 0)
+                return limit_fail(err, i, "duplicate id \"%s\"", l->id);
     }
     gov_set_t *set = calloc(1, sizeof(*set) + n * sizeof(gov_limit_t));
-    if (!set) {
-        snprintf(err, err_size, "out of memory");
-        return NULL;
-    }
+    if (!set)
+        return tt_err_set(err, GOV_ENOMEM, "", "out of memory");
     set->refs = 1;
     set->disclose = disclose;
     set->n = n;
@@ -116,19 +115,18 @@ gov_set_t *gov__set_build(const cfg_limit_t *limits, size_t n, bool disclose, ch
         l->cfg = limits[i];
         l->ident = (gov_handle_t){.index = -1};
         if (strcmp(l->cfg.level, "global") != 0 && set_levels(set, l) < 0) {
-            snprintf(err, err_size, "governance.limits[%zu] (\"%s\"): bad attach \"%s\"", i,
-                     l->cfg.id, l->cfg.level);
             gov__set_unref(set);
-            return NULL;
+            return limit_fail(err, i, "limit \"%s\": bad attach \"%s\"", limits[i].id,
+                              limits[i].level);
         }
         if (l->n_levels > 1 && !set->combo_keys &&
             !(set->combo_keys = malloc((size_t)GOV_APPLY_MAX * COMBO_KEY_MAX))) {
-            snprintf(err, err_size, "out of memory");
             gov__set_unref(set);
-            return NULL;
+            return tt_err_set(err, GOV_ENOMEM, "", "out of memory");
         }
     }
-    return set;
+    *out = set;
+    return 0;
 }
 
 /* Gives back the identities the first n limits of `set` were freshly bound to. None of them has
@@ -142,7 +140,7 @@ static void release_fresh(gov_engine_t *e, gov_set_t *set, const gov_reload_acti
 }
 
 int gov__set_bind(gov_engine_t *e, gov_set_t *set, const gov_set_t *old,
-                  gov_reload_action_t *actions, char *err, size_t err_size)
+                  gov_reload_action_t *actions, tt_err_t *err)
 {
     for (size_t i = 0; i < set->n; i++) {
         gov_limit_t *l = &set->limits[i];
@@ -163,11 +161,10 @@ int gov__set_bind(gov_engine_t *e, gov_set_t *set, const gov_set_t *old,
                                      l->cfg.type == CFG_TYPE_CONCURRENCY);
         if (ix < 0) {
             release_fresh(e, set, actions, i);
-            snprintf(err, err_size,
-                     "too many counter identities alive (%d): the counters of earlier reloads "
-                     "are still being reclaimed; retry the reload shortly",
-                     GOV_IDENTS_MAX);
-            return -1;
+            return tt_err_set(err, GOV_ELIMITS, "",
+                              "too many counter identities alive (%d): the counters of earlier "
+                              "reloads are still being reclaimed; retry the reload shortly",
+                              GOV_IDENTS_MAX);
         }
         l->ident = (gov_handle_t){.index = ix, .gen = e->table.idents[ix].gen};
     }
@@ -181,21 +178,20 @@ struct gov_reload {
 };
 
 int gov_engine_reload_prepare(gov_engine_t *e, const cfg_limit_t *limits, size_t n, bool disclose,
-                              gov_reload_t **out, char *err, size_t err_size)
+                              gov_reload_t **out, tt_err_t *err)
 {
     gov_reload_t *r = malloc(sizeof(*r));
-    if (!r) {
-        snprintf(err, err_size, "out of memory");
-        return GOV_ENOMEM;
-    }
-    if (!(r->set = gov__set_build(limits, n, disclose, err, err_size))) {
+    if (!r)
+        return tt_err_set(err, GOV_ENOMEM, "", "out of memory");
+    int rc = gov__set_build(limits, n, disclose, &r->set, err);
+    if (rc < 0) {
         free(r);
-        return GOV_ELIMITS;
+        return rc;
     }
-    if (gov__set_bind(e, r->set, e->set, r->actions, err, err_size) < 0) {
+    if ((rc = gov__set_bind(e, r->set, e->set, r->actions, err)) < 0) {
         gov__set_unref(r->set);
         free(r);
-        return GOV_ELIMITS;
+        return rc;
     }
     *out = r;
     return 0;
@@ -231,10 +227,10 @@ void gov_engine_reload_commit(gov_engine_t *e, gov_reload_t *r, gov_reload_fn re
 }
 
 int gov_engine_reload(gov_engine_t *e, const cfg_limit_t *limits, size_t n, bool disclose,
-                      gov_reload_fn report, void *ctx, char *err, size_t err_size)
+                      gov_reload_fn report, void *ctx, tt_err_t *err)
 {
     gov_reload_t *r;
-    int rc = gov_engine_reload_prepare(e, limits, n, disclose, &r, err, err_size);
+    int rc = gov_engine_reload_prepare(e, limits, n, disclose, &r, err);
     if (rc == 0)
         gov_engine_reload_commit(e, r, report, ctx);
     return rc;

@@ -94,26 +94,32 @@ void gov__probes_select(probe_t *p, size_t *n, const gov_probe_set_t *keep,
     *n = k;
 }
 
+/* The path of one level of the subject, "subject.<level>", in buf (TT_ERR_PATH_MAX bytes). */
+static const char *level_path(char *buf, const gov_pair_t *p)
+{
+    snprintf(buf, TT_ERR_PATH_MAX, "subject.%.*s", (int)p->level_len, p->level);
+    return buf;
+}
+
 static int resolve(const gov_set_t *set, const gov_subject_t *s, gov_resolved_t *res,
                    gov_result_t *out)
 {
+    char path[TT_ERR_PATH_MAX];
     if (s->n > GOV_SUBJECT_MAX)
-        return gov__fail(out, GOV_ESUBJECT, "subject: %zu levels, at most %d", s->n,
+        return gov__fail(out, GOV_ESUBJECT, "subject", "%zu levels, at most %d", s->n,
                          GOV_SUBJECT_MAX);
     for (size_t i = 0; i < s->n; i++) {
         const gov_pair_t *p = &s->pairs[i];
         if (!p->level || p->level_len == 0 || p->level_len > CFG_LEVEL_MAX)
-            return gov__fail(out, GOV_ESUBJECT, "subject: a level name must be 1 to %d bytes",
+            return gov__fail(out, GOV_ESUBJECT, "subject", "a level name must be 1 to %d bytes",
                              CFG_LEVEL_MAX);
-        int lv = (int)p->level_len;
         if (p->id_len > GOV_ID_MAX || (!p->id && p->id_len))
-            return gov__fail(out, GOV_ESUBJECT, "subject.%.*s: id longer than %d bytes", lv,
-                             p->level, GOV_ID_MAX);
+            return gov__fail(out, GOV_ESUBJECT, level_path(path, p), "id longer than %d bytes",
+                             GOV_ID_MAX);
         for (size_t j = 0; j < i; j++)
             if (s->pairs[j].level_len == p->level_len &&
                 memcmp(s->pairs[j].level, p->level, p->level_len) == 0)
-                return gov__fail(out, GOV_ESUBJECT, "subject.%.*s: level given twice", lv,
-                                 p->level);
+                return gov__fail(out, GOV_ESUBJECT, level_path(path, p), "level given twice");
         res->level[i] = -1;
         for (size_t k = 0; k < set->n_levels; k++) {
             if (set->levels[k].len == p->level_len &&
@@ -208,7 +214,7 @@ int gov__prepare_at(gov_set_t *set, const gov_subject_t *s, unsigned types, bool
     if (rc < 0)
         return rc;
     if (collect(set, s, &res, types, exact, p, n) < 0)
-        return gov__fail(out, GOV_ESUBJECT, "subject: more than %d limits apply", GOV_APPLY_MAX);
+        return gov__fail(out, GOV_ESUBJECT, "subject", "more than %d limits apply", GOV_APPLY_MAX);
     return 0;
 }
 
@@ -225,7 +231,7 @@ int gov__reserve(gov_engine_t *e, size_t n, int64_t now, gov_result_t *out)
     if (e->table.count + n > e->table.max)
         gov_table_reclaim(&e->table, now, RECLAIM_AT_CAP);
     if (gov_table_reserve(&e->table, n) < 0)
-        return gov__fail(out, GOV_ENOMEM, "out of memory growing the counter table");
+        return gov__fail(out, GOV_ENOMEM, "", "out of memory growing the counter table");
     return 0;
 }
 

@@ -112,7 +112,7 @@ static int correct(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s, prob
         n_redis += gov__via_redis(&p[i]);
     gov_pending_t *pd = NULL; /* allocated before anything changes: all or nothing */
     if (n_redis && !(pd = gov__pending_new(e, set, s, n_redis, tmpl, out)))
-        return gov__fail(out, GOV_ENOMEM, "out of memory starting a redis operation");
+        return gov__fail(out, GOV_ENOMEM, "", "out of memory starting a redis operation");
     int64_t settled = 0;
     for (size_t i = 0; i < n; i++) {
         if (gov__via_redis(&p[i]))
@@ -134,7 +134,7 @@ static int correct(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s, prob
 static int check_count(gov_result_t *out, const char *what, int64_t v)
 {
     if (v < 0 || v > GOV_TOKENS_MAX)
-        return gov__fail(out, GOV_ERANGE, "%s: %lld is outside 0..2^40", what, (long long)v);
+        return gov__fail(out, GOV_ERANGE, what, "%lld is outside 0..2^40", (long long)v);
     return 0;
 }
 
@@ -153,8 +153,8 @@ int gov_settle(gov_engine_t *e, uint64_t reservation, int64_t actual, int64_t no
     case GOV_RESV_OPEN:
         break;
     default:
-        return gov__fail(out, GOV_ERESERVATION,
-                         "reservation: unknown or expired (never issued, not settled within %lld "
+        return gov__fail(out, GOV_ERESERVATION, "reservation",
+                         "unknown or expired (never issued, not settled within %lld "
                          "s of its decision, or evicted from a full pool); it stays charged",
                          (long long)(e->resv.ttl / RA_NS_PER_S));
     }
@@ -193,8 +193,8 @@ int gov_charge(gov_engine_t *e, const gov_subject_t *s, int64_t tokens, int64_t 
     if (rc < 0 || (rc = check_count(out, "tokens", tokens)) < 0)
         return rc;
     if (n == 0)
-        return gov__fail(out, GOV_ENOTPM,
-                         "subject: no tpm limit applies (charge counts tpm limits)");
+        return gov__fail(out, GOV_ENOTPM, "subject",
+                         "no tpm limit applies (charge counts tpm limits)");
     gov_pending_t tmpl = {.types = TYPE_BIT(CFG_TYPE_TPM),
                           .finish = settle_resume,
                           .actual = tokens,

@@ -240,7 +240,9 @@ int rls_should_rate_limit(gov_engine_t *e, const cfg_config_t *cfg, const uint8_
             size_t at = 0;
             while (at + 1 < n && res[at].status == 0)
                 at++;
-            rc = failf(out, status_of(g), "descriptors[%zu]: %s", at, res[at].error);
+            char text[TT_ERR_TEXT_MAX];
+            rc = failf(out, status_of(g), "descriptors[%zu]: %s", at,
+                       tt_err_format(&res[at].err, text, sizeof(text)));
         } else {
             rc = respond(cfg, res, n, out);
         }

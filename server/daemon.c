@@ -128,8 +128,10 @@ static int reload_prepare(daemon_t *d, reload_t *r, char *why, size_t why_size)
     if (!(r->cfg = load(path, "reload: config", why, why_size)))
         return -1;
     const cfg_config_t *c = r->cfg;
+    tt_err_t gerr;
     if (gov_engine_reload_prepare(d->engine, c->limits, c->n_limits, c->disclose_limits, &r->engine,
-                                  why, why_size) != 0) {
+                                  &gerr) != 0) {
+        tt_err_format(&gerr, why, why_size);
         cfg_free(r->cfg);
         return -1;
     }
@@ -443,8 +445,9 @@ static int start(daemon_t *d)
     if (getrandom(gopt.hash_seed, sizeof(gopt.hash_seed), 0) != sizeof(gopt.hash_seed))
         gopt.hash_seed[0] = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL);
     char err[512] = "";
-    if (gov_engine_create_config(&d->engine, &gopt, d->cfg, err, sizeof(err)) != 0) {
-        srv_log(SRV_LOG_ERROR, "engine", "detail", err, NULL);
+    tt_err_t gerr;
+    if (gov_engine_create_config(&d->engine, &gopt, d->cfg, &gerr) != 0) {
+        srv_log(SRV_LOG_ERROR, "engine", "detail", tt_err_format(&gerr, err, sizeof(err)), NULL);
         return EX_CONFIG_;
     }
     if (!(d->metrics = srv_metrics_new())) {

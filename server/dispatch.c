@@ -66,8 +66,11 @@ static proto_str_t cstr(const char *s)
 static int encode_result(proto_out_t *out, uint64_t seq, proto_op_t op, unsigned form,
                          gov_result_t *r)
 {
-    if (r->status < 0)
-        return proto_enc_error(out, seq, gov_strcode(r->status), r->error);
+    if (r->status < 0) {
+        char text[TT_ERR_TEXT_MAX];
+        return proto_enc_error(out, seq, gov_strcode(r->status),
+                               tt_err_format(&r->err, text, sizeof(text)));
+    }
     if (op == PROTO_OP_SETTLE)
         return proto_enc_settled(out, seq, r->settled, r->already_settled);
     if (op == PROTO_OP_CHARGE)

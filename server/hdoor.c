@@ -126,14 +126,22 @@ static const char *reason_of(int status)
     return status == 401 ? "Unauthorized" : status == 403 ? "Forbidden" : "Too Many Requests";
 }
 
+/* The engine's error in r: its code's name and "path: message". */
+static int respond_engine_error(proto_out_t *out, int status, const char *reason,
+                                const gov_result_t *r, hdoor_frame_t f)
+{
+    char text[TT_ERR_TEXT_MAX];
+    return hdoor_respond_error(out, status, reason, gov_strcode(r->status),
+                               tt_err_format(&r->err, text, sizeof(text)), f);
+}
+
 int hdoor_respond_decision(proto_out_t *out, const gov_result_t *r, int deny_status,
                            hdoor_frame_t f)
 {
     if (r->status < 0) {
         bool ours = r->status == GOV_ENOMEM || r->status == GOV_ELIMITS;
-        return hdoor_respond_error(out, ours ? 503 : 400,
-                                   ours ? "Service Unavailable" : "Bad Request",
-                                   gov_strcode(r->status), r->error, f);
+        return respond_engine_error(out, ours ? 503 : 400,
+                                    ours ? "Service Unavailable" : "Bad Request", r, f);
     }
     int status = r->admit ? 200 : r->unavailable ? 503 : deny_status;
     const char *reason = r->admit         ? "OK"
@@ -200,7 +208,7 @@ int hdoor_respond_settled(proto_out_t *out, const gov_result_t *r, hdoor_frame_t
         const char *reason = ours            ? "Service Unavailable"
                              : status == 404 ? "Not Found"
                                              : "Bad Request";
-        return hdoor_respond_error(out, status, reason, gov_strcode(r->status), r->error, f);
+        return respond_engine_error(out, status, reason, r, f);
     }
     char body[96];
     tbuf_t b = {body, 0, sizeof(body), false};

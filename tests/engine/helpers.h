@@ -53,9 +53,9 @@ static inline cfg_limit_t conc(const char *id, const char *level, int64_t amount
 static inline gov_engine_t *mk_engine(const cfg_limit_t *limits, size_t n, bool disclose)
 {
     gov_engine_t *e = NULL;
-    char err[256];
+    tt_err_t err;
     gov_options_t o = {.hash_seed = {1, 2}};
-    cr_assert_eq(gov_engine_create(&e, &o, limits, n, disclose, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(gov_engine_create(&e, &o, limits, n, disclose, &err), 0, "%s", err.message);
     return e;
 }
 
@@ -87,7 +87,7 @@ static inline gov_result_t decide(gov_engine_t *e, const gov_subject_t *s, int64
 {
     gov_result_t r;
     int rc = gov_decide(e, s, tokens, now, &r, NULL, NULL);
-    cr_assert_eq(rc, 0, "decide: %d %s", rc, r.error);
+    cr_assert_eq(rc, 0, "decide: %d %s", rc, r.err.message);
     gov_result_render(&r);
     return r;
 }

@@ -13,7 +13,7 @@ static void asks(gov_engine_t *e, const gov_ask_t *a, size_t n, unsigned flags, 
                  gov_result_t *out)
 {
     int rc = gov_decide_asks(e, a, n, flags, now, out);
-    cr_assert_eq(rc, 0, "asks: %d %s", rc, out[0].error);
+    cr_assert_eq(rc, 0, "asks: %d %s", rc, out[0].err.message);
 }
 
 Test(combo, a_combination_counts_per_pair_of_ids_and_needs_every_level)
@@ -167,7 +167,9 @@ Test(asks, bad_asks_are_refused_and_change_nothing)
     cr_assert_eq(r[1].status, GOV_ERANGE);
     a[1] = ask(&twice, 1);
     cr_assert_eq(gov_decide_asks(e, a, 2, GOV_ASK_EXACT, T0, r), GOV_ESUBJECT);
-    cr_assert(strstr(r[1].error, "given twice"), "%s", r[1].error);
+    cr_assert_eq(r[1].err.code, GOV_ESUBJECT);
+    cr_assert_str_eq(r[1].err.path, "subject.team");
+    cr_assert_str_eq(r[1].err.message, "level given twice");
     gov_ask_t many[GOV_ASKS_MAX + 1];
     for (size_t i = 0; i <= GOV_ASKS_MAX; i++)
         many[i] = ask(&team, 1);

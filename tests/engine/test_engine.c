@@ -244,7 +244,9 @@ Test(decide, tpm_without_tokens_is_a_clear_error)
     cr_assert_eq(gov_decide(e, subj(&s, "team", "t", NULL), GOV_NO_TOKENS, T0, &r, NULL, NULL),
                  GOV_ETOKENS);
     cr_assert_eq(r.status, GOV_ETOKENS);
-    cr_assert_str_eq(r.error, "tokens: required: tpm limit \"team_tpm\" applies");
+    cr_assert_eq(r.err.code, GOV_ETOKENS);
+    cr_assert_str_eq(r.err.path, "tokens");
+    cr_assert_str_eq(r.err.message, "required: tpm limit \"team_tpm\" applies");
     cr_assert_str_eq(gov_strcode(r.status), "tokens_required");
     cr_assert_eq(gov_decide(e, &s, -5, T0, &r, NULL, NULL), GOV_ERANGE);
     cr_assert_eq(gov_decide(e, &s, (INT64_C(1) << 40) + 1, T0, &r, NULL, NULL), GOV_ERANGE);
@@ -259,13 +261,16 @@ Test(decide, malformed_subjects_are_named_and_change_nothing)
     gov_result_t r;
     subj(&s, "team", "t", "team", "u", NULL);
     cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, NULL, NULL), GOV_ESUBJECT);
-    cr_assert_str_eq(r.error, "subject.team: level given twice");
+    cr_assert_eq(r.err.code, GOV_ESUBJECT);
+    cr_assert_str_eq(r.err.path, "subject.team");
+    cr_assert_str_eq(r.err.message, "level given twice");
     char id[GOV_ID_MAX + 2];
     memset(id, 'x', sizeof(id) - 1);
     id[sizeof(id) - 1] = 0;
     subj(&s, "team", id, NULL);
     cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, NULL, NULL), GOV_ESUBJECT);
-    cr_assert_str_eq(r.error, "subject.team: id longer than 256 bytes");
+    cr_assert_str_eq(r.err.path, "subject.team");
+    cr_assert_str_eq(r.err.message, "id longer than 256 bytes");
     s.n = GOV_SUBJECT_MAX + 1;
     cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, NULL, NULL), GOV_ESUBJECT);
     gov_metrics_t m;
@@ -293,8 +298,8 @@ Test(engine, builds_from_the_embedded_default_config)
     cr_assert_eq(cfg_load_file(TT_SOURCE_DIR "/config/default.yaml", &cfg, &rep), 0);
     cr_assert_eq(cfg_arm(cfg, &rep), 0);
     gov_engine_t *e = NULL;
-    char err[256];
-    cr_assert_eq(gov_engine_create_config(&e, NULL, cfg, err, sizeof(err)), 0, "%s", err);
+    tt_err_t err;
+    cr_assert_eq(gov_engine_create_config(&e, NULL, cfg, &err), 0, "%s", err.message);
     gov_metrics_t m;
     gov_engine_metrics(e, &m);
     cr_assert_eq(m.counters_max, (uint64_t)cfg->server.max_counters);
@@ -318,7 +323,7 @@ static gov_result_t settle(gov_engine_t *e, uint64_t reservation, int64_t actual
 {
     gov_result_t r;
     int rc = gov_settle(e, reservation, actual, now, &r, NULL, NULL);
-    cr_assert_eq(rc, 0, "settle: %d %s", rc, r.error);
+    cr_assert_eq(rc, 0, "settle: %d %s", rc, r.err.message);
     return r;
 }
 
@@ -326,7 +331,7 @@ static gov_result_t charge(gov_engine_t *e, const gov_subject_t *s, int64_t toke
 {
     gov_result_t r;
     int rc = gov_charge(e, s, tokens, now, &r, NULL, NULL);
-    cr_assert_eq(rc, 0, "charge: %d %s", rc, r.error);
+    cr_assert_eq(rc, 0, "charge: %d %s", rc, r.err.message);
     return r;
 }
 
@@ -419,9 +424,10 @@ Test(settle, a_made_up_reservation_is_refused_and_refunds_nothing)
         cr_assert_eq(gov_settle(e, guesses[i], 0, T0, &r, NULL, NULL), GOV_ERESERVATION);
         cr_assert_str_eq(gov_strcode(r.status), "unknown_reservation");
     }
-    cr_assert_str_eq(r.error, "reservation: unknown or expired (never issued, not settled within "
-                              "900 s of its decision, or evicted from a full pool); it stays "
-                              "charged");
+    cr_assert_eq(r.err.code, GOV_ERESERVATION);
+    cr_assert_str_eq(r.err.path, "reservation");
+    cr_assert_str_eq(r.err.message, "unknown or expired (never issued, not settled within 900 s of "
+                                    "its decision, or evicted from a full pool); it stays charged");
     cr_assert_eq(remaining_tokens(e, &s, T0), 0);
     gov_engine_destroy(e);
 }
@@ -471,9 +477,9 @@ Test(settle, only_admitted_decisions_that_charge_tokens_reserve)
 static gov_engine_t *with_reservations(const cfg_limit_t *l, size_t max, int64_t ttl)
 {
     gov_engine_t *e = NULL;
-    char err[256];
+    tt_err_t err;
     gov_options_t o = {.hash_seed = {5, 6}, .max_reservations = max, .reservation_ttl_ns = ttl};
-    cr_assert_eq(gov_engine_create(&e, &o, l, 1, true, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(gov_engine_create(&e, &o, l, 1, true, &err), 0, "%s", err.message);
     return e;
 }
 
@@ -523,11 +529,11 @@ Test(settle, a_reload_that_resets_the_limit_leaves_its_new_counter_alone)
     gov_subject_t s;
     subj(&s, "team", "t", NULL);
     uint64_t kept = reserve(e, &s, 10000, T0);
-    char err[256];
-    cr_assert_eq(gov_engine_reload(e, &l, 1, true, NULL, NULL, err, sizeof(err)), 0);
+    tt_err_t err;
+    cr_assert_eq(gov_engine_reload(e, &l, 1, true, NULL, NULL, &err), 0);
     cr_assert_eq(settle(e, kept, 0, T0).settled, 1, "a kept limit is corrected");
     uint64_t reset = reserve(e, &s, 10000, T0);
-    cr_assert_eq(gov_engine_reload(e, &changed, 1, true, NULL, NULL, err, sizeof(err)), 0);
+    cr_assert_eq(gov_engine_reload(e, &changed, 1, true, NULL, NULL, &err), 0);
     cr_assert(decide(e, &s, 30000, T0).admit);
     cr_assert_eq(settle(e, reset, 0, T0).settled, 0, "the reset limit's counters are gone");
     cr_assert_eq(remaining_tokens(e, &s, T0), 0, "and the new counter was not refunded");
@@ -566,9 +572,12 @@ Test(settle, bad_input_is_a_clear_error_and_changes_nothing)
     gov_result_t r;
     cr_assert_eq(gov_settle(e, id, -7, T0, &r, NULL, NULL), GOV_ERANGE);
     cr_assert_eq(gov_settle(e, id, (INT64_C(1) << 40) + 1, T0, &r, NULL, NULL), GOV_ERANGE);
-    cr_assert_str_eq(r.error, "actual: 1099511627777 is outside 0..2^40");
+    cr_assert_eq(r.err.code, GOV_ERANGE);
+    cr_assert_str_eq(r.err.path, "actual");
+    cr_assert_str_eq(r.err.message, "1099511627777 is outside 0..2^40");
     cr_assert_eq(gov_charge(e, &s, -1, T0, &r, NULL, NULL), GOV_ERANGE);
-    cr_assert_str_eq(r.error, "tokens: -1 is outside 0..2^40");
+    cr_assert_str_eq(r.err.path, "tokens");
+    cr_assert_str_eq(r.err.message, "-1 is outside 0..2^40");
     cr_assert_eq(gov_charge(e, subj(&k, "key", "k", NULL), 10, T0, &r, NULL, NULL), GOV_ENOTPM);
     cr_assert_str_eq(gov_strcode(r.status), "no_tpm_limit");
     cr_assert_eq(remaining_tokens(e, &s, T0), 20000 - 16384);
@@ -635,8 +644,8 @@ Test(reload, keeps_unchanged_counters_and_resets_only_what_changed)
         mk_limit("win", "team", CFG_TYPE_RPM, RA_FIXED_WINDOW, 1, 60 * S, 99), /* inert */
     };
     reload_log_t log = {0};
-    char err[256];
-    cr_assert_eq(gov_engine_reload(e, neu, 4, true, log_reload, &log, err, sizeof(err)), 0);
+    tt_err_t err;
+    cr_assert_eq(gov_engine_reload(e, neu, 4, true, log_reload, &log, &err), 0);
     cr_assert_eq(log.n, 5);
     cr_assert_str_eq(log.lines[0], "added added");
     cr_assert_str_eq(log.lines[1], "kept kept");
@@ -664,10 +673,11 @@ Test(reload, a_bad_config_changes_nothing)
     cr_assert(decide(e, &s, GOV_NO_TOKENS, T0).admit);
     cfg_limit_t dup[] = {rpm("a", "team", 10, 60 * S, 1), rpm("a", "team", 10, 60 * S, 1)};
     reload_log_t log = {0};
-    char err[256];
-    cr_assert_eq(gov_engine_reload(e, dup, 2, true, log_reload, &log, err, sizeof(err)),
-                 GOV_ELIMITS);
-    cr_assert_str_eq(err, "governance.limits[1]: duplicate id \"a\"");
+    tt_err_t err;
+    cr_assert_eq(gov_engine_reload(e, dup, 2, true, log_reload, &log, &err), GOV_ELIMITS);
+    cr_assert_eq(err.code, GOV_ELIMITS);
+    cr_assert_str_eq(err.path, "governance.limits[1]");
+    cr_assert_str_eq(err.message, "duplicate id \"a\"");
     cr_assert_eq(log.n, 0);
     cr_assert_not(decide(e, &s, GOV_NO_TOKENS, T0).admit, "the old config still serves");
     gov_engine_destroy(e);
@@ -692,8 +702,8 @@ Test(reload, dropped_counters_are_reclaimed_by_ticks)
     gov_metrics_t m;
     gov_engine_metrics(e, &m);
     cr_assert_eq(m.counters, 100);
-    char err[256];
-    cr_assert_eq(gov_engine_reload(e, NULL, 0, true, NULL, NULL, err, sizeof(err)), 0);
+    tt_err_t err;
+    cr_assert_eq(gov_engine_reload(e, NULL, 0, true, NULL, NULL, &err), 0);
     gov_engine_tick(e, T0);
     gov_engine_metrics(e, &m);
     cr_assert_eq(m.counters, 0);
@@ -706,9 +716,9 @@ Test(reload, dropped_counters_are_reclaimed_by_ticks)
 static gov_engine_t *capped(cfg_limit_t *l, size_t n, size_t cap)
 {
     gov_engine_t *e = NULL;
-    char err[256];
+    tt_err_t err;
     gov_options_t o = {.max_counters = cap, .hash_seed = {3, 4}};
-    cr_assert_eq(gov_engine_create(&e, &o, l, n, true, err, sizeof(err)), 0);
+    cr_assert_eq(gov_engine_create(&e, &o, l, n, true, &err), 0);
     return e;
 }
 

@@ -23,8 +23,8 @@ Test(gen, a_prepared_reload_changes_nothing_until_its_commit)
     subj(&s, "team", "t", NULL);
     cr_assert(decide(e, &s, GOV_NO_TOKENS, T0).admit);
     gov_reload_t *r;
-    char err[256];
-    cr_assert_eq(gov_engine_reload_prepare(e, &wider, 1, true, &r, err, sizeof(err)), 0, "%s", err);
+    tt_err_t err;
+    cr_assert_eq(gov_engine_reload_prepare(e, &wider, 1, true, &r, &err), 0, "%s", err.message);
     cr_assert(decide(e, &s, GOV_NO_TOKENS, T0).admit, "the old burst of 2 still serves");
     cr_assert_not(decide(e, &s, GOV_NO_TOKENS, T0).admit);
     seen_t seen = {0};
@@ -48,11 +48,11 @@ Test(gen, an_aborted_reload_leaves_no_trace)
     gov_subject_t s;
     subj(&s, "team", "t", NULL);
     cr_assert(decide(e, &s, GOV_NO_TOKENS, T0).admit);
-    char err[256];
+    tt_err_t err;
     for (int i = 0; i < 2 * GOV_IDENTS_MAX; i++) {
         gov_reload_t *r;
-        cr_assert_eq(gov_engine_reload_prepare(e, &changed, 1, true, &r, err, sizeof(err)), 0,
-                     "prepare %d: %s", i, err);
+        cr_assert_eq(gov_engine_reload_prepare(e, &changed, 1, true, &r, &err), 0, "prepare %d: %s",
+                     i, err.message);
         gov_engine_reload_abort(e, r);
     }
     gov_result_t res = decide(e, &s, GOV_NO_TOKENS, T0);
@@ -62,5 +62,40 @@ Test(gen, an_aborted_reload_leaves_no_trace)
     gov_metrics_t m;
     gov_engine_metrics(e, &m);
     cr_assert_eq(m.reloads, 0);
+    gov_engine_destroy(e);
+}
+
+/* A limit set the engine cannot take is refused by code, with the path of the limit at fault;
+ * at create nothing is built, at prepare nothing changed. */
+Test(gen, a_bad_limit_set_is_refused_naming_the_limit)
+{
+    cfg_limit_t l = rpm("team_rpm", "team", 10, 60 * S, 2);
+    cfg_limit_t bad[] = {l, rpm("key_rpm", "key", 10, 60 * S, 2)};
+    bad[1].limiter.amount = 0; /* not armed */
+    gov_engine_t *e = NULL;
+    tt_err_t err;
+    gov_options_t o = {.hash_seed = {1, 2}};
+    cr_assert_eq(gov_engine_create(&e, &o, bad, 2, true, &err), GOV_ELIMITS);
+    cr_assert_null(e);
+    cr_assert_eq(err.code, GOV_ELIMITS);
+    cr_assert_str_eq(err.path, "governance.limits[1]");
+    cr_assert_str_eq(err.message, "limit \"key_rpm\" not armed");
+
+    e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    cr_assert(decide(e, &s, GOV_NO_TOKENS, T0).admit);
+    gov_reload_t *r = NULL;
+    static cfg_limit_t many[GOV_LIMITS_MAX + 1]; /* only their number is looked at */
+    cr_assert_eq(gov_engine_reload_prepare(e, many, GOV_LIMITS_MAX + 1, true, &r, &err),
+                 GOV_ELIMITS);
+    cr_assert_str_eq(err.path, "governance.limits");
+    bad[0].level[0] = '\0';
+    cr_assert_eq(gov_engine_reload_prepare(e, bad, 2, true, &r, &err), GOV_ELIMITS);
+    cr_assert_null(r);
+    cr_assert_str_eq(err.path, "governance.limits[0]");
+    cr_assert_str_eq(err.message, "id or level empty or too long");
+    cr_assert(decide(e, &s, GOV_NO_TOKENS, T0).admit, "the old limit still serves");
+    cr_assert_not(decide(e, &s, GOV_NO_TOKENS, T0).admit);
     gov_engine_destroy(e);
 }

@@ -4,7 +4,7 @@
 static gov_result_t acquire(gov_engine_t *e, const gov_subject_t *s, uint64_t owner)
 {
     gov_result_t r;
-    cr_assert_eq(gov_acquire(e, s, owner, T0, &r), 0, "%s", r.error);
+    cr_assert_eq(gov_acquire(e, s, owner, T0, &r), 0, "%s", r.err.message);
     return r;
 }
 
@@ -177,9 +177,9 @@ Test(lease, the_lease_cap_is_a_clear_error_and_takes_nothing)
 {
     cfg_limit_t l = conc("key_conc", "key", 100);
     gov_engine_t *e = NULL;
-    char err[256];
+    tt_err_t err;
     gov_options_t o = {.max_leases = 2};
-    cr_assert_eq(gov_engine_create(&e, &o, &l, 1, true, err, sizeof(err)), 0);
+    cr_assert_eq(gov_engine_create(&e, &o, &l, 1, true, &err), 0);
     gov_subject_t s;
     subj(&s, "key", "k", NULL);
     acquire(e, &s, 1);
@@ -205,8 +205,8 @@ Test(lease, leases_of_a_reset_limit_release_harmlessly)
     subj(&s, "key", "k", NULL);
     gov_result_t a = acquire(e, &s, 1);
     cfg_limit_t wider = conc("key_conc", "key", 2);
-    char err[256];
-    cr_assert_eq(gov_engine_reload(e, &wider, 1, true, NULL, NULL, err, sizeof(err)), 0);
+    tt_err_t err;
+    cr_assert_eq(gov_engine_reload(e, &wider, 1, true, NULL, NULL, &err), 0);
     gov_result_t b = acquire(e, &s, 1), c = acquire(e, &s, 1);
     cr_assert(b.admit && c.admit, "the reset gauge starts at 0");
     cr_assert_eq(gov_release(e, 1, a.lease), 0);
@@ -243,8 +243,8 @@ Test(lease, leases_of_a_kept_limit_still_release_their_gauge)
     gov_subject_t s;
     subj(&s, "key", "k", NULL);
     gov_result_t a = acquire(e, &s, 1);
-    char err[256];
-    cr_assert_eq(gov_engine_reload(e, &l, 1, true, NULL, NULL, err, sizeof(err)), 0);
+    tt_err_t err;
+    cr_assert_eq(gov_engine_reload(e, &l, 1, true, NULL, NULL, &err), 0);
     cr_assert_not(acquire(e, &s, 1).admit, "the kept gauge still holds the lease");
     cr_assert_eq(gov_release(e, 1, a.lease), 0);
     cr_assert(acquire(e, &s, 1).admit);

@@ -272,8 +272,8 @@ Test(redis, a_reload_while_pending_finishes_against_the_old_config)
     cr_assert_eq(
         gov_decide(e, subj(&s, "team", "t", "key", "k", NULL), GOV_NO_TOKENS, T0, &r, on_done, &d),
         GOV_PENDING);
-    char err[256];
-    cr_assert_eq(gov_engine_reload(e, NULL, 0, true, NULL, NULL, err, sizeof(err)), 0);
+    tt_err_t err;
+    cr_assert_eq(gov_engine_reload(e, NULL, 0, true, NULL, NULL, &err), 0);
     fake_answer(&f, 0, T0);
     cr_assert_eq(d.calls, 1);
     cr_assert_eq(r.status, 0);
@@ -298,10 +298,10 @@ Test(redis, a_late_answer_after_two_reloads_never_commits_a_reused_identity)
     done_log_t d = {0};
     subj(&s, "team", "t", "key", "k", NULL);
     cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, on_done, &d), GOV_PENDING);
-    char err[256];
-    cr_assert_eq(gov_engine_reload(e, second, 1, true, NULL, NULL, err, sizeof(err)), 0, "%s", err);
+    tt_err_t err;
+    cr_assert_eq(gov_engine_reload(e, second, 1, true, NULL, NULL, &err), 0, "%s", err.message);
     gov_engine_tick(e, T0); /* "old"'s counter is reclaimed: its identity is free again */
-    cr_assert_eq(gov_engine_reload(e, third, 2, true, NULL, NULL, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(gov_engine_reload(e, third, 2, true, NULL, NULL, &err), 0, "%s", err.message);
     fake_answer(&f, 0, T0);
     cr_assert_eq(d.calls, 1);
     cr_assert_eq(r.status, 0);

@@ -106,9 +106,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size == 0)
         return 0;
     gov_engine_t *e = NULL;
-    char err[128];
+    tt_err_t err;
     gov_options_t o = {.hash_seed = {1, 2}};
-    check(gov_engine_create_config(&e, &o, cfg, err, sizeof(err)) == 0);
+    check(gov_engine_create_config(&e, &o, cfg, &err) == 0);
     if (data[0] & 1)
         connection(e, data + 1, size - 1);
     else

@@ -65,7 +65,7 @@ static void answer_call(const hdoor_call_t *call, hdoor_route_t route, proto_out
         r.already_settled = call->tokens & 1;
         if (call->reservation & 4) {
             r.status = GOV_ERESERVATION;
-            snprintf(r.error, sizeof(r.error), "no such reservation");
+            tt_err_set(&r.err, GOV_ERESERVATION, "", "no such reservation");
         }
         check(hdoor_respond_settled(out, &r, f) == 0);
         return;

@@ -163,6 +163,7 @@ Test(decisions, a_charge_without_a_tpm_limit_is_a_clear_error)
     start(TEAM_RPM(60), NULL);
     cr_assert_eq(tt_charge(c, team_t42, 1, 10, &r), TT_ESERVER);
     cr_assert_str_eq(r.error_code, "no_tpm_limit");
+    cr_assert_str_eq(r.error_message, "subject: no tpm limit applies (charge counts tpm limits)");
     cr_assert_eq(tt_ping(c, &r), 0, "the connection goes on after an error");
 }
 
@@ -170,8 +171,9 @@ Test(decisions, a_tpm_decision_without_tokens_is_refused)
 {
     start(TEAM_TPM, NULL);
     cr_assert_eq(tt_decide(c, (tt_pair_t[]){{"team", "t"}}, 1, -1, &r), TT_ESERVER);
-    cr_assert_str_neq(r.error_code, "");
-    cr_assert_str_neq(r.error_message, "");
+    /* the engine's error on the wire: its code's name, and "path: message" */
+    cr_assert_str_eq(r.error_code, "tokens_required");
+    cr_assert_str_eq(r.error_message, "tokens: required: tpm limit \"team_tpm\" applies");
 }
 
 #define KEY_CONCURRENCY                                                                            \

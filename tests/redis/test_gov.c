@@ -115,7 +115,7 @@ static void count(tally_t *t, const gov_result_t *r)
 static void on_decided(gov_result_t *r, void *ctx)
 {
     pending_t *p = ctx;
-    cr_assert_eq(r->status, 0, "%s", r->error);
+    cr_assert_eq(r->status, 0, "%s", r->err.message);
     count(p->t, r);
     free(p);
 }
@@ -128,7 +128,7 @@ static void send_decide(node_t *n, const char *team, int64_t tokens, tally_t *t)
     p->t = t;
     t->sent++;
     int rc = gov_decide(n->e, &s, tokens, realtime(), &p->out, on_decided, p);
-    cr_assert(rc == 0 || rc == GOV_PENDING, "decide: %d %s", rc, p->out.error);
+    cr_assert(rc == 0 || rc == GOV_PENDING, "decide: %d %s", rc, p->out.err.message);
     if (rc == 0) { /* answered at once (redis refused the call, posture decided) */
         count(t, &p->out);
         free(p);
@@ -285,7 +285,7 @@ Test(gov, a_settle_refunds_in_redis_by_the_unused_tokens_and_a_charge_adds)
     int64_t n_settled = -1;
     cr_assert_neq(t.last_reservation, 0);
     int rc = gov_settle(n.e, t.last_reservation, 1000, realtime(), &out, on_settled, &n_settled);
-    cr_assert_eq(rc, GOV_PENDING, "%d %s", rc, out.error);
+    cr_assert_eq(rc, GOV_PENDING, "%d %s", rc, out.err.message);
     cr_assert(rh_run_until(&loop, settled, &n_settled, 2000));
     cr_assert_eq(n_settled, 1);
     /* the TAT moved back by (16384 - 1000) x T, which still leaves it 1000 T ahead of now */

@@ -36,9 +36,9 @@ static void setup(void)
     cr_assert_eq(cfg_load_string("t.yaml", yaml, strlen(yaml), &cfg, &r), 0);
     cr_assert_eq(cfg_arm(cfg, &r), 0);
     cfg_report_free(&r);
-    char err[256];
+    tt_err_t err;
     gov_options_t o = {.hash_seed = {1, 2}};
-    cr_assert_eq(gov_engine_create_config(&eng, &o, cfg, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(gov_engine_create_config(&eng, &o, cfg, &err), 0, "%s", err.message);
 }
 
 static void teardown(void)
@@ -243,6 +243,17 @@ Test(rls, malformed_requests_get_an_error_status_and_spend_nothing)
     response_t *r = ok("edge", 0, "team=t1", NULL, T0);
     cr_assert_eq(r->statuses[0]->limit_remaining, 2, "nothing was spent");
     done(r);
+}
+
+Test(rls, an_engine_error_names_the_descriptor_then_the_field)
+{
+    built_t b;
+    build(&b, "edge", 1, "team=t1;team=t1,team=t2", NULL);
+    int st;
+    char msg[256];
+    cr_assert_null(ask(&b, T0, &st, msg));
+    cr_assert_eq(st, RLS_INVALID_ARGUMENT, "%d %s", st, msg);
+    cr_assert_str_eq(msg, "descriptors[1]: subject.team: level given twice");
 }
 
 Test(rls, a_domain_outside_grpc_domains_is_not_found)

@@ -264,7 +264,7 @@ Test(hdoor, unfittable_is_429_with_its_code)
 Test(hdoor, an_engine_error_is_400_naming_it)
 {
     gov_result_t r = {.status = GOV_ETOKENS};
-    snprintf(r.error, sizeof(r.error), "tokens: required: tpm limit \"t\" applies");
+    tt_err_set(&r.err, GOV_ETOKENS, "tokens", "required: tpm limit \"t\" applies");
     cr_assert_eq(hdoor_respond_decision(&out, &r, 429, keep), 0);
     cr_assert(strstr(answer(), "HTTP/1.1 400 Bad Request\r\n") == answer(), "%s", answer());
     cr_assert(strstr(answer(), "{\"error\":{\"code\":\"tokens_required\",\"message\":\"tokens: "
@@ -326,7 +326,7 @@ Test(hdoor, a_settle_answer_says_what_changed)
               answer());
     out.len = 0;
     r = (gov_result_t){.status = GOV_ERESERVATION};
-    snprintf(r.error, sizeof(r.error), "no such reservation");
+    tt_err_set(&r.err, GOV_ERESERVATION, "", "no such reservation");
     cr_assert_eq(hdoor_respond_settled(&out, &r, keep), 0);
     cr_assert(strstr(answer(), "HTTP/1.1 404 Not Found\r\n") == answer(), "%s", answer());
     cr_assert(strstr(answer(), "\"code\":\"unknown_reservation\""), "%s", answer());

@@ -147,7 +147,10 @@ Test(http_decide, malformed_requests_are_400_and_spend_nothing)
         {"/v1/decide?key=sentinel&key=sentinel&tokens=1", NULL, "level key given twice"},
         {"/v1/decide?tokens=1", "X-Api-Key: sentinel\r\nX-Api-Key: sentinel\r\n", "given twice"},
         {"/v1/decide?key=sentinel&tokens=1%", NULL, "bad percent-encoding"},
-        {"/v1/decide?key=sentinel", NULL, "tokens: required"},
+        /* the engine's error: its code's name, and "path: message" */
+        {"/v1/decide?key=sentinel", NULL,
+         "{\"error\":{\"code\":\"tokens_required\",\"message\":\"tokens: required: tpm limit "
+         "\\\"key_tpm\\\" applies\"}}"},
         {"/v1/decide?tokens=1", NULL, "no subject"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -88,8 +88,9 @@ static void start(void)
     cr_assert_eq(cfg_arm(t.cfg, &rep), 0);
     cfg_report_free(&rep);
     char err[256];
+    tt_err_t gerr;
     gov_options_t gopt = {0};
-    cr_assert_eq(gov_engine_create_config(&t.engine, &gopt, t.cfg, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(gov_engine_create_config(&t.engine, &gopt, t.cfg, &gerr), 0, "%s", gerr.message);
     gov_engine_set_redis(t.engine, &fake_ops, NULL);
     t.metrics = srv_metrics_new();
     snprintf(t.dir, sizeof(t.dir), "/tmp/tt-order-XXXXXX");

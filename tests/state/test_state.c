@@ -73,9 +73,9 @@ TestSuite(state_node, .init = setup, .fini = teardown, .timeout = 60);
 static gov_engine_t *engine(size_t max_counters)
 {
     gov_engine_t *e;
-    char err[256];
+    tt_err_t err;
     gov_options_t o = {.hash_seed = {7, 9}, .max_counters = max_counters};
-    cr_assert_eq(gov_engine_create_config(&e, &o, cfg, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(gov_engine_create_config(&e, &o, cfg, &err), 0, "%s", err.message);
     return e;
 }
 
@@ -95,7 +95,7 @@ static bool decide(gov_engine_t *e, const char *team, const char *key, int64_t n
     if (team)
         s.pairs[s.n++] = (gov_pair_t){"team", 4, team, strlen(team)};
     gov_result_t r;
-    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, now, &r, NULL, NULL), 0, "%s", r.error);
+    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, now, &r, NULL, NULL), 0, "%s", r.err.message);
     return r.admit;
 }
 
