@@ -68,6 +68,73 @@ int fp_live(const tt_daemon_t *r)
     return p ? atoi(p + strlen("\"live\":")) : -1;
 }
 
+void fp_state(const tt_daemon_t *r, const char *id, char *st, size_t cap)
+{
+    static char out[1 << 16];
+    st[0] = 0;
+    if (fp_cli_json(r, "members", out, sizeof out) == 0)
+        fp_field(out, id, "state", st, cap);
+}
+
+bool fp_poll(bool (*until)(void *arg), void *arg, int ms, int pause_ms)
+{
+    long long deadline = tt_now_ms() + ms;
+    if (ms <= 0)
+        return false;
+    for (;;) {
+        if (until(arg))
+            return true;
+        long long left = deadline - tt_now_ms();
+        if (left <= 0)
+            return false;
+        long long p = left < pause_ms ? left : pause_ms;
+        struct timespec pause = {(time_t)(p / 1000), (long)(p % 1000) * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+}
+
+typedef struct state_wait {
+    const tt_daemon_t *r;
+    const char *id, *want;
+} state_wait_t;
+
+static bool state_is(void *arg)
+{
+    const state_wait_t *w = arg;
+    char st[16];
+    fp_state(w->r, w->id, st, sizeof st);
+    return strcmp(st, w->want) == 0;
+}
+
+bool fp_poll_state(const tt_daemon_t *r, const char *id, const char *want, int ms)
+{
+    return fp_poll(state_is, &(state_wait_t){r, id, want}, ms, 50);
+}
+
+typedef struct metric_wait {
+    int hport;
+    const char *name;
+    long long min, max, value;
+    char *text;
+    size_t cap;
+} metric_wait_t;
+
+static bool metric_within(void *arg)
+{
+    metric_wait_t *w = arg;
+    w->value = fp_scrape(w->hport, w->text, w->cap) == 0 ? fp_counter(w->text, w->name) : -1;
+    return w->value >= w->min && w->value <= w->max;
+}
+
+long long fp_poll_metric(int hport, const char *name, long long min, long long max, int ms,
+                         char *text, size_t cap)
+{
+    static char own[1 << 16];
+    metric_wait_t w = {hport, name, min, max, -1, text ? text : own, text ? cap : sizeof own};
+    fp_poll(metric_within, &w, ms, 20);
+    return w.value;
+}
+
 int fp_scrape(int port, char *out, size_t cap)
 {
     int s = socket(AF_INET, SOCK_STREAM, 0);

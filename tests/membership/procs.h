@@ -6,6 +6,7 @@
 #ifndef TT_TESTS_MEMBERSHIP_PROCS_H
 #define TT_TESTS_MEMBERSHIP_PROCS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,25 @@ void fp_field(const char *json, const char *id, const char *key, char *out, size
 
 /* The live count in r's members answer, or -1. */
 int fp_live(const tt_daemon_t *r);
+
+/* r's view of member `id`: its state into st ("" when absent or r did not answer). */
+void fp_state(const tt_daemon_t *r, const char *id, char *st, size_t cap);
+
+/*
+ * The one wait of these tests: calls until(arg) at once, then every pause_ms and a last time at
+ * the deadline, `ms` from now, until it returns true. True when it did; false at the deadline
+ * (or at once when ms <= 0). No blind sleep stands in for a state: the caller names the state.
+ */
+bool fp_poll(bool (*until)(void *arg), void *arg, int ms, int pause_ms);
+
+/* Polls until r's view of `id` is in state `want` ("alive", "dead", ...), for at most ms. */
+bool fp_poll_state(const tt_daemon_t *r, const char *id, const char *want, int ms);
+
+/* Polls /metrics on hport until the value after `name` is within [min, max], for at most ms.
+ * Returns the last value read (-1: absent or unreachable); the last text scraped is left in
+ * text when it is not NULL. */
+long long fp_poll_metric(int hport, const char *name, long long min, long long max, int ms,
+                         char *text, size_t cap);
 
 /* GET /metrics on 127.0.0.1:port into out; 0 or -1. */
 int fp_scrape(int port, char *out, size_t cap);

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <netinet/in.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,13 +74,32 @@ static bool everyone_sees(int target, const char *want)
     return true;
 }
 
+typedef struct sight {
+    int target;
+    const char *want;
+} sight_t;
+
+static bool sees(void *arg)
+{
+    const sight_t *s = arg;
+    return everyone_sees(s->target, s->want);
+}
+
+/* Each check asks every replica (a CLI process each): 100 ms apart. */
 static bool poll_until(int target, const char *want, int ms)
 {
-    struct timespec pause = {0, 100 * 1000000L};
-    for (long long deadline = tt_now_ms() + ms; tt_now_ms() < deadline; nanosleep(&pause, NULL))
-        if (everyone_sees(target, want))
-            return true;
-    return everyone_sees(target, want);
+    return fp_poll(sees, &(sight_t){target, want}, ms, 100);
+}
+
+typedef struct child {
+    pid_t pid;
+    int status;
+} child_t;
+
+static bool exited(void *arg)
+{
+    child_t *c = arg;
+    return waitpid(c->pid, &c->status, WNOHANG) != 0;
 }
 
 Test(fleet, eight_replicas_converge_see_a_kill_as_dead_and_a_term_as_left)
@@ -129,13 +149,11 @@ Test(fleet, eight_replicas_converge_see_a_kill_as_dead_and_a_term_as_left)
     t0 = tt_now_ms();
     cr_assert(poll_until(5, "left", 3000), "the leave was not seen everywhere within 3 s");
     fprintf(stderr, "fleet: SIGTERM seen left by every survivor after %lld ms\n", tt_now_ms() - t0);
-    int st = 0;
-    struct timespec pause = {0, 10 * 1000000L};
-    for (long long deadline = tt_now_ms() + 5000;
-         waitpid(d[5].pid, &st, WNOHANG) == 0 && tt_now_ms() < deadline;)
-        nanosleep(&pause, NULL);
+    child_t c = {d[5].pid, 0};
+    cr_assert(fp_poll(exited, &c, 5000, 10), "serve did not exit within 5 s of its leave");
     d[5].pid = 0;
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "serve exits 0 after a graceful leave");
+    cr_assert(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0,
+              "serve exits 0 after a graceful leave");
 
     /* the killed replica restarts under the same name on a new port: a new generation,
      * alive everywhere and counted once */
@@ -207,13 +225,9 @@ Test(fleet, bad_datagrams_are_dropped_and_counted_in_metrics)
     close(s);
 
     static char text[1 << 16];
-    bool ok = false;
-    struct timespec pause = {0, 50 * 1000000L};
-    for (long long deadline = tt_now_ms() + 10000; !ok && tt_now_ms() < deadline;
-         nanosleep(&pause, NULL))
-        ok = fp_scrape(hport, text, sizeof text) == 0 &&
-             fp_counter(text, "tokentriage_gossip_dropped_total{reason=\"replay\"} ") == 1;
-    cr_assert(ok, "no replay counted:\n%s", text);
+    cr_assert_eq(fp_poll_metric(hport, "tokentriage_gossip_dropped_total{reason=\"replay\"} ", 1, 1,
+                                10000, text, sizeof text),
+                 1, "no replay counted:\n%s", text);
     cr_assert_eq(fp_counter(text, "tokentriage_gossip_dropped_total{reason=\"oversize\"} "), 1);
     cr_assert_eq(fp_counter(text, "tokentriage_gossip_dropped_total{reason=\"truncated\"} "), 1);
     cr_assert_eq(fp_counter(text, "tokentriage_gossip_dropped_total{reason=\"version\"} "), 1);
@@ -224,17 +238,31 @@ Test(fleet, bad_datagrams_are_dropped_and_counted_in_metrics)
     cr_assert_eq(fp_counter(text, "tokentriage_members{state=\"alive\"} "), 2);
 }
 
-static bool both_count_two(int ms)
+/* True when the first `replicas` replicas all count `live` live members. */
+typedef struct count {
+    int live, replicas;
+} count_t;
+
+static bool all_count_now(void *arg)
 {
-    for (long long deadline = tt_now_ms() + ms; tt_now_ms() < deadline;) {
-        if (fp_live(&d[0]) == 2 && fp_live(&d[1]) == 2)
-            return true;
-        struct timespec pause = {0, 50 * 1000000L};
-        nanosleep(&pause, NULL);
-    }
-    return false;
+    const count_t *c = arg;
+    for (int i = 0; i < c->replicas; i++)
+        if (fp_live(&d[i]) != c->live)
+            return false;
+    return true;
 }
 
+static bool all_count(int live, int replicas, int ms)
+{
+    return fp_poll(all_count_now, &(count_t){live, replicas}, ms, 50);
+}
+
+static bool both_count_two(int ms)
+{
+    return all_count(2, 2, ms);
+}
+
+#define AUTH_DROPS "tokentriage_gossip_dropped_total{reason=\"auth\"} "
 #define KEY_A "ERERERERERERERERERERERERERERERERERERERERERE=" /* 32 x 0x11 */
 #define KEY_B "IiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiI=" /* 32 x 0x22 */
 
@@ -306,11 +334,8 @@ Test(fleet, an_outsider_cannot_join_and_a_key_rotates_without_a_split, .fini = u
     cr_assert_eq(tt_daemon_start(&d[2], LIMITS, extra), 0);
     int hport0 = fp_bound_port(&d[0], "http listening");
     static char text[1 << 16];
-    bool refused = false;
-    for (long long deadline = tt_now_ms() + 20000; !refused && tt_now_ms() < deadline;)
-        refused = fp_scrape(hport0, text, sizeof text) == 0 &&
-                  fp_counter(text, "tokentriage_gossip_dropped_total{reason=\"auth\"} ") > 0;
-    cr_assert(refused, "the outsider's datagrams were never refused:\n%s", text);
+    cr_assert_gt(fp_poll_metric(hport0, AUTH_DROPS, 1, LLONG_MAX, 20000, text, sizeof text), 0,
+                 "the outsider's datagrams were never refused:\n%s", text);
     cr_assert_eq(fp_live(&d[0]), 2);
     cr_assert_eq(fp_live(&d[1]), 2);
     cr_assert_eq(fp_live(&d[2]), 1, "the outsider sees someone");
@@ -338,19 +363,14 @@ Test(fleet, an_outsider_cannot_join_and_a_key_rotates_without_a_split, .fini = u
         }
 }
 
-#define AUTH_DROPS "tokentriage_gossip_dropped_total{reason=\"auth\"} "
-
 /* SIGHUP replica i and wait until its /metrics counts `want` reloads with `result`. */
 static void reload_and_wait(int i, int hport, const char *result, long long want)
 {
     char name[96];
     snprintf(name, sizeof name, "tokentriage_reloads_total{result=\"%s\"} ", result);
     kill(d[i].pid, SIGHUP);
-    struct timespec pause = {0, 20 * 1000000L};
-    long long deadline = tt_now_ms() + 10000;
-    while (fp_metric(hport, name) != want && tt_now_ms() < deadline)
-        nanosleep(&pause, NULL);
-    cr_assert_eq(fp_metric(hport, name), want, "replica %d: reloads %s", i, result);
+    cr_assert_eq(fp_poll_metric(hport, name, want, want, 10000, NULL, 0), want,
+                 "replica %d: reloads %s", i, result);
 }
 
 /* The same rotation with no restart at all: each step is a keyring file edit and a SIGHUP. Not
@@ -388,11 +408,8 @@ Test(fleet, a_key_rotates_by_reload_without_a_restart_or_a_refused_datagram, .fi
     /* replica 1 back on the removed key alone: replica 0 now refuses what it sends */
     write_ring(1, KEY_A "\n");
     reload_and_wait(1, hport[1], "ok", ok + 1);
-    struct timespec pause = {0, 50 * 1000000L};
-    long long deadline = tt_now_ms() + 10000;
-    while (fp_metric(hport[0], AUTH_DROPS) <= 0 && tt_now_ms() < deadline)
-        nanosleep(&pause, NULL);
-    cr_assert_gt(fp_metric(hport[0], AUTH_DROPS), 0, "the reloaded key was not in use");
+    cr_assert_gt(fp_poll_metric(hport[0], AUTH_DROPS, 1, LLONG_MAX, 10000, NULL, 0), 0,
+                 "the reloaded key was not in use");
 
     /* a keyring that does not parse fails the reload whole; the replica keeps serving */
     write_ring(0, "not base64\n");
@@ -401,29 +418,16 @@ Test(fleet, a_key_rotates_by_reload_without_a_restart_or_a_refused_datagram, .fi
     cr_assert_eq(fp_live(&d[0]) >= 1, true, "replica 0 stopped answering");
 }
 
-/* Replica i's view of member `id`: its state into st ("" when absent). */
-static void state_at(int i, const char *id, char *st, size_t cap)
-{
-    static char out[1 << 16];
-    st[0] = 0;
-    if (members_json(i, out, sizeof out) == 0)
-        fp_field(out, id, "state", st, cap);
-}
-
-static bool all_count(int n, int replicas, int ms)
-{
-    struct timespec pause = {0, 50 * 1000000L};
-    for (long long deadline = tt_now_ms() + ms; tt_now_ms() < deadline; nanosleep(&pause, NULL)) {
-        int ok = 0;
-        for (int i = 0; i < replicas; i++)
-            ok += fp_live(&d[i]) == n;
-        if (ok == replicas)
-            return true;
-    }
-    return false;
-}
-
 static char faketime_file[64];
+
+/* Replica r (a tt_daemon_t) holds k0 suspect. Asked as fast as the CLI answers: the fault
+ * below must start early in the suspicion. */
+static bool state_is_suspect(void *r)
+{
+    char st[16];
+    fp_state(r, "k0", st, sizeof st);
+    return strcmp(st, "suspect") == 0;
+}
 
 static void clock_fini(void)
 {
@@ -453,9 +457,8 @@ Test(fleet, a_wall_clock_step_on_one_replica_kills_no_one, .fini = clock_fini)
     cr_assert(all_count(3, 3, 30000), "the three did not converge");
 
     kill(d[0].pid, SIGSTOP);
-    char st[16] = "";
-    for (long long end = tt_now_ms() + 10000; tt_now_ms() < end && strcmp(st, "suspect") != 0;)
-        state_at(2, "k0", st, sizeof st);
+    /* asserted once replica 0 runs again */
+    bool suspected = fp_poll(state_is_suspect, &d[2], 10000, 10);
     FILE *f = fopen(faketime_file, "w");
     cr_assert_not_null(f);
     fputs("+20s\n", f);
@@ -465,7 +468,7 @@ Test(fleet, a_wall_clock_step_on_one_replica_kills_no_one, .fini = clock_fini)
     struct timespec hold = {0, 300 * 1000000L};
     nanosleep(&hold, NULL);
     kill(d[0].pid, SIGCONT);
-    cr_assert_str_eq(st, "suspect", "replica 2 never suspected the stopped replica");
+    cr_assert(suspected, "replica 2 never suspected the stopped replica");
     /* replica 0 refutes; the three agree again, and neither peer ever declared it dead (a
      * death refuted at once shows only in the counter) */
     cr_assert(all_count(3, 3, 10000), "the three did not agree again");
@@ -487,6 +490,12 @@ static bool reports_duplicate(int i, int hport)
            fp_cli_json(&d[i], "fleet", out, sizeof out) == 0 && strstr(out, "\"n_in_doubt\":\"");
 }
 
+static bool both_report_duplicate(void *hport)
+{
+    const int *h = hport;
+    return reports_duplicate(1, h[1]) && reports_duplicate(2, h[2]);
+}
+
 /* Two live processes with one node id (issue #17 finding 3): replicas 1 and 2 both claim "k1".
  * Every view counts the id once, so N is short by one; both claimants must say so, in words an
  * operator can grep for. */
@@ -504,11 +513,8 @@ Test(fleet, a_duplicate_node_id_is_reported_on_both_claimants, .fini = unlink_ri
     int hport[3];
     for (int i = 0; i < 3; i++)
         hport[i] = fp_bound_port(&d[i], "http listening");
-    bool both = false;
-    struct timespec pause = {0, 100 * 1000000L};
-    for (long long end = tt_now_ms() + 30000; !both && tt_now_ms() < end; nanosleep(&pause, NULL))
-        both = reports_duplicate(1, hport[1]) && reports_duplicate(2, hport[2]);
-    cr_assert(both, "a claimant did not report the duplicate id (replica 1: %d, replica 2: %d)",
+    cr_assert(fp_poll(both_report_duplicate, hport, 30000, 100),
+              "a claimant did not report the duplicate id (replica 1: %d, replica 2: %d)",
               reports_duplicate(1, hport[1]), reports_duplicate(2, hport[2]));
     cr_assert_eq(fp_metric(hport[0], "\ntokentriage_membership_duplicate_id "), 0,
                  "replica 0 claims no duplicated id");

@@ -150,6 +150,16 @@ static int start(int i, int seed)
     return fp_bound_port(&d[i], "membership started");
 }
 
+static bool flood_under_way(void *f)
+{
+    return atomic_load(&((flood_t *)f)->opened) >= FLOOD_RATE;
+}
+
+static bool joined_two(void *r)
+{
+    return fp_live(r) == 2;
+}
+
 /* The reported attack: silent connections from many sources fill the push-pull places faster
  * than they time out, and a new replica whose join push-pull is refused stays at live=1 (20 s
  * and more in a manual run, the flood at 500 connections a second from 16 sources; it gets in
@@ -164,17 +174,13 @@ Test(pushpull, a_flood_of_silent_connections_does_not_keep_a_new_replica_out)
     flood_t *f = &flood;
     long long t_flood = tt_now_ms();
     flood_start(f, port0);
-    struct timespec pause = {0, 20 * 1000000L};
     /* under way: a second of it, far more connections than there are places */
-    for (long long end = t_flood + 10000;
-         atomic_load(&f->opened) < FLOOD_RATE && tt_now_ms() < end;)
-        nanosleep(&pause, NULL);
+    fp_poll(flood_under_way, f, 10000, 20);
     cr_assert_geq(atomic_load(&f->opened), FLOOD_RATE, "the flood did not get going");
     start(1, port0);
     long long t0 = tt_now_ms(), joined = -1;
-    for (long long end = t_flood + 4500; joined < 0 && tt_now_ms() < end; nanosleep(&pause, NULL))
-        if (fp_live(&d[1]) == 2)
-            joined = tt_now_ms() - t0;
+    if (fp_poll(joined_two, &d[1], (int)(t_flood + 4500 - t0), 20))
+        joined = tt_now_ms() - t0;
     long opened = flood_stop(f);
     cr_assert_geq(joined, 0,
                   "the new replica stayed alone for %lld ms (until 4.5 s into a flood of %ld "
@@ -194,11 +200,11 @@ static void open_silent(int *fds, int n, int port, int source)
         cr_assert_geq(fds[k] = flood_connect(port, source), 0);
 }
 
-/* True when the replica has closed connection s (EOF or reset). */
-static bool closed_by_peer(int s)
+/* True when the replica has closed connection *fd (EOF or reset). */
+static bool closed_by_peer(void *fd)
 {
     char b[16];
-    ssize_t r = recv(s, b, sizeof b, MSG_DONTWAIT);
+    ssize_t r = recv(*(int *)fd, b, sizeof b, MSG_DONTWAIT);
     return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
@@ -210,25 +216,25 @@ Test(pushpull, a_silent_connection_is_dropped_at_the_deadline_and_one_source_is_
     int port0 = start(0, 0), hport0 = fp_bound_port(&d[0], "http listening");
     int one;
     open_silent(&one, 1, port0, 0);
-    long long t0 = tt_now_ms(), closed = -1;
-    struct timespec pause = {0, 10 * 1000000L};
-    for (long long end = t0 + 3000; closed < 0 && tt_now_ms() < end; nanosleep(&pause, NULL))
-        if (closed_by_peer(one))
-            closed = tt_now_ms() - t0;
+    bool closed = fp_poll(closed_by_peer, &one, 3000, 10);
     close(one);
-    cr_assert_geq(closed, 0, "a silent connection was still open after 3 s");
+    cr_assert(closed, "a silent connection was still open after 3 s");
     cr_assert_eq(
         fp_metric(hport0, "tokentriage_gossip_pushpull_refused_total{reason=\"deadline\"} "), 1);
     int many[12];
     open_silent(many, 12, port0, 1);
-    long long refused = -1;
-    for (long long end = tt_now_ms() + 3000; refused != 8 && tt_now_ms() < end;
-         nanosleep(&pause, NULL))
-        refused =
-            fp_metric(hport0, "tokentriage_gossip_pushpull_refused_total{reason=\"source\"} ");
+    long long refused =
+        fp_poll_metric(hport0, "tokentriage_gossip_pushpull_refused_total{reason=\"source\"} ", 8,
+                       8, 3000, NULL, 0);
     for (int k = 0; k < 12; k++)
         close(many[k]);
     cr_assert_eq(refused, 8, "12 connections from one source: 4 held, 8 refused");
+}
+
+/* Closed by the replica, or else one more byte of the frame sent on *fd. */
+static bool closed_or_drip(void *fd)
+{
+    return closed_by_peer(fd) || send(*(int *)fd, "x", 1, MSG_NOSIGNAL) != 1;
 }
 
 /* Bytes do not buy time: a connection that announces a 4 KiB frame and drips it a byte every
@@ -240,10 +246,7 @@ Test(pushpull, a_dripping_connection_is_dropped_at_the_same_deadline)
     open_silent(&s, 1, port0, 2);
     const uint8_t head[4] = {0, 0, 0x10, 0};
     cr_assert_eq(send(s, head, sizeof head, MSG_NOSIGNAL), (ssize_t)sizeof head);
-    bool closed = false;
-    struct timespec pause = {0, 50 * 1000000L};
-    for (long long end = tt_now_ms() + 3000; !closed && tt_now_ms() < end; nanosleep(&pause, NULL))
-        closed = closed_by_peer(s) || send(s, "x", 1, MSG_NOSIGNAL) != 1;
+    bool closed = fp_poll(closed_or_drip, &s, 3000, 50);
     close(s);
     cr_assert(closed, "a dripping connection was still open after 3 s");
     cr_assert_eq(

@@ -62,29 +62,8 @@ static void replica_config(int i, int gport, int seed, char *out, size_t cap)
              i, gport, seeds, ring);
 }
 
-/* Replica i's state for member `id` into st ("" when absent). */
-static void state_at(int i, const char *id, char *st, size_t cap)
-{
-    static char out[1 << 16];
-    st[0] = 0;
-    if (fp_cli_json(&d[i], "members", out, sizeof out) == 0)
-        fp_field(out, id, "state", st, cap);
-}
-
-static bool poll_state(int i, const char *id, const char *want, int ms)
-{
-    char st[16];
-    struct timespec pause = {0, 50 * 1000000L};
-    for (long long end = tt_now_ms() + ms; tt_now_ms() < end; nanosleep(&pause, NULL)) {
-        state_at(i, id, st, sizeof st);
-        if (strcmp(st, want) == 0)
-            return true;
-    }
-    return false;
-}
-
-/* Polls until the replica on hport has received or dropped `n` more datagrams than `base` (the
- * sum of rx, stale and replay drops): it has read every one sent. */
+/* The datagrams the replica on hport has read: received, or dropped as stale or replayed (-1
+ * when it does not answer). */
 static long long seen(int hport)
 {
     long long rx = fp_metric(hport, RX), st = fp_metric(hport, STALE),
@@ -92,13 +71,21 @@ static long long seen(int hport)
     return rx < 0 || st < 0 || rp < 0 ? -1 : rx + st + rp;
 }
 
+typedef struct seen_wait {
+    int hport;
+    long long want;
+} seen_wait_t;
+
+static bool seen_enough(void *arg)
+{
+    const seen_wait_t *w = arg;
+    return seen(w->hport) >= w->want;
+}
+
+/* Polls until the replica on hport has read `want` datagrams (seen), for at most ms. */
 static bool poll_seen(int hport, long long want, int ms)
 {
-    struct timespec pause = {0, 20 * 1000000L};
-    for (long long end = tt_now_ms() + ms; tt_now_ms() < end; nanosleep(&pause, NULL))
-        if (seen(hport) >= want)
-            return true;
-    return false;
+    return fp_poll(seen_enough, &(seen_wait_t){hport, want}, ms, 20);
 }
 
 #define REPLAYS 3
@@ -146,8 +133,9 @@ Test(restart, replayed_datagrams_bring_no_dead_peer_back_even_after_a_restart)
         len[k] = fp_datagram(rec[k], key, "itest", "ghost", gen, (uint64_t)k + 1, fp_wall_ns(),
                              ntohs(me.sin_port));
     replay(s, gport, rec, len, REPLAYS); /* the ghost's only datagrams, as it sent them */
-    cr_assert(poll_state(0, "ghost", "alive", 10000), "k0 never counted the ghost");
-    cr_assert(poll_state(0, "ghost", "dead", 30000), "k0 never declared the silent ghost dead");
+    cr_assert(fp_poll_state(&d[0], "ghost", "alive", 10000), "k0 never counted the ghost");
+    cr_assert(fp_poll_state(&d[0], "ghost", "dead", 30000),
+              "k0 never declared the silent ghost dead");
 
     long long base = seen(hport);
     replay(s, gport, rec, len, REPLAYS);
@@ -168,7 +156,7 @@ Test(restart, replayed_datagrams_bring_no_dead_peer_back_even_after_a_restart)
     replay(s, gport, rec, len, REPLAYS);
     cr_assert(poll_seen(hport, base + REPLAYS, 10000), "the restarted k0 did not read the replays");
     char st[16];
-    state_at(0, "ghost", st, sizeof st);
+    fp_state(&d[0], "ghost", st, sizeof st);
     int live = fp_live(&d[0]);
     cr_assert(
         strcmp(st, "alive") != 0 && strcmp(st, "suspect") != 0 && live == 1,
@@ -200,6 +188,27 @@ static bool alive_gen(int i, int j, char *gen, size_t cap)
     return strcmp(st, "alive") == 0;
 }
 
+typedef struct gen_wait {
+    char *gen; /* k0's view of k1's generation, as last read */
+    size_t cap;
+    const char *old; /* the generation k1 had before its restart */
+} gen_wait_t;
+
+/* k0 sees k1 alive and k1 counts 2 live. */
+static bool pair_converged(void *arg)
+{
+    const gen_wait_t *w = arg;
+    return alive_gen(0, 1, w->gen, w->cap) && fp_live(&d[1]) == 2;
+}
+
+/* k0 sees k1 alive under another generation than the old one, and both count 2 live. */
+static bool k1_back(void *arg)
+{
+    const gen_wait_t *w = arg;
+    return alive_gen(0, 1, w->gen, w->cap) && strcmp(w->gen, w->old) != 0 && fp_live(&d[0]) == 2 &&
+           fp_live(&d[1]) == 2;
+}
+
 /*
  * A restart across a backward clock step (issue #17 item 6): the generation comes from the wall
  * clock, so k1, restarted after its clock (5 s ahead) was set right, got a lower one, and every
@@ -223,11 +232,8 @@ Test(restart, a_restart_across_a_backward_clock_step_gets_a_greater_generation, 
     fp_start_faked(&d[1], faketime_file, LIMITS, extra);
     int port1 = fp_bound_port(&d[1], "membership started");
     char before[32], now[32] = "";
-    struct timespec pause = {0, 50 * 1000000L};
-    bool ok = false;
-    for (long long end = tt_now_ms() + 30000; !ok && tt_now_ms() < end; nanosleep(&pause, NULL))
-        ok = alive_gen(0, 1, before, sizeof before) && fp_live(&d[1]) == 2;
-    cr_assert(ok, "the pair did not converge");
+    cr_assert(fp_poll(pair_converged, &(gen_wait_t){before, sizeof before, NULL}, 30000, 50),
+              "the pair did not converge");
 
     /* ...until it dies and comes back on the same address (a container restarted in its pod)
      * with its clock set right: 5 s back */
@@ -239,11 +245,8 @@ Test(restart, a_restart_across_a_backward_clock_step_gets_a_greater_generation, 
     replica_config(1, port1, port0, extra, sizeof extra);
     cr_assert_eq(tt_daemon_rewrite(&d[1], LIMITS, extra), 0);
     fp_start_faked(&d[1], faketime_file, NULL, NULL);
-    ok = false;
-    for (long long end = tt_now_ms() + 30000; !ok && tt_now_ms() < end; nanosleep(&pause, NULL))
-        ok = alive_gen(0, 1, now, sizeof now) && strcmp(now, before) != 0 && fp_live(&d[0]) == 2 &&
-             fp_live(&d[1]) == 2;
-    cr_assert(ok, "k0 still holds k1's old generation %s (now %s): the restart was ignored", before,
+    cr_assert(fp_poll(k1_back, &(gen_wait_t){now, sizeof now, before}, 30000, 50),
+              "k0 still holds k1's old generation %s (now %s): the restart was ignored", before,
               now);
     cr_assert_gt(strtoull(now, NULL, 10), strtoull(before, NULL, 10),
                  "the restarted k1's generation is not greater than the one it had");
