@@ -313,15 +313,12 @@ static void bound_name(rls_srv_t *s, char *out, size_t size)
     snprintf(out, size, v6 ? "[%s]:%d" : "%s:%d", ip, port);
 }
 
-int rls_srv_start(rls_srv_t **out, uv_loop_t *loop, const rls_srv_options_t *opt, char *err,
-                  size_t err_size)
+int rls_srv_start(rls_srv_t **out, uv_loop_t *loop, const rls_srv_options_t *opt, tt_err_t *err)
 {
     *out = NULL;
     rls_srv_t *s = calloc(1, sizeof(*s));
-    if (!s) {
-        snprintf(err, err_size, "server.grpc: out of memory");
-        return -1;
-    }
+    if (!s)
+        return tt_err_set(err, TT_ERR_NOMEM, "server.grpc", "out of memory");
     s->loop = loop;
     s->opt = *opt;
     if (!s->opt.max_connections)
@@ -334,10 +331,9 @@ int rls_srv_start(rls_srv_t **out, uv_loop_t *loop, const rls_srv_options_t *opt
     s->listener.h.data = s;
     if (rc == 0)
         rc = uv_listen(&s->listener.s, 1024, on_connection);
-    if (rc != 0) {
-        snprintf(err, err_size, "server.grpc: cannot listen on %s: %s", opt->addr, uv_strerror(rc));
-        return -1;
-    }
+    if (rc != 0)
+        return tt_err_set(err, TT_ERR_LISTEN, "server.grpc", "cannot listen on %s: %s", opt->addr,
+                          uv_strerror(rc));
     bound_name(s, s->bound, sizeof(s->bound));
     return 0;
 }

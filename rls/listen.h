@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "h2.h"
+#include "tt_err.h"
 
 typedef struct rls_srv rls_srv_t;
 
@@ -19,9 +20,9 @@ typedef struct rls_srv_options {
     rls_conn_config_t conn;   /* engine and config, borrowed */
 } rls_srv_options_t;
 
-/* Binds and listens. Returns 0, or -1 with a message in err (then rls_srv_stop still frees). */
-int rls_srv_start(rls_srv_t **out, uv_loop_t *loop, const rls_srv_options_t *opt, char *err,
-                  size_t err_size);
+/* Binds and listens. Returns 0, or TT_ERR_LISTEN / TT_ERR_NOMEM described in *err (path
+ * "server.grpc"; then rls_srv_stop still frees). */
+int rls_srv_start(rls_srv_t **out, uv_loop_t *loop, const rls_srv_options_t *opt, tt_err_t *err);
 
 /* What it listens on: the unix path, or host:port with the port the kernel gave. */
 const char *rls_srv_address(const rls_srv_t *s);

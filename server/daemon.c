@@ -420,15 +420,17 @@ static void chgrp_socket(const char *path, const char *group)
 /* Envoy's rate limit service on server.grpc (SPEC §12), deciding through the same engine. */
 static int start_grpc(daemon_t *d)
 {
-    char err[256];
+    tt_err_t err;
     rls_srv_options_t o = {
         .addr = d->cfg->server.grpc,
         .socket_mode = d->cfg->server.socket_mode,
         .max_connections = (unsigned)d->cfg->server.max_connections,
         .conn = {.engine = d->engine, .cfg = &d->cfg},
     };
-    if (rls_srv_start(&d->grpc, &d->loop, &o, err, sizeof(err)) != 0) {
-        srv_log(SRV_LOG_ERROR, "cannot serve", "detail", err, NULL);
+    if (rls_srv_start(&d->grpc, &d->loop, &o, &err) != 0) {
+        char text[TT_ERR_TEXT_MAX];
+        srv_log(SRV_LOG_ERROR, "cannot serve", "detail", tt_err_format(&err, text, sizeof(text)),
+                NULL);
         return -1;
     }
     srv_log(SRV_LOG_INFO, "grpc listening", "address", rls_srv_address(d->grpc), NULL);
@@ -502,10 +504,10 @@ static int start(daemon_t *d)
         srv_log(SRV_LOG_ERROR, "cannot start", "detail", "request handler: out of memory", NULL);
         return EX_SOFTWARE_;
     }
-    int rc = srv_start(&d->srv, &d->loop, &so, dispatch_handler(d->dispatch), d->metrics, err,
-                       sizeof(err));
+    int rc = srv_start(&d->srv, &d->loop, &so, dispatch_handler(d->dispatch), d->metrics, &gerr);
     if (rc != 0) {
-        srv_log(SRV_LOG_ERROR, "cannot serve", "detail", err, NULL);
+        srv_log(SRV_LOG_ERROR, "cannot serve", "detail", tt_err_format(&gerr, err, sizeof(err)),
+                NULL);
         return rc == SRV_ENOMEM ? EX_SOFTWARE_ : EX_UNAVAILABLE_;
     }
     chgrp_socket(path, d->cfg->server.socket_group);

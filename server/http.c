@@ -615,15 +615,12 @@ static bool is_loopback(const struct sockaddr_storage *ss)
 }
 
 /* Listens on addr; logs the bound address and where /v1/decide is served. */
-static int listen_tcp(struct srv_http *h, const char *addr, cfg_http_decide_t decide, char *err,
-                      size_t err_size)
+static int listen_tcp(struct srv_http *h, const char *addr, cfg_http_decide_t decide, tt_err_t *err)
 {
     srv_t *s = h->srv;
     struct sockaddr_storage ss;
-    if (parse_addr(addr, &ss) != 0) {
-        snprintf(err, err_size, "server.http: \"%s\" is not host:port", addr);
-        return SRV_ELISTEN;
-    }
+    if (parse_addr(addr, &ss) != 0)
+        return tt_err_set(err, SRV_ELISTEN, "server.http", "\"%s\" is not host:port", addr);
     h->decide_tcp =
         decide == CFG_HTTP_DECIDE_ON || (decide == CFG_HTTP_DECIDE_LOOPBACK && is_loopback(&ss));
     uv_tcp_init(s->loop, &h->listener);
@@ -632,10 +629,9 @@ static int listen_tcp(struct srv_http *h, const char *addr, cfg_http_decide_t de
     int rc = uv_tcp_bind(&h->listener, (struct sockaddr *)&ss, 0);
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&h->listener, 1024, on_connection);
-    if (rc != 0) {
-        snprintf(err, err_size, "server.http: cannot listen on %s: %s", addr, uv_strerror(rc));
-        return SRV_ELISTEN;
-    }
+    if (rc != 0)
+        return tt_err_set(err, SRV_ELISTEN, "server.http", "cannot listen on %s: %s", addr,
+                          uv_strerror(rc));
     /* the bound address, so that port 0 tells which port the kernel gave */
     char bound[INET6_ADDRSTRLEN + 8] = "";
     int len = sizeof(ss);
@@ -660,11 +656,11 @@ static int listen_tcp(struct srv_http *h, const char *addr, cfg_http_decide_t de
     return 0;
 }
 
-int srv__http_start(srv_t *s, const srv_options_t *opt, char *err, size_t err_size)
+int srv__http_start(srv_t *s, const srv_options_t *opt, tt_err_t *err)
 {
     struct srv_http *h = calloc(1, sizeof(*h));
     if (!h)
-        return SRV_ENOMEM;
+        return tt_err_set(err, SRV_ENOMEM, "", "out of memory");
     h->srv = s;
     h->max_conns = s->max_connections;
     for (size_t i = 0; i < opt->n_http_subject && i < CFG_HTTP_SUBJECT_MAX; i++)
@@ -673,7 +669,7 @@ int srv__http_start(srv_t *s, const srv_options_t *opt, char *err, size_t err_si
     s->http = h; /* srv__http_stop closes and frees it, on success or not */
     if (!opt->http || !*opt->http)
         return 0;
-    return listen_tcp(h, opt->http, opt->http_decide, err, err_size);
+    return listen_tcp(h, opt->http, opt->http_decide, err);
 }
 
 static void on_listener_closed(uv_handle_t *handle)

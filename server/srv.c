@@ -37,6 +37,9 @@
 #include "srv_int.h"
 #include "tt_clock.h"
 
+/* The path of a socket error: the option it comes from (server.socket, or -s in its place). */
+#define SOCKET_FIELD "server.socket"
+
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void flush(srv_conn_t *c);
@@ -268,9 +271,9 @@ static bool alive(const char *path)
 /*
  * Creates the socket's directory when missing (one level, as a runtime directory is). The
  * non-root fallback /tmp/tokentriage-<uid> could have been made first by anyone: it must be
- * ours, a real directory, and closed to others. Returns 0 or -1 with the reason in err.
+ * ours, a real directory, and closed to others. Returns 0 or SRV_ELISTEN described in err.
  */
-static int make_dir(const char *path, char *err, size_t err_size)
+static int make_dir(const char *path, tt_err_t *err)
 {
     char dir[512];
     snprintf(dir, sizeof(dir), "%s", path);
@@ -283,32 +286,28 @@ static int make_dir(const char *path, char *err, size_t err_size)
     struct stat st;
     if (shared_tmp && (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
                        (st.st_mode & 077) != 0)) {
-        snprintf(err, err_size, "%s must be a directory of this user closed to others", dir);
-        return -1;
+        return tt_err_set(err, SRV_ELISTEN, SOCKET_FIELD,
+                          "%s must be a directory of this user closed to others", dir);
     }
     return 0;
 }
 
-static int bind_socket(srv_t *s, unsigned mode, char *err, size_t err_size)
+static int bind_socket(srv_t *s, unsigned mode, tt_err_t *err)
 {
     struct stat st;
-    if (strlen(s->path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
-        snprintf(err, err_size, "socket path %s is too long", s->path);
-        return SRV_ELISTEN;
-    }
+    if (strlen(s->path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+        return tt_err_set(err, SRV_ELISTEN, SOCKET_FIELD, "socket path %s is too long", s->path);
     if (lstat(s->path, &st) == 0) {
-        if (!S_ISSOCK(st.st_mode)) {
-            snprintf(err, err_size, "%s exists and is not a socket; not replacing it", s->path);
-            return SRV_ELISTEN;
-        }
-        if (alive(s->path)) {
-            snprintf(err, err_size, "another tokentriage is already serving on %s", s->path);
-            return SRV_EINUSE;
-        }
+        if (!S_ISSOCK(st.st_mode))
+            return tt_err_set(err, SRV_ELISTEN, SOCKET_FIELD,
+                              "%s exists and is not a socket; not replacing it", s->path);
+        if (alive(s->path))
+            return tt_err_set(err, SRV_EINUSE, SOCKET_FIELD,
+                              "another tokentriage is already serving on %s", s->path);
         unlink(s->path); /* stale: its daemon is gone */
         srv_log(SRV_LOG_INFO, "replaced a stale socket", "socket", s->path, NULL);
     }
-    if (make_dir(s->path, err, err_size) != 0)
+    if (make_dir(s->path, err) != 0)
         return SRV_ELISTEN;
     uv_pipe_init(s->loop, &s->listener, 0);
     s->listener.data = s;
@@ -320,23 +319,23 @@ static int bind_socket(srv_t *s, unsigned mode, char *err, size_t err_size)
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&s->listener, 1024, on_connection);
     if (rc != 0) {
-        snprintf(err, err_size, "cannot listen on %s: %s", s->path, uv_strerror(rc));
         uv_close((uv_handle_t *)&s->listener, NULL);
-        return SRV_ELISTEN;
+        return tt_err_set(err, SRV_ELISTEN, SOCKET_FIELD, "cannot listen on %s: %s", s->path,
+                          uv_strerror(rc));
     }
     s->listening = true;
     return 0;
 }
 
 int srv_start(srv_t **out, uv_loop_t *loop, const srv_options_t *opt,
-              const stream_handler_t *handler, srv_metrics_t *metrics, char *err, size_t err_size)
+              const stream_handler_t *handler, srv_metrics_t *metrics, tt_err_t *err)
 {
     *out = NULL;
     /* a client that goes away with answers in flight must cost an EPIPE, not the process */
     signal(SIGPIPE, SIG_IGN);
     srv_t *s = calloc(1, sizeof(*s));
     if (!s)
-        return SRV_ENOMEM;
+        return tt_err_set(err, SRV_ENOMEM, "", "out of memory");
     s->loop = loop;
     s->handler = handler;
     s->engine = opt->engine;
@@ -346,10 +345,11 @@ int srv_start(srv_t **out, uv_loop_t *loop, const srv_options_t *opt,
     s->n_allow_uids = opt->n_allow_uids;
     s->n_allow_gids = opt->n_allow_gids;
     if (s->n_allow_uids > SRV_ALLOW_MAX || s->n_allow_gids > SRV_ALLOW_MAX) {
-        snprintf(err, err_size, "at most %d allowed uids and %d gids", SRV_ALLOW_MAX,
-                 SRV_ALLOW_MAX);
         free(s);
-        return SRV_ELISTEN;
+        return tt_err_set(err, SRV_ELISTEN,
+                          opt->n_allow_uids > SRV_ALLOW_MAX ? "server.allow_uids"
+                                                            : "server.allow_gids",
+                          "at most %d entries", SRV_ALLOW_MAX);
     }
     if (s->n_allow_uids)
         memcpy(s->allow_uids, opt->allow_uids, s->n_allow_uids * sizeof(uint32_t));
@@ -358,11 +358,11 @@ int srv_start(srv_t **out, uv_loop_t *loop, const srv_options_t *opt,
     s->path = strdup(opt->socket_path);
     if (!s->path) {
         srv_free(s);
-        return SRV_ENOMEM;
+        return tt_err_set(err, SRV_ENOMEM, "", "out of memory");
     }
-    int rc = bind_socket(s, opt->socket_mode ? opt->socket_mode : SRV_DEFAULT_MODE, err, err_size);
+    int rc = bind_socket(s, opt->socket_mode ? opt->socket_mode : SRV_DEFAULT_MODE, err);
     if (rc == 0)
-        rc = srv__http_start(s, opt, err, err_size);
+        rc = srv__http_start(s, opt, err);
     if (rc != 0) {
         srv_stop(s);
         /* the listener's close is already queued: the caller runs the loop, then frees */

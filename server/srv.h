@@ -24,7 +24,8 @@ struct gov_engine;
 #define SRV_DEFAULT_OUT_LIMIT (1024 * 1024)
 #define SRV_ALLOW_MAX 32 /* entries in each of srv_options_t's allow lists */
 
-/* Errors from srv_start, beside a message in the caller's buffer: rows of the one error table
+/* Errors from srv_start, described in a tt_err_t (the path names the option: server.socket,
+ * server.http, server.allow_uids, server.allow_gids): rows of the one error table
  * (common/tt_err.h). */
 enum {
     SRV_EINUSE = TT_ERR_INUSE,   /* a live daemon already answers on the socket */
@@ -66,10 +67,12 @@ typedef struct srv srv_t;
  * Starts listening on loop. A socket file left by a dead daemon is replaced; one a live
  * daemon answers on is not (SRV_EINUSE). Every connection's requests go to handler. The
  * handler and metrics stay the caller's and must outlive the server. The options' strings are
- * copied. SIGPIPE is ignored from here on (process-wide).
+ * copied. SIGPIPE is ignored from here on (process-wide). Returns 0 or a negative code
+ * described in *err; after a failure other than SRV_ENOMEM before the server was made, *out is
+ * set and stopped: the caller runs the loop, then srv_free.
  */
 int srv_start(srv_t **out, uv_loop_t *loop, const srv_options_t *opt,
-              const stream_handler_t *handler, srv_metrics_t *metrics, char *err, size_t err_size);
+              const stream_handler_t *handler, srv_metrics_t *metrics, tt_err_t *err);
 
 void srv_set_ready(srv_t *s, srv_ready_fn fn, void *ud);
 

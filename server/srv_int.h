@@ -46,7 +46,7 @@ struct srv {
 struct srv_http;
 /* Readies the HTTP side (always: the socket may carry HTTP) and listens on opt->http when it
  * is set. */
-int srv__http_start(srv_t *s, const srv_options_t *opt, char *err, size_t err_size);
+int srv__http_start(srv_t *s, const srv_options_t *opt, tt_err_t *err);
 void srv__http_stop(srv_t *s);
 /* A socket connection that spoke HTTP: http.c takes over fd (a duplicate: the caller closes its
  * own), with data[0, len) already read from it. -1 when it cannot (fd is then the caller's). */

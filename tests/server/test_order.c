@@ -87,7 +87,6 @@ static void start(void)
     cr_assert_eq(cfg_load_string("order.yaml", CONFIG, sizeof(CONFIG) - 1, &t.cfg, &rep), 0);
     cr_assert_eq(cfg_arm(t.cfg, &rep), 0);
     cfg_report_free(&rep);
-    char err[256];
     tt_err_t gerr;
     gov_options_t gopt = {0};
     cr_assert_eq(gov_engine_create_config(&t.engine, &gopt, t.cfg, &gerr), 0, "%s", gerr.message);
@@ -99,9 +98,8 @@ static void start(void)
     uv_loop_init(&t.loop);
     srv_options_t so = {.socket_path = t.sock};
     cr_assert_eq(dispatch_new(&t.dispatch, t.engine, t.metrics, "test", t.sock, "test"), 0);
-    cr_assert_eq(
-        srv_start(&t.srv, &t.loop, &so, dispatch_handler(t.dispatch), t.metrics, err, sizeof(err)),
-        0, "%s", err);
+    cr_assert_eq(srv_start(&t.srv, &t.loop, &so, dispatch_handler(t.dispatch), t.metrics, &gerr), 0,
+                 "%s", gerr.message);
     uv_timer_init(&t.loop, &t.answer);
     uv_timer_start(&t.answer, on_answer, 3, 3);
     uv_async_init(&t.loop, &t.stop, on_stop);
