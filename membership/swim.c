@@ -101,43 +101,54 @@
 #define RECLAIM_EVERY_NS INT64_C(1000000000)
 #define MS INT64_C(1000000)
 #define FETCH_RECENT 8
-#define META_DIRECT_MAX 64 /* members told of a metadata change directly (swim_set_meta) */
+#define OUTBOX_KEEP (64u << 10) /* outbox arena bytes kept between calls */
+#define META_DIRECT_MAX 64      /* members told of a metadata change directly (swim_set_meta) */
 
-/* A replay window over one sender's sequence numbers: the highest seen, a bitmap below it. */
+/* A replay window over one sender's sequence numbers: the highest seen, a bitmap below it.
+ * {0, 0} is an empty window: the first sequence number lands in it as in any other. */
 typedef struct window {
-    bool any;
     uint64_t max, bits;
 } window_t;
 
+/*
+ * One member, as lean as the hot path allows: every core holds one per member, so a simulated
+ * fleet of N holds N^2 of them (440 bytes each made 5,000 members need 11 GB). Inline: what
+ * probing, dissemination and the replay check read. Out of line: the id (interned in the
+ * core's id arena, NUL-terminated), the metadata (allocated when first non-empty), the
+ * suspicion (a slot in c->susp while suspect).
+ */
 typedef struct member {
-    swim_state_t state;
-    bool leaving; /* self only */
-    uint8_t id_len;
-    char id[SWIM_ID_MAX + 1];
     uint64_t hash;
     uint64_t gen;
-    uint32_t inc;
-    swim_addr_t addr;
     int64_t last_heard, state_since;
-    int64_t gen_since;   /* when we adopted this generation */
-    uint8_t probe_fails; /* our probes of it that failed in a row, while it was alive to us */
-    int64_t dup_told;    /* when we last told two claimants of this id of each other; 0 never */
-    uint32_t meta_version;
-    uint8_t meta_len;
-    uint8_t meta[SWIM_META_MAX];
+    int64_t gen_since; /* when we adopted this generation */
+    int64_t dup_told;  /* when we last told two claimants of this id of each other; 0 never */
     /* replay windows over this member's sequence numbers: its datagrams, and apart from them
      * its push-pull frames, which may spend longer on their TCP connection than 64 of its
      * datagrams (to anyone) take to reach us (issue #17 item 6) */
     window_t rx, pp;
-    /* dissemination queue links; bc_tx -1 = not queued */
-    int32_t bc_prev, bc_next;
-    int bc_tx;
     uint64_t bc_from; /* the accuser's id hash sent with this member's suspect/dead record */
-    /* Lifeguard suspicion */
-    int64_t susp_start, susp_min, susp_max, susp_deadline;
-    int susp_k, susp_n, susp_nconf;
-    uint64_t susp_conf[SUSP_CONFIRM_MAX];
+    uint8_t *meta;    /* SWIM_META_MAX bytes once the member had metadata; NULL before */
+    swim_addr_t addr;
+    uint32_t inc;
+    uint32_t meta_version;
+    uint32_t id_off;          /* the id in c->ids */
+    int32_t bc_prev, bc_next; /* dissemination queue links */
+    int32_t susp;             /* its slot in c->susp while suspect, else -1 */
+    uint8_t state;            /* swim_state_t */
+    int8_t bc_tx;             /* its bucket in the dissemination queue; -1 = not queued */
+    uint8_t id_len;
+    uint8_t meta_len;
+    uint8_t probe_fails; /* our probes of it that failed in a row, while it was alive to us */
 } member_t;
+
+/* A running suspicion (Lifeguard's dogpile timer), for c->m[member]. */
+typedef struct susp {
+    int32_t member;
+    int k, n, nconf;
+    int64_t start, min, max, deadline;
+    uint64_t conf[SUSP_CONFIRM_MAX];
+} susp_t;
 
 typedef struct probe {
     bool active, acked, indirect_sent;
@@ -166,6 +177,7 @@ struct swim_core {
     uint32_t probe_seq;
     int awareness;
     bool joined;
+    bool leaving;       /* we left (swim_leave) */
     bool announced;     /* our record went to every member of the first push-pull */
     int64_t meta_again; /* when our changed metadata goes to the live members again; 0 none */
     struct {            /* another process claims our id: the last report of it */
@@ -177,13 +189,16 @@ struct swim_core {
 
     member_t *m; /* m[0] is self */
     size_t n, cap;
+    char *ids; /* the members' ids, NUL-terminated, in table order (reclaim compacts it) */
+    size_t ids_len, ids_cap;
     int32_t *index; /* open addressing by id hash: member index or -1 */
     size_t index_cap;
     int32_t *scratch; /* cap entries: random picks, compaction maps */
     int32_t *order;   /* probe round: member indexes */
     size_t order_len, order_pos;
-    int32_t *suspects; /* members with a running suspicion timer */
-    size_t n_suspects;
+    susp_t *susp; /* the running suspicions, in the order they started (swap-removed) */
+    size_t n_susp, susp_cap;
+    int64_t reclaim_due; /* no dead or left member is due for reclaim before this */
 
     int32_t bc_head[BC_BUCKETS], bc_tail[BC_BUCKETS];
 
@@ -260,6 +275,12 @@ void swim_config_default(swim_config_t *cfg)
 
 /* ---- small helpers ---- */
 
+/* A member's id: NUL-terminated, valid until the next member is added or reclaimed. */
+static const char *id_of(const swim_core_t *c, const member_t *m)
+{
+    return c->ids + m->id_off;
+}
+
 static uint64_t rnd(swim_core_t *c)
 {
     /* splitmix64: deterministic for a seed, which the simulator relies on */
@@ -328,7 +349,7 @@ static swim_event_t *emit(swim_core_t *c, swim_event_type_t type, const member_t
     if (m) {
         e->generation = m->gen;
         e->id_len = m->id_len;
-        memcpy(e->id, m->id, m->id_len + 1u);
+        memcpy(e->id, id_of(c, m), m->id_len + 1u);
     } else {
         e->id[0] = 0;
     }
@@ -395,7 +416,7 @@ static int32_t find(const swim_core_t *c, const char *id, size_t len)
         if (i < 0)
             return -1;
         const member_t *m = &c->m[i];
-        if (m->hash == h && m->id_len == len && memcmp(m->id, id, len) == 0)
+        if (m->hash == h && m->id_len == len && memcmp(id_of(c, m), id, len) == 0)
             return i;
     }
 }
@@ -426,39 +447,62 @@ static int reserve(swim_core_t *c)
     if (!m)
         return SWIM_ENOMEM;
     c->m = m;
-    int32_t *arrays[3] = {c->scratch, c->order, c->suspects};
-    for (int k = 0; k < 3; k++) {
-        int32_t *a = realloc(arrays[k], nc * sizeof *a);
-        if (!a)
-            return SWIM_ENOMEM;
-        arrays[k] = a;
-    }
-    c->scratch = arrays[0];
-    c->order = arrays[1];
-    c->suspects = arrays[2];
-    int32_t *idx = malloc(4 * nc * sizeof *idx);
+    int32_t *scratch = realloc(c->scratch, nc * sizeof *scratch);
+    if (!scratch)
+        return SWIM_ENOMEM;
+    c->scratch = scratch;
+    int32_t *order = realloc(c->order, nc * sizeof *order);
+    if (!order)
+        return SWIM_ENOMEM;
+    c->order = order;
+    /* at most half full: a miss costs about 2.5 probes (4x cost 16 bytes a member, 5,000
+     * cores of 5,000 members 650 MB, for 1.3 probes) */
+    int32_t *idx = malloc(2 * nc * sizeof *idx);
     if (!idx)
         return SWIM_ENOMEM;
     free(c->index);
     c->index = idx;
-    c->index_cap = 4 * nc;
+    c->index_cap = 2 * nc;
     c->cap = nc;
     index_rebuild(c);
     return 0;
 }
 
-static int32_t add_member(swim_core_t *c, int64_t now, const char *id, size_t len)
+/* A member's room for metadata, allocated the first time it has any. */
+static bool meta_room(member_t *m, size_t len)
 {
-    if (reserve(c))
+    if (len && !m->meta)
+        m->meta = malloc(SWIM_META_MAX);
+    return !len || m->meta;
+}
+
+static const uint8_t *meta_of(const member_t *m)
+{
+    static const uint8_t none[1];
+    return m->meta ? m->meta : none;
+}
+
+/* A new member (alive, zeroed), with room for meta_len bytes of metadata; -1 out of memory. */
+static int32_t add_member(swim_core_t *c, int64_t now, const char *id, size_t len, size_t meta_len)
+{
+    uint8_t *meta = meta_len ? malloc(SWIM_META_MAX) : NULL;
+    if ((meta_len && !meta) || reserve(c) ||
+        !grow((void **)&c->ids, &c->ids_cap, c->ids_len + len + 1, 1)) {
+        free(meta);
         return -1;
+    }
     int32_t i = (int32_t)c->n++;
     member_t *m = &c->m[i];
     memset(m, 0, sizeof *m);
-    memcpy(m->id, id, len);
-    m->id[len] = 0;
+    m->meta = meta;
+    m->id_off = (uint32_t)c->ids_len;
+    memcpy(c->ids + c->ids_len, id, len);
+    c->ids[c->ids_len + len] = 0;
+    c->ids_len += len + 1;
     m->id_len = (uint8_t)len;
     m->hash = swim_id_hash(id, len);
     m->bc_tx = -1;
+    m->susp = -1;
     m->bc_prev = m->bc_next = -1;
     m->state_since = m->last_heard = m->gen_since = now;
     m->state = SWIM_ALIVE;
@@ -529,26 +573,26 @@ static void broadcast(swim_core_t *c, int32_t i, uint64_t from)
     bc_insert(c, i, 0, true);
 }
 
-static void member_update(const member_t *m, swim_update_t *u)
+static void member_update(const swim_core_t *c, const member_t *m, swim_update_t *u)
 {
     u->state = m->state;
-    u->id = m->id;
+    u->id = id_of(c, m);
     u->id_len = m->id_len;
     u->generation = m->gen;
     u->incarnation = m->inc;
     u->addr = m->addr;
     u->meta_version = m->meta_version;
     u->meta_len = m->meta_len;
-    u->meta = m->meta;
+    u->meta = meta_of(m);
     u->from = m->bc_from;
 }
 
 /* Appends member i's record if it fits; false (and w unchanged) if not. */
-static bool put_update(swim_wbuf_t *w, const member_t *m)
+static bool put_update(const swim_core_t *c, swim_wbuf_t *w, const member_t *m)
 {
     swim_update_t u;
     size_t save = w->len;
-    member_update(m, &u);
+    member_update(c, m, &u);
     swim_enc_update(w, &u);
     if (w->overflow) {
         w->overflow = false;
@@ -571,7 +615,7 @@ static uint32_t fill_updates(swim_core_t *c, swim_wbuf_t *w, int32_t skip)
             if (b >= limit) {
                 bc_unlink(c, i); /* the limit fell as the cluster shrank */
             } else if (i != skip) {
-                if (put_update(w, &c->m[i]) && n < sizeof sent / sizeof sent[0])
+                if (put_update(c, w, &c->m[i]) && n < sizeof sent / sizeof sent[0])
                     sent[n++] = i;
                 else
                     full = true;
@@ -609,7 +653,7 @@ static void send_msg_with(swim_core_t *c, int64_t now, const swim_addr_t *to, co
     size_t cap = SWIM_DATAGRAM_MAX - (c->cfg.nkeys ? SWIM_SEAL_OVERHEAD : SWIM_FRAME_HEAD);
     swim_wbuf_t w = {c->body, 0, cap, false};
     const member_t *self = &c->m[0];
-    swim_enc_head(&w, self->id, self->id_len, self->gen, now + c->wall_off, ++c->tx_seq, om->kind);
+    swim_enc_head(&w, c->ids, self->id_len, self->gen, now + c->wall_off, ++c->tx_seq, om->kind);
     swim_enc_msg(&w, om);
     size_t at = swim_enc_array_open(&w);
     uint32_t n = 0;
@@ -631,7 +675,7 @@ static void send_msg(swim_core_t *c, int64_t now, const swim_addr_t *to, const s
 {
     swim_update_t u;
     if (first >= 0)
-        member_update(&c->m[first], &u);
+        member_update(c, &c->m[first], &u);
     send_msg_with(c, now, to, om, first >= 0 ? &u : NULL, first);
 }
 
@@ -731,28 +775,36 @@ static void tell_live(swim_core_t *c, int64_t now, size_t max)
 
 /* ---- suspicion (Lifeguard) ---- */
 
+/* Room for one more running suspicion; false out of memory. */
+static bool susp_room(swim_core_t *c)
+{
+    return grow((void **)&c->susp, &c->susp_cap, c->n_susp + 1, sizeof *c->susp);
+}
+
 static void susp_cancel(swim_core_t *c, int32_t i)
 {
-    for (size_t k = 0; k < c->n_suspects; k++)
-        if (c->suspects[k] == i) {
-            c->suspects[k] = c->suspects[--c->n_suspects];
-            return;
-        }
+    int32_t k = c->m[i].susp;
+    if (k < 0)
+        return;
+    c->m[i].susp = -1;
+    c->susp[k] = c->susp[--c->n_susp];
+    if ((size_t)k < c->n_susp)
+        c->m[c->susp[k].member].susp = k;
 }
 
-static int64_t susp_timeout(const member_t *m)
+static int64_t susp_timeout(const susp_t *x)
 {
-    if (m->susp_k < 1)
-        return m->susp_min;
-    double frac = log((double)m->susp_n + 1.0) / log((double)m->susp_k + 1.0);
-    double raw = (double)m->susp_max - frac * (double)(m->susp_max - m->susp_min);
+    if (x->k < 1)
+        return x->min;
+    double frac = log((double)x->n + 1.0) / log((double)x->k + 1.0);
+    double raw = (double)x->max - frac * (double)(x->max - x->min);
     int64_t t = (int64_t)floor(raw / (double)MS) * MS;
-    return t < m->susp_min ? m->susp_min : t;
+    return t < x->min ? x->min : t;
 }
 
+/* Starts (or restarts) member i's suspicion timer; the caller made room (susp_room). */
 static void susp_start(swim_core_t *c, int64_t now, int32_t i, uint64_t from)
 {
-    member_t *m = &c->m[i];
     int n = c->last_live;
     int k = c->cfg.suspicion_mult - 2;
     if (n - 2 < k)
@@ -760,30 +812,31 @@ static void susp_start(swim_core_t *c, int64_t now, int32_t i, uint64_t from)
     if (k > SUSP_CONFIRM_MAX - 1)
         k = SUSP_CONFIRM_MAX - 1;
     double scale = n > 10 ? log10((double)n) : 1.0;
-    m->susp_min =
-        (int64_t)((double)c->cfg.suspicion_mult * scale * (double)c->cfg.probe_interval_ns);
-    m->susp_max = c->cfg.suspicion_max_mult * m->susp_min;
-    m->susp_k = k;
-    m->susp_n = 0;
-    m->susp_nconf = 1;
-    m->susp_conf[0] = from;
-    m->susp_start = now;
-    m->susp_deadline = now + susp_timeout(m);
     susp_cancel(c, i);
-    c->suspects[c->n_suspects++] = i;
+    susp_t *x = &c->susp[c->n_susp];
+    c->m[i].susp = (int32_t)c->n_susp++;
+    x->member = i;
+    x->min = (int64_t)((double)c->cfg.suspicion_mult * scale * (double)c->cfg.probe_interval_ns);
+    x->max = c->cfg.suspicion_max_mult * x->min;
+    x->k = k;
+    x->n = 0;
+    x->nconf = 1;
+    x->conf[0] = from;
+    x->start = now;
+    x->deadline = now + susp_timeout(x);
 }
 
 /* An independent confirmation: true if it was new (then it is worth re-gossiping). */
-static bool susp_confirm(member_t *m, uint64_t from)
+static bool susp_confirm(susp_t *x, uint64_t from)
 {
-    if (m->susp_n >= m->susp_k)
+    if (x->n >= x->k)
         return false;
-    for (int k = 0; k < m->susp_nconf; k++)
-        if (m->susp_conf[k] == from)
+    for (int k = 0; k < x->nconf; k++)
+        if (x->conf[k] == from)
             return false;
-    m->susp_conf[m->susp_nconf++] = from;
-    m->susp_n++;
-    m->susp_deadline = m->susp_start + susp_timeout(m);
+    x->conf[x->nconf++] = from;
+    x->n++;
+    x->deadline = x->start + susp_timeout(x);
     return true;
 }
 
@@ -796,6 +849,8 @@ static void set_state(swim_core_t *c, int64_t now, int32_t i, swim_state_t s)
         susp_cancel(c, i);
     if (m->state != s)
         m->state_since = now;
+    if (!is_live(s) && m->state_since + c->cfg.reclaim_ns < c->reclaim_due)
+        c->reclaim_due = m->state_since + c->cfg.reclaim_ns;
     c->live += (int)is_live(s) - (int)is_live(m->state);
     m->state = s;
 }
@@ -810,12 +865,14 @@ static void refute(swim_core_t *c, uint32_t inc, bool penalize)
     broadcast(c, 0, 0);
 }
 
+/* The caller made room for the metadata (meta_room) before changing anything. */
 static void copy_alive(member_t *m, const swim_update_t *u)
 {
     m->addr = u->addr;
     m->meta_version = u->meta_version;
     m->meta_len = (uint8_t)u->meta_len;
-    memcpy(m->meta, u->meta, u->meta_len);
+    if (u->meta_len)
+        memcpy(m->meta, u->meta, u->meta_len);
 }
 
 static void declare(swim_core_t *c, int64_t now, int32_t i, swim_state_t s, uint64_t from)
@@ -863,7 +920,7 @@ static void two_claimants(swim_core_t *c, int64_t now, int32_t i, const swim_msg
     c->ctr.dup_reports++;
     swim_msg_t om = {.kind = SWIM_GOSSIP};
     swim_update_t u;
-    member_update(m, &u);
+    member_update(c, m, &u);
     u.state = SWIM_ALIVE;
     u.from = c->m[0].hash;
     send_msg_with(c, now, from, &om, &u, -1); /* the older claimant hears of the newer */
@@ -887,7 +944,7 @@ bool swim_duplicate(const swim_core_t *c, int64_t now, uint64_t *gen, swim_addr_
 
 static bool is_self(const swim_core_t *c, const char *id, size_t len)
 {
-    return len == c->m[0].id_len && memcmp(id, c->m[0].id, len) == 0;
+    return len == c->m[0].id_len && memcmp(id, c->ids, len) == 0;
 }
 
 /*
@@ -901,7 +958,7 @@ static bool is_self(const swim_core_t *c, const char *id, size_t len)
 static bool outgrow_ghost(swim_core_t *c, const swim_update_t *u)
 {
     member_t *self = &c->m[0];
-    if (u->generation <= self->gen || u->generation == UINT64_MAX || self->leaving ||
+    if (u->generation <= self->gen || u->generation == UINT64_MAX || c->leaving ||
         (is_live(u->state) && !swim_addr_eq(&u->addr, &self->addr)))
         return false;
     self->gen = u->generation + 1;
@@ -916,9 +973,9 @@ static void apply(swim_core_t *c, int64_t now, const swim_update_t *u)
     if (is_self(c, u->id, u->id_len)) {
         if (outgrow_ghost(c, u))
             return;
-        if (u->generation != self->gen && u->state == SWIM_ALIVE && u->from && !self->leaving)
+        if (u->generation != self->gen && u->state == SWIM_ALIVE && u->from && !c->leaving)
             duplicate_reported(c, now, u);
-        if (u->generation != self->gen || self->leaving)
+        if (u->generation != self->gen || c->leaving)
             return; /* a ghost of an older us, or a newer impostor: ours is the record */
         if (u->state == SWIM_ALIVE ? u->incarnation > self->inc : u->incarnation >= self->inc)
             refute(c, u->incarnation, u->state != SWIM_ALIVE); /* accused: the fault may be ours */
@@ -934,7 +991,7 @@ static void apply(swim_core_t *c, int64_t now, const swim_update_t *u)
          * lives, its own datagrams or its refutation bring it in. */
         if (u->state != SWIM_ALIVE)
             return;
-        i = add_member(c, now, u->id, u->id_len);
+        i = add_member(c, now, u->id, u->id_len, u->meta_len);
         if (i < 0)
             return;
         member_t *m = &c->m[i];
@@ -950,11 +1007,13 @@ static void apply(swim_core_t *c, int64_t now, const swim_update_t *u)
         return;
     if (u->generation > m->gen) {
         /* a restart: the new generation replaces the old record at once */
+        if (!meta_room(m, u->meta_len) || (u->state == SWIM_SUSPECT && !susp_room(c)))
+            return; /* out of memory: as if lost, a later copy of it may fare better */
         bool was_live = is_live(m->state);
         m->gen = u->generation;
         m->gen_since = now;
         m->inc = u->incarnation;
-        m->rx.any = m->pp.any = false;
+        m->rx = m->pp = (window_t){0, 0};
         copy_alive(m, u);
         set_state(c, now, i, u->state);
         m->state_since = now;
@@ -969,7 +1028,7 @@ static void apply(swim_core_t *c, int64_t now, const swim_update_t *u)
     }
     switch (u->state) {
     case SWIM_ALIVE: {
-        if (u->incarnation <= m->inc)
+        if (u->incarnation <= m->inc || !meta_room(m, u->meta_len))
             return;
         swim_state_t was = m->state;
         bool changed = !swim_addr_eq(&m->addr, &u->addr) || m->meta_version != u->meta_version;
@@ -992,13 +1051,15 @@ static void apply(swim_core_t *c, int64_t now, const swim_update_t *u)
          * everywhere (slow members died so, refuting in time). memberlist likewise never
          * lets a confirmation raise the incarnation its timer declares. */
         if (m->state == SWIM_ALIVE || (m->state == SWIM_SUSPECT && u->incarnation > m->inc)) {
+            if (!susp_room(c))
+                return;
             m->inc = u->incarnation;
             set_state(c, now, i, SWIM_SUSPECT);
             susp_start(c, now, i, u->from);
             c->ctr.suspicions++;
             broadcast(c, i, u->from);
         } else if (m->state == SWIM_SUSPECT) {
-            if (susp_confirm(m, u->from))
+            if (susp_confirm(&c->susp[m->susp], u->from))
                 broadcast(c, i, u->from);
         }
         return;
@@ -1055,11 +1116,11 @@ static void buddy_pings(swim_core_t *c, int64_t now)
     /* not scaled by local health: a slow peer's refutation comes back on these acks, and a
      * starved prober probing every 8 s would wait out its suspicion before hearing it */
     c->next_buddy = now + c->cfg.probe_interval_ns;
-    for (size_t k = 0; k < c->n_suspects && k < 8; k++) {
-        int32_t i = c->suspects[k];
+    for (size_t k = 0; k < c->n_susp && k < 8; k++) {
+        int32_t i = c->susp[k].member;
         const member_t *m = &c->m[i];
         if (!(c->probe[0].active && i == c->probe[0].target))
-            send_probe(c, now, &m->addr, SWIM_PING, 0, m->id, m->id_len, m->gen, NULL, i);
+            send_probe(c, now, &m->addr, SWIM_PING, 0, id_of(c, m), m->id_len, m->gen, NULL, i);
     }
 }
 
@@ -1074,7 +1135,7 @@ static void probe_begin(swim_core_t *c, int64_t now, probe_t *p, int32_t t)
     p->t_indirect = now + scaled(c, c->cfg.probe_timeout_ns);
     p->t_end = now + scaled(c, c->cfg.probe_interval_ns);
     p->expected_nacks = p->nacks = 0;
-    send_probe(c, now, &m->addr, SWIM_PING, p->seq, m->id, m->id_len, m->gen, NULL,
+    send_probe(c, now, &m->addr, SWIM_PING, p->seq, id_of(c, m), m->id_len, m->gen, NULL,
                m->state == SWIM_SUSPECT ? t : -1);
 }
 
@@ -1095,12 +1156,12 @@ static void probe_indirect(swim_core_t *c, int64_t now, probe_t *p)
     const member_t *m = &c->m[p->target];
     size_t k = pick(c, now, (size_t)c->cfg.indirect_checks, p->target, ok_alive);
     for (size_t j = 0; j < k; j++)
-        send_probe(c, now, &c->m[c->scratch[j]].addr, SWIM_PING_REQ, p->seq, m->id, m->id_len,
+        send_probe(c, now, &c->m[c->scratch[j]].addr, SWIM_PING_REQ, p->seq, id_of(c, m), m->id_len,
                    m->gen, &m->addr, -1);
     p->expected_nacks = (int)k;
     /* and the direct ping once more (memberlist tries TCP here): a lost ping or ack is the
      * commonest failure under loss, and a second try costs one small datagram */
-    send_probe(c, now, &m->addr, SWIM_PING, p->seq, m->id, m->id_len, m->gen, NULL,
+    send_probe(c, now, &m->addr, SWIM_PING, p->seq, id_of(c, m), m->id_len, m->gen, NULL,
                m->state == SWIM_SUSPECT ? p->target : -1);
 }
 
@@ -1131,7 +1192,7 @@ static void probe_finish(swim_core_t *c, int64_t now, probe_t *p)
     }
     m->probe_fails = 0;
     swim_update_t u;
-    member_update(m, &u);
+    member_update(c, m, &u);
     u.state = SWIM_SUSPECT;
     u.from = c->m[0].hash;
     apply(c, now, &u);
@@ -1203,13 +1264,28 @@ static void relays_tick(swim_core_t *c, int64_t now)
 
 /* ---- reclaiming dead and left members ---- */
 
+/*
+ * Drops the members dead or left for reclaim_ns. Only when one may be due (c->reclaim_due,
+ * kept by set_state): scanning every table every second was the simulator's largest cost at
+ * 1,000 members (each of N cores reading N records a second).
+ */
 static void reclaim(swim_core_t *c, int64_t now)
 {
+    if (now < c->reclaim_due)
+        return;
     size_t keep = 1;
     bool any = false;
-    for (size_t i = 1; i < c->n; i++)
-        if (!is_live(c->m[i].state) && now - c->m[i].state_since >= c->cfg.reclaim_ns)
+    c->reclaim_due = INT64_MAX;
+    for (size_t i = 1; i < c->n; i++) {
+        const member_t *m = &c->m[i];
+        if (is_live(m->state))
+            continue;
+        int64_t due = m->state_since + c->cfg.reclaim_ns;
+        if (now >= due)
             any = true;
+        else if (due < c->reclaim_due)
+            c->reclaim_due = due;
+    }
     if (!any)
         return;
     int32_t *map = c->scratch;
@@ -1218,6 +1294,7 @@ static void reclaim(swim_core_t *c, int64_t now)
         member_t *m = &c->m[i];
         if (!is_live(m->state) && now - m->state_since >= c->cfg.reclaim_ns) {
             bc_unlink(c, (int32_t)i);
+            free(m->meta);
             map[i] = -1;
         } else {
             map[i] = (int32_t)keep++;
@@ -1228,8 +1305,13 @@ static void reclaim(swim_core_t *c, int64_t now)
             c->m[map[i]] = c->m[i];
     size_t old_n = c->n;
     c->n = keep;
+    /* the id arena is in table order (members are appended to both), so it compacts in place */
+    c->ids_len = 0;
     for (size_t i = 0; i < c->n; i++) {
         member_t *m = &c->m[i];
+        memmove(c->ids + c->ids_len, c->ids + m->id_off, m->id_len + 1u);
+        m->id_off = (uint32_t)c->ids_len;
+        c->ids_len += m->id_len + 1u;
         if (m->bc_prev >= 0)
             m->bc_prev = map[m->bc_prev];
         if (m->bc_next >= 0)
@@ -1241,8 +1323,8 @@ static void reclaim(swim_core_t *c, int64_t now)
         if (c->bc_tail[b] >= 0)
             c->bc_tail[b] = map[c->bc_tail[b]];
     }
-    for (size_t k = 0; k < c->n_suspects; k++)
-        c->suspects[k] = map[c->suspects[k]];
+    for (size_t k = 0; k < c->n_susp; k++)
+        c->susp[k].member = map[c->susp[k].member];
     for (int k = 0; k < 2; k++) {
         probe_t *p = &c->probe[k];
         if (p->active && (size_t)p->target < old_n && map[p->target] >= 0)
@@ -1295,11 +1377,11 @@ int swim_new(swim_core_t **out, const swim_config_t *cfg, int64_t now, swim_err_
     c->rng = cfg->seed;
     for (int b = 0; b < BC_BUCKETS; b++)
         c->bc_head[b] = c->bc_tail[b] = -1;
-    if (reserve(c) || add_member(c, now, cfg->id, id_len) != 0) {
+    if (reserve(c) || add_member(c, now, cfg->id, id_len, 0) != 0) {
         swim_free(c);
         return SWIM_ENOMEM;
     }
-    c->cfg.id = c->m[0].id;
+    c->cfg.id = NULL; /* the caller's; ours is in c->ids */
     c->m[0].gen = cfg->generation;
     c->m[0].addr = cfg->addr;
     c->last_live = 1;
@@ -1309,6 +1391,7 @@ int swim_new(swim_core_t **out, const swim_config_t *cfg, int64_t now, swim_err_
     c->next_gossip = now + rnd_below(c, cfg->gossip_interval_ns);
     c->next_pushpull = now + cfg->pushpull_interval_ns + rnd_below(c, cfg->pushpull_interval_ns);
     c->next_reclaim = now + RECLAIM_EVERY_NS;
+    c->reclaim_due = INT64_MAX;
     *out = c;
     return 0;
 }
@@ -1328,11 +1411,14 @@ void swim_free(swim_core_t *c)
     if (!c)
         return;
     sodium_memzero(c->keys, sizeof c->keys);
+    for (size_t i = 0; i < c->n; i++)
+        free(c->m[i].meta);
     free(c->m);
     free(c->index);
     free(c->scratch);
     free(c->order);
-    free(c->suspects);
+    free(c->susp);
+    free(c->ids);
     free(c->out.dgram);
     free(c->arena);
     free(c->ev);
@@ -1396,7 +1482,7 @@ void swim_set_wall(swim_core_t *c, int64_t now, int64_t wall_ns)
 
 int swim_tick(swim_core_t *c, int64_t now)
 {
-    if (c->m[0].leaving) { /* a leaver only keeps gossiping its departure */
+    if (c->leaving) { /* a leaver only keeps gossiping its departure */
         if (now >= c->next_gossip)
             gossip_tick(c, now);
         return 0;
@@ -1411,21 +1497,21 @@ int swim_tick(swim_core_t *c, int64_t now)
     if (!c->probe[0].active && now >= c->next_probe)
         probe_start(c, now);
     relays_tick(c, now);
-    if (c->n_suspects && now >= c->next_buddy)
+    if (c->n_susp && now >= c->next_buddy)
         buddy_pings(c, now);
-    for (size_t k = 0; k < c->n_suspects;) {
-        int32_t i = c->suspects[k];
-        member_t *m = &c->m[i];
-        if (now < m->susp_deadline) {
+    for (size_t k = 0; k < c->n_susp;) {
+        susp_t *x = &c->susp[k];
+        int64_t heard = c->m[x->member].last_heard;
+        if (now < x->deadline) {
             k++;
-        } else if (m->last_heard > m->susp_start) {
+        } else if (heard > x->start) {
             /* it sent us a datagram since we suspected it: slow, not dead. The clock starts
              * again from that sign of life (a dead member sends nothing). */
-            m->susp_deadline += m->last_heard - m->susp_start;
-            m->susp_start = m->last_heard;
+            x->deadline += heard - x->start;
+            x->start = heard;
             k++;
         } else {
-            declare(c, now, i, SWIM_DEAD, c->m[0].hash); /* removes it from suspects */
+            declare(c, now, x->member, SWIM_DEAD, c->m[0].hash); /* ends the suspicion */
         }
     }
     if (c->meta_again && now >= c->meta_again) {
@@ -1448,7 +1534,7 @@ int64_t swim_next_deadline(const swim_core_t *c)
 {
     int64_t t = c->next_gossip;
 #define MIN(x) (t = (x) < t ? (x) : t)
-    if (c->m[0].leaving)
+    if (c->leaving)
         return t;
     MIN(c->next_pushpull);
     MIN(c->next_reclaim);
@@ -1464,12 +1550,12 @@ int64_t swim_next_deadline(const swim_core_t *c)
     for (int k = 0; k < RELAY_MAX; k++)
         if (c->relays[k].used)
             MIN(c->relays[k].nacked ? c->relays[k].expire : c->relays[k].nack_at);
-    if (c->n_suspects)
+    if (c->n_susp)
         MIN(c->next_buddy);
     if (c->meta_again)
         MIN(c->meta_again);
-    for (size_t k = 0; k < c->n_suspects; k++)
-        MIN(c->m[c->suspects[k]].susp_deadline);
+    for (size_t k = 0; k < c->n_susp; k++)
+        MIN(c->susp[k].deadline);
 #undef MIN
     return t;
 }
@@ -1477,12 +1563,6 @@ int64_t swim_next_deadline(const swim_core_t *c)
 /* The replay check for a sender we know (same generation); true = fresh. */
 static bool replay_ok(window_t *w, uint64_t seq)
 {
-    if (!w->any) {
-        w->any = true;
-        w->max = seq;
-        w->bits = 1;
-        return true;
-    }
     if (seq > w->max) {
         uint64_t shift = seq - w->max;
         w->bits = shift >= REPLAY_BITS ? 1 : (w->bits << shift) | 1;
@@ -1559,7 +1639,7 @@ static int admit(swim_core_t *c, int64_t now, bool pushpull, const uint8_t *byte
     if (*sender >= 0 && c->m[*sender].gen == msg->sender_gen) {
         if (!replay_ok(window_of(&c->m[*sender], msg), msg->seq)) {
             snprintf(err->msg, sizeof err->msg, "seq: %llu already seen from %s",
-                     (unsigned long long)msg->seq, c->m[*sender].id);
+                     (unsigned long long)msg->seq, id_of(c, &c->m[*sender]));
             return drop(c, SWIM_EREPLAY);
         }
         c->m[*sender].last_heard = now;
@@ -1575,9 +1655,8 @@ static int admit(swim_core_t *c, int64_t now, bool pushpull, const uint8_t *byte
  * one fetch a probe interval per sender id.
  */
 static void fetch_sender(swim_core_t *c, int64_t now, const swim_msg_t *msg,
-                         const swim_addr_t *from)
+                         const swim_addr_t *from, int32_t i)
 {
-    int32_t i = find(c, msg->sender, msg->sender_len);
     if (msg->kind == SWIM_ACK || (i >= 0 && c->m[i].gen >= msg->sender_gen))
         return; /* known, or an ack: an ack to a fetch that did not carry the record */
     uint64_t h = swim_id_hash(msg->sender, msg->sender_len);
@@ -1594,14 +1673,17 @@ static void fetch_sender(swim_core_t *c, int64_t now, const swim_msg_t *msg,
                NULL, -1);
 }
 
-/* A sender first heard of in its own datagram gets its replay window now. */
-static void note_new_sender(swim_core_t *c, const swim_msg_t *msg, int32_t sender)
+/* After the updates are applied: the sender's index (-1 if still unknown), known being the
+ * one admit found (indexes do not move while updates are applied). A sender first heard of in
+ * its own message gets its replay window now. */
+static int32_t note_new_sender(swim_core_t *c, const swim_msg_t *msg, int32_t known)
 {
-    if (sender >= 0)
-        return;
-    sender = find(c, msg->sender, msg->sender_len);
-    if (sender > 0 && c->m[sender].gen == msg->sender_gen)
-        replay_ok(window_of(&c->m[sender], msg), msg->seq);
+    if (known >= 0)
+        return known;
+    int32_t i = find(c, msg->sender, msg->sender_len);
+    if (i > 0 && c->m[i].gen == msg->sender_gen)
+        replay_ok(window_of(&c->m[i], msg), msg->seq);
+    return i;
 }
 
 static void apply_all(swim_core_t *c, int64_t now, const swim_msg_t *msg, bool pushpull)
@@ -1641,16 +1723,16 @@ int swim_receive(swim_core_t *c, int64_t now, const swim_addr_t *from, const uin
     c->ctr.rx_packets++;
     c->ctr.rx_bytes += len;
     c->joined = true;
-    if (c->m[0].leaving) { /* a prober that missed our leave learns it from the ack */
+    if (c->leaving) { /* a prober that missed our leave learns it from the ack */
         if (msg.kind == SWIM_PING)
             send_simple(c, now, from, SWIM_ACK, msg.probe_seq, 0);
         return 0;
     }
     apply_all(c, now, &msg, false); /* first, so an ack carries our refutation */
-    note_new_sender(c, &msg, sender);
+    int32_t i = note_new_sender(c, &msg, sender);
     if (sender > 0)
         two_claimants(c, now, sender, &msg, from);
-    fetch_sender(c, now, &msg, from);
+    fetch_sender(c, now, &msg, from, i);
     const member_t *self = &c->m[0]; /* after apply_all: the table may have moved */
     switch (msg.kind) {
     case SWIM_PING:
@@ -1707,14 +1789,14 @@ int swim_pushpull_encode(swim_core_t *c, int64_t now, bool join, uint8_t *out, s
     size_t head = c->cfg.nkeys ? SWIM_FRAME_HEAD + SWIM_NONCE_BYTES : SWIM_FRAME_HEAD;
     swim_wbuf_t w = {out + head, 0, cap - head - SWIM_TAG_BYTES, false};
     const member_t *self = &c->m[0];
-    swim_enc_head(&w, self->id, self->id_len, self->gen, now + c->wall_off, ++c->tx_seq,
+    swim_enc_head(&w, c->ids, self->id_len, self->gen, now + c->wall_off, ++c->tx_seq,
                   SWIM_PUSHPULL);
     swim_msg_t om = {.kind = SWIM_PUSHPULL, .join = join};
     swim_enc_msg(&w, &om);
     size_t at = swim_enc_array_open(&w);
     for (size_t i = 0; i < c->n; i++) {
         swim_update_t u;
-        member_update(&c->m[i], &u);
+        member_update(c, &c->m[i], &u);
         swim_enc_update(&w, &u);
     }
     swim_enc_array_close(&w, at, (uint32_t)c->n);
@@ -1758,7 +1840,7 @@ int swim_pushpull_receive(swim_core_t *c, int64_t now, const uint8_t *bytes, siz
     if (!rc) {
         c->ctr.pushpull_in++;
         c->joined = true;
-        if (!c->m[0].leaving) {
+        if (!c->leaving) {
             apply_all(c, now, &msg, true);
             announce(c, now);
         }
@@ -1779,7 +1861,10 @@ int swim_set_meta(swim_core_t *c, int64_t now, const uint8_t *meta, size_t len)
     if (len > SWIM_META_MAX || (len && !meta))
         return SWIM_EINVAL;
     member_t *self = &c->m[0];
-    memcpy(self->meta, meta, len);
+    if (!meta_room(self, len))
+        return SWIM_ENOMEM;
+    if (len)
+        memcpy(self->meta, meta, len);
     self->meta_len = (uint8_t)len;
     self->meta_version++;
     self->inc++;
@@ -1796,8 +1881,7 @@ int swim_send_app(swim_core_t *c, int64_t now, const char *to, size_t to_len,
                   const uint8_t *payload, size_t len)
 {
     int32_t i = find(c, to, to_len);
-    if (i <= 0 || !is_live(c->m[i].state) || len > SWIM_APP_MAX || (len && !payload) ||
-        c->m[0].leaving)
+    if (i <= 0 || !is_live(c->m[i].state) || len > SWIM_APP_MAX || (len && !payload) || c->leaving)
         return SWIM_EINVAL;
     swim_msg_t om = {.kind = SWIM_APP, .app = payload, .app_len = len};
     send_msg(c, now, &c->m[i].addr, &om, -1);
@@ -1820,7 +1904,7 @@ bool swim_app_take(swim_core_t *c, const char **from, size_t *from_len, const ui
 int swim_leave(swim_core_t *c, int64_t now)
 {
     member_t *self = &c->m[0];
-    if (self->leaving)
+    if (c->leaving)
         return 0;
     self->inc++;
     set_state(c, now, 0, SWIM_LEFT);
@@ -1829,7 +1913,7 @@ int swim_leave(swim_core_t *c, int64_t now)
     for (size_t i = 1; i < c->n; i++)
         if (is_live(c->m[i].state))
             send_simple(c, now, &c->m[i].addr, SWIM_GOSSIP, 0, 0);
-    self->leaving = true;
+    c->leaving = true;
     c->probe[0].active = c->probe[1].active = false;
     note_live(c);
     return 0;
@@ -1843,7 +1927,7 @@ size_t swim_member_count(const swim_core_t *c)
 static void view(const swim_core_t *c, size_t i, swim_member_view_t *v)
 {
     const member_t *m = &c->m[i];
-    v->id = m->id;
+    v->id = id_of(c, m);
     v->id_len = m->id_len;
     v->generation = m->gen;
     v->incarnation = m->inc;
@@ -1853,7 +1937,7 @@ static void view(const swim_core_t *c, size_t i, swim_member_view_t *v)
     v->state_since_ns = m->state_since;
     v->meta_version = m->meta_version;
     v->meta_len = m->meta_len;
-    v->meta = m->meta;
+    v->meta = meta_of(m);
     v->self = i == 0;
 }
 
@@ -1894,6 +1978,15 @@ void swim_outbox_clear(swim_core_t *c)
     c->out.n = 0;
     c->arena_len = 0;
     c->out.pp_wanted = false;
+    if (c->arena_cap > OUTBOX_KEEP) {
+        /* a burst (a join announced to every member: up to N datagrams) is not kept for good */
+        free(c->arena);
+        free(c->out.dgram);
+        c->arena = NULL;
+        c->out.dgram = NULL;
+        c->out.arena = NULL;
+        c->arena_cap = c->out_cap = 0;
+    }
 }
 
 const swim_event_t *swim_events(const swim_core_t *c, size_t *n)

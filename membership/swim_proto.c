@@ -286,15 +286,21 @@ static int rd_msg(wire_reader_t *r, swim_msg_t *m)
                     (size_t)(r->end - r->pos));
     m->n_updates = n;
     m->updates = r->pos;
-    char path[24];
-    r->path = path;
     for (uint32_t i = 0; i < n; i++) {
         swim_update_t u;
-        snprintf(path, sizeof path, "updates[%u]", i);
-        if (rd_update(r, &u))
+        const uint8_t *at = r->pos;
+        if (rd_update(r, &u)) {
+            /* read again to name it (`updates[3].meta`): naming every update as it was read
+             * cost 4% of the simulator's CPU */
+            char path[24];
+            snprintf(path, sizeof path, "updates[%u]", i);
+            r->pos = at;
+            r->path = path;
+            rd_update(r, &u);
+            r->path = NULL;
             return SWIM_EMALFORMED;
+        }
     }
-    r->path = NULL;
     if (r->pos != r->end)
         return FAIL(r, "body", "%zu trailing bytes", (size_t)(r->end - r->pos));
     m->end = r->end;
