@@ -6,38 +6,34 @@
 # interleaved, and prints every run and the medians. Everything lives in a temporary
 # directory and is stopped on exit.
 # Usage: bench/bench_cluster.sh [BUILD_DIR] [SECONDS] [ROUNDS]
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 build=${1:-build}; secs=${2:-3}; rounds=${3:-5}
 bench=$build/bench/bench_redis
-dir=$(mktemp -d /tmp/tt-bench-cluster-XXXXXX)
-pids=()
-trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+bench_need "$build" "$bench"
+dir=$bench_tmp
 start() { # start NAME PORT [ARGS...]
   local name=$1 port=$2; shift 2
   mkdir -p "$dir/$name"
-  redis-server --port "$port" --bind 127.0.0.1 --dir "$dir/$name" --save '' --appendonly no \
-    --logfile "$dir/$name/log" "$@" & pids+=($!)
-  for _ in $(seq 200); do redis-cli -p "$port" ping >/dev/null 2>&1 && return; sleep 0.05; done
-  echo "bench_cluster: $name did not start" >&2; exit 69
+  bench_spawn "$dir/$name/out" redis-server --port "$port" --bind 127.0.0.1 --dir "$dir/$name" \
+    --save '' --appendonly no --logfile "$dir/$name/log" "$@"
+  bench_poll 10 redis-cli -p "$port" ping || { echo "$bench_name: $name did not start" >&2; exit 69; }
 }
-single=$(free_port); start single "$single"
+single=$(bench_free_port); start single "$single"
 seeds=()
 for i in 1 2 3; do
-  p=$(free_port); start "c$i" "$p" --cluster-enabled yes --cluster-config-file nodes.conf
+  p=$(bench_free_port); start "c$i" "$p" --cluster-enabled yes --cluster-config-file nodes.conf
   seeds+=("127.0.0.1:$p")
 done
 redis-cli --cluster create "${seeds[@]}" --cluster-replicas 0 --cluster-yes >/dev/null
-for _ in $(seq 200); do
-  ok=1
+cluster_ok() {
+  local s
   for s in "${seeds[@]}"; do
-    redis-cli -p "${s##*:}" cluster info | grep -q cluster_state:ok || ok=0
+    redis-cli -p "${s##*:}" cluster info | grep -q cluster_state:ok || return 1
   done
-  [ $ok = 1 ] && break; sleep 0.05
-done
+}
+bench_poll 10 cluster_ok || { echo "$bench_name: the cluster did not become ok" >&2; exit 69; }
 cluster="cluster:$(IFS=,; echo "${seeds[*]}")"
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
+bench_load
 declare -A runs
 for r in $(seq "$rounds"); do
   for depth in 1 64; do

@@ -5,27 +5,26 @@
 # and bench_grpc (64: streams on one HTTP/2 connection, as Envoy multiplexes), each over 10,000
 # keys, and prints the daemon's CPU time per decision beside the rates.
 # Usage: bench/bench_grpc.sh [BUILD_DIR] [SECONDS]
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 build=${1:-build}; secs=${2:-5}
 tt=$build/cmd/tokentriage
-dir=$(mktemp -d /tmp/tt-bench-XXXXXX)
-trap 'kill "$pid" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
+bench_need "$build" "$tt" "$build/bench/bench_grpc"
+dir=$bench_tmp
 cat > "$dir/config.yaml" <<YAML
 server: { socket: $dir/tt.sock, http: "", grpc: $dir/grpc.sock, max_connections: 1024 }
 governance:
   limits:
     - { id: key_rpm, attach: { level: key }, type: rpm, amount: 60000000, period: 1m }
 YAML
-"$tt" serve -c "$dir/config.yaml" 2>"$dir/log" & pid=$!
-for _ in $(seq 200); do [ -S "$dir/grpc.sock" ] && break; sleep 0.05; done
-ticks() { awk '{print $14+$15}' "/proc/$pid/stat"; }
+bench_serve "$dir/grpc.sock" "$dir/log" "$tt" serve -c "$dir/config.yaml"
+pid=$bench_pid
+ticks() { bench_cpu_ticks "$pid"; }
 hz=$(getconf CLK_TCK)
 cpu() { # ticks before, ticks after, decisions
   awk -v t=$(($2 - $1)) -v hz="$hz" -v n="$3" \
     'BEGIN { printf "    daemon CPU %.0f ns per decision\n", t/hz*1e9/n }'
 }
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
+bench_load
 for c in 1 64; do
   t0=$(ticks); out=$("$tt" bench -s "$dir/tt.sock" -c 1 -p "$c" -k 10000 -d "$secs" --json); t1=$(ticks)
   echo "socket concurrency $c: $out"; cpu "$t0" "$t1" "$(sed 's/.*"decisions":\([0-9]*\).*/\1/' <<<"$out")"

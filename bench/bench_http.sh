@@ -11,32 +11,17 @@
 # 10k keys. Runs are interleaved (run 1 of every case, then run 2, ...); the table gives the
 # median decisions/s and the daemon's CPU ns per decision (what a decision costs it, which other
 # load on the machine does not change much), and each HTTP case against msgpack.
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 build=build runs=5 duration=2000
-while (($#)); do
-  case $1 in
-  --runs) runs=$2; shift ;;
-  --duration) duration=$2; shift ;;
-  --build) build=$2; shift ;;
-  -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
-  *) echo "bench/bench_http.sh: unknown argument $1" >&2; exit 64 ;;
-  esac
-  shift
-done
-for bin in "$build/bench/loadgen" "$build/cmd/tokentriage"; do
-  [ -x "$bin" ] || { echo "bench/bench_http.sh: $bin missing: run scripts/build.sh $build first" >&2; exit 69; }
-done
-tmp=$(mktemp -d /tmp/tt-bench-http.XXXXXX)
-pid=""
-trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+bench_args "runs duration build" "" "$@"
+bench_need "$build" "$build/bench/loadgen" "$build/cmd/tokentriage"
+tmp=$bench_tmp
+port=$(bench_free_port)
 # bench/bench.yaml's limit, with the socket and a loopback HTTP listener
 { echo "server: { socket: $tmp/tt.sock, http: \"127.0.0.1:$port\" }"; sed -n '/^governance:/,$p' bench/bench.yaml; } > "$tmp/tt.yaml"
-"$build/cmd/tokentriage" serve -c "$tmp/tt.yaml" 2>"$tmp/serve.log" & pid=$!
-for _ in $(seq 100); do [ -S "$tmp/tt.sock" ] && break; sleep 0.1; done
-[ -S "$tmp/tt.sock" ] || { cat "$tmp/serve.log"; exit 69; }
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs"
+bench_serve "$tmp/tt.sock" "$tmp/serve.log" "$build/cmd/tokentriage" serve -c "$tmp/tt.yaml"
+pid=$bench_pid
+bench_load
 cases=()
 for c in 1 8; do for p in 1 16 64; do
   cases+=("msgpack $tmp/tt.sock $c $p" "http $tmp/tt.sock $c $p" "http tcp:$port $c $p")

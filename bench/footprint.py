@@ -31,63 +31,38 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+from serve import Serve, free_port, wait
+
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def free_port(kind=socket.SOCK_STREAM, both=False):
-    """A loopback port the kernel hands out (free for UDP and TCP when both)."""
-    for _ in range(50):
-        s = socket.socket(socket.AF_INET, kind)
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        if both:
-            t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            try:
-                t.bind(("127.0.0.1", port))
-            except OSError:
-                s.close()
-                continue
-            t.close()
-        s.close()
-        return port
-    raise RuntimeError("no free port")
-
-
-class Daemon:
+class Daemon(Serve):
     """One `tokentriage serve` in its own directory, with HTTP on a loopback port."""
 
     def __init__(self, build, workdir, name, body):
-        self.dir = os.path.join(workdir, name)
-        os.makedirs(self.dir)
-        self.socket = os.path.join(self.dir, "tt.sock")
+        super().__init__(build, workdir, name)
         self.http = free_port()
-        self.log = os.path.join(self.dir, "stderr.log")
-        config = os.path.join(self.dir, "config.yaml")
-        with open(config, "w") as f:
-            f.write(f"server:\n  socket: {self.socket}\n  http: 127.0.0.1:{self.http}\n{body}")
-        self.proc = subprocess.Popen([os.path.join(build, "cmd", "tokentriage"), "serve", "-c",
-                                      config], stdout=subprocess.DEVNULL,
-                                     stderr=open(self.log, "w"))
+        self.spawn(f"server:\n  socket: {self.socket}\n  http: 127.0.0.1:{self.http}\n{body}")
         self.scraped = 0  # bytes of /metrics answers this process has written
 
     def wait_ready(self, deadline_s=20):
-        end = time.time() + deadline_s
-        while time.time() < end:
+        def answers():
             if self.proc.poll() is not None:
-                raise RuntimeError(f"daemon exited: {open(self.log).read()}")
+                raise RuntimeError(f"daemon exited: {self.log_text()}")
             try:
                 self.metrics()
-                return
+                return True
             except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("daemon did not answer /metrics")
+                return False
+
+        if not wait(answers, deadline_s, 0.1):
+            raise RuntimeError("daemon did not answer /metrics")
 
     def metrics(self):
         # raw HTTP, so that every byte the daemon wrote in answer is counted (see gossip)
@@ -119,15 +94,6 @@ class Daemon:
             if line.startswith("wchar:"):
                 return int(line.split()[1])
         return 0
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def loadgen(build, sock, *args):
@@ -231,11 +197,8 @@ def gossip(a, work):
                 return all(d.metrics().get('tokentriage_members{state="alive"}', 0) == n
                            for d in ds)
 
-            end = time.time() + 120
-            while not alive_everywhere():
-                if time.time() > end:
-                    raise RuntimeError(f"{n} replicas did not converge in 120 s")
-                time.sleep(0.5)
+            if not wait(alive_everywhere, 120, 0.5):
+                raise RuntimeError(f"{n} replicas did not converge in 120 s")
             converged = time.time() - t0
             time.sleep(5)
 

@@ -16,12 +16,13 @@ import json
 import os
 import random
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from serve import Serve, free_port, wait
 
 LIMITS = """governance:
   limits:
@@ -33,45 +34,27 @@ LIMITS = """governance:
 """
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Replica:
+class Replica(Serve):
     def __init__(self, build, root, name, seed, keys):
-        self.cli = os.path.join(build, "cmd", "tokentriage")
-        self.dir = os.path.join(root, name)
-        os.makedirs(self.dir)
-        self.name = name
-        self.sock = os.path.join(self.dir, "tt.sock")
+        super().__init__(build, root, name)
         seeds = f'    seeds: ["127.0.0.1:{seed}"]\n' if seed else ""
-        self.log = open(os.path.join(self.dir, "stderr.log"), "w")
         for _ in range(5):  # the port was free for UDP; TCP may have it taken: another one
-            self.port = free_port()
-            with open(os.path.join(self.dir, "config.yaml"), "w") as f:
-                f.write(f"server:\n  socket: {self.sock}\n  http: 127.0.0.1:0\n"
-                        f"shared_state:\n  share:\n    node_id: {name}\n"
-                        f"    bind: 127.0.0.1:{self.port}\n{seeds}"
-                        f"    keyring_file: {keys}\n    cluster: bench\n" + LIMITS)
-            self.spawned = time.monotonic()
-            self.proc = subprocess.Popen(
-                [self.cli, "serve", "-c", os.path.join(self.dir, "config.yaml")],
-                stdout=subprocess.DEVNULL, stderr=self.log)
+            self.port = free_port(socket.SOCK_DGRAM)
+            self.spawn(f"server:\n  socket: {self.socket}\n  http: 127.0.0.1:0\n"
+                       f"shared_state:\n  share:\n    node_id: {name}\n"
+                       f"    bind: 127.0.0.1:{self.port}\n{seeds}"
+                       f"    keyring_file: {keys}\n    cluster: bench\n" + LIMITS)
             if wait(lambda: self.proc.poll() is not None or self.started(), 10) \
                     and self.proc.poll() is None:
                 return
-        with open(self.log.name) as f:
-            sys.exit(f"membership_join: {name} did not start:\n{f.read()[-1500:]}")
+            self.stop()
+        sys.exit(f"membership_join: {name} did not start:\n{self.log_text()[-1500:]}")
 
     def started(self):
-        self.log.flush()
-        with open(self.log.name) as f:
-            return "msg=serving" in f.read()
+        return "msg=serving" in self.log_text()
 
     def members(self):
-        r = subprocess.run([self.cli, "members", "-s", self.sock, "--json"],
+        r = subprocess.run([self.cli, "members", "-s", self.socket, "--json"],
                            capture_output=True, text=True)
         if r.returncode != 0:
             return None
@@ -79,16 +62,6 @@ class Replica:
             return json.loads(r.stdout)
         except ValueError:
             return None
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
 
 
 def sees(r, names, want):
@@ -98,15 +71,6 @@ def sees(r, names, want):
         return False
     states = {m["id"]: m["state"] for m in v["members"]}
     return all(states.get(n) == want(n) for n in names)
-
-
-def wait(pred, deadline_s):
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return pred()
 
 
 def pct(xs, p):
@@ -145,13 +109,11 @@ def main():
                 for r in everyone:
                     v = r.members()
                     print(r.name, v and {m["id"]: m["state"] for m in v["members"]})
-                j.log.flush()
-                with open(j.log.name) as f:
-                    print(f"{j.name} (exit {j.proc.poll()}):", f.read()[-2000:])
+                print(f"{j.name} (exit {j.proc.poll()}):", j.log_text()[-2000:])
                 sys.exit(f"membership_join: join {k} not in every view after 60 s")
             times.append(ms)
             print(f"join {k}: {ms:.0f} ms")
-            j.stop()
+            j.stop(grace=10)
             if not wait(lambda: all(sees(r, [j.name], lambda n: "left") for r in fleet), 30):
                 sys.exit(f"membership_join: the leave of join {k} was not seen")
         print(f"join to every view over {len(times)} joins: median {pct(times, 50):.0f} ms, "
@@ -159,7 +121,7 @@ def main():
               f"worst {max(times):.0f} ms")
     finally:
         for r in fleet:
-            r.stop()
+            r.stop(grace=10)
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -21,64 +21,28 @@
 # --quick: one run of 1 s per case, keys 1 and 10k only (about a minute). Default: 5 runs of
 # 2 s. Raw results (one JSON line per run) and the table go to --out (default
 # BUILD/bench-results/<date>). Every server started is stopped on exit, whatever happens.
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 
 build=build runs=5 duration=2000 warmup=300 out="" quick=0
 targets="ceiling redis tt tt_redis"
-depths="1 16 64" conns="1 8" keysets="1 10000 1000000"
-while (($#)); do
-  case $1 in
-  --quick) quick=1 ;;
-  --runs) runs=$2; shift ;;
-  --duration) duration=$2; shift ;;
-  --build) build=$2; shift ;;
-  --out) out=$2; shift ;;
-  --targets) targets=$2; shift ;;
-  --keys) keysets=$2; shift ;;
-  --conns) conns=$2; shift ;;
-  --depths) depths=$2; shift ;;
-  -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
-  *) echo "bench/run.sh: unknown argument $1" >&2; exit 64 ;;
-  esac
-  shift
-done
-if ((quick)); then runs=1 duration=1000 warmup=200 keysets=${keysets/1000000/}; fi
+depths="1 16 64" conns="1 8" keys="1 10000 1000000"
+bench_args "runs duration build out targets keys conns depths" "quick" "$@"
+if ((quick)); then runs=1 duration=1000 warmup=200 keys=${keys/1000000/}; fi
 out=${out:-$build/bench-results/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"
 
-for bin in "$build/bench/loadgen" "$build/bench/ceiling" "$build/cmd/tokentriage"; do
-  [ -x "$bin" ] || { echo "bench/run.sh: $bin missing: run scripts/build.sh $build first" >&2; exit 69; }
-done
+bench_need "$build" "$build/bench/loadgen" "$build/bench/ceiling" "$build/cmd/tokentriage"
 command -v redis-server >/dev/null || { echo "bench/run.sh: redis-server not found" >&2; exit 69; }
 
-tmp=$(mktemp -d /tmp/ttbench.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-
-# Waits until something accepts connections on the unix socket $1 (10 s at most).
-wait_socket() {
-  for _ in $(seq 100); do
-    python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])' \
-      "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  return 1
-}
+tmp=$bench_tmp
 
 declare -A sock proto pid
 have=()
 start_target() { # name command...: starts it in the background, records whether it came up
   local name=$1; shift
-  "$@" >"$tmp/$name.log" 2>&1 &
-  pids+=($!)
-  pid[$name]=$!
-  if wait_socket "${sock[$name]}"; then
+  bench_spawn "$tmp/$name.log" "$@"
+  pid[$name]=$bench_pid
+  if bench_wait_socket "${sock[$name]}"; then
     have+=("$name")
   else
     echo "bench/run.sh: $name did not come up; skipping it (log follows)" >&2
@@ -146,7 +110,7 @@ gen() { # target args...
 raw=$out/raw.jsonl
 : >"$raw"
 for ((r = 1; r <= runs; r++)); do
-  for k in $keysets; do
+  for k in $keys; do
     for t in "${measured[@]}"; do
       # every key set once before its first measurement: tables and Redis hold every key
       ((r == 1 && k > 1)) && gen "$t" -c 8 -p 64 -k "$k" --prefill >/dev/null
