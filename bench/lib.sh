@@ -106,7 +106,7 @@ bench_cpu_ticks() {
   awk '{print $14+$15}' "/proc/$1/stat"
 }
 
-# bench_serve SOCKET LOG CMD...: bench_spawn LOG CMD... (a `tokentriage serve`), then waits until
+# bench_serve SOCKET LOG CMD...: bench_spawn LOG CMD... (a server), then waits until
 # SOCKET accepts connections; when it does not, prints LOG and exits 69.
 bench_serve() {
   local sock=$1 log=$2

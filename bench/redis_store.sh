@@ -11,57 +11,24 @@
 # usec_per_call of EVALSHA (INFO commandstats), because on a shared machine throughput says how
 # much CPU a process got while CPU time per answer says what an answer costs it. Prints one
 # JSON line per run, then the medians.
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 
 build=build runs=5 duration=2000 depths="1 16 64"
-while (($#)); do
-  case $1 in
-  --runs) runs=$2; shift ;;
-  --duration) duration=$2; shift ;;
-  --depths) depths=$2; shift ;;
-  --build) build=$2; shift ;;
-  -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
-  *) echo "bench/redis_store.sh: unknown argument $1" >&2; exit 64 ;;
-  esac
-  shift
-done
-for bin in "$build/bench/loadgen" "$build/cmd/tokentriage"; do
-  [ -x "$bin" ] || { echo "bench/redis_store.sh: $bin missing: run scripts/build.sh $build" >&2; exit 69; }
-done
+bench_args "runs duration depths build" "" "$@"
+bench_need "$build" "$build/bench/loadgen" "$build/cmd/tokentriage"
 
-tmp=$(mktemp -d /tmp/ttredis.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-
-wait_socket() { # path: something accepts connections on it (10 s at most)
-  for _ in $(seq 100); do
-    python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])' \
-      "$1" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "bench/redis_store.sh: nothing listens on $1" >&2
-  return 1
-}
+tmp=$bench_tmp
 cpu_ns() { awk '{print $1}' "/proc/$1/schedstat"; } # main thread: both servers are one thread
 
-redis-server --port 0 --unixsocket "$tmp/redis.sock" --unixsocketperm 700 --save "" \
-  --appendonly no --daemonize no >"$tmp/redis.log" 2>&1 &
-rpid=$!
-pids+=("$rpid")
-wait_socket "$tmp/redis.sock"
+bench_serve "$tmp/redis.sock" "$tmp/redis.log" redis-server --port 0 \
+  --unixsocket "$tmp/redis.sock" --unixsocketperm 700 --save "" --appendonly no --daemonize no
+rpid=$bench_pid
 R() { redis-cli -s "$tmp/redis.sock" "$@"; }
 sha=$(R SCRIPT LOAD "$(cat bench/redis_gcra.lua)")
 sed "s#@REDIS@#$tmp/redis.sock#" bench/bench-redis.yaml >"$tmp/bench-redis.yaml"
-"$build/cmd/tokentriage" serve -c "$tmp/bench-redis.yaml" -s "$tmp/tt.sock" >"$tmp/tt.log" 2>&1 &
-tpid=$!
-pids+=("$tpid")
-wait_socket "$tmp/tt.sock"
+bench_serve "$tmp/tt.sock" "$tmp/tt.log" "$build/cmd/tokentriage" serve -c "$tmp/bench-redis.yaml" \
+  -s "$tmp/tt.sock"
+tpid=$bench_pid
 
 gen() { # target args...
   local t=$1; shift
