@@ -168,13 +168,15 @@ int cmd_state(int argc, char **argv)
         return EX_NOINPUT_;
     seen_t *s = calloc(1, sizeof(*s));
     st_header_t h;
-    char err[ST_ERR_MAX];
+    tt_err_t err;
     st_visit_t v = {on_scope, on_limit, on_counter};
-    int rc = s ? st_decode(buf, len, &v, s, &h, err, sizeof(err)) : ST_EIO;
+    int rc = s ? st_decode(buf, len, &v, s, &h, &err) : ST_EIO;
     if (rc == 0) {
         (json ? print_json : print_human)(path, len, &h, s, tt_wall_ns());
     } else {
-        fprintf(stderr, "Error: %s: %s: %s\n", path, st_reason(rc), s ? err : "out of memory");
+        char text[TT_ERR_TEXT_MAX];
+        fprintf(stderr, "Error: %s: %s: %s\n", path, st_reason(rc),
+                s ? tt_err_format(&err, text, sizeof(text)) : "out of memory");
     }
     free(s);
     free(buf);

@@ -201,41 +201,46 @@ int st_enc_finish(st_enc_t *w, int64_t written_ns, uint64_t fingerprint,
 
 /* ---- decoder --------------------------------------------------------------------------------- */
 
-static int fail(char *err, size_t size, int code, const char *fmt, ...)
+static int fail(tt_err_t *err, int code, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-static int fail(char *err, size_t size, int code, const char *fmt, ...)
+static int fail(tt_err_t *err, int code, const char *path, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    if (size)
-        vsnprintf(err, size, fmt, ap);
+    tt_err_vset(err, code, path, fmt, ap);
     va_end(ap);
     return code;
 }
 
-int st_dec_header(const uint8_t *buf, size_t len, st_header_t *h, char *err, size_t err_size)
+/* The path of one element's field, "limits[3].id", in buf (TT_ERR_PATH_MAX bytes). */
+static const char *element(char *buf, const char *list, unsigned long long i, const char *field)
+{
+    snprintf(buf, TT_ERR_PATH_MAX, "%s[%llu]%s%s", list, i, *field ? "." : "", field);
+    return buf;
+}
+
+int st_dec_header(const uint8_t *buf, size_t len, st_header_t *h, tt_err_t *err)
 {
     if (len < sizeof(magic) || memcmp(buf, magic, sizeof(magic)) != 0)
         return len < sizeof(magic) && memcmp(buf, magic, len) == 0
-                   ? fail(err, err_size, ST_ETRUNCATED, "header: %zu bytes of %d", len,
-                          ST_HEADER_SIZE)
-                   : fail(err, err_size, ST_EMAGIC, "header: no snapshot magic");
+                   ? fail(err, ST_ETRUNCATED, "header", "%zu bytes of %d", len, ST_HEADER_SIZE)
+                   : fail(err, ST_EMAGIC, "header", "no snapshot magic");
     if (len < 12)
-        return fail(err, err_size, ST_ETRUNCATED, "header: %zu bytes of %d", len, ST_HEADER_SIZE);
+        return fail(err, ST_ETRUNCATED, "header", "%zu bytes of %d", len, ST_HEADER_SIZE);
     h->version = (uint32_t)get_le(buf + 8, 4);
     if (h->version != ST_VERSION)
-        return fail(err, err_size, ST_EVERSION, "header.version: %u, this build reads %d",
-                    h->version, ST_VERSION);
+        return fail(err, ST_EVERSION, "header.version", "%u, this build reads %d", h->version,
+                    ST_VERSION);
     if (len < ST_HEADER_SIZE)
-        return fail(err, err_size, ST_ETRUNCATED, "header: %zu bytes of %d", len, ST_HEADER_SIZE);
+        return fail(err, ST_ETRUNCATED, "header", "%zu bytes of %d", len, ST_HEADER_SIZE);
     if (get_le(buf + 60, 4) != st_crc32c(0, buf, 60))
-        return fail(err, err_size, ST_ECHECKSUM, "header: checksum mismatch");
+        return fail(err, ST_ECHECKSUM, "header", "checksum mismatch");
     if (get_le(buf + 12, 4) != ST_HEADER_SIZE)
-        return fail(err, err_size, ST_EFORMAT, "header.size: %u, expected %d",
+        return fail(err, ST_EFORMAT, "header.size", "%u, expected %d",
                     (unsigned)get_le(buf + 12, 4), ST_HEADER_SIZE);
     if (get_le(buf + 36, 4) != 0)
-        return fail(err, err_size, ST_EFORMAT, "header.reserved: not 0");
+        return fail(err, ST_EFORMAT, "header.reserved", "not 0");
     h->written_ns = (int64_t)get_le(buf + 16, 8);
     h->fingerprint = get_le(buf + 24, 8);
     h->n_limits = (uint32_t)get_le(buf + 32, 4);
@@ -243,79 +248,80 @@ int st_dec_header(const uint8_t *buf, size_t len, st_header_t *h, char *err, siz
     h->body_len = get_le(buf + 48, 8);
     h->body_crc = (uint32_t)get_le(buf + 56, 4);
     if (h->n_limits > ST_LIMITS_MAX)
-        return fail(err, err_size, ST_EFORMAT, "header.n_limits: %u, at most %d", h->n_limits,
+        return fail(err, ST_EFORMAT, "header.n_limits", "%u, at most %d", h->n_limits,
                     ST_LIMITS_MAX);
     return 0;
 }
 
 /* One pass over the body; callbacks only when `v` is given (the second pass). */
 static int walk(const uint8_t *pos, const uint8_t *end, const st_header_t *h, const st_visit_t *v,
-                void *ctx, char *err, size_t err_size)
+                void *ctx, tt_err_t *err)
 {
+    char path[TT_ERR_PATH_MAX];
     if (end - pos < 2)
-        return fail(err, err_size, ST_EFORMAT, "scope: the body ends before it");
+        return fail(err, ST_EFORMAT, "scope", "the body ends before it");
     size_t n = (size_t)get_le(pos, 2);
     if (n > ST_SCOPE_MAX || (size_t)(end - pos - 2) < n)
-        return fail(err, err_size, ST_EFORMAT, "scope: length %zu does not fit", n);
+        return fail(err, ST_EFORMAT, "scope", "length %zu does not fit", n);
     if (v && v->scope)
         v->scope(ctx, (const char *)pos + 2, n);
     pos += 2 + n;
     for (uint32_t i = 0; i < h->n_limits; i++) {
         if (end - pos < 12)
-            return fail(err, err_size, ST_EFORMAT, "limits[%u]: the body ends inside it", i);
+            return fail(err, ST_EFORMAT, element(path, "limits", i, ""), "the body ends inside it");
         st_limit_t l = {
             .identity = get_le(pos, 8), .type = pos[8], .store = pos[9], .algorithm = pos[10]};
         size_t id_len = pos[11];
         if (id_len == 0 || id_len > ST_ID_MAX || (size_t)(end - pos - 12) < id_len)
-            return fail(err, err_size, ST_EFORMAT, "limits[%u].id: length %zu does not fit", i,
-                        id_len);
+            return fail(err, ST_EFORMAT, element(path, "limits", i, "id"),
+                        "length %zu does not fit", id_len);
         memcpy(l.id, pos + 12, id_len);
         l.id[id_len] = '\0';
         if (memchr(l.id, '\0', id_len))
-            return fail(err, err_size, ST_EFORMAT, "limits[%u].id: holds a NUL byte", i);
+            return fail(err, ST_EFORMAT, element(path, "limits", i, "id"), "holds a NUL byte");
         if (v && v->limit)
             v->limit(ctx, i, &l);
         pos += 12 + id_len;
     }
     for (uint64_t i = 0; i < h->n_counters; i++) {
         if (end - pos < 14)
-            return fail(err, err_size, ST_EFORMAT, "counters[%llu]: the body ends inside it",
-                        (unsigned long long)i);
+            return fail(err, ST_EFORMAT, element(path, "counters", i, ""),
+                        "the body ends inside it");
         uint32_t limit = (uint32_t)get_le(pos, 4);
         int64_t state = (int64_t)get_le(pos + 4, 8);
         size_t key_len = (size_t)get_le(pos + 12, 2);
         if (limit >= h->n_limits)
-            return fail(err, err_size, ST_EFORMAT, "counters[%llu].limit: %u of %u limits",
-                        (unsigned long long)i, limit, h->n_limits);
+            return fail(err, ST_EFORMAT, element(path, "counters", i, "limit"), "%u of %u limits",
+                        limit, h->n_limits);
         if (key_len > ST_KEY_MAX || (size_t)(end - pos - 14) < key_len)
-            return fail(err, err_size, ST_EFORMAT, "counters[%llu].key: length %zu does not fit",
-                        (unsigned long long)i, key_len);
+            return fail(err, ST_EFORMAT, element(path, "counters", i, "key"),
+                        "length %zu does not fit", key_len);
         if (v && v->counter)
             v->counter(ctx, limit, (const char *)pos + 14, key_len, state);
         pos += 14 + key_len;
     }
     if (pos != end)
-        return fail(err, err_size, ST_EFORMAT, "body: %zu bytes after the last counter",
+        return fail(err, ST_EFORMAT, "body", "%zu bytes after the last counter",
                     (size_t)(end - pos));
     return 0;
 }
 
 int st_decode(const uint8_t *buf, size_t len, const st_visit_t *v, void *ctx, st_header_t *h,
-              char *err, size_t err_size)
+              tt_err_t *err)
 {
-    int rc = st_dec_header(buf, len, h, err, err_size);
+    int rc = st_dec_header(buf, len, h, err);
     if (rc)
         return rc;
     if (h->body_len > len - ST_HEADER_SIZE)
-        return fail(err, err_size, ST_ETRUNCATED, "body: %zu bytes of %llu", len - ST_HEADER_SIZE,
+        return fail(err, ST_ETRUNCATED, "body", "%zu bytes of %llu", len - ST_HEADER_SIZE,
                     (unsigned long long)h->body_len);
     if (h->body_len < len - ST_HEADER_SIZE)
-        return fail(err, err_size, ST_EFORMAT, "body: %zu bytes after its end",
+        return fail(err, ST_EFORMAT, "body", "%zu bytes after its end",
                     (size_t)(len - ST_HEADER_SIZE - h->body_len));
     const uint8_t *body = buf + ST_HEADER_SIZE, *end = body + h->body_len;
     if (st_crc32c(0, body, h->body_len) != h->body_crc)
-        return fail(err, err_size, ST_ECHECKSUM, "body: checksum mismatch");
-    if ((rc = walk(body, end, h, NULL, NULL, err, err_size)))
+        return fail(err, ST_ECHECKSUM, "body", "checksum mismatch");
+    if ((rc = walk(body, end, h, NULL, NULL, err)))
         return rc;
-    return v ? walk(body, end, h, v, ctx, err, err_size) : 0;
+    return v ? walk(body, end, h, v, ctx, err) : 0;
 }

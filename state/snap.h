@@ -42,7 +42,6 @@
 #define ST_ID_MAX 64       /* bytes of a limit id (CFG_ID_MAX) */
 #define ST_KEY_MAX 256     /* bytes of a counter key (GOV_ID_MAX) */
 #define ST_LIMITS_MAX 1024 /* limits in one snapshot */
-#define ST_ERR_MAX 200     /* bytes of a decoder message */
 
 /* Why a snapshot was not restored: rows of the one error table (common/tt_err.h), which gives
  * each a name for metrics and logs and a sentence. */
@@ -127,8 +126,9 @@ int st_enc_finish(st_enc_t *w, int64_t written_ns, uint64_t fingerprint,
 
 /* ---- decoder --------------------------------------------------------------------------------- */
 
-/* Reads and checks the header alone (magic, version, size, header checksum). */
-int st_dec_header(const uint8_t *buf, size_t len, st_header_t *h, char *err, size_t err_size);
+/* Reads and checks the header alone (magic, version, size, header checksum): 0, or a negative
+ * ST_E* code described in *err as st_decode does. */
+int st_dec_header(const uint8_t *buf, size_t len, st_header_t *h, tt_err_t *err);
 
 typedef struct st_visit {
     /* The scope string (not NUL-terminated). Optional. */
@@ -142,10 +142,10 @@ typedef struct st_visit {
 /*
  * Checks a whole snapshot in memory: header, body checksum, every field. Only when all of it is
  * whole does it call `v` for the scope, each limit and each counter, in file order. Returns 0,
- * or a negative ST_E* code with a message naming the field in err (ST_ERR_MAX is enough), and
- * then no callback has run.
+ * or a negative ST_E* code described in *err (the path of the field: header.version,
+ * limits[3].id, counters[17].key, body; NULL: not described), and then no callback has run.
  */
 int st_decode(const uint8_t *buf, size_t len, const st_visit_t *v, void *ctx, st_header_t *h,
-              char *err, size_t err_size);
+              tt_err_t *err);
 
 #endif

@@ -605,7 +605,7 @@ void st_node_restore(st_node_t *n, gov_engine_t *e, const cfg_config_t *cfg, int
                  (size_t)cfg->server.max_counters * (14 + ST_KEY_MAX);
     uint8_t *buf = NULL;
     size_t len = 0;
-    char detail[ST_ERR_MAX + 2 * ST_SCOPE_MAX + 64] = "";
+    char detail[TT_ERR_TEXT_MAX + 2 * ST_SCOPE_MAX + 64] = "";
     int rc = read_file(n, max, &buf, &len);
     if (rc == ST_EIO)
         snprintf(detail, sizeof(detail), "%s", strerror(errno));
@@ -619,8 +619,10 @@ void st_node_restore(st_node_t *n, gov_engine_t *e, const cfg_config_t *cfg, int
     if (!rc) {
         *r = (restore_t){.n = n, .e = e, .cfg = cfg, .now = now};
         st_visit_t v = {.scope = on_scope, .limit = on_limit, .counter = on_counter};
-        rc = st_decode(buf, len, &v, r, &h, detail, sizeof(detail));
-        if (!rc && r->foreign) {
+        tt_err_t err;
+        if ((rc = st_decode(buf, len, &v, r, &h, &err)) != 0) {
+            tt_err_format(&err, detail, sizeof(detail));
+        } else if (r->foreign) {
             rc = ST_EFOREIGN;
             snprintf(detail, sizeof(detail), "written for \"%s\", this daemon is \"%s\"", r->scope,
                      n->scope);

@@ -62,14 +62,14 @@ static void put_u32(uint8_t *p, uint32_t v)
 static void one(const uint8_t *data, size_t size)
 {
     st_header_t h;
-    char err[ST_ERR_MAX];
+    tt_err_t err;
     out_len = 0;
     calls = 0;
     st_enc_init(&enc, small, sizeof(small), sink, NULL);
-    int rc = st_decode(data, size, &visit, NULL, &h, err, sizeof(err));
+    int rc = st_decode(data, size, &visit, NULL, &h, &err);
     if (rc != 0) {
-        check(rc < 0 && calls == 0 && st_reason_index(rc) >= 0);
-        check(strnlen(err, sizeof(err)) < sizeof(err));
+        check(rc < 0 && calls == 0 && st_reason_index(rc) >= 0 && err.code == rc);
+        check(err.message[0] && strnlen(err.path, sizeof(err.path)) < sizeof(err.path));
         return;
     }
     uint8_t header[ST_HEADER_SIZE];

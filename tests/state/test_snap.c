@@ -84,21 +84,21 @@ static void on_counter(void *ctx, uint32_t limit, const char *key, size_t len, i
 
 static const st_visit_t visit = {on_scope, on_limit, on_counter};
 
-static int decode(const mem_t *m, size_t len, seen_t *s, char *err)
+static int decode(const mem_t *m, size_t len, seen_t *s, tt_err_t *err)
 {
     st_header_t h;
     memset(s, 0, sizeof(*s));
-    return st_decode(m->p, len, &visit, s, &h, err, ST_ERR_MAX);
+    return st_decode(m->p, len, &visit, s, &h, err);
 }
 
 Test(snap, what_is_written_reads_back_whole)
 {
     mem_t m = build(1000);
     seen_t s;
-    char err[ST_ERR_MAX];
+    tt_err_t err;
     st_header_t h;
     memset(&s, 0, sizeof(s));
-    cr_assert_eq(st_decode(m.p, m.len, &visit, &s, &h, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(st_decode(m.p, m.len, &visit, &s, &h, &err), 0, "%s", err.message);
     cr_assert_eq(h.version, ST_VERSION);
     cr_assert_eq(h.written_ns, 123456789);
     cr_assert_eq(h.fingerprint, st_fingerprint(scope, strlen(scope)));
@@ -126,11 +126,15 @@ Test(snap, crc32c_matches_the_standard_check_value)
 Test(snap, every_truncation_is_refused_and_reports_nothing)
 {
     mem_t m = build(20);
-    char err[ST_ERR_MAX];
+    tt_err_t err;
     seen_t s;
     for (size_t len = 0; len < m.len; len++) {
-        int rc = decode(&m, len, &s, err);
-        cr_assert(rc == ST_ETRUNCATED || rc == ST_EMAGIC, "length %zu: %d %s", len, rc, err);
+        int rc = decode(&m, len, &s, &err);
+        cr_assert(rc == ST_ETRUNCATED || rc == ST_EMAGIC, "length %zu: %d %s", len, rc,
+                  err.message);
+        cr_assert_eq(err.code, rc);
+        cr_assert(strcmp(err.path, "header") == 0 || strcmp(err.path, "body") == 0,
+                  "length %zu: %s", len, err.path);
         cr_assert_eq(s.n_limits + s.n_counters, 0, "length %zu: a callback ran", len);
     }
     free(m.p);
@@ -139,12 +143,13 @@ Test(snap, every_truncation_is_refused_and_reports_nothing)
 Test(snap, a_flipped_bit_anywhere_is_caught)
 {
     mem_t m = build(20);
-    char err[ST_ERR_MAX];
+    tt_err_t err;
     seen_t s;
     for (size_t i = 0; i < m.len; i++) {
         m.p[i] ^= 0x10;
-        int rc = decode(&m, m.len, &s, err);
+        int rc = decode(&m, m.len, &s, &err);
         cr_assert_lt(rc, 0, "byte %zu flipped, still accepted", i);
+        cr_assert_eq(err.code, rc);
         cr_assert_eq(s.n_counters, 0);
         m.p[i] ^= 0x10;
     }
@@ -165,10 +170,12 @@ Test(snap, another_version_is_named_as_such)
 {
     mem_t m = build(3);
     set_u32(&m, 8, ST_VERSION + 1);
-    char err[ST_ERR_MAX];
+    tt_err_t err;
     seen_t s;
-    cr_assert_eq(decode(&m, m.len, &s, err), ST_EVERSION);
-    cr_assert(strstr(err, "header.version: 2"), "%s", err);
+    cr_assert_eq(decode(&m, m.len, &s, &err), ST_EVERSION);
+    cr_assert_eq(err.code, ST_EVERSION);
+    cr_assert_str_eq(err.path, "header.version");
+    cr_assert_str_eq(err.message, "2, this build reads 1");
     cr_assert_str_eq(st_reason(ST_EVERSION), "wrong_version");
     free(m.p);
 }
@@ -176,9 +183,11 @@ Test(snap, another_version_is_named_as_such)
 Test(snap, not_a_snapshot_is_named_as_such)
 {
     mem_t m = {.p = (uint8_t *)strdup("server:\n  socket: /x\n"), .len = 20};
-    char err[ST_ERR_MAX];
+    tt_err_t err;
     seen_t s;
-    cr_assert_eq(decode(&m, m.len, &s, err), ST_EMAGIC);
+    cr_assert_eq(decode(&m, m.len, &s, &err), ST_EMAGIC);
+    cr_assert_str_eq(err.path, "header");
+    cr_assert_str_eq(err.message, "no snapshot magic");
     free(m.p);
 }
 
@@ -187,10 +196,11 @@ Test(snap, a_counter_of_a_limit_that_is_not_there_is_malformed)
 {
     mem_t m = build(1);
     set_u32(&m, 32, 1); /* one limit announced, two in the body, counters of the second */
-    char err[ST_ERR_MAX];
+    tt_err_t err;
     seen_t s;
-    int rc = decode(&m, m.len, &s, err);
-    cr_assert_eq(rc, ST_EFORMAT, "%d %s", rc, err);
+    int rc = decode(&m, m.len, &s, &err);
+    cr_assert_eq(rc, ST_EFORMAT, "%d %s", rc, err.message);
+    cr_assert_str_eq(err.path, "counters[0].limit", "%s: %s", err.path, err.message);
     cr_assert_eq(s.n_counters, 0);
     free(m.p);
 }
@@ -200,9 +210,11 @@ Test(snap, bytes_after_the_body_are_refused)
     mem_t m = build(1);
     m.p = realloc(m.p, m.len + 1);
     m.p[m.len] = 0;
-    char err[ST_ERR_MAX];
+    tt_err_t err;
     seen_t s;
-    cr_assert_eq(decode(&m, m.len + 1, &s, err), ST_EFORMAT);
+    cr_assert_eq(decode(&m, m.len + 1, &s, &err), ST_EFORMAT);
+    cr_assert_str_eq(err.path, "body");
+    cr_assert_str_eq(err.message, "1 bytes after its end");
     free(m.p);
 }
 
