@@ -2,7 +2,7 @@
 # bench/callgrind.sh: instructions per decision of the daemon, end to end, at several depths.
 #
 #   bench/callgrind.sh [--build DIR] [--daemon BIN] [--depths "1 16 64"] [--ms MS] [--v1]
-#                      [--keep DIR] [--ceiling [BIN]]
+#                      [--keep DIR] [--ceiling [BIN]] [--config FILE]
 #
 # For each depth: `tokentriage serve -c bench/bench.yaml` under valgrind's callgrind with
 # instrumentation off while it starts; every key (100) is sent once; then instrumentation is
@@ -12,11 +12,13 @@
 # depend on the machine's load, so before/after comparisons need no repetition. --v1 sends
 # protocol 1 requests (the daemon renders the headers); the default is protocol 2 (numbers).
 # --daemon measures another build's tokentriage (a "before"; give it --v1 if it predates v2).
+# --config serves another configuration than bench/bench.yaml (its limits must admit the
+# load's requests, {"key": "kNNNNNNNN"}, as bench.yaml's do, or the figures measure denials).
 # --ceiling measures bench/ceiling instead (or the ceiling binary BIN): instructions per answer,
 # and those in framing (proto_frame).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build daemon="" depths="1 16 64" ms=3000 v1="" keep="" ceiling=""
+build=build daemon="" depths="1 16 64" ms=3000 v1="" keep="" ceiling="" config=bench/bench.yaml
 while (($#)); do
   case $1 in
   --build) build=$2; shift ;;
@@ -25,10 +27,11 @@ while (($#)); do
   --ms) ms=$2; shift ;;
   --v1) v1=--v1 ;;
   --keep) keep=$2; shift ;;
+  --config) config=$2; shift ;;
   --ceiling)
     ceiling=default
     if [ $# -gt 1 ] && [ "${2#-}" = "$2" ]; then ceiling=$2; shift; fi ;;
-  -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
   *) echo "bench/callgrind.sh: unknown argument $1" >&2; exit 64 ;;
   esac
   shift
@@ -48,7 +51,7 @@ for d in $depths; do
   if [ -n "$ceiling" ]; then
     set -- "$ceiling" "$tmp/tt.sock"
   else
-    set -- "$daemon" serve -c bench/bench.yaml -s "$tmp/tt.sock"
+    set -- "$daemon" serve -c "$config" -s "$tmp/tt.sock"
   fi
   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$tmp/cg.$d.%p" \
     "$@" >"$tmp/serve.$d.log" 2>&1 &

@@ -105,11 +105,18 @@ static void reserve_charged(gov_engine_t *e, gov_set_t *set, const gov_subject_t
         out->reservation = gov__reservation_open(e, set, s, tokens, &charged, &local, now);
 }
 
+/* gov_obs_tighter on two admitted probes' own readings (remaining over depth), the depths
+ * worked out only when there are two to compare. */
+static bool tighter(const probe_t *a, const probe_t *b)
+{
+    return (__int128)a->r.remaining * gov__depth_of(&b->lim) <
+           (__int128)b->r.remaining * gov__depth_of(&a->lim);
+}
+
 void gov__decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, int64_t now,
                         gov_finish_mode_t mode, gov_result_t *out)
 {
     const probe_t *deny = NULL, *unfit = NULL, *tight = NULL;
-    gov_obs_t tight_obs = {0};
     bool all_closed = true; /* every hard denial is posture.fail closed */
     for (size_t i = 0; i < n; i++) {
         probe_t *q = &p[i];
@@ -144,12 +151,8 @@ void gov__decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, i
             continue;
         if (mode == GOV_FINISH_COMMIT && out->admit && q->slot != GOV_SLOT_NONE)
             e->table.slots[q->slot].state = q->r.next_state;
-        gov_obs_t o = {
-            .limit = &q->l->cfg, .remaining = q->r.remaining, .depth = gov__depth_of(&q->lim)};
-        if (gov_obs_tighter(&o, &tight_obs)) {
-            tight_obs = o;
+        if (!tight || tighter(q, tight))
             tight = q;
-        }
     }
     if (unfit) {
         gov__fill_from(out, unfit);
@@ -165,8 +168,16 @@ void gov__decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, i
         gov_disclose(out, NULL, NULL, NULL, retry);
         return;
     }
-    gov_obs_t best = {0}, rpm = {0}, tpm = {0}, denying = {0};
     bool kept = mode == GOV_FINISH_COMMIT ? out->admit : mode == GOV_FINISH_WRITTEN;
+    if (n == 1) { /* one reading: the tightest, the tightest of its type, and the denying one */
+        gov_obs_t o = {0};
+        if (p->observed)
+            o = gov__observe(p, kept && p->r.admit, now);
+        bool tpm_limit = p->l->cfg.type == CFG_TYPE_TPM;
+        gov_disclose(out, &o, tpm_limit ? NULL : &o, tpm_limit ? &o : NULL, retry);
+        return;
+    }
+    gov_obs_t best = {0}, rpm = {0}, tpm = {0}, denying = {0};
     for (size_t i = 0; i < n; i++) {
         const probe_t *q = &p[i];
         if (!q->observed)

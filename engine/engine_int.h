@@ -69,6 +69,12 @@ typedef struct gov_set {
     /* GOV_APPLY_MAX x COMBO_KEY_MAX when a limit counts a combination: the keys of one call's
      * combinations (calls run one at a time, each building its keys before it steps) */
     char *combo_keys;
+    /* A subject of one level (the usual request) meets the global limits, index[0, n_global),
+     * and those of its level k, index[n_global + level_at[k], n_global + level_at[k + 1]), each
+     * in config order: resolved once per generation (gov__set_index), not per request. */
+    uint16_t *index;
+    size_t n_global;
+    uint32_t *level_at;
     gov_limit_t limits[];
 } gov_set_t;
 
@@ -161,6 +167,9 @@ static inline void gov__probe_set_add(gov_probe_set_t *set, size_t i)
  * sets are over the order of p as collected. */
 void gov__probes_select(probe_t *p, size_t *n, const gov_probe_set_t *keep,
                         const gov_probe_set_t *local);
+
+/* Builds set->index from its limits and levels; -1 when out of memory. */
+int gov__set_index(gov_set_t *set);
 
 /* Resolves the subject against `set` and collects the limits of `types` that apply, in config
  * order. A negative GOV_E* code with out->error on a malformed subject. */

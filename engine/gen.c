@@ -34,6 +34,8 @@ void gov__set_unref(gov_set_t *set)
 {
     if (set && --set->refs == 0) {
         free(set->combo_keys);
+        free(set->index);
+        free(set->level_at);
         free(set);
     }
 }
@@ -124,6 +126,10 @@ int gov__set_build(const cfg_limit_t *limits, size_t n, bool disclose, gov_set_t
             gov__set_unref(set);
             return tt_err_set(err, GOV_ENOMEM, "", "out of memory");
         }
+    }
+    if (gov__set_index(set) < 0) {
+        gov__set_unref(set);
+        return tt_err_set(err, GOV_ENOMEM, "", "out of memory");
     }
     *out = set;
     return 0;

@@ -5,6 +5,7 @@
  * and acquire.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine_int.h"
@@ -101,6 +102,15 @@ static const char *level_path(char *buf, const gov_pair_t *p)
     return buf;
 }
 
+/* Level names are short: compared inline rather than by a call. */
+static inline bool same_name(const char *a, const char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return false;
+    return true;
+}
+
 static int resolve(const gov_set_t *set, const gov_subject_t *s, gov_resolved_t *res,
                    gov_result_t *out)
 {
@@ -123,7 +133,7 @@ static int resolve(const gov_set_t *set, const gov_subject_t *s, gov_resolved_t 
         res->level[i] = -1;
         for (size_t k = 0; k < set->n_levels; k++) {
             if (set->levels[k].len == p->level_len &&
-                memcmp(set->levels[k].name, p->level, p->level_len) == 0) {
+                same_name(set->levels[k].name, p->level, p->level_len)) {
                 res->level[i] = (int)k;
                 break;
             }
@@ -174,35 +184,84 @@ static size_t combo_key(char *buf, const gov_limit_t *l, const gov_subject_t *s,
     return len;
 }
 
-/* The limits of `types` that apply, in config order, after p[*n_io]. -1 when more than
+/* Appends the probe of l, which applies, unless it is off or not of `types`. -1 when more than
  * GOV_APPLY_MAX would be held. */
+static inline __attribute__((always_inline)) int add(gov_set_t *set, const gov_subject_t *s,
+                                                     const gov_resolved_t *res, unsigned types,
+                                                     gov_limit_t *l, int pair, probe_t *p,
+                                                     size_t *n_io)
+{
+    size_t n = *n_io;
+    if (!l->cfg.posture.on || !(types & TYPE_BIT(l->cfg.type)))
+        return 0;
+    if (n == GOV_APPLY_MAX)
+        return -1;
+    probe_t *q = &p[n];
+    *q = (probe_t){.l = l, .pair = pair, .slot = GOV_SLOT_NONE, .lim = l->cfg.limiter};
+    if (l->n_levels > 1) {
+        q->pair = -1;
+        q->key = set->combo_keys + n * COMBO_KEY_MAX;
+        q->key_len = combo_key(set->combo_keys + n * COMBO_KEY_MAX, l, s, res);
+    } else if (pair < 0 || !s->pairs[pair].id_len) {
+        q->key = (const char *)no_key;
+    } else {
+        q->key = s->pairs[pair].id;
+        q->key_len = s->pairs[pair].id_len;
+    }
+    *n_io = n + 1;
+    return 0;
+}
+
+/* The limits of `types` that apply, in config order, after p[*n_io]. -1 when more than
+ * GOV_APPLY_MAX would be held. A subject of one level reads the generation's index; any other
+ * walks every limit. */
 static int collect(gov_set_t *set, const gov_subject_t *s, const gov_resolved_t *res,
                    unsigned types, bool exact, probe_t *p, size_t *n_io)
 {
-    size_t n = *n_io;
+    if (s->n == 1 && !exact) {
+        const uint16_t *g = set->index, *g_end = g + set->n_global, *k = g_end, *k_end = g_end;
+        if (res->level[0] >= 0) {
+            k = g_end + set->level_at[res->level[0]];
+            k_end = g_end + set->level_at[res->level[0] + 1];
+        }
+        while (g < g_end || k < k_end) { /* the two lists merged, in config order */
+            gov_limit_t *l = &set->limits[k == k_end || (g < g_end && *g < *k) ? *g++ : *k++];
+            if (add(set, s, res, types, l, l->n_levels ? 0 : -1, p, n_io) < 0)
+                return -1;
+        }
+        return 0;
+    }
     for (size_t i = 0; i < set->n; i++) {
         gov_limit_t *l = &set->limits[i];
         int pair;
-        if (!l->cfg.posture.on || !(types & TYPE_BIT(l->cfg.type)) ||
-            !applies(l, s->n, res, exact, &pair))
-            continue;
-        if (n == GOV_APPLY_MAX)
+        if (applies(l, s->n, res, exact, &pair) && add(set, s, res, types, l, pair, p, n_io) < 0)
             return -1;
-        probe_t *q = &p[n];
-        *q = (probe_t){.l = l, .pair = pair, .slot = GOV_SLOT_NONE, .lim = l->cfg.limiter};
-        if (l->n_levels > 1) {
-            q->pair = -1;
-            q->key = set->combo_keys + n * COMBO_KEY_MAX;
-            q->key_len = combo_key(set->combo_keys + n * COMBO_KEY_MAX, l, s, res);
-        } else if (pair < 0 || !s->pairs[pair].id_len) {
-            q->key = (const char *)no_key;
-        } else {
-            q->key = s->pairs[pair].id;
-            q->key_len = s->pairs[pair].id_len;
-        }
-        n++;
     }
-    *n_io = n;
+    return 0;
+}
+
+int gov__set_index(gov_set_t *set)
+{
+    size_t total = 0;
+    set->index = malloc((set->n + 1) * sizeof(*set->index));
+    set->level_at = malloc((set->n_levels + 1) * sizeof(*set->level_at));
+    if (!set->index || !set->level_at)
+        return -1;
+    for (size_t i = 0; i < set->n; i++)
+        if (set->limits[i].n_levels == 0)
+            set->index[total++] = (uint16_t)i;
+    set->n_global = total;
+    /* each limit of levels applies to one level alone at most (all its levels that one) */
+    for (size_t k = 0; k < set->n_levels; k++) {
+        gov_resolved_t res = {.level = {(int)k}};
+        set->level_at[k] = (uint32_t)(total - set->n_global);
+        for (size_t i = 0; i < set->n; i++) {
+            int pair;
+            if (set->limits[i].n_levels > 0 && applies(&set->limits[i], 1, &res, false, &pair))
+                set->index[total++] = (uint16_t)i;
+        }
+    }
+    set->level_at[set->n_levels] = (uint32_t)(total - set->n_global);
     return 0;
 }
 

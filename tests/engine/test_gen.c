@@ -99,3 +99,50 @@ Test(gen, a_bad_limit_set_is_refused_naming_the_limit)
     cr_assert_not(decide(e, &s, GOV_NO_TOKENS, T0).admit);
     gov_engine_destroy(e);
 }
+
+/* The admissions each limit counted, in config order. */
+static void admitted(gov_engine_t *e, uint64_t *out, size_t n)
+{
+    gov_limit_metrics_t m[8];
+    cr_assert_eq(gov_engine_limit_metrics(e, m, 8), n);
+    for (size_t i = 0; i < n; i++)
+        out[i] = m[i].outcomes[GOV_OUT_ADMIT];
+}
+
+/* A subject of one level reads the generation's index (probe.c) instead of walking every limit:
+ * it meets the global limits and its level's (a combination never), merged in config order,
+ * which names the tightest of equals: the first. Unknown levels meet the global ones alone. */
+Test(gen, a_one_level_subject_meets_its_limits_in_config_order)
+{
+    cfg_limit_t l[] = {
+        rpm("team_rpm", "team", 10, 60 * S, 10), rpm("all", "global", 10, 60 * S, 10),
+        rpm("key_a", "key", 10, 60 * S, 10),     rpm("pair", "team,key", 10, 60 * S, 10),
+        rpm("key_b", "key", 10, 60 * S, 10),     rpm("all_2", "global", 10, 60 * S, 10),
+    };
+    gov_engine_t *e = mk_engine(l, 6, true);
+    gov_subject_t s;
+    uint64_t n[6];
+    gov_result_t r = decide(e, subj(&s, "key", "k", NULL), GOV_NO_TOKENS, T0);
+    cr_assert_str_eq(r.limit, "all", "the first of equals in config order");
+    admitted(e, n, 6);
+    uint64_t key[6] = {0, 1, 1, 0, 1, 1};
+    cr_assert_arr_eq(n, key, sizeof(n));
+    gov_engine_t *fresh = mk_engine(l, 6, true);
+    r = decide(fresh, subj(&s, "team", "t", NULL), GOV_NO_TOKENS, T0);
+    cr_assert_str_eq(r.limit, "team_rpm", "a level's limit before the global ones after it");
+    gov_engine_destroy(fresh);
+    r = decide(e, subj(&s, "team", "t", NULL), GOV_NO_TOKENS, T0);
+    admitted(e, n, 6);
+    uint64_t team[6] = {1, 2, 1, 0, 1, 2};
+    cr_assert_arr_eq(n, team, sizeof(n));
+    r = decide(e, subj(&s, "model", "m", NULL), GOV_NO_TOKENS, T0);
+    cr_assert_str_eq(r.limit, "all", "a level no limit names: the global ones");
+    admitted(e, n, 6);
+    uint64_t other[6] = {1, 3, 1, 0, 1, 3};
+    cr_assert_arr_eq(n, other, sizeof(n));
+    r = decide(e, subj(&s, "team", "t", "key", "k", NULL), GOV_NO_TOKENS, T0);
+    admitted(e, n, 6);
+    uint64_t both[6] = {2, 4, 2, 1, 2, 4}; /* two levels: the walk, the combination too */
+    cr_assert_arr_eq(n, both, sizeof(n));
+    gov_engine_destroy(e);
+}
