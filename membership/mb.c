@@ -298,34 +298,25 @@ static void on_join_timer(uv_timer_t *t)
 
 /* ---- the public surface ---- */
 
-static int fail(mb_err_t *err, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(mb_err_t *err, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-    return rc;
-}
+#define KEYRING_FIELD "shared_state.share.keyring_file"
 
 void mb_keyring_wipe(mb_keyring_t *kr)
 {
     sodium_memzero(kr, sizeof *kr);
 }
 
-static int keyring_read(const char *path, mb_keyring_t *out, mb_err_t *err)
+static int keyring_read(const char *path, mb_keyring_t *out, tt_err_t *err)
 {
     out->n = 0;
     FILE *f = fopen(path, "rb");
     if (!f)
-        return fail(err, SWIM_EKEYRING, "shared_state.share.keyring_file: %s: %s", path,
-                    strerror(errno));
+        return tt_err_set(err, SWIM_EKEYRING, KEYRING_FIELD, "%s: %s", path, strerror(errno));
     char *text = malloc(KEYRING_FILE_MAX + 1);
     size_t len = text ? fread(text, 1, KEYRING_FILE_MAX + 1, f) : 0;
     fclose(f);
     if (!text)
         return SWIM_ENOMEM;
-    swim_err_t e;
+    tt_err_t e;
     int rc = len > KEYRING_FILE_MAX
                  ? SWIM_EKEYRING
                  : swim_keyring_parse(text, len, out->keys, SWIM_KEYRING_MAX, &out->n, &e);
@@ -334,22 +325,20 @@ static int keyring_read(const char *path, mb_keyring_t *out, mb_err_t *err)
     if (rc)
         mb_keyring_wipe(out); /* a line that parsed before the bad one is no keyring */
     if (len > KEYRING_FILE_MAX)
-        return fail(err, rc, "shared_state.share.keyring_file: %s: above %d bytes", path,
-                    KEYRING_FILE_MAX);
+        return tt_err_set(err, rc, KEYRING_FIELD, "%s: above %d bytes", path, KEYRING_FILE_MAX);
     if (rc)
-        return fail(err, rc, "shared_state.share.keyring_file: %s: %s", path, e.msg);
+        return tt_err_set(err, rc, KEYRING_FIELD, "%s: %s: %s", path, e.path, e.message);
     if (out->n == 0)
-        return fail(err, SWIM_EKEYRING, "shared_state.share.keyring_file: %s: no key", path);
+        return tt_err_set(err, SWIM_EKEYRING, KEYRING_FIELD, "%s: no key", path);
     return 0;
 }
 
-int mb_keyring_prepare(const mb_t *mb, const char *path, mb_keyring_t *out, mb_err_t *err)
+int mb_keyring_prepare(const mb_t *mb, const char *path, mb_keyring_t *out, tt_err_t *err)
 {
     /* what swim_set_keys checks, asked before anything changes */
     if (mb->keyring.n == 0)
-        return fail(err, SWIM_EINVAL,
-                    "shared_state.share.keyring_file: a replica started plaintext stays so until "
-                    "a restart");
+        return tt_err_set(err, SWIM_EINVAL, KEYRING_FIELD,
+                          "a replica started plaintext stays so until a restart");
     return keyring_read(path, out, err);
 }
 
@@ -363,7 +352,7 @@ void mb_keyring_commit(mb_t *mb, mb_keyring_t *kr)
     mb__log("info", "keyring reloaded: %zu keys, the first seals", mb->keyring.n);
 }
 
-static int load_keyring(mb_t *mb, mb_err_t *err)
+static int load_keyring(mb_t *mb, tt_err_t *err)
 {
     if (!mb->cfg.keyring_file[0]) {
         mb__log("warn", "GOSSIP IS NOT ENCRYPTED: shared_state.share.keyring_file is not set; "
@@ -375,14 +364,13 @@ static int load_keyring(mb_t *mb, mb_err_t *err)
 
 /* The advertised address: configured, or the bind address, or (bound to any) the first
  * non-loopback IPv4 interface. */
-static int pick_advertise(mb_t *mb, const struct sockaddr_storage *bound, mb_err_t *err)
+static int pick_advertise(mb_t *mb, const struct sockaddr_storage *bound, tt_err_t *err)
 {
     struct sockaddr_storage ss = *bound;
     if (mb->cfg.advertise[0]) {
         if (mb_parse_addr(mb->cfg.advertise, &ss))
-            return fail(err, SWIM_EINVAL,
-                        "shared_state.share.advertise: \"%s\" is not a numeric ip:port",
-                        mb->cfg.advertise);
+            return tt_err_set(err, SWIM_EINVAL, "shared_state.share.advertise",
+                              "\"%s\" is not a numeric ip:port", mb->cfg.advertise);
     } else if (ss.ss_family == AF_INET &&
                ((struct sockaddr_in *)&ss)->sin_addr.s_addr == htonl(INADDR_ANY)) {
         uv_interface_address_t *ifs;
@@ -441,11 +429,11 @@ static int pick_port(uv_udp_t *udp, uv_tcp_t *tcp, struct sockaddr_storage *bind
     return UV_EADDRINUSE;
 }
 
-int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, mb_err_t *err)
+int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, tt_err_t *err)
 {
     *out = NULL;
     if (sodium_init() < 0)
-        return fail(err, SWIM_EINVAL, "libsodium: initialisation failed");
+        return tt_err_set(err, SWIM_EINVAL, "", "libsodium: initialisation failed");
     mb_t *mb = calloc(1, sizeof *mb);
     if (!mb)
         return SWIM_ENOMEM;
@@ -454,8 +442,8 @@ int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, mb_err_t *err)
     struct sockaddr_storage bind;
     int rc;
     if (mb_parse_addr(cfg->bind, &bind)) {
-        rc = fail(err, SWIM_EINVAL, "shared_state.share.bind: \"%s\" is not a numeric ip:port",
-                  cfg->bind);
+        rc = tt_err_set(err, SWIM_EINVAL, "shared_state.share.bind",
+                        "\"%s\" is not a numeric ip:port", cfg->bind);
         goto fail_free;
     }
     if ((rc = load_keyring(mb, err)))
@@ -475,7 +463,8 @@ int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, mb_err_t *err)
              !(rc = uv_tcp_bind(&mb->listener, (const struct sockaddr *)&bind, 0)))
         rc = uv_listen((uv_stream_t *)&mb->listener, LISTEN_BACKLOG, mb__on_connection);
     if (rc) {
-        fail(err, rc, "shared_state.share.bind: %s: %s", cfg->bind, uv_strerror(rc));
+        rc = tt_err_set(err, TT_ERR_LISTEN, "shared_state.share.bind", "%s: %s", cfg->bind,
+                        uv_strerror(rc));
         goto fail_close;
     }
     if ((rc = pick_advertise(mb, &bind, err)))
@@ -490,9 +479,9 @@ int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, mb_err_t *err)
     sc.nkeys = mb->keyring.n;
     sc.label = cfg->cluster;
     randombytes_buf(&sc.seed, sizeof sc.seed);
-    swim_err_t se;
+    tt_err_t se;
     if ((rc = swim_new(&mb->core, &sc, tt_mono_ns(), &se))) {
-        fail(err, rc, "shared_state.share: %s", se.msg);
+        tt_err_set(err, rc, "shared_state.share", "%s: %s", se.path, se.message);
         goto fail_close;
     }
     uv_udp_recv_start(&mb->udp, on_alloc, on_udp);

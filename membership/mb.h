@@ -29,18 +29,13 @@ typedef void (*mb_done_fn)(void *ud, mb_t *mb);
 
 #define MB_SUBSCRIBERS_MAX 8
 
-/* Errors beyond the core's: the shell's names a config field or a libuv call. */
-typedef struct mb_err {
-    char msg[256];
-} mb_err_t;
-
 /*
  * Starts membership for shared_state.share on `loop`: binds cfg->bind (UDP and TCP), loads
  * the keyring (none: plaintext, with a warning on stderr), and begins the join. The config
- * is copied. Returns 0 or a negative code with err naming the field (e.g.
- * "shared_state.share.bind: ...").
+ * is copied. Returns 0 or a negative code with err's path naming the field (e.g.
+ * "shared_state.share.bind").
  */
-int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, mb_err_t *err);
+int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, tt_err_t *err);
 
 /* Adds a subscriber (up to MB_SUBSCRIBERS_MAX). */
 int mb_subscribe(mb_t *mb, mb_event_fn fn, void *ud);
@@ -90,7 +85,7 @@ typedef struct mb_keyring {
     uint8_t keys[SWIM_KEYRING_MAX][SWIM_KEY_BYTES];
     size_t n;
 } mb_keyring_t;
-int mb_keyring_prepare(const mb_t *mb, const char *path, mb_keyring_t *out, mb_err_t *err);
+int mb_keyring_prepare(const mb_t *mb, const char *path, mb_keyring_t *out, tt_err_t *err);
 void mb_keyring_commit(mb_t *mb, mb_keyring_t *kr);
 void mb_keyring_wipe(mb_keyring_t *kr);
 

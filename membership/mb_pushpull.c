@@ -152,10 +152,12 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (c->in_len < 4 + need)
         return;
     uv_read_stop(s);
-    swim_err_t err;
+    tt_err_t err;
     int rc = swim_pushpull_receive(mb->core, mb__now(mb), c->in + 4, need, &err);
+    char detail[sizeof err.path + sizeof err.message + 2];
     if (rc)
-        mb__log("warn", "push-pull dropped: %s: %s", swim_strerror(rc), err.msg);
+        mb__log("warn", "push-pull dropped: %s: %s", swim_strerror(rc),
+                tt_err_format(&err, detail, sizeof detail));
     else if (!c->initiator) { /* no longer a stranger: the answer may take the usual time */
         c->authed = true;
         uv_timer_start(&c->timeout, conn_timeout, CONN_TIMEOUT_MS, 0);

@@ -1338,32 +1338,30 @@ static void reclaim(swim_core_t *c, int64_t now)
 
 /* ---- the public surface ---- */
 
-int swim_new(swim_core_t **out, const swim_config_t *cfg, int64_t now, swim_err_t *err)
+int swim_new(swim_core_t **out, const swim_config_t *cfg, int64_t now, tt_err_t *err)
 {
     *out = NULL;
     size_t id_len = cfg->id ? strlen(cfg->id) : 0;
     size_t label_len = cfg->label ? strlen(cfg->label) : 0;
-    const char *bad = NULL;
+    const char *field = NULL, *why = NULL;
     if (id_len < 1 || id_len > SWIM_ID_MAX)
-        bad = "id: must be 1..128 bytes";
+        field = "id", why = "must be 1..128 bytes";
     else if (label_len > SWIM_LABEL_MAX)
-        bad = "label: at most 64 bytes";
+        field = "label", why = "at most 64 bytes";
     else if (cfg->nkeys > SWIM_KEYRING_MAX || (cfg->nkeys && !cfg->keys))
-        bad = "keys: at most 16";
+        field = "keys", why = "at most 16";
     else if (cfg->probe_interval_ns <= 0 || cfg->probe_timeout_ns <= 0 ||
              cfg->probe_timeout_ns > cfg->probe_interval_ns || cfg->gossip_interval_ns <= 0 ||
              cfg->pushpull_interval_ns <= 0)
-        bad = "intervals: must be positive, probe timeout within the probe interval";
+        field = "intervals", why = "must be positive, probe timeout within the probe interval";
     else if (cfg->indirect_checks < 0 || cfg->gossip_nodes < 0 || cfg->retransmit_mult < 1 ||
              cfg->suspicion_mult < 1 || cfg->suspicion_max_mult < 1 || cfg->awareness_max < 1 ||
              cfg->probe_retries < 0 || cfg->probe_retries > 255 || cfg->pushpull_bytes_per_s < 1)
-        bad = "multipliers: out of range";
+        field = "multipliers", why = "out of range";
     else if (cfg->addr.family != 4 && cfg->addr.family != 6)
-        bad = "addr: family must be 4 or 6";
-    if (bad) {
-        snprintf(err->msg, sizeof err->msg, "%s", bad);
-        return SWIM_EINVAL;
-    }
+        field = "addr", why = "family must be 4 or 6";
+    if (field)
+        return tt_err_set(err, SWIM_EINVAL, field, "%s", why);
     swim_core_t *c = calloc(1, sizeof *c);
     if (!c)
         return SWIM_ENOMEM;
@@ -1599,7 +1597,7 @@ static int drop(swim_core_t *c, int rc)
 /* Opens, decodes and authenticates the sender of a frame (a datagram, or a push-pull frame:
  * each kind only on its own transport, so neither can spend the other's replay window). */
 static int admit(swim_core_t *c, int64_t now, bool pushpull, const uint8_t *bytes, size_t len,
-                 uint8_t *scratch, swim_msg_t *msg, int32_t *sender, swim_err_t *err)
+                 uint8_t *scratch, swim_msg_t *msg, int32_t *sender, tt_err_t *err)
 {
     const uint8_t *body;
     size_t blen;
@@ -1611,36 +1609,34 @@ static int admit(swim_core_t *c, int64_t now, bool pushpull, const uint8_t *byte
         return drop(c, rc);
     if ((msg->kind == SWIM_PUSHPULL) != pushpull) {
         if (pushpull)
-            snprintf(err->msg, sizeof err->msg, "kind: %d where push-pull was expected", msg->kind);
+            tt_err_set(err, SWIM_EMALFORMED, "kind", "%d where push-pull was expected", msg->kind);
         else
-            snprintf(err->msg, sizeof err->msg, "kind: push-pull arrives over TCP, not UDP");
+            tt_err_set(err, SWIM_EMALFORMED, "kind", "push-pull arrives over TCP, not UDP");
         return drop(c, SWIM_EMALFORMED);
     }
     const member_t *self = &c->m[0];
     if (is_self(c, msg->sender, msg->sender_len) && msg->sender_gen == self->gen) {
-        snprintf(err->msg, sizeof err->msg, "sender_id: our own id and generation");
-        return drop(c, SWIM_ESELF);
+        return drop(c, tt_err_set(err, SWIM_ESELF, "sender_id", "our own id and generation"));
     }
     int64_t skew;
     if (__builtin_sub_overflow(now + c->wall_off, msg->sent_ns, &skew) ||
         skew > c->cfg.replay_window_ns || skew < -c->cfg.replay_window_ns) {
-        snprintf(err->msg, sizeof err->msg, "sent_ns: %lld is more than %lld ns from our clock",
-                 (long long)msg->sent_ns, (long long)c->cfg.replay_window_ns);
-        return drop(c, SWIM_ESTALE);
+        return drop(c, tt_err_set(err, SWIM_ESTALE, "sent_ns",
+                                  "%lld is more than %lld ns from our clock",
+                                  (long long)msg->sent_ns, (long long)c->cfg.replay_window_ns));
     }
     if (c->cfg.start_wall_ns && msg->sent_ns < c->cfg.start_wall_ns - SWIM_START_SKEW_NS) {
         /* recorded before we started: our replay windows cannot know it, and a dead member's
          * old datagrams would count it live again until we detected it anew */
-        snprintf(err->msg, sizeof err->msg, "sent_ns: %lld is from before this process started",
-                 (long long)msg->sent_ns);
-        return drop(c, SWIM_ESTALE);
+        return drop(c, tt_err_set(err, SWIM_ESTALE, "sent_ns",
+                                  "%lld is from before this process started",
+                                  (long long)msg->sent_ns));
     }
     *sender = find(c, msg->sender, msg->sender_len);
     if (*sender >= 0 && c->m[*sender].gen == msg->sender_gen) {
         if (!replay_ok(window_of(&c->m[*sender], msg), msg->seq)) {
-            snprintf(err->msg, sizeof err->msg, "seq: %llu already seen from %s",
-                     (unsigned long long)msg->seq, id_of(c, &c->m[*sender]));
-            return drop(c, SWIM_EREPLAY);
+            return drop(c, tt_err_set(err, SWIM_EREPLAY, "seq", "%llu already seen from %s",
+                                      (unsigned long long)msg->seq, id_of(c, &c->m[*sender])));
         }
         c->m[*sender].last_heard = now;
     }
@@ -1692,8 +1688,7 @@ static void apply_all(swim_core_t *c, int64_t now, const swim_msg_t *msg, bool p
     uint64_t sender_hash = swim_id_hash(msg->sender, msg->sender_len);
     for (uint32_t k = 0; k < msg->n_updates; k++) {
         swim_update_t u;
-        swim_err_t ignored;
-        if (swim_update_next(&pos, msg->end, &u, &ignored))
+        if (swim_update_next(&pos, msg->end, &u, NULL))
             return; /* validated already: unreachable */
         if (pushpull && u.state == SWIM_DEAD && !is_self(c, u.id, u.id_len)) {
             u.state = SWIM_SUSPECT; /* their dead is our suspect: it must time out here */
@@ -1704,17 +1699,12 @@ static void apply_all(swim_core_t *c, int64_t now, const swim_msg_t *msg, bool p
 }
 
 int swim_receive(swim_core_t *c, int64_t now, const swim_addr_t *from, const uint8_t *bytes,
-                 size_t len, swim_err_t *err)
+                 size_t len, tt_err_t *err)
 {
-    swim_err_t scratch_err;
-    if (!err)
-        err = &scratch_err;
     c->app_ready = false;
-    if (len > SWIM_DATAGRAM_MAX) {
-        snprintf(err->msg, sizeof err->msg, "datagram: %zu bytes, at most %d", len,
-                 SWIM_DATAGRAM_MAX);
-        return drop(c, SWIM_EOVERSIZE);
-    }
+    if (len > SWIM_DATAGRAM_MAX)
+        return drop(c, tt_err_set(err, SWIM_EOVERSIZE, "datagram", "%zu bytes, at most %d", len,
+                                  SWIM_DATAGRAM_MAX));
     swim_msg_t msg;
     int32_t sender;
     int rc = admit(c, now, false, bytes, len, c->rxbuf, &msg, &sender, err);
@@ -1821,16 +1811,11 @@ int swim_pushpull_encode(swim_core_t *c, int64_t now, bool join, uint8_t *out, s
 }
 
 int swim_pushpull_receive(swim_core_t *c, int64_t now, const uint8_t *bytes, size_t len,
-                          swim_err_t *err)
+                          tt_err_t *err)
 {
-    swim_err_t scratch_err;
-    if (!err)
-        err = &scratch_err;
-    if (len > SWIM_PUSHPULL_MAX) {
-        snprintf(err->msg, sizeof err->msg, "push-pull: %zu bytes, at most %u", len,
-                 SWIM_PUSHPULL_MAX);
-        return drop(c, SWIM_EOVERSIZE);
-    }
+    if (len > SWIM_PUSHPULL_MAX)
+        return drop(c, tt_err_set(err, SWIM_EOVERSIZE, "push-pull", "%zu bytes, at most %u", len,
+                                  SWIM_PUSHPULL_MAX));
     uint8_t *scratch = malloc(len ? len : 1);
     if (!scratch)
         return SWIM_ENOMEM;

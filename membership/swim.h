@@ -52,10 +52,9 @@ enum {
     SWIM_ESPACE = TT_ERR_SPACE,                /* the caller's buffer is too small */
 };
 
-/* Error details, naming the field or line that was wrong. */
-typedef struct swim_err {
-    char msg[192];
-} swim_err_t;
+/* A failure's detail is a tt_err_t (common/tt_err.h): the code, the field or line that was
+ * wrong as its path ("updates[3].meta", "sent_ns", "line 2"), and a message. Every err below
+ * may be NULL: then nothing is formatted. */
 
 /* What a SWIM_E* code means ("authentication failed"): its message in the one error table. */
 const char *swim_strerror(int code);
@@ -183,7 +182,7 @@ typedef struct swim_counters {
 } swim_counters_t;
 
 /* Builds a core; *out is owned by the caller and freed with swim_free. */
-int swim_new(swim_core_t **out, const swim_config_t *cfg, int64_t now, swim_err_t *err);
+int swim_new(swim_core_t **out, const swim_config_t *cfg, int64_t now, tt_err_t *err);
 void swim_free(swim_core_t *core);
 
 /* The wall clock (ns since the epoch) at `now`: datagrams carry wall time (sent_ns) and the
@@ -197,7 +196,7 @@ int swim_tick(swim_core_t *core, int64_t now);
 int64_t swim_next_deadline(const swim_core_t *core);
 /* A datagram from `from`. Returns 0 or the (negative) reason it was dropped and counted. */
 int swim_receive(swim_core_t *core, int64_t now, const swim_addr_t *from, const uint8_t *bytes,
-                 size_t len, swim_err_t *err);
+                 size_t len, tt_err_t *err);
 
 /* The push-pull message (sealed like a datagram, not size-limited). out must hold
  * swim_pushpull_bound(core) bytes; *len receives the length. */
@@ -206,7 +205,7 @@ int swim_pushpull_encode(swim_core_t *core, int64_t now, bool join, uint8_t *out
                          size_t *len);
 /* Merges a peer's push-pull message (0 or a negative drop reason, counted). */
 int swim_pushpull_receive(swim_core_t *core, int64_t now, const uint8_t *bytes, size_t len,
-                          swim_err_t *err);
+                          tt_err_t *err);
 /* True once one push-pull exchange completed (or a peer reached us). */
 bool swim_joined(const swim_core_t *core);
 
@@ -260,7 +259,7 @@ const swim_counters_t *swim_counters(const swim_core_t *core);
  * Fills keys (room for max) and *n; errors name the line.
  */
 int swim_keyring_parse(const char *text, size_t len, uint8_t (*keys)[SWIM_KEY_BYTES], size_t max,
-                       size_t *n, swim_err_t *err);
+                       size_t *n, tt_err_t *err);
 
 /* Replaces a sealed core's keyring (rotation without a restart): 1..SWIM_KEYRING_MAX keys, the
  * first seals from now on, every one opens. A plaintext core stays plaintext and an empty ring

@@ -217,20 +217,19 @@ static int rd_update(wire_reader_t *r, swim_update_t *u)
     return 0;
 }
 
-/* Copies the reader's failure into the caller's error, "path: message". */
-static int failed(const tt_err_t *e, swim_err_t *err)
+/* The reader describes a failure with its own code (TT_ERR_VALUE, ...): the caller's is ours. */
+static int failed(tt_err_t *err)
 {
     if (err)
-        tt_err_format(e, err->msg, sizeof err->msg);
+        err->code = SWIM_EMALFORMED;
     return SWIM_EMALFORMED;
 }
 
-int swim_update_next(const uint8_t **pos, const uint8_t *end, swim_update_t *u, swim_err_t *err)
+int swim_update_next(const uint8_t **pos, const uint8_t *end, swim_update_t *u, tt_err_t *err)
 {
-    tt_err_t e;
-    wire_reader_t r = {.pos = *pos, .end = end, .err = &e};
+    wire_reader_t r = {.pos = *pos, .end = end, .err = err};
     if (rd_update(&r, u))
-        return failed(&e, err);
+        return failed(err);
     *pos = r.pos;
     return 0;
 }
@@ -307,12 +306,11 @@ static int rd_msg(wire_reader_t *r, swim_msg_t *m)
     return 0;
 }
 
-int swim_msg_decode(swim_msg_t *m, const uint8_t *body, size_t len, swim_err_t *err)
+int swim_msg_decode(swim_msg_t *m, const uint8_t *body, size_t len, tt_err_t *err)
 {
-    tt_err_t e;
-    wire_reader_t r = {.pos = body, .end = body + len, .err = &e};
+    wire_reader_t r = {.pos = body, .end = body + len, .err = err};
     memset(m, 0, sizeof *m);
-    return rd_msg(&r, m) ? failed(&e, err) : 0;
+    return rd_msg(&r, m) ? failed(err) : 0;
 }
 
 /* ---- the seal ---- */
@@ -341,21 +339,19 @@ size_t swim_seal(const uint8_t key[SWIM_KEY_BYTES], const char *label, size_t la
 
 int swim_open(const uint8_t (*keys)[SWIM_KEY_BYTES], size_t nkeys, const char *label,
               size_t label_len, const uint8_t *in, size_t len, uint8_t *scratch,
-              const uint8_t **body, size_t *blen, swim_err_t *err)
+              const uint8_t **body, size_t *blen, tt_err_t *err)
 {
     if (len < SWIM_FRAME_HEAD) {
-        snprintf(err->msg, sizeof err->msg, "frame: %zu bytes, shorter than its header", len);
-        return SWIM_ETRUNCATED;
+        return tt_err_set(err, SWIM_ETRUNCATED, "frame", "%zu bytes, shorter than its header", len);
     }
     if (in[0] != SWIM_WIRE_VERSION) {
-        snprintf(err->msg, sizeof err->msg, "version: %u, expected %u", in[0], SWIM_WIRE_VERSION);
-        return SWIM_EVERSION;
+        return tt_err_set(err, SWIM_EVERSION, "version", "%u, expected %u", in[0],
+                          SWIM_WIRE_VERSION);
     }
     uint8_t want = nkeys ? SWIM_MODE_SEALED : SWIM_MODE_PLAIN;
     if (in[1] != want) {
-        snprintf(err->msg, sizeof err->msg, "mode: %u, expected %u (%s)", in[1], want,
-                 nkeys ? "sealed: a keyring is configured" : "plaintext: no keyring");
-        return SWIM_EMODE;
+        return tt_err_set(err, SWIM_EMODE, "mode", "%u, expected %u (%s)", in[1], want,
+                          nkeys ? "sealed: a keyring is configured" : "plaintext: no keyring");
     }
     if (!nkeys) {
         *body = in + SWIM_FRAME_HEAD;
@@ -363,8 +359,8 @@ int swim_open(const uint8_t (*keys)[SWIM_KEY_BYTES], size_t nkeys, const char *l
         return 0;
     }
     if (len < SWIM_SEAL_OVERHEAD) {
-        snprintf(err->msg, sizeof err->msg, "frame: %zu bytes, shorter than nonce and tag", len);
-        return SWIM_ETRUNCATED;
+        return tt_err_set(err, SWIM_ETRUNCATED, "frame", "%zu bytes, shorter than nonce and tag",
+                          len);
     }
     uint8_t ad[2 + SWIM_LABEL_MAX];
     make_ad(ad, SWIM_MODE_SEALED, label, label_len);
@@ -380,9 +376,8 @@ int swim_open(const uint8_t (*keys)[SWIM_KEY_BYTES], size_t nkeys, const char *l
             return 0;
         }
     }
-    snprintf(err->msg, sizeof err->msg,
-             "seal: opens under none of %zu keys (forged, another key or another label)", nkeys);
-    return SWIM_EAUTH;
+    return tt_err_set(err, SWIM_EAUTH, "seal",
+                      "opens under none of %zu keys (forged, another key or another label)", nkeys);
 }
 
 uint64_t swim_id_hash(const char *id, size_t len)
@@ -396,7 +391,7 @@ uint64_t swim_id_hash(const char *id, size_t len)
 }
 
 int swim_keyring_parse(const char *text, size_t len, uint8_t (*keys)[SWIM_KEY_BYTES], size_t max,
-                       size_t *n, swim_err_t *err)
+                       size_t *n, tt_err_t *err)
 {
     *n = 0;
     size_t line = 0;
@@ -414,20 +409,19 @@ int swim_keyring_parse(const char *text, size_t len, uint8_t (*keys)[SWIM_KEY_BY
             b--;
         if (a == b || *a == '#')
             continue;
-        if (*n == max) {
-            snprintf(err->msg, sizeof err->msg, "line %zu: more than %zu keys", line, max);
-            return SWIM_EKEYRING;
-        }
+        char path[32];
+        snprintf(path, sizeof path, "line %zu", line);
+        if (*n == max)
+            return tt_err_set(err, SWIM_EKEYRING, path, "more than %zu keys", max);
         size_t bin_len = 0;
         const char *stop = NULL;
         if (sodium_base642bin(keys[*n], SWIM_KEY_BYTES, a, (size_t)(b - a), NULL, &bin_len, &stop,
                               sodium_base64_VARIANT_ORIGINAL) != 0 ||
             stop != b || bin_len != SWIM_KEY_BYTES) {
-            snprintf(err->msg, sizeof err->msg,
-                     "line %zu: not the base64 of a %d-byte key (try: head -c32 /dev/urandom | "
-                     "base64)",
-                     line, SWIM_KEY_BYTES);
-            return SWIM_EKEYRING;
+            return tt_err_set(
+                err, SWIM_EKEYRING, path,
+                "not the base64 of a %d-byte key (try: head -c32 /dev/urandom | base64)",
+                SWIM_KEY_BYTES);
         }
         (*n)++;
     }

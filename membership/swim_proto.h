@@ -136,9 +136,9 @@ void swim_enc_array_close(swim_wbuf_t *w, size_t at, uint32_t count);
 void swim_enc_update(swim_wbuf_t *w, const swim_update_t *u);
 
 /* Decodes and validates a whole body (every update too). 0 or SWIM_EMALFORMED with err. */
-int swim_msg_decode(swim_msg_t *m, const uint8_t *body, size_t len, swim_err_t *err);
+int swim_msg_decode(swim_msg_t *m, const uint8_t *body, size_t len, tt_err_t *err);
 /* Decodes the update at *pos (already validated by swim_msg_decode) and advances *pos. */
-int swim_update_next(const uint8_t **pos, const uint8_t *end, swim_update_t *u, swim_err_t *err);
+int swim_update_next(const uint8_t **pos, const uint8_t *end, swim_update_t *u, tt_err_t *err);
 
 /*
  * Seal: writes version, mode, nonce and the AEAD ciphertext of body into out (room for
@@ -155,7 +155,7 @@ size_t swim_seal(const uint8_t key[SWIM_KEY_BYTES], const char *label, size_t la
  */
 int swim_open(const uint8_t (*keys)[SWIM_KEY_BYTES], size_t nkeys, const char *label,
               size_t label_len, const uint8_t *in, size_t len, uint8_t *scratch,
-              const uint8_t **body, size_t *blen, swim_err_t *err);
+              const uint8_t **body, size_t *blen, tt_err_t *err);
 
 /* 64-bit FNV-1a of an id: the `from` field and the member index key. */
 uint64_t swim_id_hash(const char *id, size_t len);

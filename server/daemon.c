@@ -135,10 +135,10 @@ static int reload_prepare(daemon_t *d, reload_t *r, char *why, size_t why_size)
         cfg_free(r->cfg);
         return -1;
     }
-    mb_err_t merr;
+    tt_err_t merr;
     r->rekey = rereads_keyring(d, c);
     if (r->rekey && mb_keyring_prepare(d->mb, c->share.keyring_file, &r->keyring, &merr) != 0) {
-        snprintf(why, why_size, "%s", merr.msg);
+        tt_err_format(&merr, why, why_size);
         gov_engine_reload_abort(d->engine, r->engine);
         cfg_free(r->cfg);
         return -1;
@@ -517,9 +517,11 @@ static int start(daemon_t *d)
         return EX_UNAVAILABLE_;
     srv_set_ready(d->srv, ready, d);
     if (d->cfg->share.present) {
-        mb_err_t merr;
+        tt_err_t merr;
+        char detail[sizeof merr.path + sizeof merr.message + 2];
         if (mb_start(&d->mb, &d->loop, &d->cfg->share, &merr) != 0) {
-            srv_log(SRV_LOG_ERROR, "membership", "detail", merr.msg, NULL);
+            srv_log(SRV_LOG_ERROR, "membership", "detail",
+                    tt_err_format(&merr, detail, sizeof detail), NULL);
             return EX_CONFIG_;
         }
         dispatch_set_members(d->dispatch, members_rows, d);

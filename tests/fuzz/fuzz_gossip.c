@@ -31,7 +31,7 @@ static swim_core_t *core(void)
     cfg.generation = 1;
     cfg.addr = (swim_addr_t){.family = 4, .port = 7946, .ip = {10, 0, 0, 1}};
     swim_core_t *c;
-    swim_err_t err;
+    tt_err_t err;
     check(swim_new(&c, &cfg, T0, &err) == 0);
     swim_outbox_clear(c);
     return c;
@@ -58,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     int64_t now = T0;
     swim_msg_t m;
-    swim_err_t err;
+    tt_err_t err;
     if (size > SWIM_FRAME_HEAD && swim_msg_decode(&m, data + 2, size - 2, &err) == 0)
         if (m.sent_ns > T0 / 2 && m.sent_ns < T0 * 2) /* a sane clock: the core assumes one */
             now = m.sent_ns;

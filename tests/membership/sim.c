@@ -420,9 +420,9 @@ static void boot(sim_t *s, int i, int seed)
         cfg.nkeys = 1;
         cfg.label = "sim";
     }
-    swim_err_t err;
+    tt_err_t err;
     if (swim_new(&n->core, &cfg, s->now, &err)) {
-        fprintf(stderr, "sim: swim_new: %s\n", err.msg);
+        fprintf(stderr, "sim: swim_new: %s: %s\n", err.path, err.message);
         abort();
     }
     n->starts++;

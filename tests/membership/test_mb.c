@@ -54,8 +54,8 @@ static void start_seeded(fleet_t *f, int n, const char *keyring, bool by_name)
             snprintf(seed, sizeof seed, "%s%s", by_name ? "localhost" : "",
                      by_name ? strrchr(mb_advertise(f->mb[0]), ':') : mb_advertise(f->mb[0]));
         share_cfg(&c, id, i ? seed : NULL, keyring);
-        mb_err_t err;
-        cr_assert_eq(mb_start(&f->mb[i], &f->loop, &c, &err), 0, "%s", err.msg);
+        tt_err_t err;
+        cr_assert_eq(mb_start(&f->mb[i], &f->loop, &c, &err), 0, "%s", err.message);
         mb_subscribe(f->mb[i], on_event, f);
     }
 }
@@ -208,19 +208,20 @@ Test(mb, bad_settings_are_refused_naming_the_field)
     uv_loop_init(&loop);
     cfg_share_t c;
     mb_t *mb;
-    mb_err_t err;
+    tt_err_t err;
     share_cfg(&c, "x", NULL, NULL);
     snprintf(c.bind, sizeof c.bind, "nowhere:7946");
     cr_assert_lt(mb_start(&mb, &loop, &c, &err), 0);
-    cr_assert(strstr(err.msg, "shared_state.share.bind") != NULL, "%s", err.msg);
+    cr_assert_str_eq(err.path, "shared_state.share.bind");
+    cr_assert_eq(err.code, SWIM_EINVAL);
     share_cfg(&c, "x", NULL, "/nonexistent/gossip.keys");
     cr_assert_lt(mb_start(&mb, &loop, &c, &err), 0);
-    cr_assert(strstr(err.msg, "shared_state.share.keyring_file: /nonexistent/gossip.keys") != NULL,
-              "%s", err.msg);
+    cr_assert_str_eq(err.path, "shared_state.share.keyring_file");
+    cr_assert(strncmp(err.message, "/nonexistent/gossip.keys: ", 26) == 0, "%s", err.message);
     share_cfg(&c, "x", NULL, NULL);
     snprintf(c.advertise, sizeof c.advertise, "somewhere");
     cr_assert_lt(mb_start(&mb, &loop, &c, &err), 0);
-    cr_assert(strstr(err.msg, "shared_state.share.advertise") != NULL, "%s", err.msg);
+    cr_assert_str_eq(err.path, "shared_state.share.advertise");
     uv_run(&loop, UV_RUN_NOWAIT);
     cr_assert_eq(uv_loop_close(&loop), 0);
 }

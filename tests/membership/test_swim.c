@@ -350,8 +350,8 @@ static swim_core_t *lone_core(const char *id, int64_t now)
     cfg.generation = 1;
     cfg.addr = (swim_addr_t){.family = 4, .port = 7946, .ip = {10, 0, 0, 1}};
     swim_core_t *c;
-    swim_err_t err;
-    cr_assert_eq(swim_new(&c, &cfg, now, &err), 0, "%s", err.msg);
+    tt_err_t err;
+    cr_assert_eq(swim_new(&c, &cfg, now, &err), 0, "%s", err.message);
     return c;
 }
 
@@ -542,8 +542,8 @@ Test(swim_scale, push_pull_at_five_thousand_members_keeps_within_its_byte_budget
     cfg.addr = (swim_addr_t){.family = 4, .port = 7946, .ip = {10, 0, 0, 1}};
     cfg.probe_interval_ns = cfg.probe_timeout_ns = 100000 * SIM_S;
     swim_core_t *c;
-    swim_err_t err;
-    cr_assert_eq(swim_new(&c, &cfg, now, &err), 0, "%s", err.msg);
+    tt_err_t err;
+    cr_assert_eq(swim_new(&c, &cfg, now, &err), 0, "%s", err.message);
     char ids[5000][8];
     swim_update_t u[40];
     for (int k = 0, seq = 1; k < 5000; seq++) {

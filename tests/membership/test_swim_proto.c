@@ -36,8 +36,8 @@ static swim_core_t *receiver(const uint8_t (*keys)[SWIM_KEY_BYTES], size_t nkeys
     cfg.nkeys = nkeys;
     cfg.label = label;
     swim_core_t *c;
-    swim_err_t err;
-    cr_assert_eq(swim_new(&c, &cfg, NOW, &err), 0, "%s", err.msg);
+    tt_err_t err;
+    cr_assert_eq(swim_new(&c, &cfg, NOW, &err), 0, "%s", err.message);
     return c;
 }
 
@@ -146,8 +146,8 @@ Test(swim_proto, a_sealed_datagram_of_every_kind_is_accepted_once)
         craft_t cr = {.kind = kinds[k], .n_updates = 3};
         size_t len = sealed(&cr, key1, "prod", d);
         swim_addr_t from = addr(2);
-        swim_err_t err;
-        cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), 0, "%s", err.msg);
+        tt_err_t err;
+        cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), 0, "%s", err.message);
         cr_assert_eq(swim_member_count(c), 4);
         cr_assert_eq(swim_live_count(c), 4);
         /* the very same bytes again: a replay */
@@ -167,7 +167,7 @@ Test(swim_proto, forged_truncated_oversized_wrong_key_and_wrong_label_datagrams_
         uint8_t d[SWIM_DATAGRAM_MAX * 2], bad[SWIM_DATAGRAM_MAX * 2];
         size_t len = sealed(&cr, key1, "prod", d);
         swim_addr_t from = addr(2);
-        swim_err_t err;
+        tt_err_t err;
         /* every truncation */
         for (size_t l = 0; l < len; l++)
             cr_assert_lt(swim_receive(c, NOW, &from, d, l, &err), 0, "kept %zu of %zu", l, len);
@@ -215,12 +215,12 @@ Test(swim_proto, every_key_of_the_ring_opens_so_keys_rotate_without_a_split)
     craft_t cr = {.kind = SWIM_GOSSIP, .n_updates = 1};
     uint8_t d[SWIM_DATAGRAM_MAX * 2];
     swim_addr_t from = addr(2);
-    swim_err_t err;
+    tt_err_t err;
     size_t len = sealed(&cr, key2, "prod", d); /* a peer already sealing with the new key */
-    cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), 0, "%s", err.msg);
+    cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), 0, "%s", err.message);
     cr.seq = 2;
     len = sealed(&cr, key1, "prod", d);
-    cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), 0, "%s", err.msg);
+    cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), 0, "%s", err.message);
     swim_free(c);
 }
 
@@ -234,12 +234,12 @@ Test(swim_proto, a_keyring_replaced_in_place_opens_only_its_own_keys_and_sealing
     craft_t cr = {.kind = SWIM_GOSSIP, .n_updates = 1};
     uint8_t d[SWIM_DATAGRAM_MAX * 2];
     swim_addr_t from = addr(2);
-    swim_err_t err;
+    tt_err_t err;
     size_t len = sealed(&cr, key1, "prod", d);
     cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), SWIM_EAUTH, "the old key was removed");
     cr.seq = 2;
     len = sealed(&cr, key2, "prod", d);
-    cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), 0, "%s", err.msg);
+    cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), 0, "%s", err.message);
     swim_free(c);
     c = receiver(NULL, 0, "prod"); /* plaintext stays plaintext until a restart */
     cr_assert_eq(swim_set_keys(c, (const uint8_t(*)[SWIM_KEY_BYTES])ring, 1), SWIM_EINVAL);
@@ -253,8 +253,8 @@ Test(swim_proto, an_application_payload_is_handed_over_once_with_its_sender)
     uint8_t d[SWIM_DATAGRAM_MAX * 2];
     size_t len = sealed(&cr, key1, "prod", d);
     swim_addr_t from = addr(2);
-    swim_err_t err;
-    cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), 0, "%s", err.msg);
+    tt_err_t err;
+    cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), 0, "%s", err.message);
     const char *who;
     const uint8_t *p;
     size_t who_len, plen;
@@ -284,11 +284,11 @@ Test(swim_proto, without_a_keyring_plaintext_is_read_and_sealed_is_refused)
     craft_t cr = {.kind = SWIM_PING, .n_updates = 1};
     uint8_t d[SWIM_DATAGRAM_MAX * 2];
     swim_addr_t from = addr(2);
-    swim_err_t err;
+    tt_err_t err;
     size_t len = sealed(&cr, key1, "", d);
     cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), SWIM_EMODE);
     len = plain(&cr, d);
-    cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), 0, "%s", err.msg);
+    cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), 0, "%s", err.message);
     /* the ping was for us: it is answered */
     cr_assert_eq(swim_outbox(c)->n, 1);
     swim_free(c);
@@ -297,11 +297,13 @@ Test(swim_proto, without_a_keyring_plaintext_is_read_and_sealed_is_refused)
 /* Decodes a plaintext body and returns the error text. */
 static const char *decode_error(const uint8_t *b, size_t len)
 {
-    static swim_err_t err;
+    static char text[256];
+    tt_err_t err;
     swim_msg_t m;
     memset(&err, 0, sizeof err);
     cr_assert_eq(swim_msg_decode(&m, b, len, &err), SWIM_EMALFORMED);
-    return err.msg;
+    cr_assert_eq(err.code, SWIM_EMALFORMED);
+    return tt_err_format(&err, text, sizeof text);
 }
 
 Test(swim_proto, decoders_name_the_field_that_was_wrong)
@@ -341,7 +343,7 @@ Test(swim_proto, push_pull_bad_input_is_dropped_and_counted)
     craft_t cr = {.kind = SWIM_PUSHPULL, .n_updates = 4};
     uint8_t d[SWIM_DATAGRAM_MAX * 2];
     size_t len = sealed(&cr, key1, "prod", d);
-    swim_err_t err;
+    tt_err_t err;
     for (size_t l = 0; l < len; l++)
         cr_assert_lt(swim_pushpull_receive(c, NOW, d, l, &err), 0);
     cr_assert_eq(swim_member_count(c), 1);
@@ -349,7 +351,7 @@ Test(swim_proto, push_pull_bad_input_is_dropped_and_counted)
     /* a push-pull message sent as a datagram is refused too */
     swim_addr_t from = addr(2);
     cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), SWIM_EMALFORMED);
-    cr_assert_eq(swim_pushpull_receive(c, NOW, d, len, &err), 0, "%s", err.msg);
+    cr_assert_eq(swim_pushpull_receive(c, NOW, d, len, &err), 0, "%s", err.message);
     cr_assert_eq(swim_member_count(c), 5);
     cr_assert(swim_joined(c));
     swim_free(c);
@@ -366,17 +368,17 @@ Test(swim_proto, a_push_pull_delayed_behind_64_datagrams_is_not_a_replay)
     craft_t cr = {.kind = SWIM_PUSHPULL, .seq = 2, .n_updates = 2};
     size_t pp_len = sealed(&cr, key1, "prod", pp); /* sealed before the datagrams below */
     swim_addr_t from = addr(2);
-    swim_err_t err;
+    tt_err_t err;
     size_t early_len = 0;
     for (uint64_t seq = 1; seq <= 100; seq += seq == 1 ? 2 : 1) {
         craft_t g = {.kind = SWIM_GOSSIP, .seq = seq, .n_updates = 1};
         size_t len = sealed(&g, key1, "prod", d);
         cr_assert_eq(swim_receive(c, NOW, &from, d, len, &err), 0, "seq %llu: %s",
-                     (unsigned long long)seq, err.msg);
+                     (unsigned long long)seq, err.message);
         if (seq == 50)
             memcpy(early, d, early_len = len);
     }
-    cr_assert_eq(swim_pushpull_receive(c, NOW, pp, pp_len, &err), 0, "%s", err.msg);
+    cr_assert_eq(swim_pushpull_receive(c, NOW, pp, pp_len, &err), 0, "%s", err.message);
     cr_assert_eq(swim_member_count(c), 3);
     /* each window still refuses its own replays */
     cr_assert_eq(swim_pushpull_receive(c, NOW, pp, pp_len, &err), SWIM_EREPLAY);
@@ -385,7 +387,8 @@ Test(swim_proto, a_push_pull_delayed_behind_64_datagrams_is_not_a_replay)
     craft_t old = {.kind = SWIM_PUSHPULL, .seq = 1, .n_updates = 1};
     uint8_t pp2[SWIM_DATAGRAM_MAX * 2];
     size_t pp2_len = sealed(&old, key1, "prod", pp2);
-    cr_assert_eq(swim_pushpull_receive(c, NOW, pp2, pp2_len, &err), 0, "within 64: %s", err.msg);
+    cr_assert_eq(swim_pushpull_receive(c, NOW, pp2, pp2_len, &err), 0, "within 64: %s",
+                 err.message);
     cr_assert_eq(swim_pushpull_receive(c, NOW, pp2, pp2_len, &err), SWIM_EREPLAY);
     cr_assert_eq(swim_counters(c)->drop_replay, 3);
     swim_free(c);
@@ -423,8 +426,8 @@ Test(swim_proto, a_datagram_built_by_the_core_never_exceeds_1400_bytes)
         d[0] = SWIM_WIRE_VERSION;
         d[1] = SWIM_MODE_PLAIN;
         swim_addr_t from = addr(2);
-        swim_err_t err;
-        cr_assert_eq(swim_receive(c, NOW, &from, d, w.len + 2, &err), 0, "%s", err.msg);
+        tt_err_t err;
+        cr_assert_eq(swim_receive(c, NOW, &from, d, w.len + 2, &err), 0, "%s", err.message);
     }
     swim_outbox_clear(c);
     for (int64_t t = NOW; t < NOW + 5 * INT64_C(1000000000); t += 100000000) {
@@ -441,20 +444,21 @@ Test(swim_proto, a_keyring_is_one_base64_key_per_line_and_errors_name_the_line)
 {
     uint8_t keys[4][SWIM_KEY_BYTES];
     size_t n;
-    swim_err_t err;
+    tt_err_t err;
     const char *ok = "# gossip keys, primary first\n"
                      "ERERERERERERERERERERERERERERERERERERERERERE=\n"
                      "\n"
                      "  IiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiIiI=  \r\n";
-    cr_assert_eq(swim_keyring_parse(ok, strlen(ok), keys, 4, &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(swim_keyring_parse(ok, strlen(ok), keys, 4, &n, &err), 0, "%s", err.message);
     cr_assert_eq(n, 2);
     cr_assert_eq(memcmp(keys[0], key1, SWIM_KEY_BYTES), 0);
     cr_assert_eq(memcmp(keys[1], key2, SWIM_KEY_BYTES), 0);
     const char *bad = "ERERERERERERERERERERERERERERERERERERERERERE=\nnot-base64\n";
     cr_assert_eq(swim_keyring_parse(bad, strlen(bad), keys, 4, &n, &err), SWIM_EKEYRING);
-    cr_assert(strncmp(err.msg, "line 2: ", 8) == 0, "%s", err.msg);
+    cr_assert_str_eq(err.path, "line 2");
+    cr_assert_eq(err.code, SWIM_EKEYRING);
     const char *short_key = "AAAA\n";
     cr_assert_eq(swim_keyring_parse(short_key, strlen(short_key), keys, 4, &n, &err),
                  SWIM_EKEYRING);
-    cr_assert(strncmp(err.msg, "line 1: ", 8) == 0, "%s", err.msg);
+    cr_assert_str_eq(err.path, "line 1");
 }

@@ -23,15 +23,14 @@ static bool fault(const char *name)
     return f && strcmp(f, name) == 0;
 }
 
-int __real_mb_keyring_prepare(const mb_t *mb, const char *path, mb_keyring_t *out, mb_err_t *err);
-int __wrap_mb_keyring_prepare(const mb_t *mb, const char *path, mb_keyring_t *out, mb_err_t *err);
-int __wrap_mb_keyring_prepare(const mb_t *mb, const char *path, mb_keyring_t *out, mb_err_t *err)
+int __real_mb_keyring_prepare(const mb_t *mb, const char *path, mb_keyring_t *out, tt_err_t *err);
+int __wrap_mb_keyring_prepare(const mb_t *mb, const char *path, mb_keyring_t *out, tt_err_t *err);
+int __wrap_mb_keyring_prepare(const mb_t *mb, const char *path, mb_keyring_t *out, tt_err_t *err)
 {
     if (!fault("keyring"))
         return __real_mb_keyring_prepare(mb, path, out, err);
     out->n = 0;
-    snprintf(err->msg, sizeof err->msg, "shared_state.share.keyring_file: refused (test fault)");
-    return SWIM_EINVAL;
+    return tt_err_set(err, SWIM_EINVAL, "shared_state.share.keyring_file", "refused (test fault)");
 }
 
 int __real_dispatch_new(dispatch_t **out, struct gov_engine *engine, srv_metrics_t *metrics,
