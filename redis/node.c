@@ -171,6 +171,7 @@ static void connect_now(rds_node_t *n)
         return;
     }
     ac->data = n;
+    rds__arena_attach(&n->arena, ac->c.reader);
     if (redisLibuvAttach(ac, s->loop) != REDIS_OK) {
         rds__set_error(s, "redis: cannot attach to the event loop");
         redisAsyncFree(ac);

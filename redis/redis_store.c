@@ -66,8 +66,10 @@ static void free_store_if_done(rds_store_t *s)
         s->free_slots = c->next;
         free(c);
     }
-    for (uint32_t i = 0; i < s->n_nodes; i++)
+    for (uint32_t i = 0; i < s->n_nodes; i++) {
+        rds__arena_free(&s->nodes[i]->arena);
         free(s->nodes[i]);
+    }
     free(s->scratch);
     free(s->out);
     free(s);
@@ -318,7 +320,7 @@ static void on_decide_reply(redisAsyncContext *ac, rds_call_t *c, redisReply *re
     rds__release(c);
 }
 
-void rds__on_reply(redisAsyncContext *ac, void *r, void *privdata)
+static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
 {
     rds_call_t *c = privdata;
     rds_node_t *n = c->node;
@@ -345,6 +347,12 @@ void rds__on_reply(redisAsyncContext *ac, void *r, void *privdata)
         c->store->refresh_in_flight = false;
     }
     rds__release(c);
+}
+
+void rds__on_reply(redisAsyncContext *ac, void *r, void *privdata)
+{
+    on_reply(ac, r, privdata);
+    rds__arena_reset(ac->c.reader->privdata); /* the reply is done with (reply.c) */
 }
 
 /* ---- the public face ---------------------------------------------------------------------- */

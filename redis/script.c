@@ -6,7 +6,6 @@
 #include "script.h"
 #include "tt_fmt.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,14 +91,22 @@ int rds_batch_add(rds_batch_t *b, const ra_limiter_t *l, const char *key, size_t
     return 0;
 }
 
-/* One RESP bulk string, or the "*<n>" header when type is '*'. */
+/* A RESP length line: "$<n>\r\n", or "*<n>\r\n" when type is '*'. Lengths here are mostly
+ * one or two digits. */
 static char *put_len(char *at, char type, size_t n)
 {
-    char num[TT_FMT_I64_MAX];
-    size_t k = tt_fmt_i64(num, (int64_t)n);
     *at++ = type;
-    memcpy(at, num, k);
-    at += k;
+    if (n < 10) {
+        *at++ = (char)('0' + n);
+    } else if (n < 100) {
+        *at++ = (char)('0' + n / 10);
+        *at++ = (char)('0' + n % 10);
+    } else {
+        char num[TT_FMT_I64_MAX];
+        size_t k = tt_fmt_i64(num, (int64_t)n);
+        memcpy(at, num, k);
+        at += k;
+    }
     *at++ = '\r';
     *at++ = '\n';
     return at;
@@ -149,11 +156,24 @@ size_t rds_batch_format(const rds_batch_t *b, const char *sha, bool eval, char *
     at = put_i64(at, b->n);
     for (uint32_t i = 0; i < b->n; i++)
         at = put(at, b->keys + b->item[i].key_off, b->item[i].key_len);
+    /* a run of operations on one limit repeats its verb and two parameters: written once */
+    const rds_item_t *prev = NULL;
+    const char *prev_at = NULL;
+    size_t prev_len = 0;
     for (uint32_t i = 0; i < b->n; i++) {
         const rds_item_t *it = &b->item[i];
-        at = put(at, verbs[it->verb].name, verbs[it->verb].len);
-        at = put_i64(at, it->p1);
-        at = put_i64(at, it->p2);
+        if (prev != NULL && prev->verb == it->verb && prev->p1 == it->p1 && prev->p2 == it->p2) {
+            memcpy(at, prev_at, prev_len);
+            at += prev_len;
+        } else {
+            char *start = at;
+            at = put(at, verbs[it->verb].name, verbs[it->verb].len);
+            at = put_i64(at, it->p1);
+            at = put_i64(at, it->p2);
+            prev = it;
+            prev_at = start;
+            prev_len = (size_t)(at - start);
+        }
         at = it->has_now ? put_i64(at, it->now_ns) : put(at, "", 0);
         at = put_i64(at, it->x);
         if (it->verb == VERB_SETTLE)
@@ -182,25 +202,24 @@ static const char *type_name(int type)
     }
 }
 
-/* A strict decimal int64: optional '-', 1..19 digits, nothing else. */
+/* A strict decimal int64: optional '-', 1..19 digits, nothing else, in range. Digit by digit
+ * on the magnitude (strtoll's locale and errno handling cost more than the rest of a reply). */
 static int parse_i64(const char *s, size_t n, int64_t *out)
 {
-    if (n == 0 || n > 20)
+    size_t i = n > 0 && s[0] == '-';
+    if (i == n || n - i > 19)
         return -1;
-    char tmp[24];
-    memcpy(tmp, s, n);
-    tmp[n] = '\0';
-    size_t i = tmp[0] == '-';
-    if (i == n)
-        return -1;
-    for (size_t k = i; k < n; k++)
-        if (tmp[k] < '0' || tmp[k] > '9')
+    uint64_t v = 0;
+    for (; i < n; i++) {
+        unsigned d = (unsigned)(s[i] - '0');
+        if (d > 9)
             return -1;
-    errno = 0;
-    long long v = strtoll(tmp, NULL, 10);
-    if (errno == ERANGE)
+        v = v * 10 + d; /* 19 digits stay below 2^64 */
+    }
+    bool negative = s[0] == '-';
+    if (v > (uint64_t)INT64_MAX + negative)
         return -1;
-    *out = v;
+    *out = negative ? (int64_t)(0 - v) : (int64_t)v;
     return 0;
 }
 

@@ -37,6 +37,13 @@ typedef enum rds_call_kind {
 } rds_call_kind_t;
 
 typedef struct rds_node rds_node_t;
+typedef struct rds_chunk rds_chunk_t;
+
+/* Where a connection's replies are built (reply.c). */
+typedef struct rds_arena {
+    rds_chunk_t *first; /* kept across replies */
+    rds_chunk_t *more;  /* a larger reply's, freed on reset */
+} rds_arena_t;
 typedef struct rds_call rds_call_t;
 
 /* A caller of a batch: answered once, then done is NULL. */
@@ -88,6 +95,7 @@ struct rds_node {
     uint32_t pending;      /* callers' operations hiredis holds on this connection */
     uint32_t queued;       /* ... and in open batches, not sent yet */
     int handshake_left;
+    rds_arena_t arena; /* its replies */
     rds_node_stats_t stats;
 };
 
@@ -147,6 +155,12 @@ bool rds__node_usable(const rds_node_t *n);
 
 int rds__node_send(rds_node_t *n, rds_call_kind_t kind, int script, int argc, const char **argv,
                    const size_t *argvlen);
+
+/* reply.c: the reader's replies built in a (instead of malloc'd object by object): each one
+ * valid until the next rds__arena_reset */
+void rds__arena_attach(rds_arena_t *a, redisReader *reader);
+void rds__arena_reset(rds_arena_t *a);
+void rds__arena_free(rds_arena_t *a);
 
 /* topology.c */
 int rds__topology_parse(rds_store_t *s, const rds_options_t *o, char *err, size_t errsz);

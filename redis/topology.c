@@ -275,7 +275,7 @@ void rds__on_sentinel_addr(rds_call_t *c, const redisReply *reply)
     rds__node_handshake_done(c->node, c, reply);
 }
 
-void rds__on_switch_master(redisAsyncContext *ac, void *r, void *privdata)
+static void switch_master(redisAsyncContext *ac, void *r, void *privdata)
 {
     rds_node_t *n = privdata;
     const redisReply *reply = r;
@@ -295,6 +295,12 @@ void rds__on_switch_master(redisAsyncContext *ac, void *r, void *privdata)
         rds__set_error(n->store, err);
     else if (rc == 0)
         set_primary(n->store, &at);
+}
+
+void rds__on_switch_master(redisAsyncContext *ac, void *r, void *privdata)
+{
+    switch_master(ac, r, privdata);
+    rds__arena_reset(ac->c.reader->privdata); /* the message is done with (reply.c) */
 }
 
 void rds__node_ready(rds_node_t *n)

@@ -189,11 +189,12 @@ static void run_batch(int n, const ra_limiter_t *const *l, char (*key)[32], cons
     redisReply *r = NULL;
     cr_assert_eq(redisAppendFormattedCommand(conn, cmd, len), REDIS_OK);
     cr_assert_eq(redisGetReply(conn, (void **)&r), REDIS_OK);
-    int rc = rds_batch_reply(r, (uint32_t)n, err[0], sizeof(err[0]));
+    char whole[256];
+    int rc = rds_batch_reply(r, (uint32_t)n, whole, sizeof(whole));
     for (int i = 0; i < n; i++) {
         status[i] = rc < 0 ? rc : rds_reply_read(r->element[i], &out[i], err[i], sizeof(err[i]));
         if (rc < 0)
-            snprintf(err[i], sizeof(err[i]), "%s", err[0]);
+            snprintf(err[i], sizeof(err[i]), "%s", whole);
     }
     freeReplyObject(r);
 }

@@ -9,6 +9,7 @@
 
 #include "script.h"
 #include "slots.h"
+#include "store_int.h"
 
 static const rds_endpoint_t asked = {.host = "10.0.0.9", .port = 7000};
 
@@ -318,4 +319,101 @@ Test(script, remaining_is_an_integer_or_a_decimal_and_the_state_a_decimal)
         else
             cr_assert(strstr(err, cases[i].error), "case %zu: %s", i, err);
     }
+}
+
+/* The state's decimal text: every int64, nothing beyond, nothing but digits and one '-'. */
+Test(script, the_state_is_read_over_the_whole_int64_range_and_nothing_else)
+{
+    static const struct {
+        const char *text;
+        bool ok;
+        int64_t v;
+    } cases[] = {
+        {"0", true, 0},
+        {"-0", true, 0},
+        {"9223372036854775807", true, INT64_MAX},
+        {"-9223372036854775808", true, INT64_MIN},
+        {"0009223372036854775807", false, 0}, /* more than 19 digits, even if leading zeros */
+        {"9223372036854775808", false, 0},
+        {"-9223372036854775809", false, 0},
+        {"99999999999999999999", false, 0},
+        {"", false, 0},
+        {"-", false, 0},
+        {"+5", false, 0},
+        {"1e3", false, 0},
+        {" 5", false, 0},
+        {"5 ", false, 0},
+        {"--5", false, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[128];
+        snprintf(text, sizeof(text), "*6\r\n:1\r\n:0\r\n:1\r\n:0\r\n:1\r\n$%zu\r\n%s\r\n",
+                 strlen(cases[i].text), cases[i].text);
+        redisReply *r = resp(text);
+        ra_result_t got;
+        char err[256] = "";
+        int rc = rds_reply_read(r, &got, err, sizeof(err));
+        freeReplyObject(r);
+        cr_assert_eq(rc == 0, cases[i].ok, "\"%s\": %d (%s)", cases[i].text, rc, err);
+        if (rc == 0)
+            cr_assert_eq(got.next_state, cases[i].v, "\"%s\"", cases[i].text);
+        else
+            cr_assert(strstr(err, "field 6 (state) is not a decimal int64"), "%s", err);
+    }
+}
+
+/* ---- replies in an arena (reply.c) ------------------------------------------------------- */
+
+/* Reads one reply of `resp` through a reader whose objects live in arena a. */
+static redisReply *arena_read(rds_arena_t *a, const char *resp, size_t len)
+{
+    redisReader *reader = redisReaderCreate();
+    rds__arena_attach(a, reader);
+    void *reply = NULL;
+    cr_assert_eq(redisReaderFeed(reader, resp, len), REDIS_OK);
+    cr_assert_eq(redisReaderGetReply(reader, &reply), REDIS_OK);
+    redisReaderFree(reader); /* the reply stays: it is the arena's */
+    return reply;
+}
+
+Test(reply, replies_larger_than_a_chunk_are_read_whole_and_the_arena_is_reused)
+{
+    /* 3000 strings of 100 bytes and a nested array with an integer, a nil and an error: about
+     * 450 KB of objects, many chunks; read twice with a reset between */
+    enum { N = 3000 };
+    static char resp[N * 110 + 256];
+    char item[101];
+    memset(item, 'x', 100);
+    item[100] = '\0';
+    size_t len = (size_t)snprintf(resp, sizeof(resp), "*%d\r\n", N + 1);
+    for (int i = 0; i < N; i++) {
+        item[0] = (char)('a' + i % 26);
+        len += (size_t)snprintf(resp + len, sizeof(resp) - len, "$100\r\n%s\r\n", item);
+    }
+    len += (size_t)snprintf(resp + len, sizeof(resp) - len, "*3\r\n:-42\r\n$-1\r\n-ERR no\r\n");
+    rds_arena_t a = {0};
+    for (int round = 0; round < 2; round++) {
+        redisReply *r = arena_read(&a, resp, len);
+        cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == N + 1);
+        for (int i = 0; i < N; i++) {
+            const redisReply *e = r->element[i];
+            cr_assert(e->type == REDIS_REPLY_STRING && e->len == 100 && e->str[100] == '\0' &&
+                          e->str[0] == 'a' + i % 26 && e->str[99] == 'x',
+                      "element %d", i);
+        }
+        const redisReply *inner = r->element[N];
+        cr_assert(inner->type == REDIS_REPLY_ARRAY && inner->elements == 3);
+        cr_assert(inner->element[0]->type == REDIS_REPLY_INTEGER &&
+                  inner->element[0]->integer == -42);
+        cr_assert_eq(inner->element[1]->type, REDIS_REPLY_NIL);
+        cr_assert(inner->element[2]->type == REDIS_REPLY_ERROR &&
+                  strcmp(inner->element[2]->str, "ERR no") == 0);
+        cr_assert_not_null(a.more, "a reply past one chunk takes more");
+        rds__arena_reset(&a);
+        cr_assert_null(a.more);
+    }
+    redisReply *small = arena_read(&a, ":7\r\n", 4);
+    cr_assert(small->type == REDIS_REPLY_INTEGER && small->integer == 7);
+    cr_assert_null(a.more, "a small reply fits the first chunk");
+    rds__arena_free(&a);
 }
