@@ -229,7 +229,9 @@ static int decide_run(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s, p
                       int64_t tokens, int64_t now, const gov_redis_reply_t *replies,
                       size_t *n_redis, gov_result_t *out)
 {
-    int rc = gov__reserve(e, gov__counters_needed(e, p, n), now, out);
+    int rc = gov_table_has_room(&e->table, n)
+                 ? 0
+                 : gov__reserve(e, gov__counters_needed(e, p, n), now, out);
     if (rc < 0)
         return rc;
     size_t ri = 0;

@@ -376,11 +376,26 @@ uint64_t gov_table_hash(const gov_table_t *t, int ident, const char *key, size_t
     return h ? h : 1; /* 0 marks an empty slot */
 }
 
+/* The n bytes at a and b are equal. Keys are short ids: up to 16 bytes, two overlapping loads
+ * of each instead of a call to memcmp (a fifth of a lookup). */
+static inline bool same_key(const uint8_t *a, const char *b, size_t n)
+{
+    if (n > 16)
+        return memcmp(a, b, n) == 0;
+    if (n >= 8)
+        return le64(a) == le64((const uint8_t *)b) &&
+               le64(a + n - 8) == le64((const uint8_t *)b + n - 8);
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != (uint8_t)b[i])
+            return false;
+    return true;
+}
+
 static bool slot_is(const gov_table_t *t, const gov_slot_t *s, int ident, uint64_t hash,
                     const char *key, size_t len)
 {
     return s->hash == hash && s->ident == ident && s->len == len &&
-           (len == 0 || memcmp(arena_chunk(t, s->key), key, len) == 0);
+           (len == 0 || same_key(arena_chunk(t, s->key), key, len));
 }
 
 /* Probes for the key: returns its slot, or the empty slot where it would go with *found = 0.

@@ -94,6 +94,14 @@ int gov_table_get(gov_table_t *t, int ident, uint64_t hash, const char *key, siz
  * slice of a growth under way. Invalidates slot numbers. 0 or -2. */
 int gov_table_reserve(gov_table_t *t, size_t extra);
 
+/* True when `extra` inserts fit with nothing to do: no growth under way, below the cap and the
+ * load factor. Then gov_table_reserve (and the cap's reclamation) would do nothing: the usual
+ * decision on keys the table holds skips both calls. */
+static inline bool gov_table_has_room(const gov_table_t *t, size_t extra)
+{
+    return !t->old && t->count + extra <= t->max && t->count + extra <= (t->mask + 1) / 4 * 3;
+}
+
 /* Examines up to `budget` slots from the cursor and frees those equivalent to a fresh key (or
  * of a dropped identity). Returns how many were freed. Invalidates slot numbers. */
 size_t gov_table_reclaim(gov_table_t *t, int64_t now, size_t budget);

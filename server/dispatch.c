@@ -62,6 +62,9 @@ static proto_str_t cstr(const char *s)
     return (proto_str_t){s, (uint32_t)strlen(s)};
 }
 
+/* The verdicts' names (gov_verdict_name) with their lengths, measured once. */
+static proto_str_t verdicts[GOV_UNFITTABLE + 1];
+
 /* Encodes a decision (decide, acquire) in `form` or the error the engine reported. */
 static int encode_result(proto_out_t *out, uint64_t seq, proto_op_t op, unsigned form,
                          gov_result_t *r)
@@ -86,7 +89,7 @@ static int encode_result(proto_out_t *out, uint64_t seq, proto_op_t op, unsigned
     }
     proto_decision_t d = {
         .admit = r->admit,
-        .verdict = cstr(gov_verdict_name(r->verdict)),
+        .verdict = verdicts[r->verdict <= GOV_UNFITTABLE ? r->verdict : GOV_ADMIT],
         .limit = cstr(r->limit),
         .remaining = r->remaining,
         .retry_after = r->retry_after_s,
@@ -354,6 +357,8 @@ static void on_closed(void *ud, stream_t *c)
 int dispatch_new(dispatch_t **out, struct gov_engine *engine, srv_metrics_t *metrics,
                  const char *node, const char *address, const char *version)
 {
+    for (int v = GOV_ADMIT; v <= GOV_UNFITTABLE; v++)
+        verdicts[v] = cstr(gov_verdict_name((gov_verdict_t)v));
     dispatch_t *s = calloc(1, sizeof(*s));
     *out = s;
     if (!s)

@@ -337,7 +337,8 @@ static bool fast_subject(const uint8_t **pp, const uint8_t *end, proto_request_t
     return true;
 }
 
-#define KEY_IS(p, len, lit) ((len) == sizeof(lit) - 1 && memcmp(p, lit, sizeof(lit) - 1) == 0)
+/* The bytes at p are the literal lit (a key with its header, or a key and its value). */
+#define AT(p, lit) (FAST_NEED(sizeof(lit) - 1) && memcmp(p, lit, sizeof(lit) - 1) == 0)
 
 static int fast_decide(const uint8_t *data, size_t len, size_t *used, proto_request_t *req)
 {
@@ -354,47 +355,67 @@ static int fast_decide(const uint8_t *data, size_t len, size_t *used, proto_requ
     req->tokens = req->actual = 0;
     req->reservation = req->lease = 0;
     for (uint32_t i = 0; i < n; i++) {
-        if (!FAST_NEED(1) || (p[0] & 0xe0) != 0xa0)
-            return -1;
-        uint32_t kl = p[0] & 0x1f;
-        const uint8_t *k = p + 1;
-        if (!FAST_NEED(1 + kl))
-            return -1;
-        p += 1 + kl;
         int f;
-        if (KEY_IS(k, kl, "op")) {
-            if (!FAST_NEED(7) || memcmp(p,
-                                        "\xa6"
-                                        "decide",
-                                        7) != 0)
+        /* a key is known by its header byte (its length), then matched with it in one compare */
+        switch (FAST_NEED(1) ? p[0] : 0) {
+        case 0xa2:
+            if (!AT(p, "\xa2"
+                       "op"
+                       "\xa6"
+                       "decide"))
                 return -1;
-            p += 7;
+            p += 10;
             f = F_OP;
-        } else if (KEY_IS(k, kl, "seq")) {
+            break;
+        case 0xa3:
+            if (!AT(p, "\xa3"
+                       "seq"))
+                return -1;
+            p += 4;
             if (!fast_uint(&p, end, &req->seq))
                 return -1;
             f = F_SEQ;
-        } else if (KEY_IS(k, kl, "subject")) {
-            if (!fast_subject(&p, end, req))
+            break;
+        case 0xa7:
+            if (AT(p, "\xa7"
+                      "subject")) {
+                p += 8;
+                if (!fast_subject(&p, end, req))
+                    return -1;
+                f = F_SUBJECT;
+            } else if (AT(p, "\xa7"
+                             "headers")) {
+                p += 8;
+                if (!FAST_NEED(1) || (p[0] != 0xc2 && p[0] != 0xc3))
+                    return -1;
+                req->headers = *p++ == 0xc3;
+                f = F_HEADERS;
+            } else {
                 return -1;
-            f = F_SUBJECT;
-        } else if (KEY_IS(k, kl, "v")) {
+            }
+            break;
+        case 0xa1:
+            if (!AT(p, "\xa1"
+                       "v"))
+                return -1;
+            p += 2;
             if (!fast_uint(&p, end, &v) || v < PROTO_V1 || v > PROTO_V_MAX)
                 return -1;
             req->version = (uint8_t)v;
             f = F_V;
-        } else if (KEY_IS(k, kl, "tokens")) {
+            break;
+        case 0xa6:
+            if (!AT(p, "\xa6"
+                       "tokens"))
+                return -1;
+            p += 7;
             if (!fast_uint(&p, end, &v) || v > (uint64_t)PROTO_MAX_COUNT)
                 return -1;
             req->has_tokens = true;
             req->tokens = (int64_t)v;
             f = F_TOKENS;
-        } else if (KEY_IS(k, kl, "headers")) {
-            if (!FAST_NEED(1) || (p[0] != 0xc2 && p[0] != 0xc3))
-                return -1;
-            req->headers = *p++ == 0xc3;
-            f = F_HEADERS;
-        } else {
+            break;
+        default:
             return -1;
         }
         if (seen & BIT(f))
