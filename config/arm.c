@@ -7,7 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define PREFIX "governance: compile limits: govern: limit \"%s\": "
+#define ARM_PATH "governance" /* the path of an arm finding */
+#define PREFIX ARM_PATH ": compile limits: govern: limit \"%s\": "
 
 const char *cfg_type_name(cfg_type_t t)
 {
@@ -147,6 +148,17 @@ int cfg_limit_arm(cfg_limit_t *l, char *msg, size_t size)
     return 0;
 }
 
+/* The warning for a limit this daemon validates but does not enforce. */
+static int folded(cfg_report_t *report, size_t i, const cfg_limit_t *l)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "governance.limits[%zu]", i);
+    return cfg__report_add(report, true, 0, path, NULL,
+                           "limit \"%s\": %s is folded from ledger rows, which this daemon does "
+                           "not hold: it validates but is not enforced here",
+                           l->id, cfg_type_name(l->type));
+}
+
 int cfg_arm(cfg_config_t *cfg, cfg_report_t *report)
 {
     int failed = 0;
@@ -156,16 +168,14 @@ int cfg_arm(cfg_config_t *cfg, cfg_report_t *report)
         char msg[1024];
         if (cfg_limit_arm(l, msg, sizeof(msg)) < 0) {
             failed = 1;
-            if (cfg__report_add(report, false, "%s", msg) < 0)
+            /* cfg_limit_arm's message begins with its path (PREFIX) */
+            if (cfg__report_add(report, false, CFG_EINVALID, ARM_PATH, NULL, "%s",
+                                msg + strlen(ARM_PATH ": ")) < 0)
                 return CFG_ENOMEM;
             continue;
         }
         if (!cfg_type_is_rate(l->type) && l->type != CFG_TYPE_CONCURRENCY &&
-            cfg__report_add(report, true,
-                            "governance.limits[%zu]: limit \"%s\": %s is folded from ledger "
-                            "rows, which this daemon does not hold: it validates but is not "
-                            "enforced here",
-                            i, l->id, cfg_type_name(l->type)) < 0)
+            folded(report, i, l) < 0)
             return CFG_ENOMEM;
     }
     if (failed)

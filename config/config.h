@@ -156,10 +156,20 @@ typedef struct cfg_config {
     bool armed;
 } cfg_config_t;
 
-/* One finding: the text after "Error: " or "Warning: ", position included. */
+/*
+ * One finding: the detail of the one error space (code, path, message; see tt_err.h) with its
+ * position. The message is not bounded as a tt_err_t's is: a config message may be long (the
+ * keys a mapping takes, the arm's explanations), so the report owns it. `text` is what is
+ * printed after "Error: " or "Warning: ": "path: message (file:line:col)", the position left
+ * out when there is none. path, message and text are one allocation, owned by the report.
+ */
 typedef struct cfg_finding {
     bool warning;
-    char *text; /* owned by the report */
+    int code;            /* CFG_EINVALID, or CFG_ENOMEM; 0 for a warning */
+    const char *path;    /* the field: "governance.limits[0].amount"; "(root)": the whole file */
+    const char *message; /* what is wrong with it */
+    int line, col;       /* its position in the file (1-based); 0: none (the arm's findings) */
+    char *text;
 } cfg_finding_t;
 
 /* Everything a load or an arm found. Zero-initialise, reuse across calls, cfg_report_free. */

@@ -4,9 +4,16 @@
 
 #include "config.h"
 
-/* Appends one formatted finding. Returns 0 or CFG_ENOMEM. */
-int cfg__report_add(cfg_report_t *r, bool warning, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* A finding's position in the file; its file name is borrowed. */
+typedef struct cfg_pos {
+    const char *file;
+    int line, col;
+} cfg_pos_t;
+
+/* Appends one finding: code (ignored for a warning), the field's path, where it is (NULL: no
+ * position), the formatted message. Returns 0 or CFG_ENOMEM. */
+int cfg__report_add(cfg_report_t *r, bool warning, int code, const char *path, const cfg_pos_t *at,
+                    const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
 /*
  * The YAML document as a tree. Every node keeps its source position (1-based line and

@@ -42,8 +42,8 @@ static void add(struct ctx *c, bool warning, const char *path, const cfg_node_t 
     vsnprintf(msg, sizeof(msg), fmt, ap);
     if (!warning)
         c->errors++;
-    if (cfg__report_add(c->report, warning, "%s: %s (%s:%d:%d)", path, msg, c->file,
-                        at ? at->line : 1, at ? at->col : 1) < 0)
+    cfg_pos_t pos = {c->file, at ? at->line : 1, at ? at->col : 1};
+    if (cfg__report_add(c->report, warning, CFG_EINVALID, path, &pos, "%s", msg) < 0)
         c->oom = 1;
 }
 
@@ -1131,7 +1131,7 @@ int cfg_load_string(const char *name, const char *text, size_t len, cfg_config_t
     cfg_config_t *cfg = calloc(1, sizeof(*cfg));
     if (!cfg) {
         cfg__doc_free(&doc);
-        cfg__report_add(report, false, "(root): out of memory");
+        cfg__report_add(report, false, CFG_ENOMEM, "(root)", NULL, "out of memory");
         return CFG_ENOMEM;
     }
     snprintf(cfg->source, sizeof(cfg->source), "%s", name);
@@ -1159,7 +1159,7 @@ int cfg_load_string(const char *name, const char *text, size_t len, cfg_config_t
     }
     cfg__doc_free(&doc);
     if (c.oom) {
-        cfg__report_add(report, false, "(root): out of memory");
+        cfg__report_add(report, false, CFG_ENOMEM, "(root)", NULL, "out of memory");
         cfg_free(cfg);
         return CFG_ENOMEM;
     }
@@ -1179,22 +1179,22 @@ int cfg_load_file(const char *path, cfg_config_t **out, cfg_report_t *report)
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0) {
-        cfg__report_add(report, false, "(root): cannot open the file: %s (%s:1:1)", strerror(errno),
-                        path);
+        cfg__report_add(report, false, CFG_EINVALID, "(root)", &(cfg_pos_t){path, 1, 1},
+                        "cannot open the file: %s", strerror(errno));
         if (fd >= 0)
             close(fd);
         return CFG_EINVALID;
     }
     if (S_ISDIR(st.st_mode)) {
-        cfg__report_add(report, false, "(root): is a directory, not a config file (%s:1:1)", path);
+        cfg__report_add(report, false, CFG_EINVALID, "(root)", &(cfg_pos_t){path, 1, 1},
+                        "is a directory, not a config file");
         close(fd);
         return CFG_EINVALID;
     }
     if (!S_ISREG(st.st_mode)) {
-        cfg__report_add(report, false,
-                        "(root): not a regular file (a FIFO, socket or device); a config must be "
-                        "a regular file (%s:1:1)",
-                        path);
+        cfg__report_add(report, false, CFG_EINVALID, "(root)", &(cfg_pos_t){path, 1, 1},
+                        "not a regular file (a FIFO, socket or device); a config must be a "
+                        "regular file");
         close(fd);
         return CFG_EINVALID;
     }
@@ -1203,16 +1203,15 @@ int cfg_load_file(const char *path, cfg_config_t **out, cfg_report_t *report)
     size_t cap = CFG_FILE_MAX + 1, len = 0;
     if (S_ISREG(st.st_mode) && st.st_size > CFG_FILE_MAX) {
         close(fd);
-        cfg__report_add(report, false,
-                        "(root): the file is larger than 1 MiB (%lld bytes; the limit is %d) "
-                        "(%s:1:1)",
-                        (long long)st.st_size, CFG_FILE_MAX, path);
+        cfg__report_add(report, false, CFG_EINVALID, "(root)", &(cfg_pos_t){path, 1, 1},
+                        "the file is larger than 1 MiB (%lld bytes; the limit is %d)",
+                        (long long)st.st_size, CFG_FILE_MAX);
         return CFG_EINVALID;
     }
     char *buf = malloc(cap);
     if (!buf) {
         close(fd);
-        cfg__report_add(report, false, "(root): out of memory");
+        cfg__report_add(report, false, CFG_ENOMEM, "(root)", NULL, "out of memory");
         return CFG_ENOMEM;
     }
     while (len < cap) {
@@ -1220,8 +1219,8 @@ int cfg_load_file(const char *path, cfg_config_t **out, cfg_report_t *report)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            cfg__report_add(report, false, "(root): cannot read the file: %s (%s:1:1)",
-                            strerror(errno), path);
+            cfg__report_add(report, false, CFG_EINVALID, "(root)", &(cfg_pos_t){path, 1, 1},
+                            "cannot read the file: %s", strerror(errno));
             free(buf);
             close(fd);
             return CFG_EINVALID;

@@ -115,8 +115,8 @@ static void report(struct builder *b, const char *path, int line, int col, const
                    const char *arg)
 {
     b->errors++;
-    if (cfg__report_add(b->report, false, "%s: %s%s (%s:%d:%d)", path, msg, arg ? arg : "",
-                        b->doc->name, line, col) < 0)
+    cfg_pos_t at = {b->doc->name, line, col};
+    if (cfg__report_add(b->report, false, CFG_EINVALID, path, &at, "%s%s", msg, arg ? arg : "") < 0)
         b->oom = 1;
 }
 
@@ -156,9 +156,9 @@ static int expand(struct builder *b, const cfg_node_t *at, const char *path, con
             piece = getenv(name);
             if (!piece) {
                 b->errors++;
-                if (cfg__report_add(b->report, false,
-                                    "%s: environment variable %s is not set (%s:%d:%d)", path, name,
-                                    b->doc->name, at->line, at->col) < 0)
+                cfg_pos_t pos = {b->doc->name, at->line, at->col};
+                if (cfg__report_add(b->report, false, CFG_EINVALID, path, &pos,
+                                    "environment variable %s is not set", name) < 0)
                     b->oom = 1;
                 return -1;
             }
@@ -384,7 +384,7 @@ int cfg__yaml_load(const char *name, const char *text, size_t len, cfg_doc_t *do
 
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) {
-        cfg__report_add(report_out, false, "%s: out of memory", ROOT_PATH);
+        cfg__report_add(report_out, false, CFG_ENOMEM, ROOT_PATH, NULL, "out of memory");
         return CFG_ENOMEM;
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
@@ -443,7 +443,7 @@ int cfg__yaml_load(const char *name, const char *text, size_t len, cfg_doc_t *do
         b.depth--;
     }
     if (b.oom) {
-        cfg__report_add(report_out, false, "%s: out of memory", ROOT_PATH);
+        cfg__report_add(report_out, false, CFG_ENOMEM, ROOT_PATH, NULL, "out of memory");
         return CFG_ENOMEM;
     }
     /* Duplicate keys and unset variables leave a usable tree: the schema still runs on it

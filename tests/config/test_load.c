@@ -366,3 +366,81 @@ Test(schema, demand_keys_out_of_range_is_refused_naming_the_field)
     cr_assert_str_eq(text, "");
     free(text);
 }
+
+/* Each finding carries the one error space's detail: code, path, message, and its position;
+ * `text` is what validate prints after "Error: " or "Warning: ". */
+Test(findings, carry_code_path_message_and_position)
+{
+    static const char yaml[] = "governance:\n"
+                               "  limits:\n"
+                               "    - id: a\n"
+                               "      attach: { level: team }\n"
+                               "      type: rpm\n"
+                               "      amount: 0\n"
+                               "      period: 1m\n"
+                               "    - id: b\n"
+                               "      attach: { level: team }\n"
+                               "      type: rpm\n"
+                               "      amount: 5\n"
+                               "      period: 1m\n"
+                               "      algorithm: fixed_window\n"
+                               "      burst: 3\n"
+                               "      colour: red\n";
+    cfg_report_t r = {0};
+    cfg_config_t *cfg = NULL;
+    cr_assert_eq(cfg_load_string("t.yaml", yaml, sizeof(yaml) - 1, &cfg, &r), CFG_EINVALID);
+    cr_assert_eq(r.n, 3);
+    const cfg_finding_t *f = &r.items[0];
+    cr_assert_not(f->warning);
+    cr_assert_eq(f->code, CFG_EINVALID);
+    cr_assert_str_eq(f->path, "governance.limits[0].amount");
+    cr_assert_str_eq(f->message, "must be greater than 0, got 0");
+    cr_assert_eq(f->line, 6);
+    cr_assert_eq(f->col, 15);
+    cr_assert_str_eq(f->text,
+                     "governance.limits[0].amount: must be greater than 0, got 0 (t.yaml:6:15)");
+    f = &r.items[1];
+    cr_assert_eq(f->code, CFG_EINVALID);
+    cr_assert_str_eq(f->path, "governance.limits[1].colour");
+    cr_assert(strstr(f->message, "unknown key; expected one of: id, attach"), "%s", f->message);
+    f = &r.items[2];
+    cr_assert(f->warning);
+    cr_assert_eq(f->code, 0);
+    cr_assert_str_eq(f->path, "governance.limits[1].burst");
+    cr_assert_eq(f->line, 14);
+    cr_assert_eq(r.n_errors, 2);
+    cr_assert_eq(r.n_warnings, 1);
+    cfg_report_free(&r);
+
+    cr_assert_eq(cfg_load_file("/nonexistent/tt.yaml", &cfg, &r), CFG_EINVALID);
+    cr_assert_eq(r.items[0].code, CFG_EINVALID);
+    cr_assert_str_eq(r.items[0].path, "(root)");
+    cr_assert_str_eq(r.items[0].message, "cannot open the file: No such file or directory");
+    cr_assert_eq(r.items[0].line, 1);
+    cr_assert_str_eq(r.items[0].text, "(root): cannot open the file: No such file or directory "
+                                      "(/nonexistent/tt.yaml:1:1)");
+    cfg_report_free(&r);
+}
+
+/* An arm finding has a path and no position: what validate --arm prints is unchanged. */
+Test(findings, an_arm_finding_has_a_path_and_no_position)
+{
+    static const char yaml[] = "governance:\n"
+                               "  limits:\n"
+                               "    - { id: t, attach: { level: team }, type: tpm, amount: 500,\n"
+                               "        period: 1m }\n";
+    cfg_report_t r = {0};
+    cfg_config_t *cfg = NULL;
+    cr_assert_eq(cfg_load_string("t.yaml", yaml, sizeof(yaml) - 1, &cfg, &r), 0);
+    cr_assert_eq(cfg_arm(cfg, &r), CFG_EINVALID);
+    cr_assert_eq(r.n, 1);
+    cr_assert_eq(r.items[0].code, CFG_EINVALID);
+    cr_assert_str_eq(r.items[0].path, "governance");
+    cr_assert_eq(r.items[0].line, 0);
+    const char *m = r.items[0].message;
+    cr_assert(strstr(m, "compile limits: govern: limit \"t\": tpm limit") == m, "%s", m);
+    cr_assert(strstr(r.items[0].text, "governance: compile limits: ") == r.items[0].text, "%s",
+              r.items[0].text);
+    cfg_report_free(&r);
+    cfg_free(cfg);
+}

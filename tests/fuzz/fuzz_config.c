@@ -43,7 +43,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     for (size_t i = 0; i < report.n; i++)
-        check(report.items[i].text && report.items[i].text[0]);
+        check(report.items[i].text && report.items[i].path[0] && report.items[i].message[0] &&
+              (report.items[i].warning ? report.items[i].code == 0 : report.items[i].code < 0));
     cfg_report_free(&report);
     cfg_free(cfg);
     return 0;
