@@ -1,0 +1,378 @@
+/* The schema of the server and shared_state sections (share, redis). */
+#include "schema.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---- sections ---- */
+
+static const char *const server_keys[] = {"socket",
+                                          "socket_mode",
+                                          "socket_group",
+                                          "http",
+                                          "http_decide",
+                                          "http_subject",
+                                          "http_tokens",
+                                          "max_counters",
+                                          "max_connections",
+                                          "allow_uids",
+                                          "allow_gids",
+                                          "state_dir",
+                                          "snapshot_interval",
+                                          "grpc",
+                                          "grpc_domains",
+                                          "grpc_charge_domains",
+                                          NULL};
+static const char *const http_decide_names[] = {"loopback", "on", "off", NULL};
+
+/* An HTTP header name: an RFC 9110 token. */
+static int header_char(int ch)
+{
+    return isalnum(ch) || (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+/* server.http_subject: level -> header, and server.http_tokens: one header; no header twice. */
+static void load_http_mapping(struct cfg__ctx *c, const cfg_node_t *subject,
+                              const cfg_node_t *tokens)
+{
+    cfg_server_t *s = &c->cfg->server;
+    char p[PATH_SIZE];
+    if (subject && !subject->failed && subject->kind != CFG_NODE_MAP)
+        cfg__err(c, "server.http_subject", subject,
+                 "expected a mapping of subject levels to header names, got %s",
+                 subject->null ? "an empty value" : cfg__kind_name(subject));
+    else if (subject && subject->n > CFG_HTTP_SUBJECT_MAX)
+        cfg__err(c, "server.http_subject", subject, "%zu levels; at most %d", subject->n,
+                 CFG_HTTP_SUBJECT_MAX);
+    else if (subject && !subject->failed) {
+        for (size_t i = 0; i < subject->n; i++) {
+            const cfg_node_t *k = subject->items[2 * i], *v = subject->items[2 * i + 1];
+            cfg_http_level_t *e = &s->http_subject[s->n_http_subject];
+            cfg__join(p, "server.http_subject", k->text);
+            if (cfg__get_string(c, k, p, e->level, CFG_LEVEL_MAX, false, cfg__level_char,
+                                "a level name") ||
+                cfg__get_string(c, v, p, e->header, CFG_HEADER_MAX, false, header_char,
+                                "an HTTP header name"))
+                continue;
+            if (strcmp(e->level, "global") == 0) {
+                cfg__err(c, p, k, "\"global\" is one counter for every request; it takes no id");
+                continue;
+            }
+            size_t j = 0;
+            while (j < s->n_http_subject && strcasecmp(s->http_subject[j].header, e->header) != 0)
+                j++;
+            if (j < s->n_http_subject) {
+                cfg__err(c, p, v, "header %s already names level %s", e->header,
+                         s->http_subject[j].level);
+                continue;
+            }
+            s->n_http_subject++;
+        }
+    }
+    if (!tokens || cfg__get_string(c, tokens, "server.http_tokens", s->http_tokens, CFG_HEADER_MAX,
+                                   false, header_char, "an HTTP header name"))
+        return;
+    for (size_t j = 0; j < s->n_http_subject; j++) {
+        if (strcasecmp(s->http_subject[j].header, s->http_tokens) == 0) {
+            cfg__err(c, "server.http_tokens", tokens, "header %s already names level %s",
+                     s->http_tokens, s->http_subject[j].level);
+            s->http_tokens[0] = '\0';
+        }
+    }
+}
+
+/* server.allow_uids / allow_gids: a sequence of numeric ids (names would need NSS at load). */
+static void get_ids(struct cfg__ctx *c, const cfg_node_t *v, const char *key, uint32_t *ids,
+                    size_t *n)
+{
+    char p[PATH_SIZE];
+    snprintf(p, sizeof(p), "server.%s", key);
+    if (v->kind != CFG_NODE_SEQ) {
+        cfg__err(c, p, v, "expected a sequence of numeric ids, got %s",
+                 v->null ? "an empty value" : cfg__kind_name(v));
+        return;
+    }
+    if (v->n > CFG_ALLOW_MAX) {
+        cfg__err(c, p, v, "%zu ids; at most %d", v->n, CFG_ALLOW_MAX);
+        return;
+    }
+    for (size_t i = 0; i < v->n; i++) {
+        int64_t id;
+        snprintf(p, sizeof(p), "server.%s[%zu]", key, i);
+        if (cfg__get_int(c, v->items[i], p, 0, UINT32_MAX - 1, &id) == 0)
+            ids[(*n)++] = (uint32_t)id;
+    }
+}
+
+static int domain_char(int ch)
+{
+    return isgraph(ch);
+}
+
+/* server.grpc_domains / grpc_charge_domains: Envoy rate limit domains (printable, no spaces). */
+static void get_domains(struct cfg__ctx *c, const cfg_node_t *v, const char *key,
+                        char (*out)[CFG_NAME_MAX + 1], size_t *n)
+{
+    char p[PATH_SIZE];
+    snprintf(p, sizeof(p), "server.%s", key);
+    if (v->kind != CFG_NODE_SEQ) {
+        cfg__err(c, p, v, "expected a sequence of domain names, got %s",
+                 v->null ? "an empty value" : cfg__kind_name(v));
+        return;
+    }
+    if (v->n > CFG_DOMAINS_MAX) {
+        cfg__err(c, p, v, "%zu domains; at most %d", v->n, CFG_DOMAINS_MAX);
+        return;
+    }
+    for (size_t i = 0; i < v->n; i++) {
+        snprintf(p, sizeof(p), "server.%s[%zu]", key, i);
+        if (cfg__get_string(c, v->items[i], p, out[*n], CFG_NAME_MAX, false, domain_char,
+                            "a domain name (printable, no spaces)") == 0)
+            (*n)++;
+    }
+}
+
+/* server.grpc: host:port, or an absolute unix socket path; "" is off. */
+static void get_grpc(struct cfg__ctx *c, const cfg_node_t *v, char *out)
+{
+    const char *s = cfg__want_scalar(c, v, "server.grpc");
+    if (s && s[0] == '/')
+        cfg__get_string(c, v, "server.grpc", out, CFG_SOCKET_PATH_MAX, false, NULL, "a path");
+    else if (s && *s && !strchr(s, ':'))
+        cfg__err(c, "server.grpc", v,
+                 "\"%s\" is neither host:port nor an absolute unix socket path", s);
+    else if (s)
+        cfg__get_address(c, v, "server.grpc", out, true, true);
+}
+
+void cfg__load_server(struct cfg__ctx *c, const cfg_node_t *n)
+{
+    cfg_server_t *s = &c->cfg->server;
+    char p[PATH_SIZE];
+    const cfg_node_t *m = cfg__want_map(c, n, "server", server_keys), *v;
+    if ((v = cfg__at(m, "socket")) &&
+        cfg__get_string(c, v, "server.socket", s->socket, CFG_SOCKET_PATH_MAX, false, NULL,
+                        "a path") == 0 &&
+        s->socket[0] != '/')
+        cfg__err(c, "server.socket", v, "\"%s\" must be an absolute path", s->socket);
+    if ((v = cfg__at(m, "socket_mode"))) {
+        const char *t = cfg__want_scalar(c, v, "server.socket_mode");
+        char *end;
+        long mode = t ? strtol(t, &end, 8) : -1;
+        if (t && (!*t || *end || mode < 0 || mode > 0777 || !isdigit((unsigned char)*t)))
+            cfg__err(c, "server.socket_mode", v, "\"%s\" is not an octal file mode (0000-0777)", t);
+        else if (t)
+            s->socket_mode = (uint32_t)mode;
+    }
+    if ((v = cfg__at(m, "socket_group")))
+        cfg__get_string(c, v, "server.socket_group", s->socket_group, CFG_NAME_MAX, true,
+                        cfg__level_char, "a group name");
+    if ((v = cfg__at(m, "http")))
+        cfg__get_address(c, v, "server.http", s->http, true, true);
+    int decide;
+    if ((v = cfg__at(m, "http_decide")) &&
+        cfg__get_enum(c, v, "server.http_decide", "setting", http_decide_names, &decide) == 0)
+        s->http_decide = (cfg_http_decide_t)decide;
+    load_http_mapping(c, cfg__at(m, "http_subject"), cfg__at(m, "http_tokens"));
+    if ((v = cfg__at(m, "max_counters")))
+        cfg__get_int(c, v, cfg__join(p, "server", "max_counters"), 1, 100000000, &s->max_counters);
+    if ((v = cfg__at(m, "max_connections")))
+        cfg__get_int(c, v, cfg__join(p, "server", "max_connections"), 1, 65536,
+                     &s->max_connections);
+    if ((v = cfg__at(m, "state_dir")) &&
+        cfg__get_string(c, v, "server.state_dir", s->state_dir, CFG_PATH_MAX, true, NULL,
+                        "a path") == 0 &&
+        s->state_dir[0] && s->state_dir[0] != '/')
+        cfg__err(c, "server.state_dir", v, "\"%s\" must be an absolute path (or \"\" for no state)",
+                 s->state_dir);
+    if ((v = cfg__at(m, "snapshot_interval")) &&
+        cfg__get_duration(c, v, "server.snapshot_interval", 0, INT64_C(3600) * 1000000000,
+                          &s->snapshot_interval_ns) == 0 &&
+        s->snapshot_interval_ns > 0 && s->snapshot_interval_ns < CFG_SNAPSHOT_INTERVAL_MIN_NS)
+        cfg__err(c, "server.snapshot_interval", v,
+                 "must be 0 (a snapshot only at stop) or at least 100ms");
+    if ((v = cfg__at(m, "allow_uids")))
+        get_ids(c, v, "allow_uids", s->allow_uids, &s->n_allow_uids);
+    if ((v = cfg__at(m, "allow_gids")))
+        get_ids(c, v, "allow_gids", s->allow_gids, &s->n_allow_gids);
+    if ((v = cfg__at(m, "grpc")))
+        get_grpc(c, v, s->grpc);
+    if ((v = cfg__at(m, "grpc_domains")))
+        get_domains(c, v, "grpc_domains", s->grpc_domains, &s->n_grpc_domains);
+    if ((v = cfg__at(m, "grpc_charge_domains")))
+        get_domains(c, v, "grpc_charge_domains", s->grpc_charge_domains, &s->n_grpc_charge_domains);
+}
+
+/* A sequence of host:port (gossip seeds, Redis Cluster seeds, Sentinels): at most `max`, each
+ * checked as an address and named by its index. */
+static void get_address_list(struct cfg__ctx *c, const cfg_node_t *v, const char *base,
+                             const char *key, char (*out)[CFG_ADDR_MAX + 1], size_t max, size_t *n)
+{
+    char p[PATH_SIZE];
+    if (v->kind != CFG_NODE_SEQ) {
+        cfg__err(c, cfg__join(p, base, key), v, "expected a sequence of host:port, got %s",
+                 v->null ? "an empty value" : cfg__kind_name(v));
+    } else if (v->n > max) {
+        cfg__err(c, cfg__join(p, base, key), v, "%zu entries; at most %zu", v->n, max);
+    } else {
+        for (size_t i = 0; i < v->n; i++) {
+            snprintf(p, sizeof(p), "%s.%s[%zu]", base, key, i);
+            if (cfg__get_address(c, v->items[i], p, out[*n], false, false) == 0)
+                (*n)++;
+        }
+    }
+}
+
+static const char *const share_keys[] = {"node_id",
+                                         "bind",
+                                         "advertise",
+                                         "seeds",
+                                         "keyring_file",
+                                         "cluster",
+                                         "partition_hold",
+                                         "join_timeout",
+                                         "division",
+                                         "cold_share",
+                                         "demand_interval",
+                                         "demand_keys",
+                                         NULL};
+static const char *const division_names[] = {"equal", "demand", NULL};
+
+static void load_share(struct cfg__ctx *c, const cfg_node_t *n)
+{
+    cfg_share_t *s = &c->cfg->share;
+    const char *base = "shared_state.share";
+    char p[PATH_SIZE];
+    const cfg_node_t *m = cfg__want_map(c, n, base, share_keys), *v;
+    if (!m)
+        return;
+    s->present = true;
+    if (!(v = cfg__at(m, "node_id")))
+        cfg__err(c, cfg__join(p, base, "node_id"), m,
+                 "missing; every replica needs a unique node id "
+                 "(e.g. node_id: ${NODE_NAME})");
+    else
+        cfg__get_string(c, v, cfg__join(p, base, "node_id"), s->node_id, CFG_NAME_MAX, false,
+                        cfg__level_char, "a node id (letters, digits, _ - .)");
+    if ((v = cfg__at(m, "bind")))
+        cfg__get_address(c, v, cfg__join(p, base, "bind"), s->bind, false, true);
+    if ((v = cfg__at(m, "advertise")))
+        cfg__get_address(c, v, cfg__join(p, base, "advertise"), s->advertise, true, false);
+    if ((v = cfg__at(m, "seeds")))
+        get_address_list(c, v, base, "seeds", s->seeds, CFG_SEEDS_MAX, &s->n_seeds);
+    if ((v = cfg__at(m, "keyring_file")))
+        cfg__get_string(c, v, cfg__join(p, base, "keyring_file"), s->keyring_file, CFG_PATH_MAX,
+                        true, NULL, "a path");
+    if ((v = cfg__at(m, "cluster")))
+        cfg__get_string(c, v, cfg__join(p, base, "cluster"), s->cluster, CFG_NAME_MAX, true,
+                        cfg__level_char, "a cluster label (letters, digits, _ - .)");
+    if ((v = cfg__at(m, "partition_hold")))
+        cfg__get_duration(c, v, cfg__join(p, base, "partition_hold"), 0, INT64_C(3600) * 1000000000,
+                          &s->partition_hold_ns);
+    if ((v = cfg__at(m, "join_timeout")))
+        cfg__get_duration(c, v, cfg__join(p, base, "join_timeout"), 1000000,
+                          INT64_C(600) * 1000000000, &s->join_timeout_ns);
+    int division;
+    if ((v = cfg__at(m, "division")) && cfg__get_enum(c, v, cfg__join(p, base, "division"),
+                                                      "division", division_names, &division) == 0)
+        s->division = (cfg_division_t)division;
+    if ((v = cfg__at(m, "cold_share"))) {
+        const char *t = cfg__want_scalar(c, v, cfg__join(p, base, "cold_share"));
+        char *end;
+        double d = t ? strtod(t, &end) : 0;
+        if (t && (end == t || *end || !(d > 0 && d < 1)))
+            cfg__err(c, p, v, "\"%s\" is not a fraction strictly between 0 and 1 (e.g. 0.05)", t);
+        else if (t)
+            s->cold_share = d;
+    }
+    if ((v = cfg__at(m, "demand_interval")))
+        cfg__get_duration(c, v, cfg__join(p, base, "demand_interval"), INT64_C(10) * 1000000,
+                          INT64_C(60) * 1000000000, &s->demand_interval_ns);
+    if ((v = cfg__at(m, "demand_keys")))
+        cfg__get_int(c, v, cfg__join(p, base, "demand_keys"), CFG_DEMAND_KEYS_MIN,
+                     CFG_DEMAND_KEYS_MAX, &s->demand_keys);
+}
+
+static const char *const redis_keys[] = {"address", "cluster", "sentinels",
+                                         "master",  "timeout", NULL};
+
+/* shared_state.redis names one topology: address (one Redis), cluster (seed nodes of a Redis
+ * Cluster) or sentinels with master (a primary that Sentinel fails over). */
+static void load_redis(struct cfg__ctx *c, const cfg_node_t *n)
+{
+    cfg_redis_t *r = &c->cfg->redis;
+    const char *base = "shared_state.redis", *s;
+    char p[PATH_SIZE];
+    const cfg_node_t *m = cfg__want_map(c, n, base, redis_keys), *v;
+    if (!m)
+        return;
+    r->present = true;
+    const char *topologies[] = {"address", "cluster", "sentinels"};
+    const cfg_node_t *given[3];
+    const char *first = NULL;
+    for (int i = 0; i < 3; i++) {
+        given[i] = cfg__at(m, topologies[i]);
+        if (given[i] && first)
+            cfg__err(c, cfg__join(p, base, topologies[i]), given[i],
+                     "give one of address, cluster or sentinels, not %s and %s", first,
+                     topologies[i]);
+        else if (given[i])
+            first = topologies[i];
+    }
+    if (!first)
+        cfg__err(c, cfg__join(p, base, "address"), m,
+                 "missing; write the Redis host:port (or cluster: [seed host:port, ...], or "
+                 "sentinels: [host:port, ...] with master: NAME)");
+    const char *path = "shared_state.redis.address";
+    if ((v = given[0]) == NULL)
+        v = NULL; /* another topology, or none (reported above) */
+    else if (v->kind == CFG_NODE_SCALAR && !v->null && !v->failed && (s = v->text) &&
+             (s[0] == '/' || strncmp(s, "unix:", 5) == 0)) {
+        /* a unix socket path (redis/: rds_address_parse); sun_path holds 107 bytes */
+        const char *sock = s[0] == '/' ? s : s + 5;
+        if (sock[0] != '/' || strlen(sock) > 107 || sock[strlen(sock) - 1] == '/')
+            cfg__err(c, path, v, "\"%s\" is not a unix socket path (absolute, at most 107 bytes)",
+                     s);
+        else
+            memcpy(r->address, s, strlen(s) + 1);
+    } else
+        cfg__get_address(c, v, path, r->address, false, false);
+    for (int i = 1; i < 3; i++) {
+        size_t *count = i == 1 ? &r->n_cluster : &r->n_sentinels;
+        if (given[i])
+            get_address_list(c, given[i], base, topologies[i], i == 1 ? r->cluster : r->sentinels,
+                             CFG_REDIS_NODES_MAX, count);
+        if (given[i] && given[i]->kind == CFG_NODE_SEQ && given[i]->n == 0)
+            cfg__err(c, cfg__join(p, base, topologies[i]), given[i],
+                     "empty; name at least one host:port");
+    }
+    if ((v = cfg__at(m, "master"))) {
+        if (!given[2])
+            cfg__err(c, cfg__join(p, base, "master"), v,
+                     "only with sentinels (the name Sentinel knows the primary by)");
+        else
+            cfg__get_string(c, v, cfg__join(p, base, "master"), r->master, CFG_NAME_MAX, false,
+                            cfg__level_char, "a master name (letters, digits, _ - .)");
+    } else if (given[2]) {
+        cfg__err(
+            c, cfg__join(p, base, "master"), m,
+            "missing; Sentinel needs the name it monitors the primary by (e.g. master: mymaster)");
+    }
+    if ((v = cfg__at(m, "timeout")))
+        cfg__get_duration(c, v, "shared_state.redis.timeout", 1000000, INT64_C(60) * 1000000000,
+                          &r->timeout_ns);
+}
+
+static const char *const shared_state_keys[] = {"share", "redis", NULL};
+
+void cfg__load_shared_state(struct cfg__ctx *c, const cfg_node_t *n)
+{
+    const cfg_node_t *m = cfg__want_map(c, n, "shared_state", shared_state_keys), *v;
+    if ((v = cfg__at(m, "share")))
+        load_share(c, v);
+    if ((v = cfg__at(m, "redis")))
+        load_redis(c, v);
+}
