@@ -527,9 +527,11 @@ static int start(daemon_t *d)
         dispatch_set_members(d->dispatch, members_rows, d);
         dispatch_set_doubt(d->dispatch, n_doubt, d);
         srv_metrics_add_source(d->metrics, membership_metrics, d);
-        if (share_node_new(&d->share, &d->cfg->share, tt_wall_ns()) ||
+        gerr = (tt_err_t){0};
+        if (share_node_new(&d->share, &d->cfg->share, tt_wall_ns(), &gerr) ||
             share_node_attach(d->share, &d->loop, d->mb)) {
-            srv_log(SRV_LOG_ERROR, "share store", "detail", "cannot start", NULL);
+            srv_log(SRV_LOG_ERROR, "share store", "detail",
+                    gerr.code ? tt_err_format(&gerr, err, sizeof(err)) : "cannot start", NULL);
             return EX_SOFTWARE_;
         }
         gov_engine_set_share(d->engine, &share_node_ops, d->share);

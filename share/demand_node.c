@@ -29,10 +29,9 @@ struct demand_node {
     bool attached;
 };
 
-/* The shared_state.share setting each demand_config_t field comes from, so that a failure names
- * what the operator wrote. */
-static void name_setting(tt_err_t *err)
+int demand_node_new(demand_node_t **out, const cfg_share_t *cfg, tt_err_t *err)
 {
+    /* the shared_state.share setting each demand_config_t field comes from */
     static const char *const from[][2] = {
         {"interval_ns", "demand_interval"},
         {"window_ns", "demand_interval"},
@@ -42,15 +41,6 @@ static void name_setting(tt_err_t *err)
         {"leases_max", "demand_keys"},
         {"self_id", "node_id"},
     };
-    for (size_t i = 0; i < sizeof(from) / sizeof(from[0]); i++)
-        if (strcmp(err->path, from[i][0]) == 0) {
-            snprintf(err->path, sizeof(err->path), "shared_state.share.%s", from[i][1]);
-            return;
-        }
-}
-
-int demand_node_new(demand_node_t **out, const cfg_share_t *cfg, tt_err_t *err)
-{
     *out = NULL;
     demand_config_t dc;
     demand_config_from_share(&dc, cfg);
@@ -61,8 +51,8 @@ int demand_node_new(demand_node_t **out, const cfg_share_t *cfg, tt_err_t *err)
     int rc = n->members ? demand_new(&n->core, &dc, cfg->node_id, strlen(cfg->node_id), err)
                         : tt_err_set(err, DEMAND_ENOMEM, "", "the demand node's member list");
     if (rc < 0) {
-        if (err && rc == DEMAND_ECONFIG)
-            name_setting(err);
+        if (rc == DEMAND_ECONFIG)
+            share_node_name_setting(err, from, sizeof(from) / sizeof(from[0]));
         free(n->members);
         free(n);
         return rc;

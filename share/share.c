@@ -96,13 +96,19 @@ void share_config_default(share_config_t *cfg)
     cfg->swim.retry_above = 32;
 }
 
-int share_init(share_core_t *core, const share_config_t *cfg, int64_t now)
+int share_init(share_core_t *core, const share_config_t *cfg, int64_t now, tt_err_t *err)
 {
     memset(core, 0, sizeof(*core));
-    if (cfg->partition_hold_ns < 0 || cfg->join_timeout_ns < 0 ||
-        cfg->swim.probe_interval_ns <= 0 || cfg->swim.suspicion_mult == 0 ||
-        cfg->swim.suspicion_max_mult == 0)
-        return SHARE_ECONFIG;
+    if (cfg->partition_hold_ns < 0)
+        return tt_err_set(err, SHARE_ECONFIG, "partition_hold_ns", "negative");
+    if (cfg->join_timeout_ns < 0)
+        return tt_err_set(err, SHARE_ECONFIG, "join_timeout_ns", "negative");
+    if (cfg->swim.probe_interval_ns <= 0)
+        return tt_err_set(err, SHARE_ECONFIG, "swim.probe_interval_ns", "not positive");
+    if (cfg->swim.suspicion_mult == 0)
+        return tt_err_set(err, SHARE_ECONFIG, "swim.suspicion_mult", "0");
+    if (cfg->swim.suspicion_max_mult == 0)
+        return tt_err_set(err, SHARE_ECONFIG, "swim.suspicion_max_mult", "0");
     core->cfg = *cfg;
     core->started_ns = now;
     core->live = 1;

@@ -153,8 +153,9 @@ typedef struct share_disclosure {
 /* Fills the defaults: partition_hold 60 s, join_timeout 5 s, SWIM per SPEC §7. */
 void share_config_default(share_config_t *cfg);
 
-/* Starts a core at `now`, unarmed, alone. Returns 0 or SHARE_ECONFIG (core zeroed). */
-int share_init(share_core_t *core, const share_config_t *cfg, int64_t now);
+/* Starts a core at `now`, unarmed, alone. Returns 0 or SHARE_ECONFIG (core zeroed) with err's path
+ * naming the field of cfg (`swim.probe_interval_ns`); err may be NULL. */
+int share_init(share_core_t *core, const share_config_t *cfg, int64_t now, tt_err_t *err);
 
 /*
  * Advances the core to `now` with a fresh view. Call it on every membership change and at

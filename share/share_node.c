@@ -7,7 +7,6 @@
 #include "share_node.h"
 #include "tt_clock.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,18 +27,30 @@ struct share_node {
     bool attached;
 };
 
-int share_node_new(share_node_t **out, const cfg_share_t *cfg, int64_t now)
+void share_node_name_setting(tt_err_t *err, const char *const (*from)[2], size_t n)
 {
+    for (size_t i = 0; err && i < n; i++)
+        if (strcmp(err->path, from[i][0]) == 0) {
+            snprintf(err->path, sizeof(err->path), "shared_state.share.%s", from[i][1]);
+            return;
+        }
+}
+
+int share_node_new(share_node_t **out, const cfg_share_t *cfg, int64_t now, tt_err_t *err)
+{
+    static const char *const from[][2] = {{"partition_hold_ns", "partition_hold"},
+                                          {"join_timeout_ns", "join_timeout"}};
     *out = NULL;
     share_node_t *n = calloc(1, sizeof(*n));
     if (!n)
-        return -ENOMEM;
+        return tt_err_set(err, TT_ERR_NOMEM, "", "the share node");
     share_config_t sc;
     share_config_default(&sc);
     sc.partition_hold_ns = cfg->partition_hold_ns;
     sc.join_timeout_ns = cfg->join_timeout_ns;
-    int rc = share_init(&n->core, &sc, now);
+    int rc = share_init(&n->core, &sc, now, err);
     if (rc < 0) {
+        share_node_name_setting(err, from, sizeof(from) / sizeof(from[0]));
         free(n);
         return rc;
     }

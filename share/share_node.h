@@ -27,9 +27,15 @@
 typedef struct share_node share_node_t;
 
 /* Builds a node from shared_state.share (partition_hold, join_timeout, whether there is any
- * seed to join) at `now`. Returns 0, SHARE_ECONFIG or -ENOMEM; *out is freed with
+ * seed to join) at `now`. Returns 0, SHARE_ECONFIG (err's path names the setting:
+ * `shared_state.share.partition_hold`) or TT_ERR_NOMEM; err may be NULL. *out is freed with
  * share_node_free (after share_node_close, if it was attached). */
-int share_node_new(share_node_t **out, const cfg_share_t *cfg, int64_t now);
+int share_node_new(share_node_t **out, const cfg_share_t *cfg, int64_t now, tt_err_t *err);
+
+/* Renames err's path, a field of a core's configuration, to the shared_state.share setting it
+ * comes from (n pairs in `from`: field, setting), so that a failure names what the operator
+ * wrote. A path not in `from` stays. */
+void share_node_name_setting(tt_err_t *err, const char *const (*from)[2], size_t n);
 void share_node_free(share_node_t *node);
 
 /* A member table to read: `get` fills member i of `count` (0 is self); views are borrowed for

@@ -53,7 +53,7 @@ static share_core_t core_at(int64_t hold, int64_t now)
     share_config_default(&cfg);
     cfg.partition_hold_ns = hold;
     share_core_t c;
-    cr_assert_eq(share_init(&c, &cfg, now), 0);
+    cr_assert_eq(share_init(&c, &cfg, now, NULL), 0);
     return c;
 }
 
@@ -578,13 +578,37 @@ Test(share, a_peer_with_bad_metadata_counts_but_as_unknown)
     cr_assert_eq(c.unknown, 1);
 }
 
-Test(share, init_rejects_a_negative_hold)
+Test(share, init_rejects_an_out_of_range_field_naming_it)
 {
+    static const struct {
+        const char *path;
+        int64_t hold, join, probe;
+        uint32_t mult, max_mult;
+    } cases[] = {
+        {"partition_hold_ns", -1, 5 * S, S, 4, 6},
+        {"join_timeout_ns", 60 * S, -1, S, 4, 6},
+        {"swim.probe_interval_ns", 60 * S, 5 * S, 0, 4, 6},
+        {"swim.suspicion_mult", 60 * S, 5 * S, S, 0, 6},
+        {"swim.suspicion_max_mult", 60 * S, 5 * S, S, 4, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        share_config_t cfg;
+        share_config_default(&cfg);
+        cfg.partition_hold_ns = cases[i].hold;
+        cfg.join_timeout_ns = cases[i].join;
+        cfg.swim.probe_interval_ns = cases[i].probe;
+        cfg.swim.suspicion_mult = cases[i].mult;
+        cfg.swim.suspicion_max_mult = cases[i].max_mult;
+        share_core_t c;
+        tt_err_t err = {0};
+        cr_expect_eq(share_init(&c, &cfg, T0, &err), SHARE_ECONFIG, "case %zu", i);
+        cr_expect_eq(err.code, SHARE_ECONFIG, "case %zu", i);
+        cr_expect_str_eq(err.path, cases[i].path, "case %zu: %s", i, err.message);
+    }
     share_config_t cfg;
     share_config_default(&cfg);
-    cfg.partition_hold_ns = -1;
     share_core_t c;
-    cr_assert_eq(share_init(&c, &cfg, T0), SHARE_ECONFIG);
+    cr_assert_eq(share_init(&c, &cfg, T0, NULL), 0);
     cr_assert_str_eq(share_state_name(SHARE_HELD), "held");
     cr_assert_str_eq(share_strerror(SHARE_EUNARMED),
                      "share store not armed yet (membership has not joined)");

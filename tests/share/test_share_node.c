@@ -64,7 +64,7 @@ static void fleet_start(fleet_t *f, int n, uint64_t seed)
         cr_assert_eq(id, i);
         cfg_share_t cfg = {
             .partition_hold_ns = 60 * S, .join_timeout_ns = 5 * S, .n_seeds = i == 0 ? 0 : 1};
-        cr_assert_eq(share_node_new(&f->share[i], &cfg, sim_now(f->sim)), 0);
+        cr_assert_eq(share_node_new(&f->share[i], &cfg, sim_now(f->sim), NULL), 0);
         refresh(f, i, 0);
     }
     cr_assert(sim_run_while_not(f->sim, sim_now(f->sim) + 30 * S, sim_converged, NULL));
@@ -115,6 +115,21 @@ static int64_t run_until(fleet_t *f, expect_t e, int64_t within)
     bool ok = sim_run_while_not(f->sim, t0 + within, all_at, &e);
     cr_assert(ok, "not reached within %lld ms", (long long)(within / MS));
     return sim_now(f->sim) - t0;
+}
+
+Test(node, a_setting_out_of_range_is_named_as_the_operator_wrote_it)
+{
+    cfg_share_t cfg = {.partition_hold_ns = -1, .join_timeout_ns = 5 * S};
+    share_node_t *n = (share_node_t *)&cfg; /* not NULL: share_node_new must clear it */
+    tt_err_t err = {0};
+    cr_expect_eq(share_node_new(&n, &cfg, 0, &err), SHARE_ECONFIG);
+    cr_expect_eq(err.code, SHARE_ECONFIG);
+    cr_expect_str_eq(err.path, "shared_state.share.partition_hold", "%s", err.message);
+    cr_expect_null(n);
+    cfg = (cfg_share_t){.partition_hold_ns = 60 * S, .join_timeout_ns = -1};
+    err = (tt_err_t){0};
+    cr_expect_eq(share_node_new(&n, &cfg, 0, &err), SHARE_ECONFIG);
+    cr_expect_str_eq(err.path, "shared_state.share.join_timeout", "%s", err.message);
 }
 
 Test(node, a_joined_fleet_of_three_converges_on_n_3_with_exact_bounds)
@@ -222,7 +237,7 @@ Test(node, a_rolling_update_of_three_never_holds)
         f.share[i] = NULL;
         sim_restart(f.sim, i, i == 0 ? 1 : 0);
         cfg_share_t cfg = {.partition_hold_ns = 60 * S, .join_timeout_ns = 5 * S, .n_seeds = 1};
-        cr_assert_eq(share_node_new(&f.share[i], &cfg, sim_now(f.sim)), 0);
+        cr_assert_eq(share_node_new(&f.share[i], &cfg, sim_now(f.sim), NULL), 0);
         refresh(&f, i, 0);
         run_until(&f, (expect_t){.who = 7, .n = 3, .state = SHARE_ARMED, .converged = true},
                   10 * S);
@@ -250,7 +265,7 @@ Test(node, the_engine_hook_is_unarmed_until_membership_joins_then_gives_a_third)
     f.n = 1;
     sim_add(f.sim, -1);
     cfg_share_t cfg = {.partition_hold_ns = 60 * S, .join_timeout_ns = 5 * S, .n_seeds = 1};
-    cr_assert_eq(share_node_new(&f.share[0], &cfg, sim_now(f.sim)), 0);
+    cr_assert_eq(share_node_new(&f.share[0], &cfg, sim_now(f.sim), NULL), 0);
     refresh(&f, 0, 0); /* a seed is configured but nobody answered yet */
 
     ra_limiter_t lim;
@@ -264,7 +279,7 @@ Test(node, the_engine_hook_is_unarmed_until_membership_joins_then_gives_a_third)
     f.n = 3; /* two more join through node 0 */
     for (int i = 1; i < 3; i++) {
         sim_add(f.sim, 0);
-        cr_assert_eq(share_node_new(&f.share[i], &cfg, sim_now(f.sim)), 0);
+        cr_assert_eq(share_node_new(&f.share[i], &cfg, sim_now(f.sim), NULL), 0);
         refresh(&f, i, 0);
     }
     run_until(&f, (expect_t){.who = 7, .n = 3, .state = SHARE_ARMED, .converged = true}, 10 * S);
