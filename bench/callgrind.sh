@@ -16,8 +16,7 @@
 # load's requests, {"key": "kNNNNNNNN"}, as bench.yaml's do, or the figures measure denials).
 # --ceiling measures bench/ceiling instead (or the ceiling binary BIN): instructions per answer,
 # and those in framing (proto_frame).
-set -euo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/lib.sh"
 build=build daemon="" depths="1 16 64" ms=3000 v1="" keep="" ceiling="" config=bench/bench.yaml
 while (($#)); do
   case $1 in
@@ -31,8 +30,8 @@ while (($#)); do
   --ceiling)
     ceiling=default
     if [ $# -gt 1 ] && [ "${2#-}" = "$2" ]; then ceiling=$2; shift; fi ;;
-  -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
-  *) echo "bench/callgrind.sh: unknown argument $1" >&2; exit 64 ;;
+  -h | --help) bench_help; exit 0 ;;
+  *) bench_bad_arg "$1" ;;
   esac
   shift
 done
@@ -40,31 +39,25 @@ daemon=${daemon:-$build/cmd/tokentriage}
 [ "$ceiling" = default ] && ceiling=$build/bench/ceiling
 proto=2
 [ -n "$v1" ] && proto=1
-tmp=$(mktemp -d /tmp/ttcg.XXXXXX)
-pid=""
-cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
+tmp=$bench_tmp
 for d in $depths; do
   if [ -n "$ceiling" ]; then
     set -- "$ceiling" "$tmp/tt.sock"
   else
     set -- "$daemon" serve -c "$config" -s "$tmp/tt.sock"
   fi
-  valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$tmp/cg.$d.%p" \
-    "$@" >"$tmp/serve.$d.log" 2>&1 &
-  pid=$!
-  for _ in $(seq 300); do [ -S "$tmp/tt.sock" ] && break; sleep 0.1; done
+  bench_spawn "$tmp/serve.$d.log" valgrind --tool=callgrind --instr-atstart=no \
+    --callgrind-out-file="$tmp/cg.$d.%p" "$@"
+  pid=$bench_pid
+  bench_wait_socket "$tmp/tt.sock" 30 || { sed 's/^/  /' "$tmp/serve.$d.log" >&2; exit 69; }
   "$build/bench/loadgen" --proto msgpack --socket "$tmp/tt.sock" -k 100 -p "$d" --prefill $v1 >/dev/null
   callgrind_control -i on "$pid" >/dev/null
   "$build/bench/loadgen" --proto msgpack --socket "$tmp/tt.sock" -c 1 -p "$d" -k 100 -d "$ms" -w 0 $v1 >"$tmp/lg.$d.json"
   callgrind_control -i off "$pid" >/dev/null
-  kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+  kill "$pid"; wait "$pid" 2>/dev/null || true
   rm -f "$tmp/tt.sock"
   how=()
   [ -n "$ceiling" ] && how=(--ceiling "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["answers"])' "$tmp/lg.$d.json")")
   echo "{\"depth\":$d,\"protocol\":$proto,$(python3 bench/cgprof.py "${how[@]}" "$tmp"/cg.$d.* | sed 's/^{//')"
-  [ -n "$keep" ] && mkdir -p "$keep" && cp "$tmp"/cg.$d.* "$keep/"
+  if [ -n "$keep" ]; then mkdir -p "$keep" && cp "$tmp"/cg.$d.* "$keep/"; fi
 done
