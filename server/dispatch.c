@@ -45,8 +45,9 @@ struct dispatch {
     void *doubt_ud;
     dispatch_snapshot_age_fn snapshot_age; /* the state directory's; NULL: no state */
     void *snapshot_age_ud;
-    pending_t *spare;         /* the slot and result the next engine call gets */
-    uint64_t batch_decisions; /* answered within the batch, observed at its end */
+    pending_t *spare;                         /* the slot and result the next engine call gets */
+    proto_str_t verdicts[GOV_UNFITTABLE + 1]; /* gov_verdict_name's, measured once */
+    uint64_t batch_decisions;                 /* answered within the batch, observed at its end */
 };
 
 static void to_subject(const proto_request_t *req, gov_subject_t *s)
@@ -62,12 +63,9 @@ static proto_str_t cstr(const char *s)
     return (proto_str_t){s, (uint32_t)strlen(s)};
 }
 
-/* The verdicts' names (gov_verdict_name) with their lengths, measured once. */
-static proto_str_t verdicts[GOV_UNFITTABLE + 1];
-
 /* Encodes a decision (decide, acquire) in `form` or the error the engine reported. */
-static int encode_result(proto_out_t *out, uint64_t seq, proto_op_t op, unsigned form,
-                         gov_result_t *r)
+static int encode_result(const dispatch_t *s, proto_out_t *out, uint64_t seq, proto_op_t op,
+                         unsigned form, gov_result_t *r)
 {
     if (r->status < 0) {
         char text[TT_ERR_TEXT_MAX];
@@ -89,7 +87,7 @@ static int encode_result(proto_out_t *out, uint64_t seq, proto_op_t op, unsigned
     }
     proto_decision_t d = {
         .admit = r->admit,
-        .verdict = verdicts[r->verdict <= GOV_UNFITTABLE ? r->verdict : GOV_ADMIT],
+        .verdict = s->verdicts[r->verdict <= GOV_UNFITTABLE ? r->verdict : GOV_ADMIT],
         .limit = cstr(r->limit),
         .remaining = r->remaining,
         .retry_after = r->retry_after_s,
@@ -140,7 +138,7 @@ static int finish(dispatch_t *s, proto_out_t *out, uint64_t seq, proto_op_t op, 
                   uint64_t start_ns, gov_result_t *r)
 {
     s->batch_decisions += (uint64_t)dispatch_count(s->metrics, op, start_ns, r);
-    return encode_result(out, seq, op, form, r);
+    return encode_result(s, out, seq, op, form, r);
 }
 
 static void on_done(gov_result_t *res, void *ctx)
@@ -357,12 +355,12 @@ static void on_closed(void *ud, stream_t *c)
 int dispatch_new(dispatch_t **out, struct gov_engine *engine, srv_metrics_t *metrics,
                  const char *node, const char *address, const char *version)
 {
-    for (int v = GOV_ADMIT; v <= GOV_UNFITTABLE; v++)
-        verdicts[v] = cstr(gov_verdict_name((gov_verdict_t)v));
     dispatch_t *s = calloc(1, sizeof(*s));
     *out = s;
     if (!s)
         return -1;
+    for (int v = GOV_ADMIT; v <= GOV_UNFITTABLE; v++)
+        s->verdicts[v] = cstr(gov_verdict_name((gov_verdict_t)v));
     s->handler = (stream_handler_t){
         .request = on_request,
         .error = on_error,
