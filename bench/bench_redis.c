@@ -150,8 +150,8 @@ int main(int argc, char **argv)
     } else {
         o.address = address;
     }
-    if (rds_gov_attach(&g, e, loop, &o, msg, sizeof(msg)) < 0) {
-        fprintf(stderr, "bench_redis: %s\n", msg);
+    if (rds_gov_attach(&g, e, loop, &o, &err) < 0) {
+        fprintf(stderr, "bench_redis: %s\n", tt_err_format(&err, msg, sizeof(msg)));
         return 64;
     }
     uv_timer_t wait;

@@ -70,12 +70,12 @@ void rds_options_from_config(const cfg_redis_t *redis, rds_options_t *out)
 }
 
 int rds_gov_attach(rds_gov_t *g, gov_engine_t *engine, uv_loop_t *loop, const rds_options_t *o,
-                   char *err, size_t errsz)
+                   tt_err_t *err)
 {
     memset(g, 0, sizeof(*g));
     rds_options_t with_data = *o;
     with_data.data = g;
-    int rc = rds_store_new(loop, &with_data, &g->store, err, errsz);
+    int rc = rds_store_new(loop, &with_data, &g->store, err);
     if (rc < 0)
         return rc;
     g->engine = engine;

@@ -24,10 +24,10 @@ void rds_options_from_config(const cfg_redis_t *redis, rds_options_t *out);
 /*
  * Opens the store on `loop` (rds_store_new) and installs it as `engine`'s redis hook. The
  * caller owns *g (storage it provides) and must call rds_gov_close before destroying the
- * engine. Returns 0 or RDS_EADDRESS with the reason in err.
+ * engine. Returns 0 or rds_store_new's code, err saying which field is wrong and how.
  */
 int rds_gov_attach(rds_gov_t *g, gov_engine_t *engine, uv_loop_t *loop, const rds_options_t *o,
-                   char *err, size_t errsz);
+                   tt_err_t *err);
 
 /* Completes every operation in flight as unavailable, detaches the hook, closes the store. */
 void rds_gov_close(rds_gov_t *g);

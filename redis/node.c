@@ -196,16 +196,16 @@ void rds__node_connect(rds_node_t *n)
 void rds__node_handshake_done(rds_node_t *n, rds_call_t *c, const redisReply *reply)
 {
     rds_store_t *s = n->store;
-    char err[256];
+    tt_err_t err;
     int rc = 0;
     if (c->kind == RDS_CALL_SCRIPT_LOAD) {
         /* the SHA1 of an asset is the same on every node */
-        rc = rds_reply_sha(reply, s->sha[c->script], err, sizeof(err));
+        rc = rds_reply_sha(reply, s->sha[c->script], &err);
     } else if (c->kind == RDS_CALL_ROLE) {
-        rc = rds_role_is_primary(reply, err, sizeof(err));
+        rc = rds_role_is_primary(reply, &err);
     }
     if (rc < 0) {
-        rds__node_drop(n, err);
+        rds__node_drop(n, err.message);
         return;
     }
     if (--n->handshake_left == 0 && n->ac != NULL) {

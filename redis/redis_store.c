@@ -251,11 +251,11 @@ static int send_on(rds_call_t *c, rds_node_t *n, bool asking)
 
 /* A MOVED or ASK reply: follows it when the call may still go somewhere. Returns true when the
  * call was re-sent (hiredis holds the slot again). */
-static bool follow(rds_call_t *c, const redisReply *reply, char *err, size_t errsz)
+static bool follow(rds_call_t *c, const redisReply *reply, tt_err_t *err)
 {
     rds_store_t *s = c->store;
     rds_redirect_t rd;
-    if (rds_redirect_parse(reply->str, reply->len, &c->node->at, &rd, err, errsz) < 0 ||
+    if (rds_redirect_parse(reply->str, reply->len, &c->node->at, &rd, err) < 0 ||
         rd.kind == RDS_REDIRECT_NONE)
         return false;
     c->node->stats.redirects++;
@@ -268,40 +268,39 @@ static bool follow(rds_call_t *c, const redisReply *reply, char *err, size_t err
     if (rd.kind == RDS_REDIRECT_MOVED)
         rds__moved(s, rd.slot, to);
     if (to == NULL) {
-        snprintf(err, errsz,
-                 "redis: redirected to %.120s:%d, beyond the connections a store "
-                 "holds",
-                 rd.to.host, rd.to.port);
+        tt_err_set(err, RDS_EREDIS, "",
+                   "redis: redirected to %.80s:%d, beyond the connections a store holds",
+                   rd.to.host, rd.to.port);
         return false;
     }
     if (c->redirects >= RDS_REDIRECTS_MAX) {
-        snprintf(err, errsz, "redis: still redirected after %d redirects (slot %d)",
-                 RDS_REDIRECTS_MAX, rd.slot);
+        tt_err_set(err, RDS_EREDIS, "", "redis: still redirected after %d redirects (slot %d)",
+                   RDS_REDIRECTS_MAX, rd.slot);
         return false;
     }
     c->redirects++;
     if (send_on(c, to, rd.kind == RDS_REDIRECT_ASK) == 0)
         return true;
-    snprintf(err, errsz, "redis: redirected to %.120s:%d, which is not connected", rd.to.host,
-             rd.to.port);
+    tt_err_set(err, RDS_EREDIS, "", "redis: redirected to %.80s:%d, which is not connected",
+               rd.to.host, rd.to.port);
     return false;
 }
 
 static void on_decide_reply(redisAsyncContext *ac, rds_call_t *c, redisReply *reply)
 {
     rds_node_t *n = c->node;
-    char err[256] = "";
+    tt_err_t err = {0};
     if (reply != NULL) {
         n->stats.replies++;
         n->stats.latency_ns += uv_hrtime() - c->sent_ns;
     }
     if (reply != NULL && reply->type == REDIS_REPLY_ERROR && n->ac == ac) {
-        if (follow(c, reply, err, sizeof(err)))
+        if (follow(c, reply, &err))
             return;
         if (reply->len >= 11 && memcmp(reply->str, "CLUSTERDOWN", 11) == 0)
             rds__refresh_soon(c->store);
     }
-    int rc = err[0] ? RDS_EREDIS : rds_batch_reply(reply, c->batch.n, err, sizeof(err));
+    int rc = err.code < 0 ? err.code : rds_batch_reply(reply, c->batch.n, &err);
     if (rc == RDS_ENOSCRIPT && !c->retried && n->ac == ac) {
         c->retried = true;
         c->store->stats.reloads++;
@@ -309,12 +308,12 @@ static void on_decide_reply(redisAsyncContext *ac, rds_call_t *c, redisReply *re
             return; /* the slot stays with hiredis */
     }
     if (rc < 0) {
-        answer_all(c, rc, err);
+        answer_all(c, rc, err.message);
     } else {
         for (uint32_t i = 0; i < c->batch.n; i++) {
             ra_result_t result;
-            int one = rds_reply_read(reply->element[i], &result, err, sizeof(err));
-            answer_one(c, i, one, one == 0 ? &result : NULL, err);
+            int one = rds_reply_read(reply->element[i], &result, &err);
+            answer_one(c, i, one, one == 0 ? &result : NULL, err.message);
         }
     }
     rds__release(c);
@@ -357,8 +356,7 @@ void rds__on_reply(redisAsyncContext *ac, void *r, void *privdata)
 
 /* ---- the public face ---------------------------------------------------------------------- */
 
-int rds_address_parse(const char *address, char *host, size_t hostsz, int *port, char *err,
-                      size_t errsz)
+int rds_address_parse(const char *address, char *host, size_t hostsz, int *port, tt_err_t *err)
 {
     const char *path = strncmp(address, "unix:", 5) == 0 ? address + 5 : address;
     size_t n = strlen(address);
@@ -389,11 +387,9 @@ int rds_address_parse(const char *address, char *host, size_t hostsz, int *port,
     *port = (int)p;
     return 0;
 bad:
-    snprintf(err, errsz,
-             "shared_state.redis.address: \"%.*s\" is neither host:port nor a unix socket path "
-             "(/path or unix:/path)",
-             (int)(n > 120 ? 120 : n), address);
-    return RDS_EADDRESS;
+    return tt_err_set(err, RDS_EADDRESS, "shared_state.redis.address",
+                      "\"%.*s\" is neither host:port nor a unix socket path (/path or unix:/path)",
+                      (int)(n > 80 ? 80 : n), address);
 }
 
 static uint64_t ms_of(int64_t ns, int64_t fallback)
@@ -404,16 +400,13 @@ static uint64_t ms_of(int64_t ns, int64_t fallback)
     return ms ? ms : 1;
 }
 
-int rds_store_new(uv_loop_t *loop, const rds_options_t *o, rds_store_t **out, char *err,
-                  size_t errsz)
+int rds_store_new(uv_loop_t *loop, const rds_options_t *o, rds_store_t **out, tt_err_t *err)
 {
     *out = NULL;
     rds_store_t *s = calloc(1, sizeof(*s));
-    if (s == NULL) {
-        snprintf(err, errsz, "redis: out of memory");
-        return RDS_EARG;
-    }
-    int rc = rds__topology_parse(s, o, err, errsz);
+    if (s == NULL)
+        return tt_err_set(err, TT_ERR_NOMEM, "", "redis: out of memory");
+    int rc = rds__topology_parse(s, o, err);
     if (rc < 0) {
         free(s->scratch);
         free(s);

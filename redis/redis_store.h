@@ -83,11 +83,11 @@ typedef void rds_done_fn(void *arg, const rds_outcome_t *outcome);
 
 /*
  * Creates a store on `loop` and starts connecting (returns before the connection is made).
- * Returns 0, or RDS_EADDRESS with the reason in err. The store belongs to the caller until
+ * Returns 0, or RDS_EADDRESS with err naming the field (shared_state.redis.address, ...) and
+ * what is wrong with it, or TT_ERR_NOMEM. The store belongs to the caller until
  * rds_store_close.
  */
-int rds_store_new(uv_loop_t *loop, const rds_options_t *options, rds_store_t **out, char *err,
-                  size_t errsz);
+int rds_store_new(uv_loop_t *loop, const rds_options_t *options, rds_store_t **out, tt_err_t *err);
 
 /*
  * Completes every call in flight with RDS_ECLOSED, drops the connection and frees the store
@@ -112,8 +112,7 @@ void rds_store_stats(const rds_store_t *s, rds_stats_t *out);
 size_t rds_store_nodes(const rds_store_t *s, rds_node_stats_t *out, size_t max);
 
 /* Parses an address as rds_store_new does: 0 with a unix path or host and port, else
- * RDS_EADDRESS with a message naming shared_state.redis.address. */
-int rds_address_parse(const char *address, char *host, size_t hostsz, int *port, char *err,
-                      size_t errsz);
+ * RDS_EADDRESS with err's path shared_state.redis.address. */
+int rds_address_parse(const char *address, char *host, size_t hostsz, int *port, tt_err_t *err);
 
 #endif

@@ -230,66 +230,70 @@ static const char *const field_names[] = {"admit",         "unfittable",    "rem
  * string (it exceeds what Lua's doubles carry), remaining one when it is too large for an
  * integer reply from Lua (the scripts answer it as a number below 2^52, which is cheaper). */
 static int read_field(const redisReply *reply, size_t i, int64_t lo, int64_t hi, int64_t *out,
-                      char *err, size_t errsz)
+                      tt_err_t *err)
 {
     const redisReply *e = reply->element[i];
     bool may_string = i == 2 || i == 5, must_string = i == 5;
     bool want_string = e && may_string && (must_string || e->type == REDIS_REPLY_STRING);
-    if (e == NULL || e->type != (want_string ? REDIS_REPLY_STRING : REDIS_REPLY_INTEGER)) {
-        snprintf(err, errsz, "redis: script reply field %zu (%s) is %s, want %s", i + 1,
-                 field_names[i], e ? type_name(e->type) : "missing",
-                 must_string  ? "a decimal string"
-                 : may_string ? "an integer or a decimal string"
-                              : "an integer");
-        return RDS_EREPLY;
-    }
+    if (e == NULL || e->type != (want_string ? REDIS_REPLY_STRING : REDIS_REPLY_INTEGER))
+        return tt_err_set(err, RDS_EREPLY, "", "redis: script reply field %zu (%s) is %s, want %s",
+                          i + 1, field_names[i], e ? type_name(e->type) : "missing",
+                          must_string  ? "a decimal string"
+                          : may_string ? "an integer or a decimal string"
+                                       : "an integer");
     int64_t v = e->integer;
-    if (want_string && parse_i64(e->str, e->len, &v) < 0) {
-        snprintf(err, errsz, "redis: script reply field %zu (%s) is not a decimal int64: %.*s",
-                 i + 1, field_names[i], (int)(e->len > 40 ? 40 : e->len), e->str);
-        return RDS_EREPLY;
-    }
-    if (v < lo || v > hi) {
-        snprintf(err, errsz, "redis: script reply field %zu (%s) is %" PRId64 ", out of range",
-                 i + 1, field_names[i], v);
-        return RDS_EREPLY;
-    }
+    if (want_string && parse_i64(e->str, e->len, &v) < 0)
+        return tt_err_set(err, RDS_EREPLY, "",
+                          "redis: script reply field %zu (%s) is not a decimal int64: %.*s", i + 1,
+                          field_names[i], (int)(e->len > 40 ? 40 : e->len), e->str);
+    if (v < lo || v > hi)
+        return tt_err_set(err, RDS_EREPLY, "",
+                          "redis: script reply field %zu (%s) is %" PRId64 ", out of range", i + 1,
+                          field_names[i], v);
     *out = v;
     return 0;
 }
 
-static int error_reply(const redisReply *reply, char *err, size_t errsz)
+/* Redis' error reply, as it said it (clipped). */
+static int error_reply(const redisReply *reply, int code, tt_err_t *err)
 {
-    bool noscript = reply->len >= 8 && memcmp(reply->str, "NOSCRIPT", 8) == 0;
-    snprintf(err, errsz, "redis: %.*s", (int)(reply->len > 200 ? 200 : reply->len), reply->str);
-    return noscript ? RDS_ENOSCRIPT : RDS_EREDIS;
+    return tt_err_set(err, code, "", "redis: %.*s", (int)(reply->len > 150 ? 150 : reply->len),
+                      reply->str);
 }
 
-int rds_reply_read(const redisReply *reply, ra_result_t *out, char *err, size_t errsz)
+int rds_batch_reply(const redisReply *reply, uint32_t n, tt_err_t *err)
 {
-    if (reply == NULL) {
-        snprintf(err, errsz, "redis: connection lost before the reply");
-        return RDS_ECONN;
+    if (reply == NULL)
+        return tt_err_set(err, RDS_ECONN, "", "redis: connection lost before the reply");
+    if (reply->type == REDIS_REPLY_ERROR) {
+        bool noscript = reply->len >= 8 && memcmp(reply->str, "NOSCRIPT", 8) == 0;
+        return error_reply(reply, noscript ? RDS_ENOSCRIPT : RDS_EREDIS, err);
     }
-    if (reply->type == REDIS_REPLY_ERROR)
-        return error_reply(reply, err, errsz);
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 6) {
-        snprintf(err, errsz, "redis: script reply is %s of %zu elements, want an array of 6",
-                 type_name(reply->type), reply->type == REDIS_REPLY_ARRAY ? reply->elements : 0);
-        return RDS_EREPLY;
-    }
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != n)
+        return tt_err_set(
+            err, RDS_EREPLY, "", "redis: script reply is %s of %zu elements, want an array of %u",
+            type_name(reply->type), reply->type == REDIS_REPLY_ARRAY ? reply->elements : 0, n);
+    return 0;
+}
+
+int rds_reply_read(const redisReply *reply, ra_result_t *out, tt_err_t *err)
+{
+    if (reply != NULL && reply->type == REDIS_REPLY_ERROR) /* this operation's own error */
+        return error_reply(reply, RDS_EREDIS, err);
+    int rc = rds_batch_reply(reply, 6, err);
+    if (rc < 0)
+        return rc;
     static const int64_t lo[6] = {0, 0, 0, 0, 0, INT64_MIN};
     static const int64_t hi[6] = {1, 1, INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
     int64_t v[6];
     for (size_t i = 0; i < 6; i++) {
-        int rc = read_field(reply, i, lo[i], hi[i], &v[i], err, errsz);
+        rc = read_field(reply, i, lo[i], hi[i], &v[i], err);
         if (rc < 0)
             return rc;
     }
-    if (v[0] && v[1]) {
-        snprintf(err, errsz, "redis: script reply says both admit and unfittable");
-        return RDS_EREPLY;
-    }
+    if (v[0] && v[1])
+        return tt_err_set(err, RDS_EREPLY, "",
+                          "redis: script reply says both admit and unfittable");
     *out = (ra_result_t){.admit = v[0],
                          .unfittable = v[1],
                          .remaining = v[2],
@@ -299,41 +303,20 @@ int rds_reply_read(const redisReply *reply, ra_result_t *out, char *err, size_t 
     return 0;
 }
 
-int rds_batch_reply(const redisReply *reply, uint32_t n, char *err, size_t errsz)
+int rds_reply_sha(const redisReply *reply, char *sha, tt_err_t *err)
 {
-    if (reply == NULL) {
-        snprintf(err, errsz, "redis: connection lost before the reply");
-        return RDS_ECONN;
-    }
+    if (reply == NULL)
+        return tt_err_set(err, RDS_ECONN, "",
+                          "redis: connection lost before the SCRIPT LOAD reply");
     if (reply->type == REDIS_REPLY_ERROR)
-        return error_reply(reply, err, errsz);
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != n) {
-        snprintf(err, errsz, "redis: script reply is %s of %zu elements, want an array of %u",
-                 type_name(reply->type), reply->type == REDIS_REPLY_ARRAY ? reply->elements : 0, n);
-        return RDS_EREPLY;
-    }
-    return 0;
-}
-
-int rds_reply_sha(const redisReply *reply, char *sha, char *err, size_t errsz)
-{
-    if (reply == NULL) {
-        snprintf(err, errsz, "redis: connection lost before the SCRIPT LOAD reply");
-        return RDS_ECONN;
-    }
-    if (reply->type == REDIS_REPLY_ERROR) {
-        error_reply(reply, err, errsz);
-        return RDS_EREDIS;
-    }
+        return error_reply(reply, RDS_EREDIS, err);
     bool ok = reply->type == REDIS_REPLY_STRING && reply->len == RDS_SHA_LEN;
     for (size_t i = 0; ok && i < RDS_SHA_LEN; i++)
         ok = (reply->str[i] >= '0' && reply->str[i] <= '9') ||
              (reply->str[i] >= 'a' && reply->str[i] <= 'f');
-    if (!ok) {
-        snprintf(err, errsz, "redis: SCRIPT LOAD answered %s, want a 40-hex SHA1",
-                 type_name(reply->type));
-        return RDS_EREPLY;
-    }
+    if (!ok)
+        return tt_err_set(err, RDS_EREPLY, "", "redis: SCRIPT LOAD answered %s, want a 40-hex SHA1",
+                          type_name(reply->type));
     memcpy(sha, reply->str, RDS_SHA_LEN);
     sha[RDS_SHA_LEN] = '\0';
     return 0;

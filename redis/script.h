@@ -126,19 +126,20 @@ int rds_key(char *buf, uint64_t identity, const char *id, size_t idlen);
 /*
  * Checks a batch's reply as a whole: 0 when it is an array of n, whose element i is then read
  * by rds_reply_read for operation i. Otherwise the code every operation of the batch gets, err
- * saying why: RDS_ECONN for a NULL reply (connection gone), RDS_EREDIS for an error reply
- * (RDS_ENOSCRIPT for NOSCRIPT), RDS_EREPLY for any other shape.
+ * (may be NULL) saying why: RDS_ECONN for a NULL reply (connection gone), RDS_EREDIS for an
+ * error reply (RDS_ENOSCRIPT for NOSCRIPT), RDS_EREPLY for any other shape.
  */
-int rds_batch_reply(const redisReply *reply, uint32_t n, char *err, size_t errsz);
+int rds_batch_reply(const redisReply *reply, uint32_t n, tt_err_t *err);
 
 /*
  * Checks one operation's reply and reads it into *out. Every field is checked for type and
  * range; an error reply is RDS_EREDIS (this operation's alone within a batch), anything
- * misshapen RDS_EREPLY. err gets a bounded, specific message. A NULL reply is RDS_ECONN.
+ * misshapen RDS_EREPLY. err (may be NULL) gets a bounded, specific message. A NULL reply is
+ * RDS_ECONN.
  */
-int rds_reply_read(const redisReply *reply, ra_result_t *out, char *err, size_t errsz);
+int rds_reply_read(const redisReply *reply, ra_result_t *out, tt_err_t *err);
 
 /* Checks a SCRIPT LOAD reply: a 40-hex SHA1, copied with its NUL into sha[41]. */
-int rds_reply_sha(const redisReply *reply, char *sha, char *err, size_t errsz);
+int rds_reply_sha(const redisReply *reply, char *sha, tt_err_t *err);
 
 #endif

@@ -84,26 +84,24 @@ static int node_index(rds_map_t *map, const rds_endpoint_t *e)
     return (int)map->n_nodes++;
 }
 
-int rds_map_parse(const redisReply *reply, const rds_endpoint_t *asked, rds_map_t *map, char *err,
-                  size_t errsz)
+int rds_map_parse(const redisReply *reply, const rds_endpoint_t *asked, rds_map_t *map,
+                  tt_err_t *err)
 {
     memset(map->slot, RDS_MAP_NONE, sizeof(map->slot));
     map->n_nodes = 0;
     map->covered = 0;
     if (reply != NULL && reply->type == REDIS_REPLY_ERROR) {
-        snprintf(err, errsz, "redis: CLUSTER SLOTS: %.*s",
-                 (int)(reply->len > 160 ? 160 : reply->len), reply->str);
-        return RDS_EMAP;
+        return tt_err_set(err, RDS_EMAP, "", "redis: CLUSTER SLOTS: %.*s",
+                          (int)(reply->len > 120 ? 120 : reply->len), reply->str);
     }
     if (reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
-        snprintf(err, errsz, "redis: CLUSTER SLOTS answered %s, want an array",
-                 reply == NULL ? "nothing" : "another type");
-        return RDS_EMAP;
+        return tt_err_set(err, RDS_EMAP, "", "redis: CLUSTER SLOTS answered %s, want an array",
+                          reply == NULL ? "nothing" : "another type");
     }
     if (reply->elements > RDS_SLOTS) {
-        snprintf(err, errsz, "redis: CLUSTER SLOTS has %zu ranges, more than there are slots",
-                 reply->elements);
-        return RDS_EMAP;
+        return tt_err_set(err, RDS_EMAP, "",
+                          "redis: CLUSTER SLOTS has %zu ranges, more than there are slots",
+                          reply->elements);
     }
     for (size_t i = 0; i < reply->elements; i++) {
         const redisReply *r = reply->element[i];
@@ -127,10 +125,8 @@ int rds_map_parse(const redisReply *reply, const rds_endpoint_t *asked, rds_map_
             map->slot[s] = (uint8_t)at;
             map->covered++;
         }
-        if (why != NULL) {
-            snprintf(err, errsz, "redis: CLUSTER SLOTS range %zu: %s", i + 1, why);
-            return RDS_EMAP;
-        }
+        if (why != NULL)
+            return tt_err_set(err, RDS_EMAP, "", "redis: CLUSTER SLOTS range %zu: %s", i + 1, why);
     }
     return 0;
 }
@@ -170,7 +166,7 @@ static bool parse_host_port(const char *s, size_t len, const rds_endpoint_t *ask
 }
 
 int rds_redirect_parse(const char *str, size_t len, const rds_endpoint_t *asked,
-                       rds_redirect_t *out, char *err, size_t errsz)
+                       rds_redirect_t *out, tt_err_t *err)
 {
     memset(out, 0, sizeof(*out));
     size_t word;
@@ -190,16 +186,15 @@ int rds_redirect_parse(const char *str, size_t len, const rds_endpoint_t *asked,
     bool ok = i > word && i < len && str[i] == ' ' && slot < RDS_SLOTS &&
               parse_host_port(str + i + 1, len - i - 1, asked, &out->to);
     if (!ok) {
-        snprintf(err, errsz, "redis: a misshapen redirect: %.*s", (int)(len > 120 ? 120 : len),
-                 str);
         out->kind = RDS_REDIRECT_NONE;
-        return RDS_EMAP;
+        return tt_err_set(err, RDS_EMAP, "", "redis: a misshapen redirect: %.*s",
+                          (int)(len > 120 ? 120 : len), str);
     }
     out->slot = (int)slot;
     return 0;
 }
 
-int rds_sentinel_addr_parse(const redisReply *reply, rds_endpoint_t *out, char *err, size_t errsz)
+int rds_sentinel_addr_parse(const redisReply *reply, rds_endpoint_t *out, tt_err_t *err)
 {
     const char *why = NULL;
     if (reply == NULL)
@@ -226,15 +221,13 @@ int rds_sentinel_addr_parse(const redisReply *reply, rds_endpoint_t *out, char *
                 why = "the address is not ip, port";
         }
     }
-    if (why != NULL) {
-        snprintf(err, errsz, "redis: SENTINEL get-master-addr-by-name: %s", why);
-        return RDS_EMAP;
-    }
+    if (why != NULL)
+        return tt_err_set(err, RDS_EMAP, "", "redis: SENTINEL get-master-addr-by-name: %s", why);
     return 0;
 }
 
 int rds_switch_master_parse(const char *str, size_t len, const char *master, rds_endpoint_t *out,
-                            char *err, size_t errsz)
+                            tt_err_t *err)
 {
     /* five space-separated words; the last two are the new primary */
     size_t start[5], end[5], n = 0, i = 0;
@@ -249,9 +242,8 @@ int rds_switch_master_parse(const char *str, size_t len, const char *master, rds
     char buf[RDS_HOST_MAX + 8];
     size_t hl = n == 5 ? end[3] - start[3] : 0, pl = n == 5 ? end[4] - start[4] : 0;
     if (n != 5 || i != len || end[0] == start[0] || hl == 0 || hl + 1 + pl >= sizeof(buf)) {
-        snprintf(err, errsz, "redis: a misshapen +switch-master: %.*s",
-                 (int)(len > 120 ? 120 : len), str);
-        return RDS_EMAP;
+        return tt_err_set(err, RDS_EMAP, "", "redis: a misshapen +switch-master: %.*s",
+                          (int)(len > 120 ? 120 : len), str);
     }
     if (strlen(master) != end[0] || memcmp(str, master, end[0]) != 0)
         return 1;
@@ -259,14 +251,13 @@ int rds_switch_master_parse(const char *str, size_t len, const char *master, rds
     buf[hl] = ':';
     memcpy(buf + hl + 1, str + start[4], pl);
     if (!parse_host_port(buf, hl + 1 + pl, out, out)) {
-        snprintf(err, errsz, "redis: +switch-master names no ip and port: %.*s",
-                 (int)(len > 120 ? 120 : len), str);
-        return RDS_EMAP;
+        return tt_err_set(err, RDS_EMAP, "", "redis: +switch-master names no ip and port: %.*s",
+                          (int)(len > 120 ? 120 : len), str);
     }
     return 0;
 }
 
-int rds_role_is_primary(const redisReply *reply, char *err, size_t errsz)
+int rds_role_is_primary(const redisReply *reply, tt_err_t *err)
 {
     const redisReply *r0 =
         reply && reply->type == REDIS_REPLY_ARRAY && reply->elements > 0 ? reply->element[0] : NULL;
@@ -274,9 +265,7 @@ int rds_role_is_primary(const redisReply *reply, char *err, size_t errsz)
         memcmp(r0->str, "master", 6) == 0)
         return 0;
     if (r0 != NULL && r0->type == REDIS_REPLY_STRING)
-        snprintf(err, errsz, "redis: ROLE says %.*s, not master",
-                 (int)(r0->len > 40 ? 40 : r0->len), r0->str);
-    else
-        snprintf(err, errsz, "redis: ROLE answered no role");
-    return RDS_EMAP;
+        return tt_err_set(err, RDS_EMAP, "", "redis: ROLE says %.*s, not master",
+                          (int)(r0->len > 40 ? 40 : r0->len), r0->str);
+    return tt_err_set(err, RDS_EMAP, "", "redis: ROLE answered no role");
 }

@@ -53,8 +53,8 @@ int rds_key_slot(const char *key, size_t len);
  * RDS_NODES_MAX primaries). Returns 0, or RDS_EMAP with err naming the entry; *map is then
  * unspecified (read into a scratch map).
  */
-int rds_map_parse(const redisReply *reply, const rds_endpoint_t *asked, rds_map_t *map, char *err,
-                  size_t errsz);
+int rds_map_parse(const redisReply *reply, const rds_endpoint_t *asked, rds_map_t *map,
+                  tt_err_t *err);
 
 typedef enum rds_redirect_kind {
     RDS_REDIRECT_NONE = 0,
@@ -74,19 +74,19 @@ typedef struct rds_redirect {
  * redirect, or RDS_EMAP for a redirect that is misshapen (err says how).
  */
 int rds_redirect_parse(const char *str, size_t len, const rds_endpoint_t *asked,
-                       rds_redirect_t *out, char *err, size_t errsz);
+                       rds_redirect_t *out, tt_err_t *err);
 
 /* SENTINEL get-master-addr-by-name: a two-element array [ip, port]. NIL (unknown master) and
  * everything else are RDS_EMAP with err saying what came. */
-int rds_sentinel_addr_parse(const redisReply *reply, rds_endpoint_t *out, char *err, size_t errsz);
+int rds_sentinel_addr_parse(const redisReply *reply, rds_endpoint_t *out, tt_err_t *err);
 
 /* A +switch-master message's payload: "<master> <old ip> <old port> <new ip> <new port>".
  * Returns 0 with the new primary when it names `master`, 1 when it names another master, or
  * RDS_EMAP when misshapen. */
 int rds_switch_master_parse(const char *str, size_t len, const char *master, rds_endpoint_t *out,
-                            char *err, size_t errsz);
+                            tt_err_t *err);
 
 /* ROLE: 0 when the first element is "master", RDS_EMAP otherwise (err names the role). */
-int rds_role_is_primary(const redisReply *reply, char *err, size_t errsz);
+int rds_role_is_primary(const redisReply *reply, tt_err_t *err);
 
 #endif

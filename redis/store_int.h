@@ -163,7 +163,7 @@ void rds__arena_reset(rds_arena_t *a);
 void rds__arena_free(rds_arena_t *a);
 
 /* topology.c */
-int rds__topology_parse(rds_store_t *s, const rds_options_t *o, char *err, size_t errsz);
+int rds__topology_parse(rds_store_t *s, const rds_options_t *o, tt_err_t *err);
 void rds__topology_start(rds_store_t *s);
 void rds__refresh_soon(rds_store_t *s);
 void rds__node_ready(rds_node_t *n);

@@ -27,33 +27,28 @@
 #define REFRESH_GAP_MS 100    /* between two CLUSTER SLOTS */
 #define REFRESH_RETRY_MS 1000 /* after a map that could not be used */
 
-static int parse_endpoint(const char *address, const char *path, rds_endpoint_t *e, char *err,
-                          size_t errsz)
+static int parse_endpoint(const char *address, const char *path, rds_endpoint_t *e, tt_err_t *err)
 {
-    if (rds_address_parse(address, e->host, sizeof(e->host), &e->port, err, errsz) == 0 &&
-        e->port != 0)
+    if (rds_address_parse(address, e->host, sizeof(e->host), &e->port, err) == 0 && e->port != 0)
         return 0;
-    snprintf(err, errsz, "%s: \"%.120s\" is not host:port", path, address);
-    return RDS_EADDRESS;
+    return tt_err_set(err, RDS_EADDRESS, path, "\"%.100s\" is not host:port", address);
 }
 
-int rds__topology_parse(rds_store_t *s, const rds_options_t *o, char *err, size_t errsz)
+int rds__topology_parse(rds_store_t *s, const rds_options_t *o, tt_err_t *err)
 {
     bool single = o->address != NULL && o->address[0] != '\0';
     if (single + (o->n_cluster > 0) + (o->n_sentinels > 0) != 1 || o->n_cluster > RDS_SEEDS_MAX ||
-        o->n_sentinels > RDS_SEEDS_MAX) {
-        snprintf(err, errsz,
-                 "shared_state.redis: give one of address, cluster (at most %d "
-                 "seeds) or sentinels (at most %d) with master",
-                 RDS_SEEDS_MAX, RDS_SEEDS_MAX);
-        return RDS_EADDRESS;
-    }
+        o->n_sentinels > RDS_SEEDS_MAX)
+        return tt_err_set(err, RDS_EADDRESS, "shared_state.redis",
+                          "give one of address, cluster (at most %d seeds) or sentinels (at most "
+                          "%d) with master",
+                          RDS_SEEDS_MAX, RDS_SEEDS_MAX);
     memset(s->route, RDS_MAP_NONE, sizeof(s->route));
     if (single) {
         s->mode = RDS_MODE_SINGLE;
         s->n_seeds = 1;
         return rds_address_parse(o->address, s->seeds[0].host, sizeof(s->seeds[0].host),
-                                 &s->seeds[0].port, err, errsz);
+                                 &s->seeds[0].port, err);
     }
     bool cluster = o->n_cluster > 0;
     s->mode = cluster ? RDS_MODE_CLUSTER : RDS_MODE_SENTINEL;
@@ -62,17 +57,17 @@ int rds__topology_parse(rds_store_t *s, const rds_options_t *o, char *err, size_
         char path[64];
         snprintf(path, sizeof(path), "shared_state.redis.%s[%u]", cluster ? "cluster" : "sentinels",
                  i);
-        int rc = parse_endpoint(cluster ? o->cluster[i] : o->sentinels[i], path, &s->seeds[i], err,
-                                errsz);
+        int rc = parse_endpoint(cluster ? o->cluster[i] : o->sentinels[i], path, &s->seeds[i], err);
         if (rc < 0)
             return rc;
     }
     if (cluster)
-        return (s->scratch = malloc(sizeof(*s->scratch))) ? 0 : RDS_EARG;
-    if (o->master == NULL || o->master[0] == '\0' || strlen(o->master) > RDS_MASTER_MAX) {
-        snprintf(err, errsz, "shared_state.redis.master: Sentinel needs the master's name");
-        return RDS_EADDRESS;
-    }
+        return (s->scratch = malloc(sizeof(*s->scratch)))
+                   ? 0
+                   : tt_err_set(err, TT_ERR_NOMEM, "", "redis: out of memory");
+    if (o->master == NULL || o->master[0] == '\0' || strlen(o->master) > RDS_MASTER_MAX)
+        return tt_err_set(err, RDS_EADDRESS, "shared_state.redis.master",
+                          "Sentinel needs the master's name");
     snprintf(s->master, sizeof(s->master), "%s", o->master);
     return 0;
 }
@@ -155,7 +150,7 @@ void rds__refresh_soon(rds_store_t *s)
 
 /* Makes `map` the route. The nodes it names are found or made and wanted; the others are no
  * longer wanted, and disconnected when none of their calls is in flight. */
-static int install(rds_store_t *s, const rds_map_t *map, char *err, size_t errsz)
+static int install(rds_store_t *s, const rds_map_t *map, tt_err_t *err)
 {
     uint8_t index[RDS_NODES_MAX];
     bool keep[RDS_CONNS_MAX] = {false};
@@ -167,8 +162,8 @@ static int install(rds_store_t *s, const rds_map_t *map, char *err, size_t errsz
             for (uint32_t slot = 0; slot < RDS_SLOTS; slot++)
                 if (s->route[slot] != RDS_MAP_NONE)
                     s->nodes[s->route[slot]]->wanted = true;
-            snprintf(err, errsz, "redis: the cluster names more primaries than free connections");
-            return RDS_EMAP;
+            return tt_err_set(err, RDS_EMAP, "",
+                              "redis: the cluster names more primaries than free connections");
         }
         n->wanted = keep[n->index] = true;
         index[i] = (uint8_t)n->index;
@@ -190,11 +185,11 @@ static int install(rds_store_t *s, const rds_map_t *map, char *err, size_t errsz
 void rds__on_slots(rds_call_t *c, const redisReply *reply)
 {
     rds_store_t *s = c->store;
-    char err[256];
+    tt_err_t err;
     s->refresh_in_flight = false;
-    if (rds_map_parse(reply, &c->node->at, s->scratch, err, sizeof(err)) < 0 ||
-        install(s, s->scratch, err, sizeof(err)) < 0) {
-        rds__set_error(s, err);
+    if (rds_map_parse(reply, &c->node->at, s->scratch, &err) < 0 ||
+        install(s, s->scratch, &err) < 0) {
+        rds__set_error(s, err.message);
         refresh_in(s, REFRESH_RETRY_MS);
         return;
     }
@@ -266,9 +261,9 @@ static void set_primary(rds_store_t *s, const rds_endpoint_t *at)
 void rds__on_sentinel_addr(rds_call_t *c, const redisReply *reply)
 {
     rds_endpoint_t at;
-    char err[256];
-    if (rds_sentinel_addr_parse(reply, &at, err, sizeof(err)) < 0) {
-        rds__node_drop(c->node, err);
+    tt_err_t err;
+    if (rds_sentinel_addr_parse(reply, &at, &err) < 0) {
+        rds__node_drop(c->node, err.message);
         return;
     }
     set_primary(c->store, &at);
@@ -288,11 +283,11 @@ static void switch_master(redisAsyncContext *ac, void *r, void *privdata)
         reply->element[2]->type != REDIS_REPLY_STRING)
         return; /* the subscription's confirmation */
     rds_endpoint_t at;
-    char err[256];
+    tt_err_t err;
     const redisReply *m = reply->element[2];
-    int rc = rds_switch_master_parse(m->str, m->len, n->store->master, &at, err, sizeof(err));
+    int rc = rds_switch_master_parse(m->str, m->len, n->store->master, &at, &err);
     if (rc < 0)
-        rds__set_error(n->store, err);
+        rds__set_error(n->store, err.message);
     else if (rc == 0)
         set_primary(n->store, &at);
 }

@@ -460,8 +460,8 @@ static int start(daemon_t *d)
     if (d->cfg->redis.present) { /* connects in the background; posture.fail covers the wait */
         rds_options_t ro;
         rds_options_from_config(&d->cfg->redis, &ro);
-        if (rds_gov_attach(&d->redis, d->engine, &d->loop, &ro, err, sizeof(err)) != 0) {
-            srv_log(SRV_LOG_ERROR, "redis", "detail", err, NULL);
+        if (rds_gov_attach(&d->redis, d->engine, &d->loop, &ro, &gerr) != 0) {
+            srv_log(SRV_LOG_ERROR, "redis", "detail", tt_err_format(&gerr, err, sizeof(err)), NULL);
             return EX_CONFIG_;
         }
         srv_metrics_add_source(d->metrics, redis_metrics, d);

@@ -27,11 +27,10 @@ static void text(const char *s, size_t n)
 {
     rds_redirect_t rd;
     rds_endpoint_t e;
-    char err[256];
-    if (rds_redirect_parse(s, n, &asked, &rd, err, sizeof(err)) == 0 &&
-        rd.kind != RDS_REDIRECT_NONE)
+    tt_err_t err;
+    if (rds_redirect_parse(s, n, &asked, &rd, &err) == 0 && rd.kind != RDS_REDIRECT_NONE)
         check(rd.slot >= 0 && rd.slot < RDS_SLOTS && rd.to.port >= 1 && rd.to.port <= 65535);
-    if (rds_switch_master_parse(s, n, "mymaster", &e, err, sizeof(err)) == 0)
+    if (rds_switch_master_parse(s, n, "mymaster", &e, &err) == 0)
         check(e.port >= 1 && e.port <= 65535 && e.host[0] != '\0');
 }
 
@@ -61,10 +60,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     void *reply = NULL;
     for (int i = 0; i < 4 && redisReaderGetReply(r, &reply) == REDIS_OK && reply; i++) {
         const redisReply *rep = reply;
-        char err[256], sha[RDS_SHA_LEN + 1];
+        tt_err_t err;
+        char sha[RDS_SHA_LEN + 1];
         rds_endpoint_t e;
         ra_result_t res;
-        if (rds_map_parse(rep, &asked, &map, err, sizeof(err)) == 0) {
+        if (rds_map_parse(rep, &asked, &map, &err) == 0) {
             uint32_t covered = 0;
             for (int s = 0; s < RDS_SLOTS; s++) {
                 check(map.slot[s] == RDS_MAP_NONE || map.slot[s] < map.n_nodes);
@@ -72,11 +72,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
             check(covered == map.covered && map.n_nodes <= RDS_NODES_MAX);
         }
-        if (rds_sentinel_addr_parse(rep, &e, err, sizeof(err)) == 0)
+        if (rds_sentinel_addr_parse(rep, &e, &err) == 0)
             check(e.port >= 1 && e.port <= 65535);
-        (void)rds_role_is_primary(rep, err, sizeof(err));
-        (void)rds_reply_read(rep, &res, err, sizeof(err));
-        (void)rds_reply_sha(rep, sha, err, sizeof(err));
+        (void)rds_role_is_primary(rep, &err);
+        (void)rds_reply_read(rep, &res, &err);
+        (void)rds_reply_sha(rep, sha, &err);
         if (rep->type == REDIS_REPLY_ERROR || rep->type == REDIS_REPLY_STRING)
             text(rep->str, rep->len);
         freeReplyObject(reply);

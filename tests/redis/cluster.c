@@ -33,10 +33,10 @@ int rc_primary_of(rc_cluster_t *c, int asked, int slot)
         return -1;
     redisReply *r = redisCommand(conn, "CLUSTER SLOTS");
     static rds_map_t map;
-    char err[256];
+    tt_err_t err;
     rds_endpoint_t at = {.host = "127.0.0.1", .port = c->node[asked].port};
     int found = -1;
-    if (rds_map_parse(r, &at, &map, err, sizeof(err)) == 0 && map.slot[slot] != RDS_MAP_NONE)
+    if (rds_map_parse(r, &at, &map, &err) == 0 && map.slot[slot] != RDS_MAP_NONE)
         for (int i = 0; i < RC_NODES; i++)
             if (c->node[i].port == map.nodes[map.slot[slot]].port)
                 found = i;

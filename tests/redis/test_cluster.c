@@ -47,8 +47,8 @@ static rds_store_t *open_cluster(int64_t timeout_ns)
     for (int i = 0; i < 3; i++)
         o.cluster[i] = cluster.seeds[i];
     rds_store_t *s;
-    char err[256];
-    cr_assert_eq(rds_store_new(&loop, &o, &s, err, sizeof(err)), 0, "%s", err);
+    tt_err_t err;
+    cr_assert_eq(rds_store_new(&loop, &o, &s, &err), 0, "%s", err.message);
     return s;
 }
 

@@ -67,8 +67,8 @@ static void node_open(node_t *n, const cfg_limit_t *l, int64_t timeout_ns)
                        .timeout_ns = timeout_ns,
                        .backoff_min_ns = 10 * MS,
                        .backoff_max_ns = 100 * MS};
-    char err[256];
-    cr_assert_eq(rds_gov_attach(&n->g, n->e, &loop, &o, err, sizeof(err)), 0, "%s", err);
+    tt_err_t err;
+    cr_assert_eq(rds_gov_attach(&n->g, n->e, &loop, &o, &err), 0, "%s", err.message);
 }
 
 static void node_close(node_t *n)

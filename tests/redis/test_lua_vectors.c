@@ -52,8 +52,8 @@ static void load_scripts(void)
     for (int i = 0; i < RDS_SCRIPT_COUNT; i++) {
         const rds_script_t *s = rds_script(i);
         redisReply *r = redisCommand(conn, "SCRIPT LOAD %b", s->body, s->len);
-        char err[256];
-        cr_assert_eq(rds_reply_sha(r, shas[i], err, sizeof(err)), 0, "%s: %s", s->name, err);
+        tt_err_t err;
+        cr_assert_eq(rds_reply_sha(r, shas[i], &err), 0, "%s: %s", s->name, err.message);
         freeReplyObject(r);
     }
 }
@@ -70,8 +70,8 @@ static void setup(void)
     uv_loop_init(&loop);
     rds_options_t o = {.n_cluster = 1, .timeout_ns = INT64_C(5000000000)};
     o.cluster[0] = cluster.seeds[0];
-    char err[256];
-    cr_assert_eq(rds_store_new(&loop, &o, &store, err, sizeof(err)), 0, "%s", err);
+    tt_err_t err;
+    cr_assert_eq(rds_store_new(&loop, &o, &store, &err), 0, "%s", err.message);
     cr_assert(rh_run_until(&loop, is_ready, store, 10000), "the cluster store never got ready");
     for (int i = 0; i < 3; i++) { /* a tag on each primary (nodes 0, 1, 2 at the start) */
         int n = 0;
@@ -189,12 +189,12 @@ static void run_batch(int n, const ra_limiter_t *const *l, char (*key)[32], cons
     redisReply *r = NULL;
     cr_assert_eq(redisAppendFormattedCommand(conn, cmd, len), REDIS_OK);
     cr_assert_eq(redisGetReply(conn, (void **)&r), REDIS_OK);
-    char whole[256];
-    int rc = rds_batch_reply(r, (uint32_t)n, whole, sizeof(whole));
+    tt_err_t whole = {0};
+    int rc = rds_batch_reply(r, (uint32_t)n, &whole);
     for (int i = 0; i < n; i++) {
-        status[i] = rc < 0 ? rc : rds_reply_read(r->element[i], &out[i], err[i], sizeof(err[i]));
-        if (rc < 0)
-            snprintf(err[i], sizeof(err[i]), "%s", whole);
+        tt_err_t e = whole;
+        status[i] = rc < 0 ? rc : rds_reply_read(r->element[i], &out[i], &e);
+        snprintf(err[i], sizeof(err[i]), "%s", status[i] < 0 ? e.message : "");
     }
     freeReplyObject(r);
 }

@@ -88,8 +88,8 @@ static rds_store_t *open_store(const char *address)
                        .backoff_max_ns = 100 * MS};
     o.sentinels[0] = address;
     rds_store_t *s;
-    char err[256];
-    cr_assert_eq(rds_store_new(&loop, &o, &s, err, sizeof(err)), 0, "%s", err);
+    tt_err_t err;
+    cr_assert_eq(rds_store_new(&loop, &o, &s, &err), 0, "%s", err.message);
     return s;
 }
 

@@ -72,9 +72,9 @@ Test(slots, a_counter_key_hashes_its_identity_and_id_whatever_braces_the_id_hold
 Test(slots, cluster_slots_becomes_a_map_of_primaries)
 {
     static rds_map_t map;
-    char err[256] = "";
+    tt_err_t err = {0};
     redisReply *r = resp(SLOTS3);
-    cr_assert_eq(rds_map_parse(r, &asked, &map, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(rds_map_parse(r, &asked, &map, &err), 0, "%s", err.message);
     freeReplyObject(r);
     cr_assert_eq(map.n_nodes, 3);
     cr_assert_eq(map.covered, RDS_SLOTS);
@@ -88,9 +88,9 @@ Test(slots, cluster_slots_becomes_a_map_of_primaries)
 Test(slots, slots_no_range_names_stay_unserved)
 {
     static rds_map_t map;
-    char err[256];
+    tt_err_t err;
     redisReply *r = resp("*1\r\n*3\r\n:100\r\n:199\r\n*2\r\n$1\r\nh\r\n:1\r\n");
-    cr_assert_eq(rds_map_parse(r, &asked, &map, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(rds_map_parse(r, &asked, &map, &err), 0, "%s", err.message);
     freeReplyObject(r);
     cr_assert_eq(map.covered, 100);
     cr_assert_eq(map.slot[99], RDS_MAP_NONE);
@@ -123,7 +123,7 @@ Test(slots, bad_cluster_slots_replies_are_refused_with_a_reason)
     };
     static rds_map_t map;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char err[256] = "";
+        tt_err_t err = {0};
         redisReader *rd = redisReaderCreate();
         void *reply = NULL;
         /* the NUL case needs its real length */
@@ -134,12 +134,13 @@ Test(slots, bad_cluster_slots_replies_are_refused_with_a_reason)
         cr_assert_eq(redisReaderGetReply(rd, &reply), REDIS_OK);
         cr_assert_not_null(reply, "case %zu", i);
         redisReaderFree(rd);
-        cr_assert_eq(rds_map_parse(reply, &asked, &map, err, sizeof(err)), RDS_EMAP, "case %zu", i);
-        cr_assert(strstr(err, cases[i].want), "case %zu: %s (want %s)", i, err, cases[i].want);
+        cr_assert_eq(rds_map_parse(reply, &asked, &map, &err), RDS_EMAP, "case %zu", i);
+        cr_assert(strstr(err.message, cases[i].want), "case %zu: %s (want %s)", i, err.message,
+                  cases[i].want);
         freeReplyObject(reply);
     }
-    char err[256];
-    cr_assert_eq(rds_map_parse(NULL, &asked, &map, err, sizeof(err)), RDS_EMAP);
+    tt_err_t err;
+    cr_assert_eq(rds_map_parse(NULL, &asked, &map, &err), RDS_EMAP);
 }
 
 Test(slots, more_primaries_than_a_store_holds_are_refused)
@@ -150,32 +151,32 @@ Test(slots, more_primaries_than_a_store_holds_are_refused)
         n += (size_t)snprintf(buf + n, sizeof(buf) - n,
                               "*3\r\n:%d\r\n:%d\r\n*2\r\n$1\r\nh\r\n:%d\r\n", i, i, 1000 + i);
     static rds_map_t map;
-    char err[256];
+    tt_err_t err;
     redisReply *r = resp(buf);
-    cr_assert_eq(rds_map_parse(r, &asked, &map, err, sizeof(err)), RDS_EMAP);
-    cr_assert(strstr(err, "range 65: more primaries"), "%s", err);
+    cr_assert_eq(rds_map_parse(r, &asked, &map, &err), RDS_EMAP);
+    cr_assert(strstr(err.message, "range 65: more primaries"), "%s", err.message);
     freeReplyObject(r);
 }
 
-static int redirect(const char *s, rds_redirect_t *out, char *err)
+static int redirect(const char *s, rds_redirect_t *out, tt_err_t *err)
 {
-    return rds_redirect_parse(s, strlen(s), &asked, out, err, 256);
+    return rds_redirect_parse(s, strlen(s), &asked, out, err);
 }
 
 Test(slots, moved_and_ask_are_read_with_their_slot_and_target)
 {
     rds_redirect_t r;
-    char err[256];
-    cr_assert_eq(redirect("MOVED 3999 127.0.0.1:6381", &r, err), 0);
+    tt_err_t err;
+    cr_assert_eq(redirect("MOVED 3999 127.0.0.1:6381", &r, &err), 0);
     cr_assert_eq(r.kind, RDS_REDIRECT_MOVED);
     cr_assert_eq(r.slot, 3999);
     cr_assert_str_eq(r.to.host, "127.0.0.1");
     cr_assert_eq(r.to.port, 6381);
-    cr_assert_eq(redirect("ASK 16383 ::1:7002", &r, err), 0);
+    cr_assert_eq(redirect("ASK 16383 ::1:7002", &r, &err), 0);
     cr_assert_eq(r.kind, RDS_REDIRECT_ASK);
     cr_assert_eq(r.slot, 16383);
     cr_assert_str_eq(r.to.host, "::1", "IPv6: the last colon splits");
-    cr_assert_eq(redirect("MOVED 0 :7005", &r, err), 0);
+    cr_assert_eq(redirect("MOVED 0 :7005", &r, &err), 0);
     cr_assert_str_eq(r.to.host, "10.0.0.9", "an empty host is the node asked");
     cr_assert_eq(r.to.port, 7005);
 }
@@ -183,7 +184,7 @@ Test(slots, moved_and_ask_are_read_with_their_slot_and_target)
 Test(slots, other_errors_are_not_redirects)
 {
     rds_redirect_t r;
-    char err[256];
+    tt_err_t err;
     const char *others[] = {"TRYAGAIN Multiple keys request during rehashing of slot",
                             "CLUSTERDOWN The cluster is down",
                             "NOSCRIPT No matching script",
@@ -191,7 +192,7 @@ Test(slots, other_errors_are_not_redirects)
                             "ASKING",
                             "ERR MOVED 1 h:1"};
     for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
-        cr_assert_eq(redirect(others[i], &r, err), 0, "%s", others[i]);
+        cr_assert_eq(redirect(others[i], &r, &err), 0, "%s", others[i]);
         cr_assert_eq(r.kind, RDS_REDIRECT_NONE, "%s", others[i]);
     }
 }
@@ -203,25 +204,25 @@ Test(slots, misshapen_redirects_are_refused)
                          "ASK 1h:1",         "ASK 1 h:123456", "MOVED 12",   "MOVED 12 "};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         rds_redirect_t r;
-        char err[256] = "";
-        cr_assert_eq(redirect(bad[i], &r, err), RDS_EMAP, "%s", bad[i]);
-        cr_assert(strstr(err, "misshapen redirect"), "%s: %s", bad[i], err);
+        tt_err_t err = {0};
+        cr_assert_eq(redirect(bad[i], &r, &err), RDS_EMAP, "%s", bad[i]);
+        cr_assert(strstr(err.message, "misshapen redirect"), "%s: %s", bad[i], err.message);
         cr_assert_eq(r.kind, RDS_REDIRECT_NONE);
     }
     char host[400] = "MOVED 1 ";
     memset(host + 8, 'h', 300);
     strcpy(host + 308, ":1");
     rds_redirect_t r;
-    char err[256];
-    cr_assert_eq(redirect(host, &r, err), RDS_EMAP, "a host too long");
+    tt_err_t err;
+    cr_assert_eq(redirect(host, &r, &err), RDS_EMAP, "a host too long");
 }
 
 Test(slots, sentinel_gives_the_primary_address_or_a_reason)
 {
     rds_endpoint_t e;
-    char err[256];
+    tt_err_t err;
     redisReply *r = resp("*2\r\n$9\r\n127.0.0.1\r\n$4\r\n6380\r\n");
-    cr_assert_eq(rds_sentinel_addr_parse(r, &e, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(rds_sentinel_addr_parse(r, &e, &err), 0, "%s", err.message);
     cr_assert_str_eq(e.host, "127.0.0.1");
     cr_assert_eq(e.port, 6380);
     freeReplyObject(r);
@@ -239,26 +240,26 @@ Test(slots, sentinel_gives_the_primary_address_or_a_reason)
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         r = resp(bad[i].resp);
-        cr_assert_eq(rds_sentinel_addr_parse(r, &e, err, sizeof(err)), RDS_EMAP, "case %zu", i);
-        cr_assert(strstr(err, bad[i].want), "case %zu: %s", i, err);
+        cr_assert_eq(rds_sentinel_addr_parse(r, &e, &err), RDS_EMAP, "case %zu", i);
+        cr_assert(strstr(err.message, bad[i].want), "case %zu: %s", i, err.message);
         freeReplyObject(r);
     }
 }
 
-static int switch_master(const char *s, rds_endpoint_t *e, char *err)
+static int switch_master(const char *s, rds_endpoint_t *e, tt_err_t *err)
 {
-    return rds_switch_master_parse(s, strlen(s), "mymaster", e, err, 256);
+    return rds_switch_master_parse(s, strlen(s), "mymaster", e, err);
 }
 
 Test(slots, switch_master_names_the_new_primary_of_our_master_only)
 {
     rds_endpoint_t e;
-    char err[256];
-    cr_assert_eq(switch_master("mymaster 127.0.0.1 6379 127.0.0.1 6380", &e, err), 0);
+    tt_err_t err;
+    cr_assert_eq(switch_master("mymaster 127.0.0.1 6379 127.0.0.1 6380", &e, &err), 0);
     cr_assert_str_eq(e.host, "127.0.0.1");
     cr_assert_eq(e.port, 6380);
-    cr_assert_eq(switch_master("other 127.0.0.1 6379 127.0.0.1 6380", &e, err), 1);
-    cr_assert_eq(switch_master("mymasterx 127.0.0.1 6379 127.0.0.1 6380", &e, err), 1);
+    cr_assert_eq(switch_master("other 127.0.0.1 6379 127.0.0.1 6380", &e, &err), 1);
+    cr_assert_eq(switch_master("mymasterx 127.0.0.1 6379 127.0.0.1 6380", &e, &err), 1);
     const char *bad[] = {"mymaster 127.0.0.1 6379 127.0.0.1",
                          "mymaster 127.0.0.1 6379 127.0.0.1 6380 extra",
                          "mymaster 127.0.0.1 6379 127.0.0.1 port",
@@ -266,23 +267,23 @@ Test(slots, switch_master_names_the_new_primary_of_our_master_only)
                          "",
                          " 127.0.0.1 6379 127.0.0.1 6380"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        cr_assert_eq(switch_master(bad[i], &e, err), RDS_EMAP, "%s", bad[i]);
+        cr_assert_eq(switch_master(bad[i], &e, &err), RDS_EMAP, "%s", bad[i]);
 }
 
 Test(slots, role_accepts_a_primary_only)
 {
-    char err[256];
+    tt_err_t err;
     redisReply *r = resp("*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n");
-    cr_assert_eq(rds_role_is_primary(r, err, sizeof(err)), 0);
+    cr_assert_eq(rds_role_is_primary(r, &err), 0);
     freeReplyObject(r);
     r = resp("*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:6379\r\n$9\r\nconnected\r\n:1\r\n");
-    cr_assert_eq(rds_role_is_primary(r, err, sizeof(err)), RDS_EMAP);
-    cr_assert(strstr(err, "ROLE says slave"), "%s", err);
+    cr_assert_eq(rds_role_is_primary(r, &err), RDS_EMAP);
+    cr_assert(strstr(err.message, "ROLE says slave"), "%s", err.message);
     freeReplyObject(r);
     r = resp(":1\r\n");
-    cr_assert_eq(rds_role_is_primary(r, err, sizeof(err)), RDS_EMAP);
+    cr_assert_eq(rds_role_is_primary(r, &err), RDS_EMAP);
     freeReplyObject(r);
-    cr_assert_eq(rds_role_is_primary(NULL, err, sizeof(err)), RDS_EMAP);
+    cr_assert_eq(rds_role_is_primary(NULL, &err), RDS_EMAP);
 }
 
 /* ---- script replies (script.c): the same pure layer ------------------------------------- */
@@ -310,14 +311,14 @@ Test(script, remaining_is_an_integer_or_a_decimal_and_the_state_a_decimal)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         redisReply *r = resp(cases[i].resp);
         ra_result_t got;
-        char err[256] = "";
-        int rc = rds_reply_read(r, &got, err, sizeof(err));
+        tt_err_t err = {0};
+        int rc = rds_reply_read(r, &got, &err);
         freeReplyObject(r);
-        cr_assert_eq(rc, cases[i].rc, "case %zu: %d (%s)", i, rc, err);
+        cr_assert_eq(rc, cases[i].rc, "case %zu: %d (%s)", i, rc, err.message);
         if (rc == 0)
             cr_assert_eq(got.remaining, cases[i].remaining, "case %zu", i);
         else
-            cr_assert(strstr(err, cases[i].error), "case %zu: %s", i, err);
+            cr_assert(strstr(err.message, cases[i].error), "case %zu: %s", i, err.message);
     }
 }
 
@@ -351,14 +352,15 @@ Test(script, the_state_is_read_over_the_whole_int64_range_and_nothing_else)
                  strlen(cases[i].text), cases[i].text);
         redisReply *r = resp(text);
         ra_result_t got;
-        char err[256] = "";
-        int rc = rds_reply_read(r, &got, err, sizeof(err));
+        tt_err_t err = {0};
+        int rc = rds_reply_read(r, &got, &err);
         freeReplyObject(r);
-        cr_assert_eq(rc == 0, cases[i].ok, "\"%s\": %d (%s)", cases[i].text, rc, err);
+        cr_assert_eq(rc == 0, cases[i].ok, "\"%s\": %d (%s)", cases[i].text, rc, err.message);
         if (rc == 0)
             cr_assert_eq(got.next_state, cases[i].v, "\"%s\"", cases[i].text);
         else
-            cr_assert(strstr(err, "field 6 (state) is not a decimal int64"), "%s", err);
+            cr_assert(strstr(err.message, "field 6 (state) is not a decimal int64"), "%s",
+                      err.message);
     }
 }
 

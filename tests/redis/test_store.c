@@ -55,8 +55,8 @@ static rds_store_t *open_store(const char *address, int64_t timeout_ns)
                        .backoff_min_ns = 10 * MS,
                        .backoff_max_ns = 100 * MS};
     rds_store_t *s;
-    char err[256];
-    cr_assert_eq(rds_store_new(&loop, &o, &s, err, sizeof(err)), 0, "%s", err);
+    tt_err_t err;
+    cr_assert_eq(rds_store_new(&loop, &o, &s, &err), 0, "%s", err.message);
     return s;
 }
 
@@ -325,8 +325,8 @@ Test(store, in_flight_calls_are_bounded)
 {
     rds_options_t o = {.address = server.address, .timeout_ns = 500 * MS, .max_in_flight = 8};
     rds_store_t *s;
-    char err[256];
-    cr_assert_eq(rds_store_new(&loop, &o, &s, err, sizeof(err)), 0);
+    tt_err_t err;
+    cr_assert_eq(rds_store_new(&loop, &o, &s, &err), 0);
     cr_assert(run_until(is_ready, s, 5000));
     ra_limiter_t l = team_rpm();
     tally_t t = {0};
@@ -460,19 +460,50 @@ Test(store, bad_addresses_are_named)
 {
     static const char *const bad[] = {"",           "localhost", "host:",     "host:0",
                                       "host:70000", ":6379",     "[::1:6379", "host:12ab"};
-    char host[64], err[256];
+    char host[64];
+    tt_err_t err;
     int port;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        cr_assert_eq(rds_address_parse(bad[i], host, sizeof(host), &port, err, sizeof(err)),
-                     RDS_EADDRESS, "%s", bad[i]);
-        cr_assert(strstr(err, "shared_state.redis.address"), "%s", err);
+        cr_assert_eq(rds_address_parse(bad[i], host, sizeof(host), &port, &err), RDS_EADDRESS, "%s",
+                     bad[i]);
+        cr_assert_eq(err.code, RDS_EADDRESS);
+        cr_assert_str_eq(err.path, "shared_state.redis.address");
+        cr_assert(strstr(err.message, "neither host:port nor a unix socket path"), "%s",
+                  err.message);
     }
-    cr_assert_eq(rds_address_parse("[::1]:6380", host, sizeof(host), &port, err, sizeof(err)), 0);
+    cr_assert_eq(rds_address_parse("[::1]:6380", host, sizeof(host), &port, &err), 0);
     cr_assert_str_eq(host, "::1");
     cr_assert_eq(port, 6380);
-    cr_assert_eq(rds_address_parse("/run/redis.sock", host, sizeof(host), &port, err, sizeof(err)),
-                 0);
+    cr_assert_eq(rds_address_parse("/run/redis.sock", host, sizeof(host), &port, &err), 0);
     cr_assert_eq(port, 0);
+}
+
+Test(store, a_bad_topology_names_its_field)
+{
+    static const struct {
+        rds_options_t o;
+        const char *path, *message;
+    } cases[] = {
+        {{.n_cluster = 2, .cluster = {"127.0.0.1:7000", "seed-without-port"}},
+         "shared_state.redis.cluster[1]",
+         "\"seed-without-port\" is not host:port"},
+        {{.n_sentinels = 1, .sentinels = {"127.0.0.1:26379"}},
+         "shared_state.redis.master",
+         "Sentinel needs the master's name"},
+        {{.address = "127.0.0.1:6379", .n_cluster = 1, .cluster = {"127.0.0.1:7000"}},
+         "shared_state.redis",
+         "give one of address, cluster"},
+        {{.address = "nowhere"}, "shared_state.redis.address", "neither host:port"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        rds_store_t *s = NULL;
+        tt_err_t err = {0};
+        cr_assert_eq(rds_store_new(&loop, &cases[i].o, &s, &err), RDS_EADDRESS, "case %zu", i);
+        cr_assert_null(s);
+        cr_assert_eq(err.code, RDS_EADDRESS);
+        cr_assert_str_eq(err.path, cases[i].path, "case %zu", i);
+        cr_assert(strstr(err.message, cases[i].message), "case %zu: %s", i, err.message);
+    }
 }
 
 /* ---- a fake Redis on a unix socket that answers what we tell it to ------------------------ */
