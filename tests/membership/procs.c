@@ -30,6 +30,34 @@ int fp_bound_port(const tt_daemon_t *r, const char *after)
     return atoi(p + strlen("127.0.0.1:"));
 }
 
+void fp_temp_file(char *path, size_t cap, const char *name, const char *text)
+{
+    snprintf(path, cap, "/tmp/tt-%s-XXXXXX", name);
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0, "cannot make %s", path);
+    close(fd);
+    fp_write_file(path, text);
+}
+
+void fp_write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "cannot write %s", path);
+    cr_assert_eq(fputs(text, f) >= 0 && fclose(f) == 0, true, "cannot write %s", path);
+}
+
+void fp_replica_config(char *out, size_t cap, const char *prefix, int i, int gport, int seed,
+                       const char *keyring)
+{
+    char seeds[64] = "";
+    if (seed)
+        snprintf(seeds, sizeof seeds, "    seeds: [\"127.0.0.1:%d\"]\n", seed);
+    snprintf(out, cap,
+             "  http: 127.0.0.1:0\nshared_state:\n  share:\n    node_id: %s%d\n"
+             "    bind: 127.0.0.1:%d\n%s    keyring_file: %s\n    cluster: itest\n",
+             prefix, i, gport, seeds, keyring);
+}
+
 int fp_cli_json(const tt_daemon_t *r, const char *sub, char *out, size_t cap)
 {
     char cmd[512];

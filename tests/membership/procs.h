@@ -54,6 +54,18 @@ long long fp_counter(const char *text, const char *name);
 /* Scrapes port and reads `name` (-1 when absent or unreachable). */
 long long fp_metric(int hport, const char *name);
 
+/* A temporary file /tmp/tt-NAME-XXXXXX holding `text`; its path into path (cap bytes). Asserts. */
+void fp_temp_file(char *path, size_t cap, const char *name, const char *text);
+
+/* Replaces the contents of the file at path with `text`. Asserts. */
+void fp_write_file(const char *path, const char *text);
+
+/* A sealed replica's lines for tt_daemon_start's server_extra, into out: HTTP on a port the kernel
+ * picks, node PREFIX<i>, gossip on 127.0.0.1:gport (0: the kernel's pick), seeded to
+ * 127.0.0.1:seed (0: no seed), the keyring file `keyring`, cluster itest. */
+void fp_replica_config(char *out, size_t cap, const char *prefix, int i, int gport, int seed,
+                       const char *keyring);
+
 /* Starts r (tt_daemon_start with limits and extra) under libfaketime, its wall-clock offset read
  * from `file` at every call (CLOCK_MONOTONIC left alone); with limits NULL, spawns it again on
  * its directory (tt_daemon_spawn). Asserts. */

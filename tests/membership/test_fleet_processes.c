@@ -104,12 +104,8 @@ static bool exited(void *arg)
 
 Test(fleet, eight_replicas_converge_see_a_kill_as_dead_and_a_term_as_left)
 {
-    snprintf(keyring, sizeof keyring, "/tmp/tt-fleet-keys-XXXXXX");
-    int fd = mkstemp(keyring);
-    cr_assert_geq(fd, 0);
-    const char *key = "# primary\nERERERERERERERERERERERERERERERERERERERERERE=\n";
-    cr_assert_eq(write(fd, key, strlen(key)), (ssize_t)strlen(key));
-    close(fd);
+    fp_temp_file(keyring, sizeof keyring, "fleet-keys",
+                 "# primary\nERERERERERERERERERERERERERERERERERERERERERE=\n");
     /* every replica lets the kernel pick its port; the first one's is the others' seed */
     int port0 = 0;
     for (int i = 0; i < N; i++) {
@@ -180,10 +176,8 @@ Test(fleet, bad_datagrams_are_dropped_and_counted_in_metrics)
     uint8_t key[SWIM_KEY_BYTES], other[SWIM_KEY_BYTES];
     memset(key, 0x11, sizeof key);
     memset(other, 0x22, sizeof other);
-    FILE *f = fopen(keyring, "w");
-    fprintf(f, "ERERERERERERERERERERERERERERERERERERERERERE=\n");
-    fclose(f);
-    f = fopen(r->config, "w");
+    fp_write_file(keyring, "ERERERERERERERERERERERERERERERERERERERERERE=\n");
+    FILE *f = fopen(r->config, "w");
     fprintf(f,
             "server:\n  socket: %s\n  http: 127.0.0.1:0\n"
             "shared_state:\n  share:\n    node_id: solo\n    bind: 127.0.0.1:0\n"
@@ -268,34 +262,16 @@ static bool both_count_two(int ms)
 
 static char rings[3][64];
 
-static void write_ring(int i, const char *text)
-{
-    FILE *f = fopen(rings[i], "w");
-    cr_assert_not_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
-/* Replica i's config: its own keyring, HTTP on a kernel-given port, seeded to `seed` (0: none). */
+/* Replica i's config: node k<i>, its own keyring, seeded to `seed` (0: none). */
 static void replica_config(int i, int seed, char *out, size_t cap)
 {
-    char seeds[64] = "";
-    if (seed)
-        snprintf(seeds, sizeof seeds, "    seeds: [\"127.0.0.1:%d\"]\n", seed);
-    snprintf(out, cap,
-             "  http: 127.0.0.1:0\nshared_state:\n  share:\n    node_id: k%d\n"
-             "    bind: 127.0.0.1:0\n%s    keyring_file: %s\n    cluster: itest\n",
-             i, seeds, rings[i]);
+    fp_replica_config(out, cap, "k", i, 0, seed, rings[i]);
 }
 
 /* Makes replica i's keyring file holding `text`. */
 static void make_ring(int i, const char *text)
 {
-    snprintf(rings[i], sizeof rings[i], "/tmp/tt-ring-XXXXXX");
-    int fd = mkstemp(rings[i]);
-    cr_assert_geq(fd, 0);
-    close(fd);
-    write_ring(i, text);
+    fp_temp_file(rings[i], sizeof rings[i], "ring", text);
 }
 
 /* Starts replicas 0 and 1 on their keyrings, 1 seeded to 0, and waits until both count 2 live.
@@ -348,7 +324,7 @@ Test(fleet, an_outsider_cannot_join_and_a_key_rotates_without_a_split, .fini = u
     };
     for (size_t s = 0; s < sizeof steps / sizeof *steps; s++)
         for (int i = 0; i < 2; i++) {
-            write_ring(i, steps[s]);
+            fp_write_file(rings[i], steps[s]);
             kill(d[i].pid, SIGTERM);
             waitpid(d[i].pid, NULL, 0);
             int other = fp_bound_port(&d[1 - i], "membership started");
@@ -394,7 +370,7 @@ Test(fleet, a_key_rotates_by_reload_without_a_restart_or_a_refused_datagram, .fi
     for (size_t s = 0; s < sizeof steps / sizeof *steps; s++) {
         ok++;
         for (int i = 0; i < 2; i++) {
-            write_ring(i, steps[s]);
+            fp_write_file(rings[i], steps[s]);
             reload_and_wait(i, hport[i], "ok", ok);
             cr_assert(both_count_two(5000), "split after step %zu at replica %d", s, i);
         }
@@ -406,13 +382,13 @@ Test(fleet, a_key_rotates_by_reload_without_a_restart_or_a_refused_datagram, .fi
     }
 
     /* replica 1 back on the removed key alone: replica 0 now refuses what it sends */
-    write_ring(1, KEY_A "\n");
+    fp_write_file(rings[1], KEY_A "\n");
     reload_and_wait(1, hport[1], "ok", ok + 1);
     cr_assert_gt(fp_poll_metric(hport[0], AUTH_DROPS, 1, LLONG_MAX, 10000, NULL, 0), 0,
                  "the reloaded key was not in use");
 
     /* a keyring that does not parse fails the reload whole; the replica keeps serving */
-    write_ring(0, "not base64\n");
+    fp_write_file(rings[0], "not base64\n");
     reload_and_wait(0, hport[0], "failed", 1);
     cr_assert(tt_daemon_log_has(&d[0], "reload refused: shared_state.share.keyring_file", 0));
     cr_assert_eq(fp_live(&d[0]) >= 1, true, "replica 0 stopped answering");
@@ -443,11 +419,7 @@ static void clock_fini(void)
  * the wall clock fires at the step and declares replica 0 dead; no peer may. */
 Test(fleet, a_wall_clock_step_on_one_replica_kills_no_one, .fini = clock_fini)
 {
-    snprintf(faketime_file, sizeof faketime_file, "/tmp/tt-faketime-XXXXXX");
-    int fd = mkstemp(faketime_file);
-    cr_assert_geq(fd, 0);
-    cr_assert_eq(write(fd, "+0\n", 3), 3);
-    close(fd);
+    fp_temp_file(faketime_file, sizeof faketime_file, "faketime", "+0\n");
     for (int i = 0; i < 3; i++)
         make_ring(i, KEY_A "\n");
     int port0 = start_pair();
@@ -459,10 +431,7 @@ Test(fleet, a_wall_clock_step_on_one_replica_kills_no_one, .fini = clock_fini)
     kill(d[0].pid, SIGSTOP);
     /* asserted once replica 0 runs again */
     bool suspected = fp_poll(state_is_suspect, &d[2], 10000, 10);
-    FILE *f = fopen(faketime_file, "w");
-    cr_assert_not_null(f);
-    fputs("+20s\n", f);
-    fclose(f);
+    fp_write_file(faketime_file, "+20s\n");
     /* the fault: replica 0 stays stopped 0.3 s more, past replica 2's next tick (gossip runs
      * every 0.2 s), then resumes with over 3 s of the suspicion left to refute */
     struct timespec hold = {0, 300 * 1000000L};

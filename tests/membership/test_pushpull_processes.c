@@ -132,20 +132,10 @@ TestSuite(pushpull, .fini = stop_all, .timeout = 120);
  * seeded to `seed` (0: none). Returns its gossip port. */
 static int start(int i, int seed)
 {
-    if (!ring[0]) {
-        snprintf(ring, sizeof ring, "/tmp/tt-ring-XXXXXX");
-        int fd = mkstemp(ring);
-        cr_assert_geq(fd, 0);
-        cr_assert_eq(write(fd, KEY_A "\n", strlen(KEY_A) + 1), (ssize_t)strlen(KEY_A) + 1);
-        close(fd);
-    }
-    char extra[512], seeds[64] = "";
-    if (seed)
-        snprintf(seeds, sizeof seeds, "    seeds: [\"127.0.0.1:%d\"]\n", seed);
-    snprintf(extra, sizeof extra,
-             "  http: 127.0.0.1:0\nshared_state:\n  share:\n    node_id: p%d\n    bind: "
-             "127.0.0.1:0\n%s    keyring_file: %s\n    cluster: itest\n",
-             i, seeds, ring);
+    if (!ring[0])
+        fp_temp_file(ring, sizeof ring, "ring", KEY_A "\n");
+    char extra[512];
+    fp_replica_config(extra, sizeof extra, "p", i, 0, seed, ring);
     cr_assert_eq(tt_daemon_start(&d[i], LIMITS, extra), 0);
     return fp_bound_port(&d[i], "membership started");
 }

@@ -42,24 +42,14 @@ TestSuite(restart, .fini = stop_all, .timeout = 240);
 
 static void make_ring(void)
 {
-    snprintf(ring, sizeof ring, "/tmp/tt-ring-XXXXXX");
-    int fd = mkstemp(ring);
-    cr_assert_geq(fd, 0);
-    cr_assert_eq(write(fd, KEY_A "\n", strlen(KEY_A) + 1), (ssize_t)strlen(KEY_A) + 1);
-    close(fd);
+    fp_temp_file(ring, sizeof ring, "ring", KEY_A "\n");
 }
 
-/* Replica i's server and shared_state lines: node k<i>, HTTP and gossip on `gport` (0: the
- * kernel's pick), seeded to `seed` (0: none). */
+/* Replica i's server and shared_state lines: node k<i>, gossip on `gport` (0: the kernel's
+ * pick), seeded to `seed` (0: none). */
 static void replica_config(int i, int gport, int seed, char *out, size_t cap)
 {
-    char seeds[64] = "";
-    if (seed)
-        snprintf(seeds, sizeof seeds, "    seeds: [\"127.0.0.1:%d\"]\n", seed);
-    snprintf(out, cap,
-             "  http: 127.0.0.1:0\nshared_state:\n  share:\n    node_id: k%d\n"
-             "    bind: 127.0.0.1:%d\n%s    keyring_file: %s\n    cluster: itest\n",
-             i, gport, seeds, ring);
+    fp_replica_config(out, cap, "k", i, gport, seed, ring);
 }
 
 /* The datagrams the replica on hport has read: received, or dropped as stale or replayed (-1
@@ -218,11 +208,8 @@ static bool k1_back(void *arg)
  */
 Test(restart, a_restart_across_a_backward_clock_step_gets_a_greater_generation, .fini = clock_fini)
 {
-    snprintf(faketime_file, sizeof faketime_file, "/tmp/tt-faketime-XXXXXX");
-    int fd = mkstemp(faketime_file);
-    cr_assert_geq(fd, 0);
-    cr_assert_eq(write(fd, "+5s\n", 4), 4); /* k1's clock runs 5 s ahead... */
-    close(fd);
+    fp_temp_file(faketime_file, sizeof faketime_file, "faketime",
+                 "+5s\n"); /* k1's clock runs 5 s ahead... */
     make_ring();
     char extra[1024];
     replica_config(0, 0, 0, extra, sizeof extra);
@@ -238,10 +225,7 @@ Test(restart, a_restart_across_a_backward_clock_step_gets_a_greater_generation, 
     /* ...until it dies and comes back on the same address (a container restarted in its pod)
      * with its clock set right: 5 s back */
     cr_assert_eq(tt_daemon_kill(&d[1], SIGKILL), -1);
-    FILE *f = fopen(faketime_file, "w");
-    cr_assert_not_null(f);
-    fputs("+0\n", f);
-    fclose(f);
+    fp_write_file(faketime_file, "+0\n");
     replica_config(1, port1, port0, extra, sizeof extra);
     cr_assert_eq(tt_daemon_rewrite(&d[1], LIMITS, extra), 0);
     fp_start_faked(&d[1], faketime_file, NULL, NULL);
