@@ -161,11 +161,12 @@ static int parse_args(int argc, char **argv, struct sim *s)
 static int arm(struct sim *s, ra_limiter_t *out)
 {
     cfg_limit_t *l = &s->limit;
-    char msg[512];
-    if (cfg_type_algorithm_check(l->type, l->algorithm, msg, sizeof(msg)) < 0) {
-        fprintf(stderr, "Error: --algorithm: %s\n", msg);
+    tt_err_t pairing;
+    if (cfg_type_algorithm_check(l->type, l->algorithm, &pairing) < 0) {
+        fprintf(stderr, "Error: --algorithm: %s\n", pairing.message);
         return EX_CONFIG_;
     }
+    char msg[512];
     if (cfg_limit_arm(l, msg, sizeof(msg)) < 0) {
         fprintf(stderr, "Error: %s\n", msg);
         return EX_CONFIG_;

@@ -23,14 +23,14 @@ const char *cfg_store_name(cfg_store_t s)
     return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
 }
 
-int cfg_type_algorithm_check(cfg_type_t t, ra_algorithm_t alg, char *msg, size_t msg_size)
+int cfg_type_algorithm_check(cfg_type_t t, ra_algorithm_t alg, tt_err_t *err)
 {
     if (t != CFG_TYPE_TPM || alg == RA_GCRA)
         return 0;
-    snprintf(msg, msg_size,
-             "type tpm takes algorithm \"gcra\" only; \"%s\" is not available for a token rate",
-             ra_algorithm_name(alg));
-    return CFG_EINVALID;
+    return tt_err_set(err, CFG_EINVALID, "",
+                      "type tpm takes algorithm \"gcra\" only; \"%s\" is not available for a "
+                      "token rate",
+                      ra_algorithm_name(alg));
 }
 
 /* FNV-1a, 64 bits: stable across versions and platforms, which is all an identity needs. */

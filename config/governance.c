@@ -113,9 +113,9 @@ static int load_algorithm(struct cfg__ctx *c, const cfg_node_t *m, const char *b
                      cfg__list(all, sizeof(all), algorithm_names));
         return -1;
     }
-    char why[128];
-    if (cfg_type_algorithm_check(l->type, alg, why, sizeof(why)) < 0) {
-        cfg__err(c, path, v, "%s", why);
+    tt_err_t why;
+    if (cfg_type_algorithm_check(l->type, alg, &why) < 0) {
+        cfg__err(c, path, v, "%s", why.message);
         return -1;
     }
     l->algorithm = alg;

@@ -100,10 +100,11 @@ const char *cfg_store_name(cfg_store_t s);
 
 /*
  * The validate-phase pairing rule of type and algorithm: tpm takes gcra only. Returns 0, or
- * -1 with the config loader's message (no path, no "Error: " prefix) in msg. Shared
- * by the loader and `tokentriage simulate`, which builds its limit from flags.
+ * CFG_EINVALID described in *err with an empty path (the caller names its field: the loader
+ * governance.limits[i].algorithm, `tokentriage simulate` --algorithm) and the config loader's
+ * message. Shared by the loader and `tokentriage simulate`, which builds its limit from flags.
  */
-int cfg_type_algorithm_check(cfg_type_t t, ra_algorithm_t alg, char *msg, size_t msg_size);
+int cfg_type_algorithm_check(cfg_type_t t, ra_algorithm_t alg, tt_err_t *err);
 
 /*
  * Arms one validated limit: the store/algorithm checks, then the seed's three domain checks

@@ -260,6 +260,10 @@ Test(simulate, a_bad_line_is_named_by_number_and_exits_65)
 
 Test(simulate, a_limit_that_does_not_arm_fails_with_the_seed_message_and_exits_78)
 {
+    run_t *t = simulate("--type tpm --algorithm fixed_window --amount 100000 --period 1m", "");
+    cr_expect_eq(t->exit_code, 78);
+    cr_expect_str_eq(t->err, "Error: --algorithm: type tpm takes algorithm \"gcra\" only; "
+                             "\"fixed_window\" is not available for a token rate\n");
     run_t *r = simulate("--algorithm sliding_window --amount 100000 --period 1m", "");
     cr_expect_eq(r->exit_code, 78);
     cr_expect_str_eq(r->err,

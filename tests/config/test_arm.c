@@ -201,3 +201,17 @@ Test(identity, equals_the_published_hash_of_the_canonical_fields)
     cr_assert_eq(l.identity, cfg_limit_identity(&l));
     cr_assert_neq(l.identity, 0);
 }
+
+/* The type/algorithm pairing rule the loader and `simulate` share: a code, no path (each caller
+ * names its own field), the loader's message. */
+Test(arm, tpm_with_another_algorithm_is_refused_by_code_with_the_loaders_message)
+{
+    tt_err_t err;
+    cr_assert_eq(cfg_type_algorithm_check(CFG_TYPE_TPM, RA_GCRA, &err), 0);
+    cr_assert_eq(cfg_type_algorithm_check(CFG_TYPE_RPM, RA_FIXED_WINDOW, &err), 0);
+    cr_assert_eq(cfg_type_algorithm_check(CFG_TYPE_TPM, RA_FIXED_WINDOW, &err), CFG_EINVALID);
+    cr_assert_eq(err.code, CFG_EINVALID);
+    cr_assert_str_eq(err.path, "");
+    cr_assert_str_eq(err.message, "type tpm takes algorithm \"gcra\" only; \"fixed_window\" is "
+                                  "not available for a token rate");
+}
