@@ -3,6 +3,7 @@
 #define TT_CONFIG_INTERNAL_H
 
 #include "config.h"
+#include "tt_arena.h"
 
 /* A finding's position in the file; its file name is borrowed. */
 typedef struct cfg_pos {
@@ -42,7 +43,7 @@ struct cfg_node {
 typedef struct cfg_doc {
     const char *name; /* borrowed: the file name used in positions */
     cfg_node_t *root; /* NULL for an empty stream */
-    struct cfg__arena *arena;
+    tt_arena_t arena;
     int errors; /* reported while loading, the tree still usable (duplicates, ${VAR}) */
 } cfg_doc_t;
 

@@ -25,40 +25,14 @@
 #define ROOT_PATH "(root)"
 #define PATH_SIZE 512
 
-/* ---- arena ---- */
-
-struct cfg__arena {
-    struct cfg__arena *next;
-    size_t used, size;
-    max_align_t data[];
-};
-
 static void *arena_alloc(cfg_doc_t *doc, size_t n)
 {
-    n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
-    struct cfg__arena *a = doc->arena;
-    if (!a || a->size - a->used < n) {
-        size_t size = n > 65536 ? n : 65536;
-        a = malloc(sizeof(*a) + size);
-        if (!a)
-            return NULL;
-        a->used = 0;
-        a->size = size;
-        a->next = doc->arena;
-        doc->arena = a;
-    }
-    void *p = (char *)a->data + a->used;
-    a->used += n;
-    return p;
+    return tt_arena_alloc(&doc->arena, n);
 }
 
 void cfg__doc_free(cfg_doc_t *doc)
 {
-    while (doc->arena) {
-        struct cfg__arena *next = doc->arena->next;
-        free(doc->arena);
-        doc->arena = next;
-    }
+    tt_arena_free(&doc->arena);
     doc->root = NULL;
 }
 

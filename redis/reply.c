@@ -4,72 +4,18 @@
  * decisions that is 8 or so allocations and frees per decision, a fifth of the daemon's work
  * per redis answer. Here each connection's reader builds its replies, with the same redisReply
  * layout, in the node's arena instead, and the arena is reset once the reply callback has run
- * (rds__arena_reset): hiredis delivers one complete reply at a time and starts the next only
+ * (tt_arena_reset): hiredis delivers one complete reply at a time and starts the next only
  * after the callback returns, so nothing else lives there then. hiredis' freeObject is a no-op;
  * the arena's memory is the node's, freed with it.
  */
-#include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "store_int.h"
 
-#define CHUNK 16384 /* the first chunk, kept across replies; a larger reply adds chunks */
-
-struct rds_chunk {
-    rds_chunk_t *next;
-    size_t used, cap;
-    max_align_t data[]; /* aligned for any object */
-};
-
-static rds_chunk_t *chunk_new(size_t cap)
-{
-    rds_chunk_t *c = malloc(sizeof(*c) + cap);
-    if (c != NULL)
-        *c = (rds_chunk_t){.cap = cap};
-    return c;
-}
-
-/* size bytes, aligned for a pointer or an integer, or NULL (then hiredis reports OOM). */
-static void *arena_alloc(rds_arena_t *a, size_t size)
-{
-    size = (size + 7) & ~(size_t)7;
-    if (a->first == NULL && (a->first = chunk_new(CHUNK)) == NULL)
-        return NULL;
-    rds_chunk_t *c = a->more ? a->more : a->first;
-    if (c->cap - c->used < size) {
-        if ((c = chunk_new(size > CHUNK ? size : CHUNK)) == NULL)
-            return NULL;
-        c->next = a->more;
-        a->more = c;
-    }
-    void *p = (char *)c->data + c->used;
-    c->used += size;
-    return p;
-}
-
-void rds__arena_reset(rds_arena_t *a)
-{
-    while (a->more != NULL) {
-        rds_chunk_t *c = a->more;
-        a->more = c->next;
-        free(c);
-    }
-    if (a->first != NULL)
-        a->first->used = 0;
-}
-
-void rds__arena_free(rds_arena_t *a)
-{
-    rds__arena_reset(a);
-    free(a->first);
-    a->first = NULL;
-}
-
 /* A new object of `type`, linked into its parent array as hiredis' own functions do. */
 static redisReply *object(const redisReadTask *task, int type)
 {
-    redisReply *r = arena_alloc(task->privdata, sizeof(*r));
+    redisReply *r = tt_arena_alloc(task->privdata, sizeof(*r));
     if (r == NULL)
         return NULL;
     memset(r, 0, sizeof(*r));
@@ -83,7 +29,7 @@ static redisReply *object(const redisReadTask *task, int type)
 
 static void *create_string(const redisReadTask *task, char *str, size_t len)
 {
-    char *copy = arena_alloc(task->privdata, len + 1);
+    char *copy = tt_arena_alloc(task->privdata, len + 1);
     redisReply *r = copy ? object(task, task->type) : NULL;
     if (r == NULL)
         return NULL;
@@ -98,7 +44,7 @@ static void *create_array(const redisReadTask *task, int elements)
 {
     redisReply **element = NULL;
     if (elements > 0) {
-        element = arena_alloc(task->privdata, (size_t)elements * sizeof(*element));
+        element = tt_arena_alloc(task->privdata, (size_t)elements * sizeof(*element));
         if (element == NULL)
             return NULL;
         memset(element, 0, (size_t)elements * sizeof(*element));
@@ -132,7 +78,7 @@ static void free_object(void *reply)
 static redisReplyObjectFunctions functions = {create_string, create_array, create_integer,
                                               create_nil, free_object};
 
-void rds__arena_attach(rds_arena_t *a, redisReader *reader)
+void rds__arena_attach(tt_arena_t *a, redisReader *reader)
 {
     reader->fn = &functions;
     reader->privdata = a;

@@ -15,6 +15,7 @@
 
 #include "redis_store.h"
 #include "slots.h"
+#include "tt_arena.h"
 
 /* Buckets of the open batches' index (a power of two). */
 #define RDS_OPEN_BUCKETS 256
@@ -37,13 +38,7 @@ typedef enum rds_call_kind {
 } rds_call_kind_t;
 
 typedef struct rds_node rds_node_t;
-typedef struct rds_chunk rds_chunk_t;
 
-/* Where a connection's replies are built (reply.c). */
-typedef struct rds_arena {
-    rds_chunk_t *first; /* kept across replies */
-    rds_chunk_t *more;  /* a larger reply's, freed on reset */
-} rds_arena_t;
 typedef struct rds_call rds_call_t;
 
 /* A caller of a batch: answered once, then done is NULL. */
@@ -95,7 +90,7 @@ struct rds_node {
     uint32_t pending;      /* callers' operations hiredis holds on this connection */
     uint32_t queued;       /* ... and in open batches, not sent yet */
     int handshake_left;
-    rds_arena_t arena; /* its replies */
+    tt_arena_t arena; /* its replies (reply.c) */
     rds_node_stats_t stats;
 };
 
@@ -157,10 +152,8 @@ int rds__node_send(rds_node_t *n, rds_call_kind_t kind, int script, int argc, co
                    const size_t *argvlen);
 
 /* reply.c: the reader's replies built in a (instead of malloc'd object by object): each one
- * valid until the next rds__arena_reset */
-void rds__arena_attach(rds_arena_t *a, redisReader *reader);
-void rds__arena_reset(rds_arena_t *a);
-void rds__arena_free(rds_arena_t *a);
+ * valid until the next tt_arena_reset(a) */
+void rds__arena_attach(tt_arena_t *a, redisReader *reader);
 
 /* topology.c */
 int rds__topology_parse(rds_store_t *s, const rds_options_t *o, tt_err_t *err);

@@ -295,7 +295,7 @@ static void switch_master(redisAsyncContext *ac, void *r, void *privdata)
 void rds__on_switch_master(redisAsyncContext *ac, void *r, void *privdata)
 {
     switch_master(ac, r, privdata);
-    rds__arena_reset(ac->c.reader->privdata); /* the message is done with (reply.c) */
+    tt_arena_reset(ac->c.reader->privdata); /* the message is done with (reply.c) */
 }
 
 void rds__node_ready(rds_node_t *n)

@@ -367,7 +367,7 @@ Test(script, the_state_is_read_over_the_whole_int64_range_and_nothing_else)
 /* ---- replies in an arena (reply.c) ------------------------------------------------------- */
 
 /* Reads one reply of `resp` through a reader whose objects live in arena a. */
-static redisReply *arena_read(rds_arena_t *a, const char *resp, size_t len)
+static redisReply *arena_read(tt_arena_t *a, const char *resp, size_t len)
 {
     redisReader *reader = redisReaderCreate();
     rds__arena_attach(a, reader);
@@ -393,7 +393,7 @@ Test(reply, replies_larger_than_a_chunk_are_read_whole_and_the_arena_is_reused)
         len += (size_t)snprintf(resp + len, sizeof(resp) - len, "$100\r\n%s\r\n", item);
     }
     len += (size_t)snprintf(resp + len, sizeof(resp) - len, "*3\r\n:-42\r\n$-1\r\n-ERR no\r\n");
-    rds_arena_t a = {0};
+    tt_arena_t a = {0};
     for (int round = 0; round < 2; round++) {
         redisReply *r = arena_read(&a, resp, len);
         cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == N + 1);
@@ -410,12 +410,13 @@ Test(reply, replies_larger_than_a_chunk_are_read_whole_and_the_arena_is_reused)
         cr_assert_eq(inner->element[1]->type, REDIS_REPLY_NIL);
         cr_assert(inner->element[2]->type == REDIS_REPLY_ERROR &&
                   strcmp(inner->element[2]->str, "ERR no") == 0);
-        cr_assert_not_null(a.more, "a reply past one chunk takes more");
-        rds__arena_reset(&a);
-        cr_assert_null(a.more);
+        cr_assert(a.head && a.head->next, "a reply past one chunk takes more");
+        tt_arena_reset(&a);
+        cr_assert(a.head && !a.head->next && a.head->used == 0, "one chunk kept, empty");
     }
     redisReply *small = arena_read(&a, ":7\r\n", 4);
     cr_assert(small->type == REDIS_REPLY_INTEGER && small->integer == 7);
-    cr_assert_null(a.more, "a small reply fits the first chunk");
-    rds__arena_free(&a);
+    cr_assert_null(a.head->next, "a small reply fits the chunk kept");
+    tt_arena_free(&a);
+    cr_assert_null(a.head);
 }
