@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "table.h"
 
@@ -274,4 +275,49 @@ Test(table, a_random_walk_agrees_with_a_plain_model)
     cr_assert_eq(present, t.count, "no key is held twice, none is lost");
     cr_assert(grew_during_a_move, "the walk ran while a growth was under way");
     cr_assert(released_during_a_move, "and while part of an old array was already released");
+}
+
+/*
+ * A growth hands the old array's moved prefix back to the kernel as it goes, and the kernel may
+ * put another mapping there (a thread's stack, an arena block). Dropping the old array must
+ * unmap only what the table still holds. Maps a page of ours at the start of the released
+ * prefix, then finishes the move (or frees the table) and checks that page is still ours.
+ */
+static uint8_t *map_into_released_prefix(void)
+{
+    char id[16];
+    for (int k = 0; !(t.old && t.released_bytes > 0); k++) {
+        cr_assert_lt(k, 100000, "no growth released part of its old array");
+        size_t len = (size_t)snprintf(id, sizeof(id), "k-%d", k), s;
+        cr_assert_eq(gov_table_reserve(&t, 1), 0);
+        cr_assert_eq(gov_table_get(&t, ix, gov_table_hash(&t, ix, id, len), id, len, &s), 0);
+    }
+    uint8_t *mine = mmap(t.old, 4096, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    cr_assert_eq((void *)mine, (void *)t.old, "the released prefix is free address space");
+    memset(mine, 0x5a, 4096);
+    return mine;
+}
+
+static void assert_still_mapped(uint8_t *mine)
+{
+    cr_assert_eq(msync(mine, 4096, MS_ASYNC), 0, "the table unmapped a page it had released");
+    cr_assert_eq(mine[4095], 0x5a);
+    munmap(mine, 4096);
+}
+
+Test(table, finishing_a_growth_unmaps_only_what_the_table_still_holds)
+{
+    uint8_t *mine = map_into_released_prefix();
+    while (t.old)
+        cr_assert_eq(gov_table_reserve(&t, 0), 0);
+    assert_still_mapped(mine);
+}
+
+Test(table, freeing_the_table_mid_growth_unmaps_only_what_it_still_holds)
+{
+    uint8_t *mine = map_into_released_prefix();
+    gov_table_free(&t);
+    assert_still_mapped(mine);
+    cr_assert_eq(gov_table_init(&t, 0, 100000, (const uint64_t[2]){7, 9}), 0); /* for teardown */
 }
