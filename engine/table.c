@@ -260,6 +260,16 @@ static void release_moved(gov_table_t *t)
     t->released = (done + sizeof(gov_slot_t) - 1) / sizeof(gov_slot_t);
 }
 
+/* Drops what is left of the old array. Its released prefix is not ours any more: the kernel may
+ * have put another mapping there (a thread's stack), so only the tail is unmapped. */
+static void old_free(gov_table_t *t)
+{
+    size_t bytes = (t->old_mask + 1) * sizeof(gov_slot_t);
+    if (bytes > t->released_bytes)
+        pages_free((char *)t->old + t->released_bytes, bytes - t->released_bytes);
+    t->old = NULL;
+}
+
 /* Moves up to `budget` old slots across; drops the old array when all are. */
 static void migrate(gov_table_t *t, size_t budget)
 {
@@ -270,8 +280,7 @@ static void migrate(gov_table_t *t, size_t budget)
         if (t->old[i].hash && t->old[i].len != MOVED)
             move_across(t, i, empty_for(t, t->old[i].hash));
         if (t->moved > t->old_mask) {
-            slots_free(t->old, t->old_mask + 1);
-            t->old = NULL;
+            old_free(t);
             return;
         }
     }
@@ -329,7 +338,7 @@ void gov_table_free(gov_table_t *t)
 {
     slots_free(t->slots, t->mask + 1);
     if (t->old)
-        slots_free(t->old, t->old_mask + 1);
+        old_free(t);
     for (int c = 0; c < GOV_ARENA_CLASSES; c++) {
         for (uint32_t b = 0; b < t->arena[c].n_blocks; b++)
             pages_free(t->arena[c].blocks[b], ARENA_BLOCK);
