@@ -39,7 +39,7 @@ void proto_framer_init(proto_framer_t *f)
      : (b) == 0xca                ? 5                                                              \
      : (b) == 0xcb                ? 9                                                              \
      : (b) >= 0xcc && (b) <= 0xd3 ? 1 + (1 << (((b)-0xcc) & 3))                                    \
-     : (b) >= 0xd4 && (b) <= 0xd8 ? 2 + (1 << ((b)-0xd4))                                          \
+     : (b) >= 0xd4 && (b) <= 0xd8 ? 2 + (1 << (((b)-0xd4) & 7))                                    \
                                   : 0)
 #define FORM4(b) FORM(b), FORM((b) + 1), FORM((b) + 2), FORM((b) + 3)
 #define FORM16(b) FORM4(b), FORM4((b) + 4), FORM4((b) + 8), FORM4((b) + 12)
