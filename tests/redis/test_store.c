@@ -1,8 +1,9 @@
 /*
  * The async store against a real redis-server (and against fake ones that answer nonsense):
  * decisions through Redis, one counter shared by two stores, a Redis killed, paused and
- * brought back, NOSCRIPT, bad keys and bad replies. Every wait is a poll with a deadline on
- * the libuv loop; nothing sleeps blindly.
+ * brought back, bad keys and bad replies, and batches: each call of one answered exactly once
+ * through a timeout, NOSCRIPT, BUSY and a lost connection. Every wait is a poll with a deadline
+ * on the libuv loop; nothing sleeps blindly.
  */
 #include <criterion/criterion.h>
 #include <inttypes.h>
@@ -281,25 +282,6 @@ Test(store, a_paused_redis_times_out_and_the_stalled_connection_is_remade)
     rds_store_close(s);
 }
 
-Test(store, noscript_is_answered_by_reloading_the_script)
-{
-    rds_store_t *s = open_store(server.address, 500 * MS);
-    cr_assert(run_until(is_ready, s, 5000));
-    redisContext *c = rh_connect(&server);
-    freeReplyObject(redisCommand(c, "SCRIPT FLUSH"));
-    redisFree(c);
-    ra_limiter_t l = team_rpm();
-    tally_t t = {0};
-    send_step(s, &l, "team:n", &t);
-    send_step(s, &l, "team:n", &t);
-    cr_assert(run_until(all_answered, &t, 5000));
-    cr_assert_eq(t.admitted, 2, "%s", t.last_error);
-    rds_stats_t st;
-    rds_store_stats(s, &st);
-    cr_assert_geq(st.reloads, 1);
-    rds_store_close(s);
-}
-
 Test(store, a_key_holding_garbage_is_an_error_not_a_decision)
 {
     rds_store_t *s = open_store(server.address, 500 * MS);
@@ -476,6 +458,93 @@ Test(store, bad_addresses_are_named)
     cr_assert_eq(port, 6380);
     cr_assert_eq(rds_address_parse("/run/redis.sock", host, sizeof(host), &port, &err), 0);
     cr_assert_eq(port, 0);
+}
+
+Test(store, a_batch_timed_out_answers_each_call_once)
+{
+    rds_store_t *s = open_store(server.address, 80 * MS);
+    cr_assert(run_until(is_ready, s, 5000));
+    ra_limiter_t l = team_rpm();
+    rh_pause(&server, true);
+    once_t x[40] = {0};
+    send_steps(s, &l, "team:late", x, 40);
+    calls_t all = {x, 40};
+    bool answered = run_until(every_answered, &all, 3000);
+    rh_pause(&server, false);
+    cr_assert(answered, "calls still waiting past the timeout");
+    expect_each_answered_once(x, 40);
+    for (int i = 0; i < 40; i++)
+        cr_assert_eq(x[i].status, RDS_ETIMEDOUT, "call %d: %d", i, x[i].status);
+    cr_assert(run_until(is_ready, s, 5000), "did not come back after SIGCONT");
+    expect_each_answered_once(x, 40); /* the late replies answer nobody again */
+    rds_store_close(s);
+}
+
+Test(store, a_batch_answered_noscript_is_sent_again_as_eval_and_each_call_answered_once)
+{
+    rds_store_t *s = open_store(server.address, 2000 * MS);
+    cr_assert(run_until(is_ready, s, 5000));
+    redisContext *c = rh_connect(&server);
+    freeReplyObject(redisCommand(c, "SCRIPT FLUSH"));
+    redisFree(c);
+    ra_limiter_t l = team_rpm(); /* burst 60 */
+    once_t x[70] = {0};
+    send_steps(s, &l, "team:flushed", x, 70); /* three batches, each answered NOSCRIPT */
+    calls_t all = {x, 70};
+    cr_assert(run_until(every_answered, &all, 5000));
+    expect_each_answered_once(x, 70);
+    for (int i = 0; i < 70; i++)
+        cr_assert(x[i].status == 0 && x[i].admit == (i < 60), "call %d: status %d admit %d", i,
+                  x[i].status, x[i].admit);
+    rds_stats_t st;
+    rds_store_stats(s, &st);
+    cr_assert_geq(st.reloads, 1);
+    rds_store_close(s);
+}
+
+static bool program_ended(void *pid)
+{
+    return rh_poll_program(*(pid_t *)pid) != -2;
+}
+
+/* Redis answers BUSY to every script while another runs past busy-reply-threshold. */
+static bool redis_is_busy(void *arg)
+{
+    redisReply *r = redisCommand(arg, "PING");
+    bool busy = r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "BUSY", 4) == 0;
+    freeReplyObject(r);
+    return busy;
+}
+
+Test(store, a_batch_answered_busy_answers_each_call_once_with_the_error)
+{
+    rds_store_t *s = open_store(server.address, 2000 * MS);
+    cr_assert(run_until(is_ready, s, 5000));
+    redisContext *c = rh_connect(&server);
+    freeReplyObject(redisCommand(c, "CONFIG SET busy-reply-threshold 10"));
+    char port[16];
+    snprintf(port, sizeof(port), "%d", server.port);
+    const char *argv[] = {"redis-cli", "-p", port, "EVAL", "while true do end", "0", NULL};
+    pid_t spinner;
+    cr_assert_eq(rh_spawn_program(argv, &spinner), 0);
+    cr_assert(run_until(redis_is_busy, c, 5000), "the spinning script never made Redis busy");
+    ra_limiter_t l = team_rpm();
+    once_t x[40] = {0};
+    send_steps(s, &l, "team:busy", x, 40);
+    calls_t all = {x, 40};
+    bool answered = run_until(every_answered, &all, 3000);
+    freeReplyObject(redisCommand(c, "SCRIPT KILL"));
+    redisFree(c);
+    cr_assert(answered, "calls still waiting while Redis was busy");
+    expect_each_answered_once(x, 40);
+    for (int i = 0; i < 40; i++)
+        cr_assert_eq(x[i].status, RDS_EREDIS, "call %d: %d", i, x[i].status);
+    rds_stats_t st;
+    rds_store_stats(s, &st);
+    cr_assert(strstr(st.last_error, "BUSY"), "%s", st.last_error);
+    cr_assert(rds_store_ready(s), "an error reply must not cost the connection");
+    rds_store_close(s);
+    cr_assert(run_until(program_ended, &spinner, 5000), "redis-cli did not end after SCRIPT KILL");
 }
 
 Test(store, a_bad_topology_names_its_field)
