@@ -420,3 +420,31 @@ Test(reply, replies_larger_than_a_chunk_are_read_whole_and_the_arena_is_reused)
     tt_arena_free(&a);
     cr_assert_null(a.head);
 }
+
+/* An array header is outside input: its length is what the arena allocates, and clears, at
+ * once (hiredis 0.14 refuses only lengths past INT_MAX). Past what any reply of ours holds it
+ * is refused: the reader fails and nothing is allocated (test_store checks the message
+ * the connection is dropped with). */
+Test(reply, an_array_header_past_the_bound_is_refused_before_allocating)
+{
+    static const char *const cases[] = {
+        "*100000\r\n:1\r\n", "*16385\r\n:1\r\n",
+        "*2147483647\r\n:1\r\n", /* 16 GB of element pointers */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        tt_arena_t a = {0};
+        redisReader *reader = redisReaderCreate();
+        rds__arena_attach(&a, reader);
+        void *reply = NULL;
+        cr_assert_eq(redisReaderFeed(reader, cases[i], strlen(cases[i])), REDIS_OK);
+        cr_assert_eq(redisReaderGetReply(reader, &reply), REDIS_ERR, "case %zu", i);
+        cr_assert_null(a.head, "case %zu: nothing allocated", i);
+        redisReaderFree(reader);
+        tt_arena_free(&a);
+    }
+    /* the largest reply read (CLUSTER SLOTS: one range per slot at most) still fits */
+    tt_arena_t a = {0};
+    redisReply *r = arena_read(&a, "*16384\r\n", 8);
+    cr_assert_null(r, "an array waits for its elements");
+    tt_arena_free(&a);
+}

@@ -583,6 +583,8 @@ typedef enum fake_mode {
     FAKE_SHORT_ARRAY,    /* the script answered with an array of 2 */
     FAKE_BAD_NUMBER,     /* the script answered with a non-decimal remaining */
     FAKE_STATUS_FOR_SHA, /* SCRIPT LOAD answered +OK */
+    FAKE_LONG_ARRAY,     /* the script answered with an array header of 100,000 */
+    FAKE_EXTRA_REPLY,    /* the script answered properly, then a reply nobody asked for */
 } fake_mode_t;
 
 typedef struct fake {
@@ -659,6 +661,15 @@ static void fake_answer(fake_t *f, const char *cmd, long ops)
         load ? fake_write(f, sha)
              : fake_items(f, ops, "*6\r\n:1\r\n:0\r\n$3\r\n1e3\r\n:0\r\n:1\r\n$1\r\n5\r\n");
         break;
+    case FAKE_LONG_ARRAY:
+        fake_write(f, load ? sha : "*100000\r\n:1\r\n");
+        break;
+    case FAKE_EXTRA_REPLY:
+        load ? fake_write(f, sha)
+             : fake_items(f, ops, "*6\r\n:1\r\n:0\r\n:5\r\n:0\r\n:1\r\n$1\r\n5\r\n");
+        if (!load)
+            fake_write(f, "+OK\r\n");
+        break;
     }
 }
 
@@ -731,7 +742,7 @@ typedef struct connected_wait {
     uint64_t disconnects;
 } connected_wait_t;
 
-static bool dropped_twice(void *arg)
+static bool dropped_enough(void *arg)
 {
     connected_wait_t *w = arg;
     rds_stats_t st;
@@ -745,7 +756,7 @@ static void expect_never_ready(fake_mode_t mode, const char *want_error)
     fake_start(&f, mode);
     rds_store_t *s = open_store(f.path, 100 * MS);
     connected_wait_t w = {s, 2};
-    cr_assert(run_until(dropped_twice, &w, 5000), "the bad server was not dropped and retried");
+    cr_assert(run_until(dropped_enough, &w, 5000), "the bad server was not dropped and retried");
     rds_stats_t st;
     rds_store_stats(s, &st);
     cr_assert_not(st.ready);
@@ -799,4 +810,54 @@ Test(store, a_script_answered_with_a_short_array_is_a_shape_error)
 Test(store, a_script_answered_with_a_non_decimal_field_is_named)
 {
     expect_reply_error(FAKE_BAD_NUMBER, "field 3 (remaining) is not a decimal int64: 1e3");
+}
+
+/* A reply of hostile shape drops the connection with a message naming what was wrong; every
+ * caller is answered once (not by the timeout) and nothing else happens to the process. */
+static void expect_dropped(fake_mode_t mode, const char *want_error)
+{
+    fake_t f;
+    fake_start(&f, mode);
+    rds_store_t *s = open_store(f.path, 2000 * MS);
+    cr_assert(run_until(is_ready, s, 5000), "the handshake with the fake did not complete");
+    ra_limiter_t l = team_rpm();
+    tally_t t = {0};
+    for (int i = 0; i < 3; i++)
+        send_step(s, &l, "team:f", &t);
+    cr_assert(run_until(all_answered, &t, 5000));
+    cr_assert_eq(t.answered, 3);
+    cr_assert_eq(t.failed, 3);
+    cr_assert_eq(t.last_status, RDS_ECONN, "%s", t.last_error);
+    rds_stats_t st;
+    rds_store_stats(s, &st);
+    cr_assert_eq(st.timeouts, 0);
+    cr_assert(strstr(st.last_error, want_error), "%s", st.last_error);
+    rds_store_close(s);
+    fake_stop(&f);
+}
+
+Test(store, an_array_header_past_the_bound_drops_the_connection_naming_it)
+{
+    expect_dropped(FAKE_LONG_ARRAY, "an array of 100000 elements");
+}
+
+Test(store, a_reply_nobody_asked_for_drops_the_connection)
+{
+    fake_t f;
+    fake_start(&f, FAKE_EXTRA_REPLY);
+    rds_store_t *s = open_store(f.path, 2000 * MS);
+    cr_assert(run_until(is_ready, s, 5000), "the handshake with the fake did not complete");
+    ra_limiter_t l = team_rpm();
+    tally_t t = {0};
+    for (int i = 0; i < 3; i++)
+        send_step(s, &l, "team:f", &t);
+    cr_assert(run_until(all_answered, &t, 5000));
+    cr_assert_eq(t.admitted, 3, "%s", t.last_error);
+    connected_wait_t w = {s, 1};
+    cr_assert(run_until(dropped_enough, &w, 5000), "the connection was kept");
+    rds_stats_t st;
+    rds_store_stats(s, &st);
+    cr_assert(strstr(st.last_error, "a reply nobody asked for"), "%s", st.last_error);
+    rds_store_close(s);
+    fake_stop(&f);
 }
