@@ -82,8 +82,10 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 {
     rds_node_t *n = ac->data;
     if (status != REDIS_OK) {
+        /* a reply refused by reply.c fails hiredis' reader as out of memory: say what it was */
+        const char *why = n->replies.refused[0] ? n->replies.refused : ac->errstr;
         char err[RDS_NODE_NAME_MAX + 160];
-        snprintf(err, sizeof(err), "redis: connection to %s lost: %.120s", n->at.host, ac->errstr);
+        snprintf(err, sizeof(err), "redis: connection to %s lost: %.120s", n->at.host, why);
         rds__set_error(n->store, err);
     }
     if (n->ac == ac) {
@@ -171,7 +173,7 @@ static void connect_now(rds_node_t *n)
         return;
     }
     ac->data = n;
-    rds__arena_attach(&n->arena, ac->c.reader);
+    rds__replies_attach(&n->replies, ac->c.reader, ac);
     if (redisLibuvAttach(ac, s->loop) != REDIS_OK) {
         rds__set_error(s, "redis: cannot attach to the event loop");
         redisAsyncFree(ac);

@@ -67,7 +67,7 @@ static void free_store_if_done(rds_store_t *s)
         free(c);
     }
     for (uint32_t i = 0; i < s->n_nodes; i++) {
-        tt_arena_free(&s->nodes[i]->arena);
+        tt_arena_free(&s->nodes[i]->replies.arena);
         free(s->nodes[i]);
     }
     free(s->scratch);
@@ -351,7 +351,7 @@ static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
 void rds__on_reply(redisAsyncContext *ac, void *r, void *privdata)
 {
     on_reply(ac, r, privdata);
-    tt_arena_reset(ac->c.reader->privdata); /* the reply is done with (reply.c) */
+    rds__replies_done(ac);
 }
 
 /* ---- the public face ---------------------------------------------------------------------- */

@@ -4,18 +4,37 @@
  * decisions that is 8 or so allocations and frees per decision, a fifth of the daemon's work
  * per redis answer. Here each connection's reader builds its replies, with the same redisReply
  * layout, in the node's arena instead, and the arena is reset once the reply callback has run
- * (tt_arena_reset): hiredis delivers one complete reply at a time and starts the next only
+ * (rds__replies_done): hiredis delivers one complete reply at a time and starts the next only
  * after the callback returns, so nothing else lives there then. hiredis' freeObject is a no-op;
  * the arena's memory is the node's, freed with it.
  */
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "store_int.h"
 
-/* A new object of `type`, linked into its parent array as hiredis' own functions do. */
+/* Whether a reply about to be built is one its connection waits for. hiredis 0.14 asserts that
+ * a reply no command awaits comes only on a subscribed connection (an error it reports and
+ * disconnects): any other would abort the process. */
+static bool awaited(rds_replies_t *r, int type)
+{
+    const redisAsyncContext *ac = r->owner;
+    if (ac == NULL || ac->replies.head != NULL || (ac->c.flags & REDIS_SUBSCRIBED) ||
+        type == REDIS_REPLY_ERROR)
+        return true;
+    snprintf(r->refused, sizeof(r->refused), "a reply nobody asked for (RESP type %d)", type);
+    return false;
+}
+
+/* A new object of `type`, linked into its parent array as hiredis' own functions do; for a
+ * reply's root, only when the reply is awaited (NULL fails the reader). */
 static redisReply *object(const redisReadTask *task, int type)
 {
-    redisReply *r = tt_arena_alloc(task->privdata, sizeof(*r));
+    rds_replies_t *replies = task->privdata;
+    if (task->parent == NULL && !awaited(replies, type))
+        return NULL;
+    redisReply *r = tt_arena_alloc(&replies->arena, sizeof(*r));
     if (r == NULL)
         return NULL;
     memset(r, 0, sizeof(*r));
@@ -29,7 +48,8 @@ static redisReply *object(const redisReadTask *task, int type)
 
 static void *create_string(const redisReadTask *task, char *str, size_t len)
 {
-    char *copy = tt_arena_alloc(task->privdata, len + 1);
+    rds_replies_t *replies = task->privdata;
+    char *copy = tt_arena_alloc(&replies->arena, len + 1);
     redisReply *r = copy ? object(task, task->type) : NULL;
     if (r == NULL)
         return NULL;
@@ -42,9 +62,19 @@ static void *create_string(const redisReadTask *task, char *str, size_t len)
 
 static void *create_array(const redisReadTask *task, int elements)
 {
+    rds_replies_t *replies = task->privdata;
+    /* the header is the server's word: hiredis 0.14 refuses only lengths past INT_MAX, and
+     * "*2147483647" would have us allocate and clear 16 GB before any element came. NULL fails
+     * the reader ("Out of memory"), which drops the connection; refused says why. */
+    if (elements > RDS_REPLY_ELEMENTS_MAX) {
+        snprintf(replies->refused, sizeof(replies->refused),
+                 "a reply header announced an array of %d elements (at most %d)", elements,
+                 RDS_REPLY_ELEMENTS_MAX);
+        return NULL;
+    }
     redisReply **element = NULL;
     if (elements > 0) {
-        element = tt_arena_alloc(task->privdata, (size_t)elements * sizeof(*element));
+        element = tt_arena_alloc(&replies->arena, (size_t)elements * sizeof(*element));
         if (element == NULL)
             return NULL;
         memset(element, 0, (size_t)elements * sizeof(*element));
@@ -78,8 +108,16 @@ static void free_object(void *reply)
 static redisReplyObjectFunctions functions = {create_string, create_array, create_integer,
                                               create_nil, free_object};
 
-void rds__arena_attach(tt_arena_t *a, redisReader *reader)
+void rds__replies_attach(rds_replies_t *r, redisReader *reader, const redisAsyncContext *owner)
 {
     reader->fn = &functions;
-    reader->privdata = a;
+    reader->privdata = r;
+    r->owner = owner;
+    r->refused[0] = '\0';
+}
+
+void rds__replies_done(redisAsyncContext *ac)
+{
+    rds_replies_t *r = ac->c.reader->privdata;
+    tt_arena_reset(&r->arena);
 }

@@ -39,6 +39,13 @@ typedef enum rds_call_kind {
 
 typedef struct rds_node rds_node_t;
 
+/* Where a connection's reader builds its replies (reply.c). */
+typedef struct rds_replies {
+    tt_arena_t arena;
+    const redisAsyncContext *owner; /* the connection, or NULL */
+    char refused[96];               /* why the reader was failed, or "" */
+} rds_replies_t;
+
 typedef struct rds_call rds_call_t;
 
 /* A caller of a batch: answered once, then done is NULL. */
@@ -90,7 +97,7 @@ struct rds_node {
     uint32_t pending;      /* callers' operations hiredis holds on this connection */
     uint32_t queued;       /* ... and in open batches, not sent yet */
     int handshake_left;
-    tt_arena_t arena; /* its replies (reply.c) */
+    rds_replies_t replies; /* its replies (reply.c) */
     rds_node_stats_t stats;
 };
 
@@ -151,9 +158,14 @@ bool rds__node_usable(const rds_node_t *n);
 int rds__node_send(rds_node_t *n, rds_call_kind_t kind, int script, int argc, const char **argv,
                    const size_t *argvlen);
 
-/* reply.c: the reader's replies built in a (instead of malloc'd object by object): each one
- * valid until the next tt_arena_reset(a) */
-void rds__arena_attach(tt_arena_t *a, redisReader *reader);
+/* reply.c: the reader's replies built in r->arena (instead of malloc'd object by object), each
+ * valid until rds__replies_done. An array header longer than RDS_REPLY_ELEMENTS_MAX, or a reply
+ * that no command of owner awaits, fails the reader, which drops the connection; r->refused
+ * says why. owner NULL: a bare reader (tests), whose replies are not matched to commands. */
+#define RDS_REPLY_ELEMENTS_MAX RDS_SLOTS /* CLUSTER SLOTS, the largest: a range per slot */
+void rds__replies_attach(rds_replies_t *r, redisReader *reader, const redisAsyncContext *owner);
+/* After a reply callback on ac: the reply is done with. */
+void rds__replies_done(redisAsyncContext *ac);
 
 /* topology.c */
 int rds__topology_parse(rds_store_t *s, const rds_options_t *o, tt_err_t *err);

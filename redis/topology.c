@@ -295,7 +295,7 @@ static void switch_master(redisAsyncContext *ac, void *r, void *privdata)
 void rds__on_switch_master(redisAsyncContext *ac, void *r, void *privdata)
 {
     switch_master(ac, r, privdata);
-    tt_arena_reset(ac->c.reader->privdata); /* the message is done with (reply.c) */
+    rds__replies_done(ac);
 }
 
 void rds__node_ready(rds_node_t *n)

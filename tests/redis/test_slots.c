@@ -367,10 +367,10 @@ Test(script, the_state_is_read_over_the_whole_int64_range_and_nothing_else)
 /* ---- replies in an arena (reply.c) ------------------------------------------------------- */
 
 /* Reads one reply of `resp` through a reader whose objects live in arena a. */
-static redisReply *arena_read(tt_arena_t *a, const char *resp, size_t len)
+static redisReply *arena_read(rds_replies_t *a, const char *resp, size_t len)
 {
     redisReader *reader = redisReaderCreate();
-    rds__arena_attach(a, reader);
+    rds__replies_attach(a, reader, NULL);
     void *reply = NULL;
     cr_assert_eq(redisReaderFeed(reader, resp, len), REDIS_OK);
     cr_assert_eq(redisReaderGetReply(reader, &reply), REDIS_OK);
@@ -393,7 +393,7 @@ Test(reply, replies_larger_than_a_chunk_are_read_whole_and_the_arena_is_reused)
         len += (size_t)snprintf(resp + len, sizeof(resp) - len, "$100\r\n%s\r\n", item);
     }
     len += (size_t)snprintf(resp + len, sizeof(resp) - len, "*3\r\n:-42\r\n$-1\r\n-ERR no\r\n");
-    tt_arena_t a = {0};
+    rds_replies_t a = {0};
     for (int round = 0; round < 2; round++) {
         redisReply *r = arena_read(&a, resp, len);
         cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == N + 1);
@@ -410,15 +410,16 @@ Test(reply, replies_larger_than_a_chunk_are_read_whole_and_the_arena_is_reused)
         cr_assert_eq(inner->element[1]->type, REDIS_REPLY_NIL);
         cr_assert(inner->element[2]->type == REDIS_REPLY_ERROR &&
                   strcmp(inner->element[2]->str, "ERR no") == 0);
-        cr_assert(a.head && a.head->next, "a reply past one chunk takes more");
-        tt_arena_reset(&a);
-        cr_assert(a.head && !a.head->next && a.head->used == 0, "one chunk kept, empty");
+        cr_assert(a.arena.head && a.arena.head->next, "a reply past one chunk takes more");
+        tt_arena_reset(&a.arena);
+        cr_assert(a.arena.head && !a.arena.head->next && a.arena.head->used == 0,
+                  "one chunk kept, empty");
     }
     redisReply *small = arena_read(&a, ":7\r\n", 4);
     cr_assert(small->type == REDIS_REPLY_INTEGER && small->integer == 7);
-    cr_assert_null(a.head->next, "a small reply fits the chunk kept");
-    tt_arena_free(&a);
-    cr_assert_null(a.head);
+    cr_assert_null(a.arena.head->next, "a small reply fits the chunk kept");
+    tt_arena_free(&a.arena);
+    cr_assert_null(a.arena.head);
 }
 
 /* An array header is outside input: its length is what the arena allocates, and clears, at
@@ -432,19 +433,19 @@ Test(reply, an_array_header_past_the_bound_is_refused_before_allocating)
         "*2147483647\r\n:1\r\n", /* 16 GB of element pointers */
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        tt_arena_t a = {0};
+        rds_replies_t a = {0};
         redisReader *reader = redisReaderCreate();
-        rds__arena_attach(&a, reader);
+        rds__replies_attach(&a, reader, NULL);
         void *reply = NULL;
         cr_assert_eq(redisReaderFeed(reader, cases[i], strlen(cases[i])), REDIS_OK);
         cr_assert_eq(redisReaderGetReply(reader, &reply), REDIS_ERR, "case %zu", i);
-        cr_assert_null(a.head, "case %zu: nothing allocated", i);
+        cr_assert_null(a.arena.head, "case %zu: nothing allocated", i);
         redisReaderFree(reader);
-        tt_arena_free(&a);
+        tt_arena_free(&a.arena);
     }
     /* the largest reply read (CLUSTER SLOTS: one range per slot at most) still fits */
-    tt_arena_t a = {0};
+    rds_replies_t a = {0};
     redisReply *r = arena_read(&a, "*16384\r\n", 8);
     cr_assert_null(r, "an array waits for its elements");
-    tt_arena_free(&a);
+    tt_arena_free(&a.arena);
 }
