@@ -583,6 +583,9 @@ typedef enum fake_mode {
     FAKE_SHORT_ARRAY,    /* the script answered with an array of 2 */
     FAKE_BAD_NUMBER,     /* the script answered with a non-decimal remaining */
     FAKE_STATUS_FOR_SHA, /* SCRIPT LOAD answered +OK */
+    FAKE_ONE_MORE,       /* a batch of k answered with k + 1 answers */
+    FAKE_ONE_FEWER,      /* ... with k - 1 */
+    FAKE_NESTED,         /* each answer's first field an array */
     FAKE_LONG_ARRAY,     /* the script answered with an array header of 100,000 */
     FAKE_EXTRA_REPLY,    /* the script answered properly, then a reply nobody asked for */
 } fake_mode_t;
@@ -660,6 +663,16 @@ static void fake_answer(fake_t *f, const char *cmd, long ops)
     case FAKE_BAD_NUMBER:
         load ? fake_write(f, sha)
              : fake_items(f, ops, "*6\r\n:1\r\n:0\r\n$3\r\n1e3\r\n:0\r\n:1\r\n$1\r\n5\r\n");
+        break;
+    case FAKE_ONE_MORE:
+    case FAKE_ONE_FEWER:
+        load ? fake_write(f, sha)
+             : fake_items(f, ops + (f->mode == FAKE_ONE_MORE ? 1 : -1),
+                          "*6\r\n:1\r\n:0\r\n:5\r\n:0\r\n:1\r\n$1\r\n5\r\n");
+        break;
+    case FAKE_NESTED:
+        load ? fake_write(f, sha)
+             : fake_items(f, ops, "*6\r\n*1\r\n*1\r\n:1\r\n:0\r\n:5\r\n:0\r\n:1\r\n$1\r\n5\r\n");
         break;
     case FAKE_LONG_ARRAY:
         fake_write(f, load ? sha : "*100000\r\n:1\r\n");
@@ -805,6 +818,21 @@ Test(store, a_script_answered_with_an_integer_is_a_wrong_type_error)
 Test(store, a_script_answered_with_a_short_array_is_a_shape_error)
 {
     expect_reply_error(FAKE_SHORT_ARRAY, "an array of 2 elements");
+}
+
+Test(store, a_batch_answered_with_one_answer_too_many_fails_each_caller_once)
+{
+    expect_reply_error(FAKE_ONE_MORE, "an array of 4 elements, want an array of 3");
+}
+
+Test(store, a_batch_answered_with_one_answer_too_few_fails_each_caller_once)
+{
+    expect_reply_error(FAKE_ONE_FEWER, "an array of 2 elements, want an array of 3");
+}
+
+Test(store, an_answer_with_a_nested_array_for_a_field_is_named)
+{
+    expect_reply_error(FAKE_NESTED, "field 1 (admit) is an array, want an integer");
 }
 
 Test(store, a_script_answered_with_a_non_decimal_field_is_named)
