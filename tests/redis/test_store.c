@@ -889,3 +889,34 @@ Test(store, a_reply_nobody_asked_for_drops_the_connection)
     rds_store_close(s);
     fake_stop(&f);
 }
+
+static void count_active_idle(uv_handle_t *h, void *arg)
+{
+    if (h->type == UV_IDLE && uv_is_active(h))
+        (*(int *)arg)++;
+}
+
+static int active_idle_handles(void)
+{
+    int n = 0;
+    uv_walk(&loop, count_active_idle, &n);
+    return n;
+}
+
+/* An active idle handle makes libuv poll without waiting: the flush's may run only while a
+ * batch is open, else the daemon spins. */
+Test(store, the_flush_idle_handle_runs_only_while_a_batch_is_open)
+{
+    rds_store_t *s = open_store(server.address, 2000 * MS);
+    cr_assert(run_until(is_ready, s, 5000));
+    cr_assert_eq(active_idle_handles(), 0, "idle before any call");
+    ra_limiter_t l = team_rpm();
+    once_t x[40] = {0};
+    send_steps(s, &l, "team:idle", x, 40);
+    cr_assert_eq(active_idle_handles(), 1, "two batches open, one flush due");
+    calls_t all = {x, 40};
+    cr_assert(run_until(every_answered, &all, 5000));
+    expect_each_answered_once(x, 40);
+    cr_assert_eq(active_idle_handles(), 0, "the flush's idle handle left running");
+    rds_store_close(s);
+}
