@@ -241,3 +241,17 @@ Test(yaml_load, an_expansion_longer_than_a_scalar_may_be_is_refused)
     unsetenv("TT_TEST_BIG");
     free(big);
 }
+
+/* fuzz_config's find: an empty key's finding had an empty path, printed as ": unknown key". */
+Test(yaml_load, an_empty_key_is_named_as_quotes)
+{
+    expect("\"\": x\n",
+           "Error: \"\": unknown key; expected one of: server, governance, shared_state "
+           "(t.yaml:1:1)\n");
+    int rc;
+    const char *yaml = "server:\n  \"\": x\n";
+    char *text = load_report(yaml, strlen(yaml), &rc);
+    const char *want = "Error: server.\"\": unknown key; expected one of: ";
+    cr_assert_eq(strncmp(text, want, strlen(want)), 0, "%s", text);
+    free(text);
+}
