@@ -41,6 +41,8 @@ __attribute__((format(printf, 4, 5))) void cfg__warn(struct cfg__ctx *c, const c
 
 const char *cfg__join(char *buf, const char *base, const char *key)
 {
+    if (!*key)
+        key = "\"\""; /* an empty key: a path must name something the operator can find */
     if (snprintf(buf, PATH_SIZE, "%s%s%s", base, *base ? "." : "", key) >= PATH_SIZE)
         memcpy(buf + PATH_SIZE - 4, "...", 4); /* paths are short; a key may not be */
     return buf;
