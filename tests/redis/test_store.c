@@ -792,17 +792,24 @@ Test(store, a_server_answering_status_to_script_load_is_never_used)
     expect_never_ready(FAKE_STATUS_FOR_SHA, "SCRIPT LOAD answered a status");
 }
 
+/* Starts the fake in `mode`, opens a store on it, and has it answer three steps of one batch. */
+static rds_store_t *three_steps(fake_t *f, fake_mode_t mode, int64_t timeout_ns, tally_t *t)
+{
+    fake_start(f, mode);
+    rds_store_t *s = open_store(f->path, timeout_ns);
+    cr_assert(run_until(is_ready, s, 5000), "the handshake with the fake did not complete");
+    ra_limiter_t l = team_rpm();
+    for (int i = 0; i < 3; i++)
+        send_step(s, &l, "team:f", t);
+    cr_assert(run_until(all_answered, t, 5000));
+    return s;
+}
+
 static void expect_reply_error(fake_mode_t mode, const char *want_error)
 {
     fake_t f;
-    fake_start(&f, mode);
-    rds_store_t *s = open_store(f.path, 200 * MS);
-    cr_assert(run_until(is_ready, s, 5000), "the handshake with the fake did not complete");
-    ra_limiter_t l = team_rpm();
     tally_t t = {0};
-    for (int i = 0; i < 3; i++)
-        send_step(s, &l, "team:f", &t);
-    cr_assert(run_until(all_answered, &t, 5000));
+    rds_store_t *s = three_steps(&f, mode, 200 * MS, &t);
     cr_assert_eq(t.failed, 3);
     cr_assert_eq(t.last_status, RDS_EREPLY);
     cr_assert(strstr(t.last_error, want_error), "%s", t.last_error);
@@ -845,14 +852,8 @@ Test(store, a_script_answered_with_a_non_decimal_field_is_named)
 static void expect_dropped(fake_mode_t mode, const char *want_error)
 {
     fake_t f;
-    fake_start(&f, mode);
-    rds_store_t *s = open_store(f.path, 2000 * MS);
-    cr_assert(run_until(is_ready, s, 5000), "the handshake with the fake did not complete");
-    ra_limiter_t l = team_rpm();
     tally_t t = {0};
-    for (int i = 0; i < 3; i++)
-        send_step(s, &l, "team:f", &t);
-    cr_assert(run_until(all_answered, &t, 5000));
+    rds_store_t *s = three_steps(&f, mode, 2000 * MS, &t);
     cr_assert_eq(t.answered, 3);
     cr_assert_eq(t.failed, 3);
     cr_assert_eq(t.last_status, RDS_ECONN, "%s", t.last_error);
@@ -872,14 +873,8 @@ Test(store, an_array_header_past_the_bound_drops_the_connection_naming_it)
 Test(store, a_reply_nobody_asked_for_drops_the_connection)
 {
     fake_t f;
-    fake_start(&f, FAKE_EXTRA_REPLY);
-    rds_store_t *s = open_store(f.path, 2000 * MS);
-    cr_assert(run_until(is_ready, s, 5000), "the handshake with the fake did not complete");
-    ra_limiter_t l = team_rpm();
     tally_t t = {0};
-    for (int i = 0; i < 3; i++)
-        send_step(s, &l, "team:f", &t);
-    cr_assert(run_until(all_answered, &t, 5000));
+    rds_store_t *s = three_steps(&f, FAKE_EXTRA_REPLY, 2000 * MS, &t);
     cr_assert_eq(t.admitted, 3, "%s", t.last_error);
     connected_wait_t w = {s, 1};
     cr_assert(run_until(dropped_enough, &w, 5000), "the connection was kept");
