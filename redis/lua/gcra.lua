@@ -46,11 +46,8 @@ local function one(key, op, t_arg, u_arg, n_arg, a5, a6)
   if na == nil then
     return bad('gcra', 'ARGV[4] (now) must be an int64 or empty', n_arg)
   end
-  local sa, sb = load_state(key)
-  if sa == nil then
-    if type(sb) == 'table' then return sb end -- Redis' own error (WRONGTYPE)
-    return bad('gcra', 'key ' .. string.sub(key, 1, 80) .. ' holds no int64 state', sb)
-  end
+  local sa, sb = load_state('gcra', key)
+  if sa == nil then return sb end
   -- The step and the settle run here, not in functions of their own, with the pair operations
   -- written out: a sum carries when b reaches 10^9, a difference borrows when b drops below 0.
   -- ra_ceil_s of a pair v >= 0 is a, plus one when b > 0.

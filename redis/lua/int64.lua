@@ -261,16 +261,19 @@ local function bad(script, what, value)
                                          string.sub(tostring(value), 1, 40)))
 end
 
--- The stored state: 0 when the key is absent; nil and the raw value when it holds anything but
--- an int64, or nil and Redis' own error (a table: WRONGTYPE for a key of another type). Errors
--- come back by pcall, so that one operation's bad key answers that operation alone and never
--- aborts the others of its call (a script that raises stops where it is, its writes kept).
-local function load_state(key)
+-- The stored state: 0 when the key is absent; nil and an error reply naming `script` when it
+-- holds anything but an int64, or nil and Redis' own error (WRONGTYPE for a key of another
+-- type). Errors come back by pcall, so that one operation's bad key answers that operation alone
+-- and never aborts the others of its call (a script that raises stops where it is, its writes
+-- kept).
+local function load_state(script, key)
   local v = redis.pcall('GET', key)
   if not v then return 0, 0 end
   if type(v) == 'table' then return nil, v end
   local a, b = parse(v)
-  if a == nil then return nil, v end
+  if a == nil then
+    return nil, bad(script, 'key ' .. string.sub(key, 1, 80) .. ' holds no int64 state', v)
+  end
   return a, b
 end
 

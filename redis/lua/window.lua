@@ -47,11 +47,8 @@ local function one(key, flag, m_arg, w_arg, n_arg, c_arg)
   if ca == nil then
     return bad('window', 'ARGV[5] (cost) must be an int64', c_arg)
   end
-  local sa, sb = load_state(key)
-  if sa == nil then
-    if type(sb) == 'table' then return sb end -- Redis' own error (WRONGTYPE)
-    return bad('window', 'key ' .. string.sub(key, 1, 80) .. ' holds no int64 state', sb)
-  end
+  local sa, sb = load_state('window', key)
+  if sa == nil then return sb end
 
   -- the packed layout splits at bit 32: the state in base 2^32, index and counters in the low half
   local sh, low = hl(sa, sb)
