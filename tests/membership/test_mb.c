@@ -168,6 +168,89 @@ Test(mb, a_sealed_pair_converges_and_gossips_metadata)
     unlink(path);
 }
 
+/* ---- every event delivered once ----------------------------------------------------------------
+ * A subscriber that republishes its metadata on every change of the live count, as the share
+ * store does with its divisor (share_node.c: mb_set_meta from its event handler), and a second
+ * one behind it that counts what it is handed: on each member, one UP per peer and one LEFT of
+ * the leaver, however the first subscriber calls back into membership. */
+
+typedef struct tally {
+    mb_t *self;
+    int ups[MAXN], lefts[MAXN]; /* by member index (node-I) */
+    uint8_t published;          /* republish's last metadata */
+} tally_t;
+
+static tally_t tallies[MAXN];
+
+static void republish(void *ud, mb_t *mb, const swim_event_t *ev)
+{
+    (void)ev;
+    tally_t *t = ud;
+    uint8_t meta[1] = {(uint8_t)mb_live_count(mb)};
+    if (meta[0] != t->published) { /* as the share store: only a changed divisor */
+        t->published = meta[0];
+        mb_set_meta(mb, meta, sizeof meta);
+    }
+}
+
+static void count(void *ud, mb_t *mb, const swim_event_t *ev)
+{
+    tally_t *t = ud;
+    int i;
+    cr_assert_eq(mb, t->self);
+    if (sscanf(ev->id, "node-%d", &i) != 1 || i < 0 || i >= MAXN)
+        return;
+    t->ups[i] += ev->type == SWIM_EV_UP;
+    t->lefts[i] += ev->type == SWIM_EV_LEFT;
+}
+
+static bool three_alive_and_republished(fleet_t *f)
+{
+    if (!all_alive(f))
+        return false;
+    for (int i = 0; i < f->n; i++)
+        for (int j = 0; j < f->n; j++) {
+            swim_member_view_t v;
+            if (mb_member_get(f->mb[i], (size_t)j, &v) != 0 || v.meta_len != 1 || v.meta[0] != f->n)
+                return false;
+        }
+    return true;
+}
+
+Test(mb, a_subscriber_that_sets_metadata_does_not_make_the_others_see_events_twice)
+{
+    fleet_t f = {0};
+    uv_loop_init(&f.loop);
+    f.n = 3;
+    memset(tallies, 0, sizeof tallies);
+    for (int i = 0; i < f.n; i++) {
+        cfg_share_t c;
+        char id[16];
+        snprintf(id, sizeof id, "node-%d", i);
+        share_cfg(&c, id, i ? mb_advertise(f.mb[0]) : NULL, NULL);
+        tt_err_t err;
+        cr_assert_eq(mb_start(&f.mb[i], &f.loop, &c, &err), 0, "%s", err.message);
+        tallies[i].self = f.mb[i];
+        cr_assert_eq(mb_subscribe(f.mb[i], republish, &tallies[i]), 0);
+        cr_assert_eq(mb_subscribe(f.mb[i], count, &tallies[i]), 0);
+    }
+    cr_assert(run_until(&f, three_alive_and_republished, 10000), "the three did not converge");
+    bool left = false;
+    mb_leave(f.mb[0], on_left, &left);
+    cr_assert(run_until(&f, others_see_left, 2000), "the leave was not seen within 2 s");
+    for (int i = 0; i < f.n; i++)
+        for (int j = 0; j < f.n; j++) {
+            if (j == i)
+                continue;
+            cr_expect_eq(tallies[i].ups[j], 1, "node-%d saw node-%d come up %d times", i, j,
+                         tallies[i].ups[j]);
+            if (j == 0)
+                cr_expect_eq(tallies[i].lefts[0], 1, "node-%d saw node-0 leave %d times", i,
+                             tallies[i].lefts[0]);
+        }
+    stop(&f);
+}
+
 static char got[64];
 
 static void on_app(void *ud, mb_t *mb, const char *from, size_t from_len, const uint8_t *p,
