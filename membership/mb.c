@@ -144,24 +144,39 @@ void mb__pump(mb_t *mb)
             resolve_seed(mb, (size_t)randombytes_uniform((uint32_t)mb->cfg.n_seeds));
         }
     }
-    size_t n;
-    const swim_event_t *ev = swim_events(mb->core, &n);
-    for (size_t k = 0; k < n; k++) {
-        if (ev[k].type == SWIM_EV_DOWN) /* N fell by a failure: worth a line */
-            mb__log("warn", "member %s (generation %llu) declared dead", ev[k].id,
-                    (unsigned long long)ev[k].generation);
-        if (ev[k].type == SWIM_EV_DUPLICATE) {
+    /* Events go out from the outermost pump only. A subscriber may call back into membership
+     * (the share store republishes its divisor with mb_set_meta), which pumps again: that inner
+     * pump sends what the call queued and leaves the events to this loop, which reads the queue
+     * afresh at every step, so an event the call added is handed out once too, after the
+     * others. Each event is copied out first: the call may grow (move) the queue. */
+    if (mb->delivering)
+        goto rearm;
+    mb->delivering = true;
+    for (size_t k = 0;; k++) {
+        size_t n;
+        const swim_event_t *queue = swim_events(mb->core, &n);
+        if (k >= n)
+            break;
+        swim_event_t ev = queue[k];
+        if (ev.type == SWIM_EV_DOWN) /* N fell by a failure: worth a line */
+            mb__log("warn", "member %s (generation %llu) declared dead", ev.id,
+                    (unsigned long long)ev.generation);
+        if (ev.type == SWIM_EV_DUPLICATE) {
             char other[80] = "?";
             mb_duplicate(mb, NULL, other, sizeof other);
             mb__log("error",
                     "duplicate node id %s: another live process claims it (generation %llu at "
                     "%s); every view counts the id once, so N is in doubt (short by one)",
-                    ev[k].id, (unsigned long long)ev[k].generation, other);
+                    ev.id, (unsigned long long)ev.generation, other);
         }
-        for (int s = 0; s < mb->n_subs; s++)
-            mb->subs[s].fn(mb->subs[s].ud, mb, &ev[k]);
+        for (int s = 0; s < mb->n_subs && !mb->closing; s++)
+            mb->subs[s].fn(mb->subs[s].ud, mb, &ev);
     }
     swim_events_clear(mb->core);
+    mb->delivering = false;
+    if (mb->closing) /* a subscriber closed membership: no timer to re-arm */
+        return;
+rearm:;
     int64_t wait = swim_next_deadline(mb->core) - tt_mono_ns();
     uint64_t ms = wait <= 0 ? 0 : (uint64_t)((wait + 999999) / 1000000);
     uv_timer_start(&mb->timer, on_timer, ms, 0);

@@ -23,7 +23,9 @@
 
 typedef struct mb mb_t;
 
-/* A subscriber sees every event of the core: SWIM_EV_UP, _DOWN, _LEFT, _UPDATE, _LIVE_COUNT. */
+/* A subscriber sees every event of the core once, in order: SWIM_EV_UP, _DOWN, _LEFT, _UPDATE,
+ * _LIVE_COUNT, _DUPLICATE. It may call back into mb_* from the handler (mb_set_meta); events
+ * that call causes are handed out after the current one. The event is valid for the call. */
 typedef void (*mb_event_fn)(void *ud, mb_t *mb, const swim_event_t *ev);
 typedef void (*mb_done_fn)(void *ud, mb_t *mb);
 

@@ -32,6 +32,7 @@ struct mb {
     int open_handles;
     int pending; /* getaddrinfo requests and connections still holding mb */
     bool closing, leaving;
+    bool delivering; /* mb__pump is handing out events: a nested pump leaves them */
     bool solo;
     int64_t join_deadline;
     mb_done_fn leave_done, closed;
