@@ -170,6 +170,24 @@ Test(hreq, a_chunked_body_too_long_is_413)
     expect_error(s, HREQ_EBODY, 413, "a body longer than 4096 bytes");
 }
 
+/* RFC 9112 §5.1: whitespace between a field name and its colon is a 400, never a header read
+ * under another name (libhttp-parser, built lenient, took "Transfer-Encoding : chunked" as
+ * Transfer-Encoding: a request-smuggling form when a proxy in front reads it otherwise). */
+Test(hreq, a_space_before_a_header_colon_is_400)
+{
+    static const char *heads[] = {
+        "POST / HTTP/1.1\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length : 3\r\n\r\nabc",
+        "GET / HTTP/1.1\r\nX-Team  : t-1\r\n\r\n",
+        "GET / HTTP/1.1\r\nX Team: t-1\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
+        hreq_free(&rd);
+        hreq_init(&rd, want_team, NULL);
+        expect_error(heads[i], HREQ_EBAD, 400, "whitespace in a header name");
+    }
+}
+
 Test(hreq, an_idle_reader_holds_no_buffer)
 {
     cr_assert(hreq_idle(&rd));

@@ -330,3 +330,27 @@ Test(http_decide, settle_is_served_where_decide_is)
     cr_assert_eq(r.status, 404, "%s", r.raw);
     close(fd);
 }
+
+/* Issue 34 item 8 (RFC 9112 §5.1): "Transfer-Encoding : chunked", a space before the colon, is a
+ * 400 on both HTTP doors, never a chunked body: a proxy in front that reads the header as
+ * unknown would frame the body by its Content-Length and the two would disagree on where the
+ * next request starts. Nothing is decided. */
+Test(http_decide, a_space_before_a_header_colon_is_400_on_both_doors)
+{
+    start();
+    static const char req[] = "POST /v1/decide?key=smuggle&tokens=1 HTTP/1.1\r\nHost: t\r\n"
+                              "Transfer-Encoding : chunked\r\n\r\n0\r\n\r\n";
+    for (int door = 0; door < 2; door++) {
+        int fd = door == 0 ? httpc_tcp(port) : httpc_unix(d.socket);
+        cr_assert_geq(fd, 0);
+        httpc_reset();
+        cr_assert_eq(httpc_send(fd, req, sizeof(req) - 1), 0);
+        cr_assert_eq(httpc_read(fd, &r, 5000), 0, "door %d: no answer", door);
+        cr_assert_eq(r.status, 400, "door %d: %s", door, r.raw);
+        cr_assert(strstr(r.body, "whitespace in a header name"), "door %d: %s", door, r.body);
+        cr_assert_null(httpc_header(&r, "RateLimit", v, sizeof(v)), "door %d decided", door);
+        close(fd);
+    }
+    cr_assert_eq(ask("GET", "/v1/decide?key=smuggle&tokens=1", NULL), 200);
+    cr_assert_eq(requests_left(), 59999, "only the good request spent: %s", r.raw);
+}
