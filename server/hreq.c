@@ -72,6 +72,11 @@ static int on_header_field(http_parser *p, const char *at, size_t len)
 {
     hreq_reader_t *r = p->data;
     hreq_buf_t *b = r->buf;
+    /* Debian's libhttp-parser is built lenient: it takes a space inside a name as part of it and
+     * still matches "Transfer-Encoding " and "Content-Length " by their letters, so the framing
+     * would follow a header a proxy in front may read as another one. RFC 9112 §5.1: a 400. */
+    if (memchr(at, ' ', len))
+        return fail(r, HREQ_EBAD, "whitespace in a header name (before its colon)");
     if (b->in_value) { /* a new header begins */
         b->in_value = false;
         b->name_len = 0;
