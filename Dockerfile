@@ -12,9 +12,12 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
+# The commit tokentriage_build_info reports (no git in this stage):
+#   docker build --build-arg TT_COMMIT=$(git rev-parse --short=12 HEAD) ...
+ARG TT_COMMIT=unknown
 # The build type the test suite runs (the project's default, RelWithDebInfo), stripped on
 # install. Warnings are errors in CI, not here: the image build does not re-judge the code.
-RUN cmake -S . -B /build -DTT_TESTS=OFF -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR=lib \
+RUN cmake -S . -B /build -DTT_TESTS=OFF -DTT_COMMIT="$TT_COMMIT" -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR=lib \
  && cmake --build /build -j"$(nproc)" \
  && DESTDIR=/install cmake --install /build --strip \
  && mkdir -p /rootfs/usr/bin /rootfs/usr/lib \

@@ -11,6 +11,7 @@
 #include "cmd.h"
 #include "daemon.h"
 #include "log.h"
+#include "tt_commit.h"
 
 #define USAGE "usage: tokentriage serve [-c FILE] [-s SOCKET] [--log-format logfmt|json]\n"
 
@@ -21,7 +22,7 @@ int cmd_serve(int argc, char **argv)
                                          {"log-format", required_argument, NULL, 'L'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
-    srv_daemon_options_t opt = {.version = TT_VERSION};
+    srv_daemon_options_t opt = {.version = TT_VERSION, .commit = TT_COMMIT};
     srv_log_format_t format;
     int ch;
     optind = 1;

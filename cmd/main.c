@@ -3,12 +3,13 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "tt_commit.h"
 
 static int cmd_version(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    printf("tokentriage %s\n", TT_VERSION);
+    printf("tokentriage %s (commit %s)\n", TT_VERSION, TT_COMMIT);
     return EX_OK_;
 }
 

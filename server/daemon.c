@@ -28,6 +28,7 @@
 #include "dispatch.h"
 #include "engine.h"
 #include "gov.h" /* redis/: the redis store as the engine's hook */
+#include "info_metrics.h"
 #include "log.h"
 #include "mb.h"
 #include "share_node.h"
@@ -61,7 +62,8 @@ typedef struct daemon {
     st_node_t *state;      /* the state directory, when server.state_dir is set */
     char (*addrs)[64];     /* the members answer's address strings */
     size_t addrs_cap;
-    char doubt[400]; /* the last n_in_doubt text */
+    char doubt[400];         /* the last n_in_doubt text */
+    srv_info_metrics_t info; /* build, process and configured limits on /metrics */
 } daemon_t;
 
 /* Logs every finding of a load or an arm, errors and warnings alike. */
@@ -457,6 +459,8 @@ static int start(daemon_t *d)
         return EX_SOFTWARE_;
     }
     srv_metrics_add_source(d->metrics, engine_metrics, d);
+    d->info = (srv_info_metrics_t){.version = opt->version, .commit = opt->commit, .cfg = &d->cfg};
+    srv_metrics_add_source(d->metrics, srv_info_metrics_render, &d->info);
     if (d->cfg->redis.present) { /* connects in the background; posture.fail covers the wait */
         rds_options_t ro;
         rds_options_from_config(&d->cfg->redis, &ro);

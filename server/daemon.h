@@ -9,6 +9,7 @@ typedef struct srv_daemon_options {
     const char *config_path; /* NULL: the embedded default configuration */
     const char *socket;      /* -s: overrides $TOKENTRIAGE_SOCKET and server.socket; may be NULL */
     const char *version;
+    const char *commit; /* the source commit, for tokentriage_build_info; may be NULL */
 } srv_daemon_options_t;
 
 /* Runs until SIGTERM or SIGINT. Returns a sysexits code: 0 after a clean exit, 78 for a
