@@ -692,6 +692,16 @@ void mb_metrics_write(const mb_t *mb, void (*emit)(void *ud, const char *line), 
            "tokentriage_members_down_total %llu\n",
            (unsigned long long)c->downs);
     metric(emit, ud,
+           "# HELP tokentriage_membership_suspicions_total Suspicions begun in this replica's "
+           "view (a probe it sent failed, or a peer's suspicion reached it).\n"
+           "# TYPE tokentriage_membership_suspicions_total counter\n"
+           "tokentriage_membership_suspicions_total %llu\n"
+           "# HELP tokentriage_membership_refutations_total Suspicions or deaths of this "
+           "replica it refuted (a higher incarnation gossiped): peers were slow to hear it.\n"
+           "# TYPE tokentriage_membership_refutations_total counter\n"
+           "tokentriage_membership_refutations_total %llu\n",
+           (unsigned long long)c->suspicions, (unsigned long long)c->refutes);
+    metric(emit, ud,
            "# HELP tokentriage_membership_duplicate_id 1 while another live process claims this "
            "replica's node id (N is short by one).\n"
            "# TYPE tokentriage_membership_duplicate_id gauge\n"
