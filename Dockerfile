@@ -1,7 +1,7 @@
 # tokentriage container image: Debian bookworm, two stages.
 #   docker build -t tokentriage:0.1.0 .
-# The build stage compiles with Debian's -dev packages (the same list as scripts/deps.sh, minus the
-# test tools); the runtime stage holds only the shared libraries the binary links, the binary and
+# The build stage compiles with Debian's -dev packages (scripts/deps.sh's build group; no test
+# tools); the runtime stage holds only the shared libraries the binary links, the binary and
 # the client library, and runs as the unprivileged user 65532 (the DaemonSet's runAsUser).
 FROM debian:bookworm AS build
 RUN apt-get update \

@@ -8,8 +8,10 @@ pkg_check_modules(NGHTTP2 REQUIRED IMPORTED_TARGET libnghttp2)
 pkg_check_modules(PROTOBUF_C REQUIRED IMPORTED_TARGET libprotobuf-c)
 find_program(PROTOC_C NAMES protoc-c protoc-gen-c REQUIRED)
 pkg_search_module(MSGPACK REQUIRED IMPORTED_TARGET msgpack-c msgpack msgpackc)
-if(TT_TESTS)
-  pkg_check_modules(CRITERION REQUIRED IMPORTED_TARGET criterion)
+if(TT_TESTS AND NOT CRITERION_FOUND)
+  message(FATAL_ERROR "TT_TESTS=ON needs Criterion (Debian: libcriterion-dev; scripts/deps.sh test)")
+elseif(NOT TT_TESTS)
+  message(STATUS "tests not built (TT_TESTS=OFF; with Criterion installed, -DTT_TESTS=ON builds them)")
 endif()
 # libhttp-parser (the HTTP front door's parser) ships no pkg-config file: found by its header
 # and library.

@@ -3,7 +3,7 @@
 # checks what can go wrong offline:
 #  - the runtime stage installs the Debian package of every library the built binaries link
 #    directly (NEEDED) and no other, and nothing links a library from a -dev-only path;
-#  - the build stage's -dev packages are all in scripts/deps.sh (the list the suite builds with);
+#  - the build stage's packages are all in scripts/deps.sh's run and build groups;
 #  - every file the build stage copies out of `cmake --install` is installed by it.
 # usage: dockerfile.sh SOURCE_DIR BINARY_DIR
 set -euo pipefail
@@ -57,10 +57,10 @@ for p in $runtime_pkgs; do
     || bad "runtime stage package $p is linked by no shipped binary"
 done
 
-deps=$(sed -n '/^pkgs=(/,/)/p' "$src/scripts/deps.sh" | tr -d '()' | tr -s ' \n' '\n' | sed 's/^pkgs=//')
+deps=$("$src/scripts/deps.sh" --list run build)
 for p in $build_pkgs; do
-  grep -qx "$p" <<<"$deps" && ok "build stage package $p is in scripts/deps.sh" \
-    || bad "build stage package $p is not in scripts/deps.sh"
+  grep -qx "$p" <<<"$deps" && ok "build stage package $p is in scripts/deps.sh run build" \
+    || bad "build stage package $p is not in scripts/deps.sh run build"
 done
 
 # What the build stage copies out of the install tree must be installed (prefix /usr, as there).
