@@ -3,8 +3,10 @@
  * and what /metrics says about each.
  */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,8 +17,9 @@
 static char dir[64];
 static uv_loop_t loop;
 static cfg_config_t *cfg;
-static st_event_t last[8]; /* the last event of each kind */
-static int seen[8];
+static st_event_t last[16]; /* the last event of each kind */
+static int seen[16];
+static char events[8192]; /* every event as a line: "kind path: detail" */
 static char metrics[16384];
 
 static int64_t wall_ns(void)
@@ -28,6 +31,9 @@ static int64_t wall_ns(void)
 
 static void on_event(void *ctx, const st_event_t *ev)
 {
+    size_t at = strlen(events);
+    snprintf(events + at, sizeof(events) - at, "%d %s: %s\n", (int)ev->kind,
+             ev->path ? ev->path : "", ev->detail ? ev->detail : "");
     last[ev->kind] = *ev;
     last[ev->kind].path = last[ev->kind].detail = last[ev->kind].limit = NULL; /* borrowed */
     seen[ev->kind]++;
@@ -44,6 +50,7 @@ static void setup(void)
     cr_assert_not_null(mkdtemp(dir));
     uv_loop_init(&loop);
     memset(seen, 0, sizeof(seen));
+    events[0] = 0;
     static const char yaml[] = "governance:\n  limits:\n"
                                "    - { id: hourly, attach: { level: team }, type: rpm, "
                                "amount: 10, period: 1h }\n"
@@ -305,4 +312,200 @@ Test(state_node, a_locked_directory_is_named_and_counted)
     uv_run(&loop, UV_RUN_DEFAULT);
     st_node_free(a);
     st_node_free(b);
+}
+
+/* ---- a directory that cannot be turned against the host (issue 34 items 5, 6) ----------------
+ * The daemon runs as root on many hosts: whoever can put a name into its state directory must
+ * not make it write, create or block anywhere. */
+
+static char outside[64]; /* a directory beside the state directory: what must stay untouched */
+
+static void make_outside(void)
+{
+    snprintf(outside, sizeof(outside), "/tmp/tt-st-out-XXXXXX");
+    cr_assert_not_null(mkdtemp(outside));
+}
+
+static void remove_outside(void)
+{
+    char cmd[96];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", outside);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", outside);
+}
+
+/* dir/name -> target */
+static void plant_symlink(const char *name, const char *target)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    cr_assert_eq(symlink(target, path), 0);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static bool file_says(const char *path, const char *text)
+{
+    char buf[256] = "";
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return strcmp(buf, text) == 0;
+}
+
+static bool is_regular(const char *name)
+{
+    char path[128];
+    struct stat sb;
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    return lstat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* Writes a snapshot of 3 spent keys at stop, in-process, and frees what wrote it. */
+static void snapshot_at_stop(void)
+{
+    gov_engine_t *e = engine(0);
+    spend_keys(e, 3, wall_ns());
+    st_node_t *n = node(0);
+    st_node_start(n, e, &cfg);
+    st_node_stop(n, true, wall_ns());
+    uv_run(&loop, UV_RUN_DEFAULT);
+    st_node_free(n);
+    gov_engine_destroy(e);
+}
+
+Test(state_node, a_symlink_at_the_temporary_file_makes_no_write_outside_the_directory)
+{
+    make_outside();
+    char victim[128];
+    snprintf(victim, sizeof(victim), "%s/victim", outside);
+    write_text(victim, "precious");
+    plant_symlink(ST_FILE_TMP, victim);
+    snapshot_at_stop();
+    bool kept = file_says(victim, "precious");
+    remove_outside();
+    cr_assert(kept, "the snapshot was written through the symlink into %s", victim);
+    /* the stale name was removed, not followed, and the snapshot is in place */
+    cr_assert_eq(seen[ST_EV_SNAPSHOT], 1, "%s", events);
+    cr_assert(is_regular(ST_FILE));
+    cr_assert(!is_regular(ST_FILE_TMP) && access(victim, F_OK) != 0);
+}
+
+Test(state_node, a_symlink_at_the_lock_is_refused_and_creates_nothing_outside)
+{
+    make_outside();
+    char target[128];
+    snprintf(target, sizeof(target), "%s/created", outside);
+    plant_symlink(ST_LOCK, target);
+    st_node_t *n = node(0);
+    bool created = access(target, F_OK) == 0;
+    remove_outside();
+    cr_assert(!created, "opening the lock created %s through the symlink", target);
+    cr_assert_eq(seen[ST_EV_OPEN_FAILED], 1, "%s", events);
+    read_metrics(n);
+    cr_assert(strstr(metrics, "tokentriage_state_enabled 0\n"), "%s", metrics);
+    cr_assert(strstr(metrics, "tokentriage_state_restore_failures_total{reason=\"unsafe\"} 1\n"),
+              "%s", metrics);
+    cr_assert(strstr(events, "lock: not a regular file"), "%s", events);
+    st_node_stop(n, false, 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    st_node_free(n);
+}
+
+/* Opens a node on the directory as it is, and says whether it was refused as unsafe (and then
+ * that the event named what). */
+static bool refused_as_unsafe(const char *why)
+{
+    memset(seen, 0, sizeof(seen));
+    events[0] = 0;
+    st_node_t *n = node(0);
+    read_metrics(n);
+    bool refused =
+        seen[ST_EV_OPEN_FAILED] == 1 && strstr(metrics, "tokentriage_state_enabled 0\n") &&
+        strstr(metrics, "tokentriage_state_restore_failures_total{reason=\"unsafe\"} 1\n");
+    if (refused)
+        cr_assert(strstr(events, why), "the event does not say \"%s\": %s", why, events);
+    st_node_stop(n, false, 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    st_node_free(n);
+    return refused;
+}
+
+/* As OpenSSH refuses a key file others may write: anyone who can write the directory can plant
+ * names in it or swap the snapshot. */
+Test(state_node, a_directory_others_can_write_is_refused)
+{
+    static const mode_t loose[] = {0777, 0770, 0730, 0720, 0707, 0703, 01777};
+    for (size_t i = 0; i < sizeof(loose) / sizeof(loose[0]); i++) {
+        cr_assert_eq(chmod(dir, loose[i]), 0);
+        cr_assert(refused_as_unsafe("writable by"), "mode %04o was accepted: %s", loose[i], events);
+    }
+    static const mode_t fine[] = {0700, 0750, 0755, 0500};
+    for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+        cr_assert_eq(chmod(dir, fine[i]), 0);
+        cr_assert(!refused_as_unsafe(""), "mode %04o was refused: %s", fine[i], events);
+    }
+    cr_assert_eq(chmod(dir, 0700), 0);
+}
+
+Test(state_node, a_directory_owned_by_another_user_is_refused)
+{
+    if (geteuid() != 0)
+        cr_skip_test("giving the directory to another user needs root");
+    cr_assert_eq(chown(dir, 65534, 65534), 0);
+    cr_assert(refused_as_unsafe("owned by uid 65534"), "accepted: %s", events);
+}
+
+/* A snapshot that others could have written is still restored (the directory is what keeps
+ * them out), but the log says so. */
+Test(state_node, a_snapshot_others_can_write_or_another_user_owns_is_restored_with_a_warning)
+{
+    snapshot_at_stop();
+    char path[128];
+    snprintf(path, sizeof(path), "%s/" ST_FILE, dir);
+    cr_assert_eq(chmod(path, 0666), 0);
+    events[0] = 0;
+    gov_engine_t *e = engine(0);
+    st_node_t *n = node(0);
+    st_node_restore(n, e, cfg, wall_ns());
+    cr_assert_eq(last[ST_EV_RESTORED].restored, 3);
+    cr_assert(strstr(events, "counters.snap: writable by every user"), "%s", events);
+    finish(n, e);
+    if (geteuid() != 0)
+        return;
+    cr_assert_eq(chmod(path, 0600), 0);
+    cr_assert_eq(chown(path, 65534, 65534), 0);
+    events[0] = 0;
+    e = engine(0);
+    n = node(0);
+    st_node_restore(n, e, cfg, wall_ns());
+    cr_assert_eq(last[ST_EV_RESTORED].restored, 3);
+    cr_assert(strstr(events, "counters.snap: owned by uid 65534"), "%s", events);
+    finish(n, e);
+}
+
+Test(state_node, a_symlink_at_the_snapshot_is_not_followed)
+{
+    snapshot_at_stop();
+    char real[128], path[128];
+    snprintf(path, sizeof(path), "%s/" ST_FILE, dir);
+    snprintf(real, sizeof(real), "%s/elsewhere", dir);
+    cr_assert_eq(rename(path, real), 0);
+    plant_symlink(ST_FILE, real);
+    gov_engine_t *e = engine(0);
+    st_node_t *n = node(0);
+    st_node_restore(n, e, cfg, wall_ns());
+    cr_assert_eq(seen[ST_EV_RESTORE_FAILED], 1, "%s", events);
+    cr_assert_eq(seen[ST_EV_RESTORED], 0);
+    cr_assert(strstr(events, "not a regular file"), "%s", events);
+    finish(n, e);
 }
