@@ -400,6 +400,18 @@ Test(state_node, a_symlink_at_the_temporary_file_makes_no_write_outside_the_dire
     cr_assert(!is_regular(ST_FILE_TMP) && access(victim, F_OK) != 0);
 }
 
+/* A fifo at the temporary file would block the write (an open for writing waits for a
+ * reader): at stop, the loop itself. */
+Test(state_node, a_fifo_at_the_temporary_file_does_not_block_a_snapshot, .timeout = 15)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/" ST_FILE_TMP, dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    snapshot_at_stop();
+    cr_assert_eq(seen[ST_EV_SNAPSHOT], 1, "%s", events);
+    cr_assert(is_regular(ST_FILE));
+}
+
 Test(state_node, a_symlink_at_the_lock_is_refused_and_creates_nothing_outside)
 {
     make_outside();
@@ -490,6 +502,23 @@ Test(state_node, a_snapshot_others_can_write_or_another_user_owns_is_restored_wi
     st_node_restore(n, e, cfg, wall_ns());
     cr_assert_eq(last[ST_EV_RESTORED].restored, 3);
     cr_assert(strstr(events, "counters.snap: owned by uid 65534"), "%s", events);
+    finish(n, e);
+}
+
+/* docs/state.md: bad state never blocks a start. A fifo opened for reading waits for a writer. */
+Test(state_node, a_fifo_at_the_snapshot_does_not_block_the_restore, .timeout = 15)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/" ST_FILE, dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    gov_engine_t *e = engine(0);
+    st_node_t *n = node(0);
+    st_node_restore(n, e, cfg, wall_ns());
+    cr_assert_eq(seen[ST_EV_RESTORE_FAILED], 1, "%s", events);
+    cr_assert(strstr(events, "not a regular file"), "%s", events);
+    read_metrics(n);
+    cr_assert(strstr(metrics, "tokentriage_state_restore_failures_total{reason=\"unsafe\"} 1\n"),
+              "%s", metrics);
     finish(n, e);
 }
 
