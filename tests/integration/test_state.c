@@ -262,6 +262,23 @@ Test(state, an_unusable_directory_is_named_and_the_daemon_serves)
     cr_assert_eq(admits(4), 4);
 }
 
+/* docs/state.md: bad state never blocks a start. Opened for reading, a fifo waits for a writer;
+ * the daemon must see it is no snapshot without opening it that way. */
+Test(state, a_fifo_at_the_snapshot_does_not_block_the_start)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/state", state_root);
+    cr_assert_eq(mkdir(path, 0700), 0);
+    snprintf(snap_path, sizeof(snap_path), "%s/state/counters.snap", state_root);
+    cr_assert_eq(mkfifo(snap_path, 0600), 0);
+    cr_assert_eq(tt_daemon_start(&d, HOURLY("hourly"), server("0s")), 0,
+                 "a fifo at the snapshot blocked the start");
+    char want[256];
+    snprintf(want, sizeof(want), "file=%s reason=unsafe", snap_path);
+    cr_assert(tt_daemon_log_has(&d, want, 5000), "no log line with %s", want);
+    cr_assert_eq(admits(20), 10);
+}
+
 Test(state, a_directory_gone_while_running_fails_snapshots_loudly_and_serving_goes_on)
 {
     cr_assert_eq(tt_daemon_start(&d, HOURLY("hourly"), server("200ms")), 0);
