@@ -56,6 +56,8 @@
     X(SPACE, -50, "no_space", "buffer too small")                                                  \
     /* state/ (ST_E*): why a snapshot was not restored; contiguous, st_reason_index counts on it   \
      */                                                                                            \
+    X(ST_UNSAFE, -69, "unsafe",                                                                    \
+      "the directory or file is not safe to use: others may write it, or not a regular file")      \
     X(ST_MISSING, -70, "missing", "no snapshot file")                                              \
     X(ST_TRUNCATED, -71, "truncated", "the file ends before the snapshot does")                    \
     X(ST_MAGIC, -72, "not_a_snapshot", "the file does not start with the snapshot magic")          \

@@ -50,6 +50,10 @@ static void log_event(void *ctx, const st_event_t *ev)
         srv_log(SRV_LOG_ERROR, "state: snapshot failed; the previous one stays", "file", ev->path,
                 "reason", st_reason(ev->err), "detail", ev->detail, NULL);
         return;
+    case ST_EV_WARNING:
+        srv_log(SRV_LOG_WARN, "state: a file others could have written; read all the same", "file",
+                ev->path, "detail", ev->detail, NULL);
+        return;
     case ST_EV_NO_HUGE_PAGES:
         srv_log(SRV_LOG_WARN,
                 "state: no huge pages for the counter table; each snapshot's fork stops the loop "

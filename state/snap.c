@@ -20,12 +20,12 @@ static const char magic[8] = {'T', 'T', 'S', 'T', 'A', 'T', 'E', '\n'};
 
 int st_reason_index(int err)
 {
-    return err <= ST_EMISSING && err >= ST_ETOOBIG ? ST_EMISSING - err : -1;
+    return err <= ST_EUNSAFE && err >= ST_ETOOBIG ? ST_EUNSAFE - err : -1;
 }
 
 int st_reason_err(int index)
 {
-    return ST_EMISSING - index;
+    return ST_EUNSAFE - index;
 }
 
 const char *st_reason(int err)

@@ -46,6 +46,7 @@
 /* Why a snapshot was not restored: rows of the one error table (common/tt_err.h), which gives
  * each a name for metrics and logs and a sentence. */
 enum {
+    ST_EUNSAFE = TT_ERR_ST_UNSAFE, /* the first: st_reason_index counts from it */
     ST_EMISSING = TT_ERR_ST_MISSING,
     ST_ETRUNCATED = TT_ERR_ST_TRUNCATED,
     ST_EMAGIC = TT_ERR_ST_MAGIC,
@@ -58,7 +59,7 @@ enum {
     ST_ETOOBIG = TT_ERR_ST_TOOBIG,
 };
 
-#define ST_REASONS 10 /* the ST_E* codes, ST_EMISSING down to ST_ETOOBIG */
+#define ST_REASONS 11 /* the ST_E* codes, ST_EUNSAFE down to ST_ETOOBIG */
 
 /* "corrupt", "foreign", ... for an ST_E* code; "unknown" otherwise. */
 const char *st_reason(int err);

@@ -120,10 +120,8 @@ static void emit(st_node_t *n, st_event_t ev)
 /* ---- open --------------------------------------------------------------------------------------
  */
 
-static void open_failed(st_node_t *n, int err, const char *what)
+static void open_failed(st_node_t *n, int err, const char *detail)
 {
-    char detail[160];
-    snprintf(detail, sizeof(detail), "%s: %s", what, strerror(errno));
     n->open_err = err;
     if (n->lockfd >= 0)
         close(n->lockfd);
@@ -131,6 +129,87 @@ static void open_failed(st_node_t *n, int err, const char *what)
         close(n->dirfd);
     n->lockfd = n->dirfd = -1;
     emit(n, (st_event_t){.kind = ST_EV_OPEN_FAILED, .err = err, .path = n->dir, .detail = detail});
+}
+
+/* open_failed for a system call that failed: `what` and errno. */
+static void open_failed_errno(st_node_t *n, int err, const char *what)
+{
+    char detail[160];
+    snprintf(detail, sizeof(detail), "%s: %s", what, strerror(errno));
+    open_failed(n, err, detail);
+}
+
+/* What a name in the directory is, when it is no regular file. */
+static const char *file_kind(mode_t m)
+{
+    return S_ISLNK(m)                 ? "a symbolic link"
+           : S_ISFIFO(m)              ? "a fifo"
+           : S_ISDIR(m)               ? "a directory"
+           : S_ISSOCK(m)              ? "a socket"
+           : S_ISCHR(m) || S_ISBLK(m) ? "a device"
+                                      : "of an unknown type";
+}
+
+/*
+ * Opens `name` in the state directory: relative to its descriptor, never through a symbolic link
+ * (O_NOFOLLOW), so whoever could put a name in the directory cannot make the daemon read, write
+ * or create anything elsewhere. Returns the descriptor (*sb filled), or ST_EMISSING (no such
+ * name), ST_EUNSAFE (a symbolic link, a directory, ...; what it is in `detail`) or ST_EIO (the
+ * system error in `detail`, errno kept).
+ */
+static int open_in(const st_node_t *n, const char *name, int flags, struct stat *sb, char *detail,
+                   size_t size)
+{
+    int fd = openat(n->dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        int e = errno;
+        struct stat lsb;
+        if (e == ENOENT)
+            return ST_EMISSING;
+        if (fstatat(n->dirfd, name, &lsb, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(lsb.st_mode)) {
+            snprintf(detail, size, "not a regular file (%s)", file_kind(lsb.st_mode));
+            return ST_EUNSAFE;
+        }
+        snprintf(detail, size, "%s", strerror(e));
+        errno = e;
+        return ST_EIO;
+    }
+    if (fstat(fd, sb) != 0) {
+        int e = errno;
+        snprintf(detail, size, "fstat: %s", strerror(e));
+        close(fd);
+        errno = e;
+        return ST_EIO;
+    }
+    return fd;
+}
+
+/*
+ * The directory may be owned by root or by the daemon's own user, and written by its owner
+ * alone: as OpenSSH refuses a key file or an authorized_keys others may write, since anyone who
+ * can write the directory can replace the snapshot (a fresh budget for everyone, or a crafted
+ * one) or plant names in it. 0 or ST_EUNSAFE with the reason in `detail`.
+ */
+static int check_directory(const struct stat *sb, char *detail, size_t size)
+{
+    uid_t me = geteuid();
+    if (sb->st_uid != me && sb->st_uid != 0) {
+        snprintf(detail, size,
+                 "owned by uid %u; only root or the daemon's own user (uid %u) may own it",
+                 (unsigned)sb->st_uid, (unsigned)me);
+        return ST_EUNSAFE;
+    }
+    mode_t w = sb->st_mode & (S_IWGRP | S_IWOTH);
+    if (w) {
+        snprintf(detail, size,
+                 "writable by %s (mode %04o); only its owner may write it (chmod go-w)",
+                 w == S_IWOTH   ? "every user"
+                 : w == S_IWGRP ? "its group"
+                                : "its group and every user",
+                 (unsigned)(sb->st_mode & 07777));
+        return ST_EUNSAFE;
+    }
+    return 0;
 }
 
 int st_node_open(st_node_t **out, uv_loop_t *loop, const st_options_t *o, st_event_fn ev, void *ctx)
@@ -167,21 +246,38 @@ int st_node_open(st_node_t **out, uv_loop_t *loop, const st_options_t *o, st_eve
     n->timers = true;
     *out = n;
 
+    /* The directory's own path is the administrator's (server.state_dir) and may be a symbolic
+     * link; what it leads to is checked once it is open, and every name in it is opened
+     * relative to that descriptor. */
     if (mkdir(n->dir, 0700) != 0 && errno != EEXIST) {
-        open_failed(n, ST_EIO, "cannot make the directory");
+        open_failed_errno(n, ST_EIO, "cannot make the directory");
         return 0;
     }
     if ((n->dirfd = open(n->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-        open_failed(n, ST_EIO, "cannot open the directory");
+        open_failed_errno(n, ST_EIO, "cannot open the directory");
         return 0;
     }
-    if ((n->lockfd = openat(n->dirfd, ST_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
-        open_failed(n, ST_EIO, "cannot create the lock file (is the directory writable?)");
+    struct stat sb;
+    char detail[200], what[240];
+    int rc;
+    if (fstat(n->dirfd, &sb) != 0) {
+        open_failed_errno(n, ST_EIO, "cannot read the directory's owner and mode");
         return 0;
     }
+    if ((rc = check_directory(&sb, detail, sizeof(detail))) != 0) {
+        open_failed(n, rc, detail);
+        return 0;
+    }
+    if ((rc = open_in(n, ST_LOCK, O_RDWR | O_CREAT, &sb, detail, sizeof(detail))) < 0) {
+        snprintf(what, sizeof(what), "%s: %s%s", ST_LOCK, detail,
+                 rc == ST_EIO ? " (is the directory writable?)" : "");
+        open_failed(n, rc, what);
+        return 0;
+    }
+    n->lockfd = rc;
     if (flock(n->lockfd, LOCK_EX | LOCK_NB) != 0) {
-        open_failed(n, errno == EWOULDBLOCK ? ST_ELOCKED : ST_EIO,
-                    "another daemon holds the lock; running without state");
+        open_failed_errno(n, errno == EWOULDBLOCK ? ST_ELOCKED : ST_EIO,
+                          "another daemon holds the lock; running without state");
         return 0;
     }
     return 0;
@@ -224,6 +320,23 @@ static int failed(st_result_t *r, const char *stage)
 }
 
 /*
+ * Creates `tmp` in the directory for writing aside: a new file of our own (O_EXCL), never what a
+ * name already there leads to (O_NOFOLLOW). A name already there is a stale one (a crash
+ * mid-write) or one planted: it is removed first, and unlinkat removes the name itself, never
+ * what a symbolic link points at. Returns the descriptor or -1 (errno). Allocates nothing.
+ */
+static int create_aside(int dirfd, const char *tmp)
+{
+    for (int tries = 0;; tries++) {
+        int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0 || errno != EEXIST || tries == 1)
+            return fd;
+        if (unlinkat(dirfd, tmp, 0) != 0)
+            return -1;
+    }
+}
+
+/*
  * Writes the snapshot of `e` (armed with `cfg`) aside, fsyncs, renames it into place and fsyncs
  * the directory. Allocates nothing (the child runs it). Fills r; returns r->rc.
  */
@@ -231,8 +344,7 @@ static int write_snapshot(st_node_t *n, gov_engine_t *e, const cfg_config_t *cfg
                           st_result_t *r)
 {
     *r = (st_result_t){0};
-    writer_t w = {
-        .fd = openat(n->dirfd, ST_FILE_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)};
+    writer_t w = {.fd = create_aside(n->dirfd, ST_FILE_TMP)};
     if (w.fd < 0)
         return failed(r, "create");
     st_enc_init(&w.enc, n->buf, BUF_SIZE, sink_write, &w);
@@ -568,25 +680,51 @@ static void on_counter(void *ctx, uint32_t limit, const char *key, size_t len, i
         r->n->refused++;
 }
 
-/* Reads the whole file into a new buffer, at most `max` bytes. 0 or ST_E*; errno kept. */
-static int read_file(st_node_t *n, size_t max, uint8_t **out, size_t *len)
+/* Says when a file others than the daemon could have written is read: the directory check
+ * keeps them from replacing it, but not from writing into a file that lets them. */
+static void warn_loose(st_node_t *n, const char *path, const struct stat *sb)
 {
-    int fd = openat(n->dirfd, ST_FILE, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT ? ST_EMISSING : ST_EIO;
+    char detail[160];
+    uid_t me = geteuid();
+    mode_t w = sb->st_mode & (S_IWGRP | S_IWOTH);
+    if (w)
+        snprintf(detail, sizeof(detail), "writable by %s (mode %04o)",
+                 w & S_IWOTH ? "every user" : "its group", (unsigned)(sb->st_mode & 07777));
+    else if (sb->st_uid != me)
+        snprintf(detail, sizeof(detail), "owned by uid %u, not the daemon's uid %u",
+                 (unsigned)sb->st_uid, (unsigned)me);
+    else
+        return;
+    emit(n, (st_event_t){.kind = ST_EV_WARNING, .path = path, .detail = detail});
+}
+
+/* Reads the whole file `name` of the directory into a new buffer, at most `max` bytes: 0 or
+ * ST_E*, with the reason in `detail`. */
+static int read_file(st_node_t *n, const char *name, const char *path, size_t max, uint8_t **out,
+                     size_t *len, char *detail, size_t size)
+{
     struct stat sb;
+    int fd = open_in(n, name, O_RDONLY, &sb, detail, size);
+    if (fd < 0)
+        return fd;
+    warn_loose(n, path, &sb);
     int rc = 0;
-    if (fstat(fd, &sb) != 0)
-        rc = ST_EIO;
-    else if ((uint64_t)sb.st_size > max)
+    if ((uint64_t)sb.st_size > max) {
+        snprintf(detail, size, "larger than %zu bytes, what the daemon reads", max);
         rc = ST_ETOOBIG;
-    else if (!(*out = malloc(sb.st_size ? (size_t)sb.st_size : 1)))
+    } else if (!(*out = malloc(sb.st_size ? (size_t)sb.st_size : 1))) {
+        snprintf(detail, size, "out of memory");
         rc = ST_EIO;
+    }
     size_t got = 0;
     while (rc == 0 && got < (size_t)sb.st_size) {
         ssize_t k = read(fd, *out + got, (size_t)sb.st_size - got);
         if (k < 0 && errno == EINTR)
             continue;
+        if (k < 0) {
+            snprintf(detail, size, "read: %s", strerror(errno));
+            rc = ST_EIO;
+        }
         if (k <= 0)
             break;
         got += (size_t)k;
@@ -606,10 +744,8 @@ void st_node_restore(st_node_t *n, gov_engine_t *e, const cfg_config_t *cfg, int
     uint8_t *buf = NULL;
     size_t len = 0;
     char detail[TT_ERR_TEXT_MAX + 2 * ST_SCOPE_MAX + 64] = "";
-    int rc = read_file(n, max, &buf, &len);
-    if (rc == ST_EIO)
-        snprintf(detail, sizeof(detail), "%s", strerror(errno));
-    else if (rc == ST_ETOOBIG)
+    int rc = read_file(n, ST_FILE, n->file, max, &buf, &len, detail, sizeof(detail));
+    if (rc == ST_ETOOBIG)
         snprintf(detail, sizeof(detail), "larger than %zu bytes, what server.max_counters holds",
                  max);
     restore_t *r = rc ? NULL : calloc(1, sizeof(*r));

@@ -37,6 +37,8 @@ typedef enum st_event_kind {
     ST_EV_SNAPSHOT_FAILED, /* err, detail: the previous snapshot is still in place */
     ST_EV_NO_HUGE_PAGES,   /* detail: the kernel will not hold the counter table in huge pages,
                               so each fork copies its page tables (once per node) */
+    ST_EV_WARNING,         /* path, detail: read all the same, but an operator should know (a
+                              snapshot others than the daemon could have written) */
 } st_event_kind_t;
 
 typedef struct st_event {
@@ -65,9 +67,10 @@ typedef struct st_options {
 } st_options_t;
 
 /*
- * Makes the directory (mode 0700 when it is created), locks it and gets ready. Returns 0, or
- * ST_ETOOBIG-free negative only when out of memory; an unusable directory is reported through
- * `ev` and leaves a node that does nothing but count.
+ * Makes the directory (mode 0700 when it is created), checks it (owned by root or the daemon's
+ * user, written by its owner alone: ST_EUNSAFE otherwise), locks it and gets ready. Returns 0,
+ * or ST_EIO only when out of memory; an unusable directory is reported through `ev` and leaves
+ * a node that does nothing but count.
  */
 int st_node_open(st_node_t **out, uv_loop_t *loop, const st_options_t *o, st_event_fn ev,
                  void *ctx);
