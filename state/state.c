@@ -153,14 +153,16 @@ static const char *file_kind(mode_t m)
 /*
  * Opens `name` in the state directory: relative to its descriptor, never through a symbolic link
  * (O_NOFOLLOW), so whoever could put a name in the directory cannot make the daemon read, write
- * or create anything elsewhere. Returns the descriptor (*sb filled), or ST_EMISSING (no such
- * name), ST_EUNSAFE (a symbolic link, a directory, ...; what it is in `detail`) or ST_EIO (the
- * system error in `detail`, errno kept).
+ * or create anything elsewhere; and a regular file only, seen without blocking (O_NONBLOCK, then
+ * fstat), as the config loader does: opened for reading, a fifo would wait for a writer, and
+ * bad state never blocks a start. Returns the descriptor (*sb filled), or ST_EMISSING (no such
+ * name), ST_EUNSAFE (a symbolic link, a fifo, a directory, ...; what it is in `detail`) or
+ * ST_EIO (the system error in `detail`, errno kept).
  */
 static int open_in(const st_node_t *n, const char *name, int flags, struct stat *sb, char *detail,
                    size_t size)
 {
-    int fd = openat(n->dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd = openat(n->dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
     if (fd < 0) {
         int e = errno;
         struct stat lsb;
@@ -180,6 +182,11 @@ static int open_in(const st_node_t *n, const char *name, int flags, struct stat 
         close(fd);
         errno = e;
         return ST_EIO;
+    }
+    if (!S_ISREG(sb->st_mode)) {
+        snprintf(detail, size, "not a regular file (%s)", file_kind(sb->st_mode));
+        close(fd);
+        return ST_EUNSAFE;
     }
     return fd;
 }
