@@ -298,11 +298,11 @@ typedef struct writer {
     st_enc_t enc;
 } writer_t;
 
-static int sink_write(void *ctx, const uint8_t *p, size_t len)
+/* Writes all of p: 0 or ST_EIO (errno kept). */
+static int write_all(int fd, const uint8_t *p, size_t len)
 {
-    writer_t *w = ctx;
     while (len) {
-        ssize_t k = write(w->fd, p, len);
+        ssize_t k = write(fd, p, len);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
@@ -311,6 +311,11 @@ static int sink_write(void *ctx, const uint8_t *p, size_t len)
         len -= (size_t)k;
     }
     return 0;
+}
+
+static int sink_write(void *ctx, const uint8_t *p, size_t len)
+{
+    return write_all(((writer_t *)ctx)->fd, p, len);
 }
 
 static void enc_counter(void *ctx, size_t limit, const char *key, size_t len, int64_t state)
@@ -344,6 +349,29 @@ static int create_aside(int dirfd, const char *tmp)
 }
 
 /*
+ * Puts a file written aside into place: fsync, close, rename over `name`, fsync of the directory,
+ * so a crash at any moment leaves the old file or the new one whole. The aside file is removed
+ * when it cannot be put in place. Returns NULL, or the stage that failed (errno kept).
+ * Allocates nothing.
+ */
+static const char *commit_aside(int dirfd, int fd, const char *tmp, const char *name)
+{
+    const char *stage = fsync(fd) != 0 ? "fsync" : NULL;
+    int e = errno;
+    close(fd);
+    if (!stage && renameat(dirfd, tmp, dirfd, name) != 0) {
+        stage = "rename";
+        e = errno;
+    }
+    if (stage) {
+        unlinkat(dirfd, tmp, 0);
+        errno = e;
+        return stage;
+    }
+    return fsync(dirfd) != 0 ? "fsync of the directory" : NULL;
+}
+
+/*
  * Writes the snapshot of `e` (armed with `cfg`) aside, fsyncs, renames it into place and fsyncs
  * the directory. Allocates nothing (the child runs it). Fills r; returns r->rc.
  */
@@ -367,27 +395,16 @@ static int write_snapshot(st_node_t *n, gov_engine_t *e, const cfg_config_t *cfg
     }
     gov_engine_each_counter(e, now, enc_counter, &w);
     uint8_t header[ST_HEADER_SIZE];
-    const char *stage = NULL;
-    if (st_enc_finish(&w.enc, now, n->fingerprint, header) != 0)
-        stage = "write";
-    else if (pwrite(w.fd, header, sizeof(header), 0) != (ssize_t)sizeof(header))
-        stage = "write";
-    else if (fsync(w.fd) != 0)
-        stage = "fsync";
-    if (stage) {
-        failed(r, stage);
+    if (st_enc_finish(&w.enc, now, n->fingerprint, header) != 0 ||
+        pwrite(w.fd, header, sizeof(header), 0) != (ssize_t)sizeof(header)) {
+        failed(r, "write");
         close(w.fd);
         unlinkat(n->dirfd, ST_FILE_TMP, 0);
         return r->rc;
     }
-    close(w.fd);
-    if (renameat(n->dirfd, ST_FILE_TMP, n->dirfd, ST_FILE) != 0) {
-        failed(r, "rename");
-        unlinkat(n->dirfd, ST_FILE_TMP, 0);
-        return r->rc;
-    }
-    if (fsync(n->dirfd) != 0)
-        return failed(r, "fsync of the directory");
+    const char *stage = commit_aside(n->dirfd, w.fd, ST_FILE_TMP, ST_FILE);
+    if (stage)
+        return failed(r, stage);
     r->counters = w.enc.n_counters;
     r->bytes = ST_HEADER_SIZE + w.enc.body_len;
     r->done_mono_ns = tt_mono_ns();
@@ -796,6 +813,76 @@ void st_node_restore(st_node_t *n, gov_engine_t *e, const cfg_config_t *cfg, int
     }
     free(r);
     free(buf);
+}
+
+/* ---- other named files -------------------------------------------------------------------------
+ */
+
+/* A name another part may keep here: a plain name of its own, not the node's, not an aside
+ * file. 0 or TT_ERR_INVAL in err. */
+static int check_name(const char *name, tt_err_t *err)
+{
+    size_t len = name ? strlen(name) : 0;
+    if (len == 0 || len > ST_NAME_MAX)
+        return tt_err_set(err, TT_ERR_INVAL, "name", "must be 1 to %d bytes", ST_NAME_MAX);
+    if (name[0] == '.' || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                       "0123456789._-") != len)
+        return tt_err_set(err, TT_ERR_INVAL, "name",
+                          "\"%s\": letters, digits, '.', '_' and '-' only, not first '.'", name);
+    if (strcmp(name, ST_FILE) == 0 || strcmp(name, ST_LOCK) == 0 ||
+        (len >= 4 && strcmp(name + len - 4, ".tmp") == 0))
+        return tt_err_set(err, TT_ERR_INVAL, "name", "\"%s\" is the state directory's own", name);
+    return 0;
+}
+
+/* The directory is usable: 0, or its error in err. */
+static int check_usable(const st_node_t *n, tt_err_t *err)
+{
+    if (n && n->dirfd >= 0)
+        return 0;
+    int code = n && n->open_err ? n->open_err : ST_EIO;
+    return tt_err_set(err, code, "", "no usable state directory (%s)", st_reason(code));
+}
+
+int st_node_read_file(st_node_t *n, const char *name, size_t max, uint8_t **out, size_t *len,
+                      tt_err_t *err)
+{
+    *out = NULL;
+    *len = 0;
+    int rc;
+    if ((rc = check_name(name, err)) != 0 || (rc = check_usable(n, err)) != 0)
+        return rc;
+    char path[sizeof(n->dir) + ST_NAME_MAX + 2], detail[160] = "";
+    snprintf(path, sizeof(path), "%s/%s", n->dir, name);
+    if ((rc = read_file(n, name, path, max, out, len, detail, sizeof(detail))) != 0) {
+        free(*out);
+        *out = NULL;
+        *len = 0;
+        return tt_err_set(err, rc, name, "%s", detail[0] ? detail : st_strerror(rc));
+    }
+    return 0;
+}
+
+int st_node_write_file(st_node_t *n, const char *name, const void *data, size_t len, tt_err_t *err)
+{
+    int rc;
+    if ((rc = check_name(name, err)) != 0 || (rc = check_usable(n, err)) != 0)
+        return rc;
+    char tmp[ST_NAME_MAX + 5];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+    int fd = create_aside(n->dirfd, tmp);
+    if (fd < 0)
+        return tt_err_set(err, ST_EIO, name, "create %s: %s", tmp, strerror(errno));
+    if (write_all(fd, data, len) != 0) {
+        int e = errno;
+        close(fd);
+        unlinkat(n->dirfd, tmp, 0);
+        return tt_err_set(err, ST_EIO, name, "write: %s", strerror(e));
+    }
+    const char *stage = commit_aside(n->dirfd, fd, tmp, name);
+    if (stage)
+        return tt_err_set(err, ST_EIO, name, "%s: %s", stage, strerror(errno));
+    return 0;
 }
 
 /* ---- disclosure --------------------------------------------------------------------------------

@@ -98,6 +98,29 @@ void st_node_stop(st_node_t *n, bool snapshot, int64_t now);
 
 void st_node_free(st_node_t *n);
 
+/*
+ * One more file of the state directory, for another part of the daemon (membership's last known
+ * members): `name` is a plain name of 1 to ST_NAME_MAX bytes ([A-Za-z0-9._-], not first '.'),
+ * neither the node's own (ST_FILE, ST_LOCK) nor an aside one (ending in ".tmp"); else
+ * TT_ERR_INVAL. It is kept with the snapshot's discipline: opened relative to the directory's
+ * descriptor, never through a symbolic link, a regular file only (a fifo is refused without
+ * blocking); written aside (`name`.tmp, created anew), fsynced, renamed into place, the
+ * directory fsynced, so a crash leaves the old content or the new one whole. Both block for
+ * their I/O on the caller's thread; one writer per name at a time. Without a usable directory
+ * (state off: n NULL, or refused) they fail with the reason the directory was refused.
+ *
+ * st_node_read_file: the whole file into *out (the caller frees it), at most `max` bytes.
+ * 0, or ST_EMISSING (no such file yet), ST_EUNSAFE (not a regular file), ST_ETOOBIG, ST_EIO, with
+ * err's path the name and its message what was wrong. A file others could have written is read
+ * all the same and reported as ST_EV_WARNING (on the caller's thread).
+ * st_node_write_file: 0, or ST_EIO (err says which step: create, write, fsync, rename); the
+ * previous content then stays in place.
+ */
+#define ST_NAME_MAX 64
+int st_node_read_file(st_node_t *n, const char *name, size_t max, uint8_t **out, size_t *len,
+                      tt_err_t *err);
+int st_node_write_file(st_node_t *n, const char *name, const void *data, size_t len, tt_err_t *err);
+
 /* Age of the last snapshot known good (written here, or restored), -1 when there is none. */
 int64_t st_node_age_ns(const st_node_t *n, int64_t now);
 

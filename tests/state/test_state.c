@@ -538,3 +538,107 @@ Test(state_node, a_symlink_at_the_snapshot_is_not_followed)
     cr_assert(strstr(events, "not a regular file"), "%s", events);
     finish(n, e);
 }
+
+/* ---- one more named file (membership's last known members) ---------------------------------- */
+
+Test(state_node, a_named_file_is_written_aside_and_read_back_whole)
+{
+    st_node_t *n = node(0);
+    tt_err_t err;
+    uint8_t *got;
+    size_t len;
+    cr_assert_eq(st_node_read_file(n, "members", 4096, &got, &len, &err), ST_EMISSING);
+    cr_assert_eq(err.code, ST_EMISSING);
+    cr_assert_str_eq(err.path, "members");
+    static const char first[] = "n1 n2 n3", second[] = "n1 n2";
+    cr_assert_eq(st_node_write_file(n, "members", first, sizeof(first), &err), 0, "%s",
+                 err.message);
+    cr_assert_eq(st_node_write_file(n, "members", second, sizeof(second), &err), 0, "%s",
+                 err.message);
+    cr_assert_eq(st_node_read_file(n, "members", 4096, &got, &len, &err), 0, "%s", err.message);
+    cr_assert_eq(len, sizeof(second));
+    cr_assert_arr_eq(got, second, len);
+    free(got);
+    char path[128];
+    struct stat sb;
+    snprintf(path, sizeof(path), "%s/members", dir);
+    cr_assert_eq(lstat(path, &sb), 0);
+    cr_assert(S_ISREG(sb.st_mode) && (sb.st_mode & 07777) == 0600, "mode %o", sb.st_mode);
+    cr_assert(!is_regular("members.tmp"), "the aside file stayed");
+    cr_assert_eq(st_node_read_file(n, "members", 3, &got, &len, &err), ST_ETOOBIG);
+    cr_assert_null(got);
+    st_node_stop(n, false, 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    st_node_free(n);
+}
+
+Test(state_node, a_named_file_refuses_names_that_are_not_plain_or_are_the_nodes_own)
+{
+    st_node_t *n = node(0);
+    static const char *const bad[] = {
+        "",
+        "../x",
+        "a/b",
+        ".hidden",
+        "lock",
+        ST_FILE,
+        "x.tmp",
+        "with space",
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        tt_err_t err;
+        cr_assert_eq(st_node_write_file(n, bad[i], "x", 1, &err), TT_ERR_INVAL, "%s", bad[i]);
+        cr_assert_str_eq(err.path, "name");
+    }
+    cr_assert(is_regular(ST_LOCK) && !is_regular(ST_FILE), "a refused name changed the directory");
+    st_node_stop(n, false, 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    st_node_free(n);
+}
+
+Test(state_node, a_named_file_follows_no_symlink_and_blocks_on_no_fifo, .timeout = 15)
+{
+    make_outside();
+    char victim[128];
+    snprintf(victim, sizeof(victim), "%s/victim", outside);
+    write_text(victim, "precious");
+    plant_symlink("members.tmp", victim);
+    st_node_t *n = node(0);
+    tt_err_t err;
+    uint8_t *got;
+    size_t len;
+    cr_assert_eq(st_node_write_file(n, "members", "n1", 2, &err), 0, "%s", err.message);
+    bool kept = file_says(victim, "precious");
+    plant_symlink("peers", victim);
+    int rc = st_node_read_file(n, "peers", 4096, &got, &len, &err);
+    remove_outside();
+    cr_assert(kept, "the write went through the symlink");
+    cr_assert_eq(rc, ST_EUNSAFE);
+    cr_assert(strstr(err.message, "not a regular file (a symbolic link)"), "%s", err.message);
+    char path[128];
+    snprintf(path, sizeof(path), "%s/fifo", dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    cr_assert_eq(st_node_read_file(n, "fifo", 4096, &got, &len, &err), ST_EUNSAFE);
+    cr_assert(strstr(err.message, "(a fifo)"), "%s", err.message);
+    st_node_stop(n, false, 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    st_node_free(n);
+}
+
+Test(state_node, a_named_file_needs_a_usable_directory)
+{
+    tt_err_t err;
+    uint8_t *got;
+    size_t len;
+    cr_assert_eq(st_node_write_file(NULL, "members", "x", 1, &err), ST_EIO);
+    cr_assert_eq(chmod(dir, 0777), 0);
+    st_node_t *n = node(0);
+    cr_assert_eq(st_node_write_file(n, "members", "x", 1, &err), ST_EUNSAFE);
+    cr_assert(strstr(err.message, "no usable state directory (unsafe)"), "%s", err.message);
+    cr_assert_eq(st_node_read_file(n, "members", 10, &got, &len, &err), ST_EUNSAFE);
+    cr_assert(!is_regular("members"));
+    st_node_stop(n, false, 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    st_node_free(n);
+    cr_assert_eq(chmod(dir, 0700), 0);
+}
