@@ -1,0 +1,87 @@
+/*
+ * The binary's front door (cmd/main.c), run as a user runs it: the version and the commit it
+ * was built from, the help of each subcommand, a misspelled subcommand.
+ */
+#include <criterion/criterion.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runcmd.h"
+
+#define BIN TT_BINARY_DIR "/cmd/tokentriage"
+
+/* Whether s matches the extended regular expression re. */
+static bool matches(const char *s, const char *re)
+{
+    regex_t rx;
+    cr_assert_eq(regcomp(&rx, re, REG_EXTENDED | REG_NEWLINE), 0, "%s", re);
+    bool m = regexec(&rx, s, 0, NULL, 0) == 0;
+    regfree(&rx);
+    return m;
+}
+
+Test(main, version_and_dash_dash_version_print_the_version_and_the_commit)
+{
+    const char *forms[] = {"version", "--version"};
+    char want[128];
+    snprintf(want, sizeof(want), "^tokentriage %s \\(commit ([0-9a-f]{12}(-dirty)?|unknown)\\)\n$",
+             TT_PROJECT_VERSION);
+    for (size_t i = 0; i < 2; i++) {
+        runcmd_t r;
+        cr_assert_eq(runcmdl(&r, NULL, BIN, forms[i], NULL), 0, "%s: %s", forms[i], r.err);
+        cr_assert(matches(r.out, want), "%s printed \"%s\"", forms[i], r.out);
+        cr_assert_str_eq(r.err, "");
+        runcmd_free(&r);
+    }
+}
+
+Test(main, the_changelog_starts_at_the_version_the_binary_prints)
+{
+    runcmd_t r;
+    cr_assert_eq(runcmdl(&r, NULL, "sed", "-n", "s/^## \\[\\([^]]*\\)\\].*/\\1/p",
+                         TT_SOURCE_DIR "/CHANGELOG.md", NULL),
+                 0, "%s", r.err);
+    char first[64] = "";
+    sscanf(r.out, "%63s", first);
+    cr_assert_str_eq(first, TT_PROJECT_VERSION,
+                     "CHANGELOG.md's first release heading (## [X.Y.Z] - date) is \"%s\"", first);
+    runcmd_free(&r);
+}
+
+Test(main, the_license_is_apache_2_0_whole)
+{
+    runcmd_t r;
+    cr_assert_eq(runcmdl(&r, NULL, "md5sum", TT_SOURCE_DIR "/LICENSE", NULL), 0, "%s", r.err);
+    /* the digest of https://www.apache.org/licenses/LICENSE-2.0.txt, Debian's
+     * /usr/share/common-licenses/Apache-2.0 */
+    cr_assert(strncmp(r.out, "3b83ef96387f14655fc854ddc3c6bd57 ", 33) == 0, "%s", r.out);
+    runcmd_free(&r);
+    cr_assert_eq(runcmdl(&r, NULL, "grep", "-c", "tokentriage", TT_SOURCE_DIR "/NOTICE", NULL), 0);
+    runcmd_free(&r);
+}
+
+/* A tree with no git (a tarball, a container build context) still builds and says so. */
+Test(main, a_tree_without_git_reports_the_commit_unknown)
+{
+    char dir[] = "/tmp/tt-nogit-XXXXXX", out[64];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(out, sizeof(out), "%s/tt_commit.h", dir);
+    runcmd_t r;
+    const char *env[] = {"PATH=/nonexistent", NULL}; /* no git to find, either */
+    runcmd_opts_t o = {.env = env};
+    char src[80], dst[80];
+    snprintf(src, sizeof(src), "-DSRC=%s", dir);
+    snprintf(dst, sizeof(dst), "-DOUT=%s", out);
+    cr_assert_eq(runcmdl(&r, &o, TT_CMAKE_COMMAND, src, dst, "-P",
+                         TT_SOURCE_DIR "/cmake/commit.cmake", NULL),
+                 0, "%s", r.err);
+    runcmd_free(&r);
+    cr_assert_eq(runcmdl(&r, NULL, "cat", out, NULL), 0);
+    cr_assert_str_eq(r.out, "#define TT_COMMIT \"unknown\"\n");
+    runcmd_free(&r);
+    unlink(out);
+    rmdir(dir);
+}
