@@ -1,8 +1,9 @@
 # tokentriage container image: Debian bookworm, two stages.
 #   docker build -t tokentriage:0.1.0 .
 # The build stage compiles with Debian's -dev packages (scripts/deps.sh's build group; no test
-# tools); the runtime stage holds only the shared libraries the binary links, the binary and
-# the client library, and runs as the unprivileged user 65532 (the DaemonSet's runAsUser).
+# tools); the runtime stage holds only the shared libraries the binary links, the binary, the
+# client library and /usr/share/doc/tokentriage (the license, the notice, the changelog), and
+# runs as the unprivileged user 65532 (the DaemonSet's runAsUser).
 FROM debian:bookworm AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
@@ -20,8 +21,9 @@ ARG TT_COMMIT=unknown
 RUN cmake -S . -B /build -DTT_TESTS=OFF -DTT_COMMIT="$TT_COMMIT" -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR=lib \
  && cmake --build /build -j"$(nproc)" \
  && DESTDIR=/install cmake --install /build --strip \
- && mkdir -p /rootfs/usr/bin /rootfs/usr/lib \
+ && mkdir -p /rootfs/usr/bin /rootfs/usr/lib /rootfs/usr/share/doc \
  && cp /install/usr/bin/tokentriage /rootfs/usr/bin/ \
+ && cp -a /install/usr/share/doc/tokentriage /rootfs/usr/share/doc/ \
  && cp -a /install/usr/lib/libtokentriage.so* /rootfs/usr/lib/
 
 FROM debian:bookworm-slim

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ctest packaging_install: `cmake --install` into a scratch prefix lays out what a host install
 # and the Dockerfile take from it: the daemon binary (which runs from there), the client
-# library (shared and static), its header and its pkg-config file. Building a program against
+# library (shared and static), its header and its pkg-config file, the license, notice and changelog. Building a program against
 # that prefix with pkg-config is ctest client_install (tests/client/install.sh).
 # usage: install.sh BINARY_DIR
 set -euo pipefail
@@ -18,6 +18,9 @@ want "the shared client library" "lib*/libtokentriage.so.*"
 want "the static client library" "lib*/libtokentriage.a"
 want "the client header" "include/tokentriage.h"
 want "the pkg-config file" "lib*/pkgconfig/tokentriage.pc"
+want "the license" "share/doc/tokentriage/LICENSE"
+want "the notice" "share/doc/tokentriage/NOTICE"
+want "the changelog" "share/doc/tokentriage/CHANGELOG.md"
 if out=$("$prefix/bin/tokentriage" version); then echo "ok   the installed binary runs: $out"
 else echo "FAIL the installed binary does not run"; fail=1; fi
 exit $fail
