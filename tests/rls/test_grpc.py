@@ -22,6 +22,7 @@ import time
 import grpc
 import yaml
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from rlspb import load_messages  # noqa: E402
 from ttcheck import check, connectable, failed, summary, wait_for  # noqa: E402
 
 DEADLINE_S = 15.0
@@ -45,17 +46,6 @@ governance:
     - {{ id: tenant_tpm, attach: {{ level: tenant }}, type: tpm, amount: 100000, period: 1m,
         burst: 20000 }}
 """
-
-
-def load_messages(proto_dir, work):
-    out = os.path.join(work, "py")
-    os.makedirs(out)
-    subprocess.run(["protoc", f"-I{proto_dir}", f"--python_out={out}", "rls.proto", "wire.proto",
-                    "health.proto"], check=True)
-    sys.path.insert(0, out)
-    import health_pb2  # noqa: E402
-    import rls_pb2  # noqa: E402
-    return rls_pb2, health_pb2
 
 
 def frame(ftype, flags, stream, payload=b""):

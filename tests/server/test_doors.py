@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""ctest server_doors: every way in on one real daemon, each asked through its own client: the
+decision socket (msgpack, the Python client), HTTP on the socket and on TCP, Envoy's gRPC
+(Debian's python3-grpcio). They are one engine call (server/door.c): the same decisions, counted
+on /metrics by door.
+
+usage: test_doors.py TOKENTRIAGE PROTO_DIR CLIENTS_DIR
+"""
+
+import http.client
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+
+import grpc
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from rlspb import load_messages  # noqa: E402
+from ttcheck import check, connectable, failed, free_port, summary, wait_for  # noqa: E402
+
+RLS = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+
+CONFIG = """\
+server:
+  socket: {sock}
+  socket_mode: 0666
+  http: 127.0.0.1:{port}
+  grpc: {grpc}
+governance:
+  limits:
+    - {{ id: team_rpm, attach: {{ level: team }}, type: rpm, amount: 3, period: 1m }}
+"""
+
+
+def unix_http(sock, target, method="GET"):
+    """One HTTP/1.1 request on the decision socket: (status, body)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(sock)
+    s.sendall(f"{method} {target} HTTP/1.1\r\nHost: tt\r\nConnection: close\r\n\r\n".encode())
+    data = b""
+    while chunk := s.recv(65536):
+        data += chunk
+    s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body.decode()
+
+
+def tcp_http(port, target, method="GET"):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request(method, target)
+    r = c.getresponse()
+    out = r.status, r.read().decode()
+    c.close()
+    return out
+
+
+def metrics(sock):
+    """/metrics as {'name{labels}': value}."""
+    status, body = unix_http(sock, "/metrics")
+    out = {}
+    for line in body.splitlines():
+        m = re.match(r"^([a-z_]+(?:\{[^}]*\})?) (\S+)$", line)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def one_engine_call(sock, port, call, pb, Client):
+    """The same limit decided through every door: each decision counted once, by its door."""
+    with Client(sock) as c:
+        for _ in range(2):
+            check(c.decide({"team": "s"})["admit"], "socket: admitted")
+    check(unix_http(sock, "/v1/decide?team=h1")[0] == 200, "HTTP on the socket: 200")
+    check(tcp_http(port, "/v1/decide?team=h2")[0] == 200, "HTTP on TCP: 200")
+    codes = []
+    for _ in range(4):
+        r = pb.RateLimitRequest(domain="edge")
+        r.descriptors.add().entries.add(key="team", value="g")
+        codes.append(call(r, timeout=5).overall_code)
+    OK, OVER = pb.RateLimitResponse.OK, pb.RateLimitResponse.OVER_LIMIT
+    check(codes == [OK, OK, OK, OVER], f"gRPC: three OK, then OVER_LIMIT ({codes})")
+    m = metrics(sock)
+    want = {
+        'tokentriage_verdicts_total{door="socket",verdict="admit"}': 2,
+        'tokentriage_verdicts_total{door="http",verdict="admit"}': 2,
+        'tokentriage_verdicts_total{door="grpc",verdict="admit"}': 3,
+        'tokentriage_verdicts_total{door="grpc",verdict="deny"}': 1,
+        'tokentriage_decision_latency_seconds_count{door="socket"}': 2,
+        'tokentriage_decision_latency_seconds_count{door="http"}': 2,
+        'tokentriage_decision_latency_seconds_count{door="grpc"}': 4,
+        'tokentriage_requests_total{door="grpc",op="decide"}': 4,
+        'tokentriage_requests_total{door="socket",op="decide"}': 2,
+    }
+    for name, value in want.items():
+        check(m.get(name) == value, f"/metrics {name} {value} ({m.get(name)})")
+
+
+def main():
+    tt, proto_dir, clients = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
+    sys.path.insert(0, clients)
+    from tokentriage_client import Client  # noqa: E402
+
+    work = tempfile.mkdtemp(prefix="tt-doors-")
+    os.chmod(work, 0o755)
+    pb, _ = load_messages(proto_dir, work)
+    sock, gsock = os.path.join(work, "tt.sock"), os.path.join(work, "grpc.sock")
+    port = free_port()
+    cfg = os.path.join(work, "tt.yaml")
+    with open(cfg, "w") as f:
+        f.write(CONFIG.format(sock=sock, port=port, grpc=gsock))
+    log = os.path.join(work, "serve.log")
+    daemon = subprocess.Popen([tt, "serve", "-c", cfg], stdout=subprocess.DEVNULL,
+                              stderr=open(log, "w"))
+    channel = None
+    try:
+        wait_for("the daemon's listeners",
+                 lambda: connectable(sock) and connectable(gsock) and
+                 connectable(("127.0.0.1", port)), procs=[daemon])
+        channel = grpc.insecure_channel("unix:" + gsock)
+        call = channel.unary_unary(RLS, request_serializer=pb.RateLimitRequest.SerializeToString,
+                                   response_deserializer=pb.RateLimitResponse.FromString)
+        one_engine_call(sock, port, call, pb, Client)
+    except Exception as e:  # noqa: BLE001
+        check(False, f"unexpected {type(e).__name__}: {e}")
+    finally:
+        if channel:
+            channel.close()
+        daemon.terminate()
+        try:
+            rc = daemon.wait(30)
+            check(rc == 0, f"the daemon stops cleanly on SIGTERM (exit {rc})")
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            check(False, "the daemon stops on SIGTERM")
+        if failed():
+            print(open(log).read()[-3000:])
+        shutil.rmtree(work, ignore_errors=True)
+    return summary("server doors")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
