@@ -28,6 +28,7 @@ typedef struct stream {
 struct rls_conn {
     nghttp2_session *ng;
     rls_conn_config_t cfg;
+    rls_caller_t who;
     int64_t now; /* of the input being read */
     stream_t *streams;
 };
@@ -147,7 +148,7 @@ static int complete(rls_conn_t *c, stream_t *st)
     int status =
         st->method == RLS_METHOD_HEALTH_CHECK
             ? rls_health_check(msg, len, &st->ans)
-            : rls_should_rate_limit(c->cfg.engine, *c->cfg.cfg, msg, len, c->now, &st->ans);
+            : rls_should_rate_limit(c->cfg.door, &c->who, *c->cfg.cfg, msg, len, c->now, &st->ans);
     free(st->in);
     st->in = NULL;
     if (status != RLS_OK)
@@ -299,7 +300,7 @@ static int on_close(nghttp2_session *ng, int32_t id, uint32_t error_code, void *
     return 0;
 }
 
-rls_conn_t *rls_conn_new(const rls_conn_config_t *cfg)
+rls_conn_t *rls_conn_new(const rls_conn_config_t *cfg, const rls_caller_t *who)
 {
     rls_conn_t *c = calloc(1, sizeof(*c));
     nghttp2_session_callbacks *cb = NULL;
@@ -308,6 +309,7 @@ rls_conn_t *rls_conn_new(const rls_conn_config_t *cfg)
         return NULL;
     }
     c->cfg = *cfg;
+    c->who = *who;
     if (!c->cfg.max_streams)
         c->cfg.max_streams = RLS_MAX_STREAMS;
     nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);

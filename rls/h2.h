@@ -23,16 +23,17 @@
 
 typedef struct rls_conn rls_conn_t;
 
-/* What a connection decides with: the engine and the config in force (the daemon swaps the
- * pointer on reload, so it is read through `cfg` at each call). Borrowed. */
+/* What a connection decides with: the door to the engine and the config in force (the daemon
+ * swaps the pointer on reload, so it is read through `cfg` at each call). Borrowed. */
 typedef struct rls_conn_config {
-    gov_engine_t *engine;
+    const rls_door_t *door;
     cfg_config_t *const *cfg;
     uint32_t max_streams; /* 0: RLS_MAX_STREAMS */
 } rls_conn_config_t;
 
-/* A new connection with the server's SETTINGS queued. NULL when out of memory. */
-rls_conn_t *rls_conn_new(const rls_conn_config_t *cfg);
+/* A new connection of `who` (copied) with the server's SETTINGS queued. NULL when out of
+ * memory. */
+rls_conn_t *rls_conn_new(const rls_conn_config_t *cfg, const rls_caller_t *who);
 void rls_conn_free(rls_conn_t *c);
 
 /* Feeds received bytes. Returns 0, or -1 when the connection must be closed (a protocol error;

@@ -237,8 +237,9 @@ static void on_connection(uv_stream_t *server, int status)
         s->conns->prev = c;
     s->conns = c;
     s->nconns++;
+    rls_caller_t who = {.tcp = !s->path[0]};
     if (uv_accept(server, &c->h.s) != 0 || s->nconns > s->opt.max_connections ||
-        !(c->rc = rls_conn_new(&s->opt.conn))) {
+        !(c->rc = rls_conn_new(&s->opt.conn, &who))) {
         conn_close(c);
         return;
     }

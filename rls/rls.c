@@ -1,6 +1,7 @@
 /*
- * The mapping core of the gRPC front door: RateLimitRequest → gov_decide_asks →
- * RateLimitResponse. See rls.h for the mapping; docs/clients.md for what callers see.
+ * The mapping core of the gRPC front door: RateLimitRequest → the door's engine call
+ * (gov_decide_asks) → RateLimitResponse. See rls.h for the mapping; docs/clients.md for what
+ * callers see.
  */
 #include "rls.h"
 
@@ -212,8 +213,8 @@ static int respond(const cfg_config_t *cfg, const gov_result_t *r, size_t n, rls
     return RLS_OK;
 }
 
-int rls_should_rate_limit(gov_engine_t *e, const cfg_config_t *cfg, const uint8_t *msg, size_t len,
-                          int64_t now, rls_answer_t *out)
+int rls_should_rate_limit(const rls_door_t *door, const rls_caller_t *who, const cfg_config_t *cfg,
+                          const uint8_t *msg, size_t len, int64_t now, rls_answer_t *out)
 {
     *out = (rls_answer_t){0};
     if (len > RLS_MESSAGE_MAX)
@@ -235,7 +236,7 @@ int rls_should_rate_limit(gov_engine_t *e, const cfg_config_t *cfg, const uint8_
         if (listed(srv->grpc_charge_domains, srv->n_grpc_charge_domains, req->domain))
             flags |= GOV_ASK_CHARGE;
         size_t n = req->n_descriptors;
-        int g = gov_decide_asks(e, asks, n, flags, now, res);
+        int g = door->decide(door->ud, who, asks, n, flags, now, res);
         if (g < 0) {
             size_t at = 0;
             while (at + 1 < n && res[at].status == 0)

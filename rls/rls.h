@@ -47,14 +47,28 @@ typedef struct rls_answer {
 
 void rls_answer_free(rls_answer_t *a);
 
+/* Who sent a call, as the shell knows it (listen.c: the connection). */
+typedef struct rls_caller {
+    bool tcp; /* the connection came over TCP (not a unix socket) */
+} rls_caller_t;
+
+/* The engine call a request's descriptors are decided with: `decide` answers the asks for `who`
+ * as gov_decide_asks does (0, or a negative code with the error in the result of the ask it
+ * concerns). The daemon's is server/door.c's (door_rls). */
+typedef struct rls_door {
+    int (*decide)(void *ud, const rls_caller_t *who, const gov_ask_t *asks, size_t n,
+                  unsigned flags, int64_t now, gov_result_t *results);
+    void *ud;
+} rls_door_t;
+
 /*
- * Decodes a RateLimitRequest (`len` bytes, at most RLS_MESSAGE_MAX), decides it through `e` at
- * `now`, and packs the RateLimitResponse into out. `cfg` is the armed config in force: its
- * server.grpc_domains / grpc_charge_domains and the limits that statuses report. Bad input gets
- * a status and its message and changes nothing. Returns out->status.
+ * Decodes a RateLimitRequest (`len` bytes, at most RLS_MESSAGE_MAX), decides it through `door`
+ * for `who` at `now`, and packs the RateLimitResponse into out. `cfg` is the armed config in
+ * force: its server.grpc_domains / grpc_charge_domains and the limits that statuses report. Bad
+ * input gets a status and its message and changes nothing. Returns out->status.
  */
-int rls_should_rate_limit(gov_engine_t *e, const cfg_config_t *cfg, const uint8_t *msg, size_t len,
-                          int64_t now, rls_answer_t *out);
+int rls_should_rate_limit(const rls_door_t *door, const rls_caller_t *who, const cfg_config_t *cfg,
+                          const uint8_t *msg, size_t len, int64_t now, rls_answer_t *out);
 
 /* grpc.health.v1.Health/Check: SERVING for "" and the RLS service's name, else NOT_FOUND. */
 int rls_health_check(const uint8_t *msg, size_t len, rls_answer_t *out);

@@ -26,6 +26,7 @@
 #include "daemon_state.h"
 #include "demand_node.h"
 #include "dispatch.h"
+#include "door.h"
 #include "engine.h"
 #include "gov.h" /* redis/: the redis store as the engine's hook */
 #include "info_metrics.h"
@@ -51,6 +52,7 @@ typedef struct daemon {
     srv_metrics_t *metrics;
     srv_t *srv;
     rls_srv_t *grpc; /* server.grpc, when set */
+    door_t *door;    /* the engine call of every way in */
     dispatch_t *dispatch;
     uv_signal_t sighup, sigterm, sigint;
     uv_timer_t tick;
@@ -427,7 +429,7 @@ static int start_grpc(daemon_t *d)
         .addr = d->cfg->server.grpc,
         .socket_mode = d->cfg->server.socket_mode,
         .max_connections = (unsigned)d->cfg->server.max_connections,
-        .conn = {.engine = d->engine, .cfg = &d->cfg},
+        .conn = {.door = door_rls(d->door), .cfg = &d->cfg},
     };
     if (rls_srv_start(&d->grpc, &d->loop, &o, &err) != 0) {
         char text[TT_ERR_TEXT_MAX];
@@ -461,6 +463,10 @@ static int start(daemon_t *d)
     srv_metrics_add_source(d->metrics, engine_metrics, d);
     d->info = (srv_info_metrics_t){.version = opt->version, .commit = opt->commit, .cfg = &d->cfg};
     srv_metrics_add_source(d->metrics, srv_info_metrics_render, &d->info);
+    if (door_new(&d->door, d->engine, d->metrics) != 0) {
+        srv_log(SRV_LOG_ERROR, "cannot start", "detail", "door: out of memory", NULL);
+        return EX_SOFTWARE_;
+    }
     if (d->cfg->redis.present) { /* connects in the background; posture.fail covers the wait */
         rds_options_t ro;
         rds_options_from_config(&d->cfg->redis, &ro);
@@ -490,7 +496,7 @@ static int start(daemon_t *d)
     else if (gethostname(d->node, sizeof(d->node)) != 0)
         snprintf(d->node, sizeof(d->node), "localhost");
     srv_options_t so = {
-        .engine = d->engine,
+        .door = d->door,
         .socket_path = path,
         .socket_mode = d->cfg->server.socket_mode,
         .http = d->cfg->server.http,
@@ -504,7 +510,8 @@ static int start(daemon_t *d)
         .allow_gids = d->cfg->server.allow_gids,
         .n_allow_gids = d->cfg->server.n_allow_gids,
     };
-    if (dispatch_new(&d->dispatch, d->engine, d->metrics, d->node, path, opt->version) != 0) {
+    if (dispatch_new(&d->dispatch, d->engine, d->door, d->metrics, d->node, path, opt->version) !=
+        0) {
         srv_log(SRV_LOG_ERROR, "cannot start", "detail", "request handler: out of memory", NULL);
         return EX_SOFTWARE_;
     }
@@ -597,6 +604,7 @@ int srv_daemon_run(const srv_daemon_options_t *opt)
     uv_loop_close(&d.loop);
     srv_free(d.srv);
     dispatch_free(d.dispatch);
+    door_free(d.door);
     mb_free(d.mb);
     share_node_free(d.share);
     demand_node_free(d.demand);

@@ -1,10 +1,11 @@
 /*
  * Requests to the engine, answers to the wire: the decision socket's request handler. The
  * connection layer (srv.c) is given dispatch_handler() and knows nothing of this file; this
- * file knows a connection only as its stream (stream.h).
+ * file knows a connection only as its stream (stream.h). Decisions go through the door
+ * (door.h), the engine call every way in shares.
  *
- * The engine writes each answer into a gov_result_t the server passes in, and keeps that very
- * struct when it answers later (GOV_PENDING, a redis limit). So every call is handed the result
+ * The engine writes each answer into the door_req_t the server passes in, and keeps that very
+ * struct when it answers later (GOV_PENDING, a redis limit). So every call is handed the request
  * of a spare slot: answered at once, the spare is encoded and reused (no allocation on the
  * common path); pending, the spare joins the connection's queue of answers in order, the engine
  * owns it until its callback, and a new spare is made.
@@ -13,9 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <uv.h>
-
 #include "dispatch.h"
+#include "door.h"
 #include "engine.h"
 
 /* How a decision is answered (SPEC §5 "Answer forms"): protocol 2's numbers, the rendered
@@ -27,16 +27,17 @@ static unsigned form_of(const proto_request_t *req)
     return (req->version >= PROTO_V2 ? FORM_NUMBERS : 0) | (req->headers ? FORM_HEADERS : 0);
 }
 
-/* A slot and the result the engine writes into; the slot first, so free(slot) frees both. */
+/* A slot and the engine call answered into it; the slot first, so free(slot) frees both. */
 typedef struct pending {
     stream_slot_t slot;
     unsigned form; /* the request's answer form, kept for an answer made later */
-    gov_result_t result;
+    door_req_t req;
 } pending_t;
 
 struct dispatch {
     stream_handler_t handler;
-    struct gov_engine *engine;
+    struct gov_engine *engine; /* fleet and leases; decisions go through the door */
+    door_t *door;
     srv_metrics_t *metrics;
     char *node, *address, *version;
     dispatch_members_fn members; /* membership's member list; NULL: self alone */
@@ -47,7 +48,6 @@ struct dispatch {
     void *snapshot_age_ud;
     pending_t *spare;                         /* the slot and result the next engine call gets */
     proto_str_t verdicts[GOV_UNFITTABLE + 1]; /* gov_verdict_name's, measured once */
-    uint64_t batch_decisions;                 /* answered within the batch, observed at its end */
 };
 
 static void to_subject(const proto_request_t *req, gov_subject_t *s)
@@ -63,7 +63,8 @@ static proto_str_t cstr(const char *s)
     return (proto_str_t){s, (uint32_t)strlen(s)};
 }
 
-/* Encodes a decision (decide, acquire) in `form` or the error the engine reported. */
+/* Encodes a finished engine answer (the door has counted it): a decision (decide, acquire) in
+ * `form`, a settle or charge, or the error the engine reported. */
 static int encode_result(const dispatch_t *s, proto_out_t *out, uint64_t seq, proto_op_t op,
                          unsigned form, gov_result_t *r)
 {
@@ -108,45 +109,12 @@ static int encode_result(const dispatch_t *s, proto_out_t *out, uint64_t seq, pr
     return proto_enc_decision(out, seq, &d);
 }
 
-static srv_verdict_t verdict_of(const gov_result_t *r)
-{
-    return r->verdict == GOV_DENY         ? SRV_VERDICT_DENY
-           : r->verdict == GOV_UNFITTABLE ? SRV_VERDICT_UNFITTABLE
-                                          : SRV_VERDICT_ADMIT;
-}
-
-int dispatch_count(srv_metrics_t *metrics, proto_op_t op, uint64_t start_ns,
-                   const struct gov_result *r)
-{
-    if (r->status < 0) {
-        srv_metrics_error(metrics, gov_strcode(r->status));
-        return 0;
-    }
-    if (op != PROTO_OP_DECIDE && op != PROTO_OP_ACQUIRE)
-        return 0;
-    srv_metrics_decision(metrics, verdict_of(r));
-    if (!start_ns)
-        return 1;
-    srv_metrics_latency(metrics, uv_hrtime() - start_ns, 1);
-    return 0;
-}
-
-/* Counts and encodes a finished engine answer. start_ns is 0 for an answer made within the
- * current batch: its latency is the batch's, observed once when the batch ends; a later
- * completion measures its own. */
-static int finish(dispatch_t *s, proto_out_t *out, uint64_t seq, proto_op_t op, unsigned form,
-                  uint64_t start_ns, gov_result_t *r)
-{
-    s->batch_decisions += (uint64_t)dispatch_count(s->metrics, op, start_ns, r);
-    return encode_result(s, out, seq, op, form, r);
-}
-
 static void on_done(gov_result_t *res, void *ctx)
 {
     stream_slot_t *slot = ctx;
     dispatch_t *s = slot->st ? slot->st->h->ud : NULL;
     unsigned form = ((pending_t *)slot)->form; /* the slot is its first member */
-    if (s && finish(s, &slot->bytes, slot->seq, slot->op, form, slot->start_ns, res) != 0)
+    if (s && encode_result(s, &slot->bytes, slot->seq, slot->op, form, res) != 0)
         slot->st->failed = true; /* written or not, the connection cannot go on */
     stream_slot_ready(slot);
 }
@@ -162,11 +130,11 @@ static pending_t *spare(dispatch_t *s)
 static void answer(dispatch_t *s, stream_t *c, const proto_request_t *req, gov_result_t *r)
 {
     proto_out_t *out = stream_answer_buf(c);
-    if (!out || finish(s, out, req->seq, req->op, form_of(req), 0, r))
+    if (!out || encode_result(s, out, req->seq, req->op, form_of(req), r))
         c->failed = true;
 }
 
-/* decide, settle and charge, which may answer later. */
+/* decide, settle, charge and acquire through the door; the first three may answer later. */
 static void engine_call(dispatch_t *s, stream_t *c, const proto_request_t *req)
 {
     pending_t *p = spare(s);
@@ -179,22 +147,24 @@ static void engine_call(dispatch_t *s, stream_t *c, const proto_request_t *req)
     p->form = form_of(req);
     gov_subject_t subj;
     to_subject(req, &subj);
-    int rc;
-    if (req->op == PROTO_OP_DECIDE)
-        rc = gov_decide(s->engine, &subj, req->has_tokens ? req->tokens : GOV_NO_TOKENS,
-                        c->now_wall_ns, &p->result, on_done, &p->slot);
-    else if (req->op == PROTO_OP_SETTLE)
-        rc = gov_settle(s->engine, req->reservation, req->actual, c->now_wall_ns, &p->result,
-                        on_done, &p->slot);
-    else
-        rc = gov_charge(s->engine, &subj, req->tokens, c->now_wall_ns, &p->result, on_done,
-                        &p->slot);
-    if (rc == GOV_PENDING) {
+    door_caller_t who = {.door = SRV_DOOR_SOCKET, .conn = c->id};
+    door_args_t a = {
+        .op = req->op,
+        .subject = &subj,
+        .tokens = req->op == PROTO_OP_SETTLE                       ? req->actual
+                  : req->op == PROTO_OP_DECIDE && !req->has_tokens ? GOV_NO_TOKENS
+                                                                   : req->tokens,
+        .reservation = req->reservation,
+        .now = c->now_wall_ns,
+        .start_ns = c->now_mono_ns,
+        .batched = true,
+    };
+    if (door_call(s->door, &who, &a, &p->req, on_done, &p->slot) == GOV_PENDING) {
         s->spare = NULL; /* the engine owns it until on_done */
         return;
     }
     stream_slot_unlink(c, &p->slot); /* answered at once: it never waits in the queue */
-    answer(s, c, req, &p->result);
+    answer(s, c, req, &p->req.result);
 }
 
 static void fleet(dispatch_t *s, stream_t *c, uint64_t seq)
@@ -288,24 +258,18 @@ static void on_request(void *ud, stream_t *c, const proto_request_t *req)
 {
     dispatch_t *s = ud;
     proto_out_t *out;
-    gov_subject_t subj;
-    pending_t *p;
-    srv_metrics_request(s->metrics, req->op);
     switch (req->op) {
     case PROTO_OP_DECIDE:
     case PROTO_OP_SETTLE:
     case PROTO_OP_CHARGE:
-        engine_call(s, c, req);
-        return;
     case PROTO_OP_ACQUIRE:
-        if (!(p = spare(s))) {
-            c->failed = true;
-            return;
-        }
-        to_subject(req, &subj);
-        gov_acquire(s->engine, &subj, c->id, c->now_wall_ns, &p->result);
-        answer(s, c, req, &p->result);
+        engine_call(s, c, req); /* the door counts it */
         return;
+    default:
+        break;
+    }
+    srv_metrics_request(s->metrics, SRV_DOOR_SOCKET, req->op);
+    switch (req->op) {
     case PROTO_OP_RELEASE:
         out = stream_answer_buf(c);
         if (!out ||
@@ -332,17 +296,14 @@ static void on_request(void *ud, stream_t *c, const proto_request_t *req)
 static void on_error(void *ud, const char *code)
 {
     dispatch_t *s = ud;
-    srv_metrics_error(s->metrics, code);
+    srv_metrics_error(s->metrics, SRV_DOOR_SOCKET, code);
 }
 
 /* The batch's decisions share one latency: the time from its read to its end. */
 static void on_batch_end(void *ud, stream_t *c)
 {
     dispatch_t *s = ud;
-    if (s->batch_decisions) {
-        srv_metrics_latency(s->metrics, uv_hrtime() - c->now_mono_ns, s->batch_decisions);
-        s->batch_decisions = 0;
-    }
+    door_batch_end(s->door, SRV_DOOR_SOCKET, c->now_mono_ns);
 }
 
 /* The connection is closing: release what the engine holds for it. */
@@ -352,7 +313,7 @@ static void on_closed(void *ud, stream_t *c)
     gov_release_owner(s->engine, c->id);
 }
 
-int dispatch_new(dispatch_t **out, struct gov_engine *engine, srv_metrics_t *metrics,
+int dispatch_new(dispatch_t **out, struct gov_engine *engine, door_t *door, srv_metrics_t *metrics,
                  const char *node, const char *address, const char *version)
 {
     dispatch_t *s = calloc(1, sizeof(*s));
@@ -369,6 +330,7 @@ int dispatch_new(dispatch_t **out, struct gov_engine *engine, srv_metrics_t *met
         .ud = s,
     };
     s->engine = engine;
+    s->door = door;
     s->metrics = metrics;
     s->node = strdup(node ? node : "localhost");
     s->address = strdup(address ? address : "");

@@ -1,7 +1,8 @@
 /*
- * dispatch: the decision socket's request handler. Each decoded request goes to the engine (or
- * is answered here: ping, fleet, members, release), and its answer goes back through the
- * stream, in order. The daemon makes one and gives dispatch_handler() to the server.
+ * dispatch: the decision socket's request handler. Each decoded decision goes to the engine
+ * through the door (door.h: decide, settle, charge, acquire), the rest is answered here (ping,
+ * fleet, members, release), and every answer goes back through the stream, in order. The daemon
+ * makes one and gives dispatch_handler() to the server.
  */
 #ifndef TT_SERVER_DISPATCH_H
 #define TT_SERVER_DISPATCH_H
@@ -14,6 +15,7 @@
 #include "stream.h"
 
 struct gov_engine;
+struct door;
 
 typedef struct dispatch dispatch_t;
 
@@ -22,11 +24,12 @@ typedef struct dispatch dispatch_t;
  * (alive + suspect, self included). Without one the replica knows itself alone. */
 typedef size_t (*dispatch_members_fn)(void *ud, proto_member_t *rows, size_t cap, int64_t *live);
 
-/* A handler over engine and metrics (both the caller's, outliving it). node names this
- * replica in fleet and members, address is its socket (its own members row), version goes in
- * pong; the strings are copied. Returns 0 or -1 (out of memory). */
-int dispatch_new(dispatch_t **out, struct gov_engine *engine, srv_metrics_t *metrics,
-                 const char *node, const char *address, const char *version);
+/* A handler over engine (fleet, leases), door (decisions) and metrics (all the caller's,
+ * outliving it). node names this replica in fleet and members, address is its socket (its own
+ * members row), version goes in pong; the strings are copied. Returns 0 or -1 (out of memory). */
+int dispatch_new(dispatch_t **out, struct gov_engine *engine, struct door *door,
+                 srv_metrics_t *metrics, const char *node, const char *address,
+                 const char *version);
 const stream_handler_t *dispatch_handler(dispatch_t *d);
 void dispatch_set_members(dispatch_t *d, dispatch_members_fn fn, void *ud);
 /* Why the fleet's N may be wrong (a duplicate node id), for `fleet`; NULL when it is not. */
@@ -36,12 +39,6 @@ void dispatch_set_doubt(dispatch_t *d, dispatch_doubt_fn fn, void *ud);
  * `fleet` discloses it. Without one, fleet says -1. */
 typedef int64_t (*dispatch_snapshot_age_fn)(void *ud, int64_t now);
 void dispatch_set_snapshot_age(dispatch_t *d, dispatch_snapshot_age_fn fn, void *ud);
-/* Counts a finished engine answer on /metrics: errors, decisions by verdict and the latency
- * from start_ns. Returns 1 for a decision with start_ns 0 (the caller observes its latency with
- * its batch's), else 0. The HTTP front door counts its decisions with it too. */
-struct gov_result;
-int dispatch_count(srv_metrics_t *metrics, proto_op_t op, uint64_t start_ns,
-                   const struct gov_result *r);
 /* After every stream using the handler has been freed. */
 void dispatch_free(dispatch_t *d);
 

@@ -1,7 +1,8 @@
 /*
  * HTTP's libuv shell: the TCP listener (server.http), connections, timeouts and the connection
  * budget. Parsing is hreq's (libhttp-parser), routes and the answers' bytes are hdoor's, the
- * decisions the engine's; this file moves bytes and fires timers.
+ * decisions the engine's, reached through the door (door.h) every way in shares; this file moves
+ * bytes and fires timers.
  *
  * HTTP/1.1 as clients expect it: keep-alive, and pipelined requests answered in order, one
  * at a time: a request is answered before the next is parsed, so order needs no queue. A
@@ -25,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dispatch.h"
+#include "door.h"
 #include "engine.h"
 #include "hdoor.h"
 #include "hreq.h"
@@ -40,14 +41,13 @@
 #define LINGER_MS 2000    /* after the last answer, how long the client's leftovers are read */
 #define LINGER_BYTES (1024 * 1024)
 
-/* A decision or settle the engine answers later: the engine writes `result` until on_decided. */
+/* A decision or settle through the door: the engine writes req.result, and keeps it when it
+ * answers later, until on_decided. */
 typedef struct hpend {
     struct http_conn *c; /* NULL once the connection has closed: freed on completion */
     hdoor_frame_t f;
-    proto_op_t op; /* PROTO_OP_DECIDE or PROTO_OP_SETTLE */
     int deny_status;
-    uint64_t start_ns;
-    gov_result_t result;
+    door_req_t req; /* req.op: PROTO_OP_DECIDE or PROTO_OP_SETTLE */
 } hpend_t;
 
 struct srv_http {
@@ -276,22 +276,23 @@ static void answer_ops(http_conn_t *c, hdoor_route_t route, hdoor_frame_t f)
 
 static void resume(http_conn_t *c);
 
-/* Writes the answer to p's call; the connection closes when it does not fit. */
+/* Writes the answer to p's call (the door has counted it); the connection closes when it does
+ * not fit. */
 static void respond(http_conn_t *c, hpend_t *p)
 {
-    dispatch_count(c->http->srv->metrics, p->op, p->start_ns, &p->result);
-    if (p->op == PROTO_OP_DECIDE)
-        gov_result_render(&p->result);
-    int rc = p->op == PROTO_OP_SETTLE
-                 ? hdoor_respond_settled(&c->fill, &p->result, p->f)
-                 : hdoor_respond_decision(&c->fill, &p->result, p->deny_status, p->f);
+    gov_result_t *r = &p->req.result;
+    if (p->req.op == PROTO_OP_DECIDE)
+        gov_result_render(r);
+    int rc = p->req.op == PROTO_OP_SETTLE
+                 ? hdoor_respond_settled(&c->fill, r, p->f)
+                 : hdoor_respond_decision(&c->fill, r, p->deny_status, p->f);
     if (rc != 0)
         c->fill.failed = true;
 }
 
 static void on_decided(gov_result_t *res, void *ctx)
 {
-    hpend_t *p = ctx; /* res is &p->result */
+    hpend_t *p = ctx; /* res is &p->req.result */
     (void)res;
     http_conn_t *c = p->c;
     if (!c) {
@@ -314,23 +315,26 @@ static void on_decided(gov_result_t *res, void *ctx)
     arm_timer(c);
 }
 
-/* /v1/decide or /v1/settle on the engine, answered now or in on_decided. */
+/* /v1/decide or /v1/settle through the door, answered now or in on_decided. */
 static void engine_call(http_conn_t *c, proto_op_t op, hdoor_frame_t f)
 {
     struct srv_http *h = c->http;
-    srv_t *s = h->srv;
     if (!h->spare && !(h->spare = malloc(sizeof(*h->spare)))) {
         c->fill.failed = true;
         return;
     }
     hpend_t *p = h->spare;
-    *p = (hpend_t){
-        .c = c, .f = f, .op = op, .deny_status = h->call.deny_status, .start_ns = uv_hrtime()};
-    srv_metrics_request(s->metrics, op);
-    int rc = op == PROTO_OP_SETTLE ? gov_settle(s->engine, h->call.reservation, h->call.tokens,
-                                                tt_wall_ns(), &p->result, on_decided, p)
-                                   : gov_decide(s->engine, &h->call.subject, h->call.tokens,
-                                                tt_wall_ns(), &p->result, on_decided, p);
+    p->c = c;
+    p->f = f;
+    p->deny_status = h->call.deny_status;
+    door_caller_t who = {.door = SRV_DOOR_HTTP};
+    door_args_t a = {.op = op,
+                     .subject = &h->call.subject,
+                     .tokens = h->call.tokens,
+                     .reservation = h->call.reservation,
+                     .now = tt_wall_ns(),
+                     .start_ns = uv_hrtime()};
+    int rc = door_call(h->srv->door, &who, &a, &p->req, on_decided, p);
     if (rc == GOV_PENDING) {
         h->spare = NULL; /* the engine's until on_decided */
         c->waiting = p;
@@ -341,14 +345,14 @@ static void engine_call(http_conn_t *c, proto_op_t op, hdoor_frame_t f)
 
 static bool level_known(void *ud, const char *level, size_t len)
 {
-    return gov_level_known(ud, level, len);
+    return door_level_known(ud, level, len);
 }
 
 static void answer(http_conn_t *c, const hreq_request_t *req, hdoor_frame_t f)
 {
     struct srv_http *h = c->http;
     hdoor_env_t env = {
-        .map = &h->map, .decide = c->decide, .known = level_known, .known_ud = h->srv->engine};
+        .map = &h->map, .decide = c->decide, .known = level_known, .known_ud = h->srv->door};
     hdoor_route_t route = hdoor_route(&env, req, &h->call, &c->fill, f);
     if (route == HDOOR_DECIDE || route == HDOOR_SETTLE)
         engine_call(c, route == HDOOR_SETTLE ? PROTO_OP_SETTLE : PROTO_OP_DECIDE, f);

@@ -18,6 +18,14 @@ static const uint64_t bucket_ns[NBUCKETS] = {
 };
 
 static const char *const verdict_names[SRV_VERDICT_COUNT_] = {"admit", "deny", "unfittable"};
+static const char *const door_names[SRV_DOOR_COUNT_] = {"socket", "http", "grpc"};
+/* The ops each door serves: requests_total shows only these (HTTP: /v1/decide and /v1/settle;
+ * gRPC: ShouldRateLimit, a decide). */
+static const uint32_t door_ops[SRV_DOOR_COUNT_] = {
+    UINT32_MAX,
+    1u << PROTO_OP_DECIDE | 1u << PROTO_OP_SETTLE,
+    1u << PROTO_OP_DECIDE,
+};
 /* The codes counted apart; any other (the engine's own) counts as "other", the last. */
 static const char *const error_codes[] = {"bad_frame",   "too_large",     "too_deep",
                                           "wrong_type",  "unknown_op",    "missing_field",
@@ -25,13 +33,18 @@ static const char *const error_codes[] = {"bad_frame",   "too_large",     "too_d
                                           "unavailable", "other"};
 #define NERRORS (sizeof(error_codes) / sizeof(error_codes[0]))
 
-struct srv_metrics {
+/* One door's decision metrics. */
+typedef struct door_counts {
     uint64_t verdicts[SRV_VERDICT_COUNT_];
     uint64_t buckets[NBUCKETS + 1]; /* the last is +Inf */
     uint64_t latency_sum_ns;
     uint64_t latency_count;
     uint64_t requests[PROTO_OP_COUNT_];
     uint64_t errors[NERRORS];
+} door_counts_t;
+
+struct srv_metrics {
+    door_counts_t door[SRV_DOOR_COUNT_];
     uint64_t reloads[2]; /* failed, ok */
     int64_t connections;
     struct {
@@ -51,33 +64,39 @@ void srv_metrics_free(srv_metrics_t *m)
     free(m);
 }
 
-void srv_metrics_decision(srv_metrics_t *m, srv_verdict_t verdict)
+const char *srv_door_name(srv_door_t door)
 {
-    m->verdicts[verdict]++;
+    return (unsigned)door < SRV_DOOR_COUNT_ ? door_names[door] : "unknown";
 }
 
-void srv_metrics_latency(srv_metrics_t *m, uint64_t latency_ns, uint64_t count)
+void srv_metrics_decision(srv_metrics_t *m, srv_door_t door, srv_verdict_t verdict)
 {
+    m->door[door].verdicts[verdict]++;
+}
+
+void srv_metrics_latency(srv_metrics_t *m, srv_door_t door, uint64_t latency_ns, uint64_t count)
+{
+    door_counts_t *d = &m->door[door];
     int b = 0;
     while (b < NBUCKETS && latency_ns > bucket_ns[b])
         b++;
-    m->buckets[b] += count;
-    m->latency_sum_ns += latency_ns * count;
-    m->latency_count += count;
+    d->buckets[b] += count;
+    d->latency_sum_ns += latency_ns * count;
+    d->latency_count += count;
 }
 
-void srv_metrics_request(srv_metrics_t *m, proto_op_t op)
+void srv_metrics_request(srv_metrics_t *m, srv_door_t door, proto_op_t op)
 {
     if ((unsigned)op < PROTO_OP_COUNT_)
-        m->requests[op]++;
+        m->door[door].requests[op]++;
 }
 
-void srv_metrics_error(srv_metrics_t *m, const char *code)
+void srv_metrics_error(srv_metrics_t *m, srv_door_t door, const char *code)
 {
     size_t i = 0;
     while (i < NERRORS - 1 && strcmp(error_codes[i], code) != 0)
         i++;
-    m->errors[i]++;
+    m->door[door].errors[i]++;
 }
 
 void srv_metrics_reload(srv_metrics_t *m, bool ok)
@@ -123,37 +142,46 @@ void srv_metrics_printf(proto_out_t *out, const char *fmt, ...)
 
 void srv_metrics_render(srv_metrics_t *m, proto_out_t *out)
 {
-    P(out, "# HELP tokentriage_verdicts_total Decisions answered on the socket, by verdict.\n"
-           "# TYPE tokentriage_verdicts_total counter\n");
-    for (int v = 0; v < SRV_VERDICT_COUNT_; v++)
-        P(out, "tokentriage_verdicts_total{verdict=\"%s\"} %llu\n", verdict_names[v],
-          (unsigned long long)m->verdicts[v]);
-    P(out,
-      "# HELP tokentriage_decision_latency_seconds Time from reading a decision request (with its "
-      "batch) to having its answer.\n# TYPE tokentriage_decision_latency_seconds histogram\n");
-    uint64_t cum = 0;
-    for (int b = 0; b <= NBUCKETS; b++) {
-        cum += m->buckets[b];
-        if (b < NBUCKETS)
-            P(out, "tokentriage_decision_latency_seconds_bucket{le=\"%g\"} %llu\n",
-              (double)bucket_ns[b] / 1e9, (unsigned long long)cum);
-        else
-            P(out, "tokentriage_decision_latency_seconds_bucket{le=\"+Inf\"} %llu\n",
-              (unsigned long long)cum);
+    P(out, "# HELP tokentriage_verdicts_total Decisions answered, by door (socket, http, grpc) "
+           "and verdict.\n# TYPE tokentriage_verdicts_total counter\n");
+    for (int d = 0; d < SRV_DOOR_COUNT_; d++)
+        for (int v = 0; v < SRV_VERDICT_COUNT_; v++)
+            P(out, "tokentriage_verdicts_total{door=\"%s\",verdict=\"%s\"} %llu\n", door_names[d],
+              verdict_names[v], (unsigned long long)m->door[d].verdicts[v]);
+    P(out, "# HELP tokentriage_decision_latency_seconds Time from reading a decision request (on "
+           "the socket, with its batch) to having its answer, by door.\n"
+           "# TYPE tokentriage_decision_latency_seconds histogram\n");
+    for (int d = 0; d < SRV_DOOR_COUNT_; d++) {
+        const door_counts_t *c = &m->door[d];
+        uint64_t cum = 0;
+        for (int b = 0; b <= NBUCKETS; b++) {
+            cum += c->buckets[b];
+            if (b < NBUCKETS)
+                P(out, "tokentriage_decision_latency_seconds_bucket{door=\"%s\",le=\"%g\"} %llu\n",
+                  door_names[d], (double)bucket_ns[b] / 1e9, (unsigned long long)cum);
+            else
+                P(out,
+                  "tokentriage_decision_latency_seconds_bucket{door=\"%s\",le=\"+Inf\"} %llu\n",
+                  door_names[d], (unsigned long long)cum);
+        }
+        P(out, "tokentriage_decision_latency_seconds_sum{door=\"%s\"} %.9f\n", door_names[d],
+          (double)c->latency_sum_ns / 1e9);
+        P(out, "tokentriage_decision_latency_seconds_count{door=\"%s\"} %llu\n", door_names[d],
+          (unsigned long long)c->latency_count);
     }
-    P(out, "tokentriage_decision_latency_seconds_sum %.9f\n", (double)m->latency_sum_ns / 1e9);
-    P(out, "tokentriage_decision_latency_seconds_count %llu\n",
-      (unsigned long long)m->latency_count);
-    P(out, "# HELP tokentriage_requests_total Socket requests, by op.\n"
+    P(out, "# HELP tokentriage_requests_total Requests, by door and op.\n"
            "# TYPE tokentriage_requests_total counter\n");
-    for (int op = 0; op < PROTO_OP_COUNT_; op++)
-        P(out, "tokentriage_requests_total{op=\"%s\"} %llu\n", proto_op_name((proto_op_t)op),
-          (unsigned long long)m->requests[op]);
-    P(out, "# HELP tokentriage_request_errors_total Requests answered with an error, by code.\n"
-           "# TYPE tokentriage_request_errors_total counter\n");
-    for (size_t i = 0; i < NERRORS; i++)
-        P(out, "tokentriage_request_errors_total{code=\"%s\"} %llu\n", error_codes[i],
-          (unsigned long long)m->errors[i]);
+    for (int d = 0; d < SRV_DOOR_COUNT_; d++)
+        for (int op = 0; op < PROTO_OP_COUNT_; op++)
+            if (door_ops[d] & 1u << op)
+                P(out, "tokentriage_requests_total{door=\"%s\",op=\"%s\"} %llu\n", door_names[d],
+                  proto_op_name((proto_op_t)op), (unsigned long long)m->door[d].requests[op]);
+    P(out, "# HELP tokentriage_request_errors_total Requests answered with an error, by door and "
+           "code.\n# TYPE tokentriage_request_errors_total counter\n");
+    for (int d = 0; d < SRV_DOOR_COUNT_; d++)
+        for (size_t i = 0; i < NERRORS; i++)
+            P(out, "tokentriage_request_errors_total{door=\"%s\",code=\"%s\"} %llu\n",
+              door_names[d], error_codes[i], (unsigned long long)m->door[d].errors[i]);
     P(out,
       "# HELP tokentriage_reloads_total Configuration reloads, by result.\n"
       "# TYPE tokentriage_reloads_total counter\n"

@@ -14,6 +14,18 @@
 
 typedef struct srv_metrics srv_metrics_t;
 
+/* The ways in (SPEC §9: who may spend is the same on every door), a label on the decision
+ * metrics: the decision socket (msgpack), HTTP (on the socket and on TCP), Envoy's gRPC. */
+typedef enum srv_door {
+    SRV_DOOR_SOCKET = 0,
+    SRV_DOOR_HTTP,
+    SRV_DOOR_GRPC,
+    SRV_DOOR_COUNT_,
+} srv_door_t;
+
+/* The label value: "socket", "http", "grpc". */
+const char *srv_door_name(srv_door_t door);
+
 typedef enum srv_verdict {
     SRV_VERDICT_ADMIT = 0,
     SRV_VERDICT_DENY,
@@ -27,14 +39,15 @@ typedef void (*srv_metrics_source_fn)(proto_out_t *out, void *ud);
 srv_metrics_t *srv_metrics_new(void);
 void srv_metrics_free(srv_metrics_t *m);
 
-/* One decision, by verdict. (Per-limit outcomes are the engine's, rendered by its source.) */
-void srv_metrics_decision(srv_metrics_t *m, srv_verdict_t verdict);
-/* `count` decisions that each took at most latency_ns from the read of their request (a
- * batch of them is observed once, at its end: the clock is read once per batch). */
-void srv_metrics_latency(srv_metrics_t *m, uint64_t latency_ns, uint64_t count);
-void srv_metrics_request(srv_metrics_t *m, proto_op_t op);
-/* A request answered with an error, by its wire code ("wrong_type", ...). */
-void srv_metrics_error(srv_metrics_t *m, const char *code);
+/* One decision answered on `door`, by verdict. (Per-limit outcomes are the engine's, rendered by
+ * its source.) */
+void srv_metrics_decision(srv_metrics_t *m, srv_door_t door, srv_verdict_t verdict);
+/* `count` decisions on `door` that each took at most latency_ns from the read of their request
+ * (a batch of them is observed once, at its end: the clock is read once per batch). */
+void srv_metrics_latency(srv_metrics_t *m, srv_door_t door, uint64_t latency_ns, uint64_t count);
+void srv_metrics_request(srv_metrics_t *m, srv_door_t door, proto_op_t op);
+/* A request on `door` answered with an error, by its wire code ("wrong_type", ...). */
+void srv_metrics_error(srv_metrics_t *m, srv_door_t door, const char *code);
 void srv_metrics_reload(srv_metrics_t *m, bool ok);
 void srv_metrics_connections(srv_metrics_t *m, int delta);
 /* Registers a source; at most 16. Returns 0 or -1. */

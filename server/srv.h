@@ -17,7 +17,7 @@
 #include "proto.h"
 #include "stream.h"
 
-struct gov_engine;
+struct door;
 
 #define SRV_DEFAULT_MODE 0660
 #define SRV_DEFAULT_MAX_CONNECTIONS 16384
@@ -52,9 +52,9 @@ typedef struct srv_options {
      * "peer_not_allowed" and closed */
     const uint32_t *allow_uids, *allow_gids;
     size_t n_allow_uids, n_allow_gids;
-    /* the engine the HTTP front door (http.c: server.http_decide, and HTTP on the socket)
-     * decides with; the caller's, outliving the server */
-    struct gov_engine *engine;
+    /* the engine call the HTTP front door (http.c: server.http_decide, and HTTP on the socket)
+     * decides through (door.h); the caller's, outliving the server */
+    struct door *door;
 } srv_options_t;
 
 /* /readyz: true when the daemon is armed (and, once membership lands, joined). Sets *why

@@ -30,7 +30,7 @@ struct srv {
     uint32_t allow_uids[SRV_ALLOW_MAX], allow_gids[SRV_ALLOW_MAX]; /* srv_options_t's allow lists */
     size_t n_allow_uids, n_allow_gids;
     const stream_handler_t *handler;
-    struct gov_engine *engine; /* srv_options_t's: the HTTP front door decides with it */
+    struct door *door; /* srv_options_t's: the HTTP front door decides through it */
     srv_metrics_t *metrics;
     struct srv_http *http;
     srv_ready_fn ready;

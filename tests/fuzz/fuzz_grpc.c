@@ -2,7 +2,7 @@
  * libFuzzer target for the gRPC front door's input path: the first byte picks the layer.
  *   even: the bytes are a RateLimitRequest (or, byte 1 odd, a HealthCheckRequest) handed to
  *         the mapping core (rls.c) over a small config: protobuf-c decoding, the request's
- *         bounds, the engine's asks.
+ *         bounds, the engine's asks through the daemon's door (server/door.c).
  *   odd:  the bytes follow a client preface and an empty SETTINGS on one HTTP/2 connection
  *         (h2.c on nghttp2), cut into reads at every 0xF5 byte, with the clock advancing and
  *         deadlines ticked between reads; whatever the connection writes is drained.
@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "door.h"
 #include "h2.h"
 #include "rls.h"
 
@@ -50,13 +51,16 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static void one_message(gov_engine_t *e, const uint8_t *data, size_t size)
+static const rls_caller_t who = {.tcp = false};
+
+static void one_message(gov_engine_t *e, door_t *door, const uint8_t *data, size_t size)
 {
     rls_answer_t a;
     gov_metrics_t before, after;
     gov_engine_metrics(e, &before);
-    int st = size && (data[0] & 1) ? rls_health_check(data + 1, size - 1, &a)
-                                   : rls_should_rate_limit(e, cfg, data, size, T0, &a);
+    int st = size && (data[0] & 1)
+                 ? rls_health_check(data + 1, size - 1, &a)
+                 : rls_should_rate_limit(door_rls(door), &who, cfg, data, size, T0, &a);
     gov_engine_metrics(e, &after);
     check(st == a.status);
     check(st == RLS_OK ? a.body != NULL && a.message[0] == '\0' : a.body == NULL && a.message[0]);
@@ -76,12 +80,12 @@ static void drain(rls_conn_t *c)
     check(total < (64u << 20));
 }
 
-static void connection(gov_engine_t *e, const uint8_t *data, size_t size)
+static void connection(door_t *door, const uint8_t *data, size_t size)
 {
     static const uint8_t preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0";
     cfg_config_t *live = cfg;
-    rls_conn_config_t cc = {.engine = e, .cfg = &live, .max_streams = 64};
-    rls_conn_t *c = rls_conn_new(&cc);
+    rls_conn_config_t cc = {.door = door_rls(door), .cfg = &live, .max_streams = 64};
+    rls_conn_t *c = rls_conn_new(&cc, &who);
     check(c != NULL);
     int64_t now = T0;
     int rc = rls_conn_recv(c, preface, sizeof(preface) - 1, now);
@@ -109,10 +113,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     tt_err_t err;
     gov_options_t o = {.hash_seed = {1, 2}};
     check(gov_engine_create_config(&e, &o, cfg, &err) == 0);
+    srv_metrics_t *m = srv_metrics_new();
+    door_t *door = NULL;
+    check(m && door_new(&door, e, m) == 0);
     if (data[0] & 1)
-        connection(e, data + 1, size - 1);
+        connection(door, data + 1, size - 1);
     else
-        one_message(e, data + 1, size - 1);
+        one_message(e, door, data + 1, size - 1);
+    door_free(door);
+    srv_metrics_free(m);
     gov_engine_destroy(e);
     return 0;
 }

@@ -23,7 +23,7 @@ import grpc
 import yaml
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from rlspb import load_messages  # noqa: E402
-from ttcheck import check, connectable, failed, summary, wait_for  # noqa: E402
+from ttcheck import check, connectable, stop, summary, wait_for  # noqa: E402
 
 DEADLINE_S = 15.0
 RLS = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
@@ -330,15 +330,7 @@ def main():
     finally:
         if channel:
             channel.close()
-        daemon.terminate()
-        try:
-            rc = daemon.wait(30)
-            check(rc == 0, f"the daemon stops cleanly on SIGTERM (exit {rc}; a sanitizer report fails it)")
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            check(False, "the daemon stops on SIGTERM")
-        if failed():
-            print(open(os.path.join(work, "serve.log")).read()[-3000:])
+        stop(daemon, os.path.join(work, "serve.log"))
         shutil.rmtree(work, ignore_errors=True)
     return summary("rls grpc")
 

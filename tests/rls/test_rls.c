@@ -1,8 +1,10 @@
-/* rls.c, the mapping core, without sockets: protobuf bytes in, engine decisions, bytes out. */
+/* rls.c, the mapping core, without sockets: protobuf bytes in, engine decisions (through the
+ * daemon's own door, server/door.c), bytes out. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "door_fixture.h"
 #include "rls.h"
 #include "rls.pb-c.h"
 
@@ -29,6 +31,9 @@ static const char *yaml =
 
 static cfg_config_t *cfg;
 static gov_engine_t *eng;
+static door_fixture_t fx;
+static door_t *door;
+static const rls_caller_t who = {.tcp = false};
 
 static void setup(void)
 {
@@ -39,10 +44,12 @@ static void setup(void)
     tt_err_t err;
     gov_options_t o = {.hash_seed = {1, 2}};
     cr_assert_eq(gov_engine_create_config(&eng, &o, cfg, &err), 0, "%s", err.message);
+    door = door_fixture_open(&fx, eng);
 }
 
 static void teardown(void)
 {
+    door_fixture_close(&fx);
     gov_engine_destroy(eng);
     cfg_free(cfg);
 }
@@ -104,7 +111,7 @@ static response_t *ask(built_t *b, int64_t now, int *status, char *msg)
     uint8_t *buf = malloc(len + 1);
     envoy__service__ratelimit__v3__rate_limit_request__pack(&b->req, buf);
     rls_answer_t a;
-    *status = rls_should_rate_limit(eng, cfg, buf, len, now, &a);
+    *status = rls_should_rate_limit(door_rls(door), &who, cfg, buf, len, now, &a);
     free(buf);
     if (msg)
         snprintf(msg, 256, "%s", a.message);
@@ -237,9 +244,11 @@ Test(rls, malformed_requests_get_an_error_status_and_spend_nothing)
     }
     rls_answer_t a;
     uint8_t junk[] = {0xff, 0xff, 0xff};
-    cr_assert_eq(rls_should_rate_limit(eng, cfg, junk, sizeof(junk), T0, &a), RLS_INVALID_ARGUMENT);
-    cr_assert_eq(rls_should_rate_limit(eng, cfg, junk, RLS_MESSAGE_MAX + 1, T0, &a),
-                 RLS_RESOURCE_EXHAUSTED);
+    cr_assert_eq(rls_should_rate_limit(door_rls(door), &who, cfg, junk, sizeof(junk), T0, &a),
+                 RLS_INVALID_ARGUMENT);
+    cr_assert_eq(
+        rls_should_rate_limit(door_rls(door), &who, cfg, junk, RLS_MESSAGE_MAX + 1, T0, &a),
+        RLS_RESOURCE_EXHAUSTED);
     response_t *r = ok("edge", 0, "team=t1", NULL, T0);
     cr_assert_eq(r->statuses[0]->limit_remaining, 2, "nothing was spent");
     done(r);

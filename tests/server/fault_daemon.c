@@ -33,15 +33,18 @@ int __wrap_mb_keyring_prepare(const mb_t *mb, const char *path, mb_keyring_t *ou
     return tt_err_set(err, SWIM_EINVAL, "shared_state.share.keyring_file", "refused (test fault)");
 }
 
-int __real_dispatch_new(dispatch_t **out, struct gov_engine *engine, srv_metrics_t *metrics,
-                        const char *node, const char *address, const char *version);
-int __wrap_dispatch_new(dispatch_t **out, struct gov_engine *engine, srv_metrics_t *metrics,
-                        const char *node, const char *address, const char *version);
-int __wrap_dispatch_new(dispatch_t **out, struct gov_engine *engine, srv_metrics_t *metrics,
-                        const char *node, const char *address, const char *version)
+int __real_dispatch_new(dispatch_t **out, struct gov_engine *engine, struct door *door,
+                        srv_metrics_t *metrics, const char *node, const char *address,
+                        const char *version);
+int __wrap_dispatch_new(dispatch_t **out, struct gov_engine *engine, struct door *door,
+                        srv_metrics_t *metrics, const char *node, const char *address,
+                        const char *version);
+int __wrap_dispatch_new(dispatch_t **out, struct gov_engine *engine, struct door *door,
+                        srv_metrics_t *metrics, const char *node, const char *address,
+                        const char *version)
 {
     if (!fault("dispatch"))
-        return __real_dispatch_new(out, engine, metrics, node, address, version);
+        return __real_dispatch_new(out, engine, door, metrics, node, address, version);
     *out = NULL;
     return -1;
 }

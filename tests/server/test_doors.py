@@ -20,7 +20,7 @@ import grpc
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from rlspb import load_messages  # noqa: E402
-from ttcheck import check, connectable, failed, free_port, summary, wait_for  # noqa: E402
+from ttcheck import check, connectable, free_port, stop, summary, wait_for  # noqa: E402
 
 RLS = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 
@@ -130,15 +130,7 @@ def main():
     finally:
         if channel:
             channel.close()
-        daemon.terminate()
-        try:
-            rc = daemon.wait(30)
-            check(rc == 0, f"the daemon stops cleanly on SIGTERM (exit {rc})")
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            check(False, "the daemon stops on SIGTERM")
-        if failed():
-            print(open(log).read()[-3000:])
+        stop(daemon, log)
         shutil.rmtree(work, ignore_errors=True)
     return summary("server doors")
 

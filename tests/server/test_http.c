@@ -78,7 +78,8 @@ Test(http, metrics_healthz_and_readyz_answer)
     const char *m = r.body;
     cr_assert(strstr(m, "tokentriage_decisions_total{limit=\"team_rpm\",verdict=\"admit\"} 1\n"),
               "%s", m);
-    cr_assert(strstr(m, "tokentriage_decision_latency_seconds_count 1\n"), "%s", m);
+    cr_assert(strstr(m, "tokentriage_decision_latency_seconds_count{door=\"socket\"} 1\n"), "%s",
+              m);
     cr_assert(strstr(m, "# TYPE tokentriage_decision_latency_seconds histogram\n"));
     cr_assert(strstr(m, "tokentriage_counters{limit=\"team_rpm\"} 1\n"), "%s", m);
     cr_assert(strstr(m, "tokentriage_reloads_total{result=\"ok\"} 0\n"));

@@ -240,7 +240,10 @@ Test(http_decide, decisions_over_http_are_counted_on_metrics)
     cr_assert(
         strstr(r.body, "tokentriage_decisions_total{limit=\"team_rpm\",verdict=\"admit\"} 1\n"),
         "%s", r.body);
-    cr_assert(strstr(r.body, "tokentriage_decision_latency_seconds_count 1\n"), "%s", r.body);
+    cr_assert(strstr(r.body, "tokentriage_decision_latency_seconds_count{door=\"http\"} 1\n"), "%s",
+              r.body);
+    cr_assert(strstr(r.body, "tokentriage_verdicts_total{door=\"http\",verdict=\"admit\"} 1\n"),
+              "%s", r.body);
 }
 
 /* SPEC §12: the first byte tells a msgpack map from an HTTP method, on the same socket. */

@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "dispatch.h"
+#include "door.h"
 #include "engine.h"
 #include "srv.h"
 #include "store.h"
@@ -40,6 +41,7 @@ static struct {
     gov_engine_t *engine;
     srv_metrics_t *metrics;
     srv_t *srv;
+    door_t *door;
     dispatch_t *dispatch;
     char dir[64], sock[128];
     gov_redis_op_t *ops[1024]; /* queued, answered newest first */
@@ -97,7 +99,8 @@ static void start(void)
     snprintf(t.sock, sizeof(t.sock), "%s/tt.sock", t.dir);
     uv_loop_init(&t.loop);
     srv_options_t so = {.socket_path = t.sock};
-    cr_assert_eq(dispatch_new(&t.dispatch, t.engine, t.metrics, "test", t.sock, "test"), 0);
+    cr_assert_eq(door_new(&t.door, t.engine, t.metrics), 0);
+    cr_assert_eq(dispatch_new(&t.dispatch, t.engine, t.door, t.metrics, "test", t.sock, "test"), 0);
     cr_assert_eq(srv_start(&t.srv, &t.loop, &so, dispatch_handler(t.dispatch), t.metrics, &gerr), 0,
                  "%s", gerr.message);
     uv_timer_init(&t.loop, &t.answer);
@@ -113,6 +116,7 @@ static void stop(void)
     uv_loop_close(&t.loop);
     srv_free(t.srv);
     dispatch_free(t.dispatch);
+    door_free(t.door);
     gov_engine_destroy(t.engine);
     srv_metrics_free(t.metrics);
     cfg_free(t.cfg);

@@ -8,6 +8,7 @@ check() prints "ok   what" or "FAIL what" and remembers failures; a test ends wi
 """
 
 import socket
+import subprocess
 import time
 
 FAILED = []
@@ -66,3 +67,19 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+def stop(daemon, log=None, what="the daemon"):
+    """SIGTERM, and a check that it exits 0 within 30 s (a sanitizer report fails it); prints
+    the tail of its log when anything failed."""
+    daemon.terminate()
+    try:
+        rc = daemon.wait(30)
+        check(rc == 0, f"{what} stops cleanly on SIGTERM (exit {rc})")
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+        daemon.wait()
+        check(False, f"{what} stops on SIGTERM")
+    if FAILED and log:
+        with open(log) as f:
+            print(f.read()[-3000:])

@@ -1,0 +1,142 @@
+/* The one engine call behind every door; see door.h. */
+#include "door.h"
+
+#include <stdlib.h>
+
+#include <uv.h>
+
+struct door {
+    gov_engine_t *engine;
+    srv_metrics_t *metrics;
+    uint64_t batch[SRV_DOOR_COUNT_]; /* answered at once within the batch, observed at its end */
+    rls_door_t rls;
+};
+
+static srv_verdict_t verdict_of(gov_verdict_t v)
+{
+    return v == GOV_DENY         ? SRV_VERDICT_DENY
+           : v == GOV_UNFITTABLE ? SRV_VERDICT_UNFITTABLE
+                                 : SRV_VERDICT_ADMIT;
+}
+
+/* Counts a finished answer: an error by its code, a decision (decide, acquire) by its verdict
+ * and latency. `batched`: observed with its batch, at door_batch_end. */
+static void count(door_t *d, srv_door_t door, proto_op_t op, uint64_t start_ns, bool batched,
+                  int status, gov_verdict_t verdict)
+{
+    if (status < 0) {
+        srv_metrics_error(d->metrics, door, gov_strcode(status));
+        return;
+    }
+    if (op != PROTO_OP_DECIDE && op != PROTO_OP_ACQUIRE)
+        return;
+    srv_metrics_decision(d->metrics, door, verdict_of(verdict));
+    if (batched)
+        d->batch[door]++;
+    else
+        srv_metrics_latency(d->metrics, door, uv_hrtime() - start_ns, 1);
+}
+
+/* The engine's later answer: counted (its own latency), then handed to the caller. */
+static void on_done(gov_result_t *res, void *ctx)
+{
+    door_req_t *req = ctx;
+    count(req->door, req->kind, req->op, req->start_ns, false, res->status, res->verdict);
+    req->done(res, req->ctx);
+}
+
+int door_call(door_t *d, const door_caller_t *who, const door_args_t *a, door_req_t *req,
+              gov_done_fn done, void *ctx)
+{
+    *req = (door_req_t){.door = d,
+                        .kind = who->door,
+                        .op = a->op,
+                        .start_ns = a->start_ns,
+                        .done = done,
+                        .ctx = ctx};
+    gov_result_t *out = &req->result;
+    srv_metrics_request(d->metrics, who->door, a->op);
+    int rc;
+    switch (a->op) {
+    case PROTO_OP_DECIDE:
+        rc = gov_decide(d->engine, a->subject, a->tokens, a->now, out, on_done, req);
+        break;
+    case PROTO_OP_SETTLE:
+        rc = gov_settle(d->engine, a->reservation, a->tokens, a->now, out, on_done, req);
+        break;
+    case PROTO_OP_CHARGE:
+        rc = gov_charge(d->engine, a->subject, a->tokens, a->now, out, on_done, req);
+        break;
+    case PROTO_OP_ACQUIRE:
+        rc = gov_acquire(d->engine, a->subject, who->conn, a->now, out);
+        break;
+    default:
+        *out = (gov_result_t){0};
+        rc = out->status = tt_err_set(&out->err, GOV_EINVAL, "op", "not an engine call");
+        break;
+    }
+    if (rc != GOV_PENDING)
+        count(d, who->door, a->op, a->start_ns, a->batched, out->status, out->verdict);
+    return rc;
+}
+
+int door_decide_asks(door_t *d, const door_caller_t *who, const gov_ask_t *asks, size_t n,
+                     unsigned flags, int64_t now, gov_result_t *results)
+{
+    uint64_t start = uv_hrtime();
+    srv_metrics_request(d->metrics, who->door, PROTO_OP_DECIDE);
+    int rc = gov_decide_asks(d->engine, asks, n, flags, now, results);
+    gov_verdict_t v = GOV_ADMIT;
+    for (size_t i = 0; rc == 0 && i < n && v != GOV_DENY; i++)
+        if (results[i].verdict != GOV_ADMIT)
+            v = results[i].verdict;
+    int status = rc;
+    for (size_t i = 0; rc < 0 && i < n && status == rc; i++)
+        if (results[i].status < 0)
+            status = results[i].status;
+    count(d, who->door, PROTO_OP_DECIDE, start, false, status, v);
+    return rc;
+}
+
+void door_batch_end(door_t *d, srv_door_t door, uint64_t start_ns)
+{
+    if (!d->batch[door])
+        return;
+    srv_metrics_latency(d->metrics, door, uv_hrtime() - start_ns, d->batch[door]);
+    d->batch[door] = 0;
+}
+
+bool door_level_known(const door_t *d, const char *level, size_t len)
+{
+    return gov_level_known(d->engine, level, len);
+}
+
+static int rls_decide(void *ud, const rls_caller_t *who, const gov_ask_t *asks, size_t n,
+                      unsigned flags, int64_t now, gov_result_t *results)
+{
+    (void)who;
+    door_caller_t caller = {.door = SRV_DOOR_GRPC};
+    return door_decide_asks(ud, &caller, asks, n, flags, now, results);
+}
+
+int door_new(door_t **out, gov_engine_t *engine, srv_metrics_t *metrics)
+{
+    door_t *d = calloc(1, sizeof(*d));
+    *out = d;
+    if (!d)
+        return -1;
+    d->engine = engine;
+    d->metrics = metrics;
+    d->rls = (rls_door_t){.decide = rls_decide, .ud = d};
+    return 0;
+}
+
+const rls_door_t *door_rls(door_t *d)
+{
+    return &d->rls;
+}
+
+void door_free(door_t *d)
+{
+    free(d);
+}

@@ -1,0 +1,91 @@
+/*
+ * door: the one call into the engine behind every way in (SPEC §9, §12). The decision socket
+ * (dispatch.c), HTTP on the socket and on TCP (http.c) and Envoy's gRPC (rls/, through the
+ * handler door_rls gives) each establish who is calling (door_caller_t) and hand the call here.
+ * Here, and nowhere else, the engine is called for a decision (decide, settle, charge, acquire,
+ * a gRPC request's asks), a later answer (GOV_PENDING, a redis limit) is handed back through
+ * the caller's callback, and every answer is counted on /metrics by door (verdicts, latency,
+ * requests, errors). The shells move bytes; what a request means is theirs to read.
+ *
+ * Memory: a call's result lives in a door_req_t the caller embeds in what it allocates (its
+ * answer slot). The engine writes it, and keeps it from a GOV_PENDING return until `done` runs;
+ * a call answered at once leaves it the caller's, to reuse. So the common path allocates
+ * nothing.
+ */
+#ifndef TT_SERVER_DOOR_H
+#define TT_SERVER_DOOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "metrics.h"
+#include "proto.h"
+#include "rls.h"
+
+typedef struct door door_t;
+
+/* Who is calling, as the shell that read the request knows it. */
+typedef struct door_caller {
+    srv_door_t door;
+    uint64_t conn; /* the connection: its leases are its own (gov_acquire's owner) */
+} door_caller_t;
+
+/* One engine call's memory (see above). door_call fills everything but `result`'s use. */
+typedef struct door_req {
+    gov_result_t result; /* the answer */
+    door_t *door;
+    srv_door_t kind;
+    proto_op_t op;
+    uint64_t start_ns;
+    gov_done_fn done;
+    void *ctx;
+} door_req_t;
+
+/* What is asked. */
+typedef struct door_args {
+    proto_op_t op;                /* PROTO_OP_DECIDE, _SETTLE, _CHARGE or _ACQUIRE */
+    const gov_subject_t *subject; /* decide, charge, acquire (borrowed for the call) */
+    int64_t tokens;       /* decide: the estimate or GOV_NO_TOKENS; charge: the tokens; settle:
+                             the actual count */
+    uint64_t reservation; /* settle: the id to settle */
+    int64_t now;          /* the wall clock (SPEC §2) */
+    uint64_t start_ns;    /* the monotonic time (uv_hrtime) the request was read */
+    bool batched;         /* answered at once, its latency is its batch's, observed once at
+                             door_batch_end; otherwise (and when the engine answers later) it is
+                             measured when the answer is made */
+} door_args_t;
+
+/* A door over engine and metrics (both the caller's, outliving it). Returns 0 or -1 (out of
+ * memory). */
+int door_new(door_t **out, gov_engine_t *engine, srv_metrics_t *metrics);
+void door_free(door_t *d);
+
+/*
+ * The one engine call. Answers into req->result and returns 0 or a negative GOV_E* (counted
+ * already), or GOV_PENDING: then done(&req->result, ctx) runs once the engine answers, counted
+ * just before. req must stay valid until then.
+ */
+int door_call(door_t *d, const door_caller_t *who, const door_args_t *a, door_req_t *req,
+              gov_done_fn done, void *ctx);
+
+/* Several asks decided as one (a gRPC request's descriptors), as gov_decide_asks, counted as one
+ * decision on who->door: admit when every ask is admitted, else deny (unfittable when no ask is
+ * denied but one is unfittable). */
+int door_decide_asks(door_t *d, const door_caller_t *who, const gov_ask_t *asks, size_t n,
+                     unsigned flags, int64_t now, gov_result_t *results);
+
+/* The batched decisions answered on `door` since the last call took at most now - start_ns:
+ * observed once, for the whole batch (the clock is read once per batch). */
+void door_batch_end(door_t *d, srv_door_t door, uint64_t start_ns);
+
+/* True when a limit of the live configuration attaches to `level` (gov_level_known): the HTTP
+ * door refuses a query parameter that names no level. */
+bool door_level_known(const door_t *d, const char *level, size_t len);
+
+/* The gRPC door's handler (rls.h): door_decide_asks for the rls_caller_t the shell gives. Valid
+ * while d is. */
+const rls_door_t *door_rls(door_t *d);
+
+#endif
