@@ -217,7 +217,7 @@ int fleet_start(fleet_t *f, int i, const char *limits_yaml)
         fprintf(c, "%s%s:%d", sep, f->r[j].ip, f->r[j].port);
         sep = ", ";
     }
-    fprintf(c, "]\n");
+    fprintf(c, "]\n%s", f->shared_extra);
     fclose(c);
     /* [ip netns exec NS] [valgrind ...] tokentriage serve -c CONF */
     const char *argv[16], *vg = valgrind_dir();

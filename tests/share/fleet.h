@@ -40,12 +40,13 @@ typedef struct fleet_replica {
 
 typedef struct fleet {
     int n;
-    bool netns;            /* false: loopback fallback */
-    char hub[32];          /* the namespace holding the bridge */
-    char dir[256];         /* the run's temporary directory */
-    char join_timeout[16]; /* shared_state.share.join_timeout written by fleet_start ("2s") */
-    char share_extra[128]; /* more lines under shared_state.share ("    division: demand\n") */
-    bool state;            /* each replica keeps its counters in its directory's state/ */
+    bool netns;             /* false: loopback fallback */
+    char hub[32];           /* the namespace holding the bridge */
+    char dir[256];          /* the run's temporary directory */
+    char join_timeout[16];  /* shared_state.share.join_timeout written by fleet_start ("2s") */
+    char share_extra[128];  /* more lines under shared_state.share ("    division: demand\n") */
+    char shared_extra[160]; /* more sections under shared_state ("  redis: { ... }\n") */
+    bool state;             /* each replica keeps its counters in its directory's state/ */
     fleet_replica_t r[FLEET_MAX];
 } fleet_t;
 

@@ -7,26 +7,39 @@ TT_SF_PARSER=structured-headers@2.1.0 # RFC 9651 (and 8941) Structured Field Val
 
 tt_tools_skip() { echo "SKIP: $*" >&2; exit 77; }
 
-# tt_promtool CACHE_DIR: sets PROMTOOL. The one on PATH, else the one in Debian's prometheus
-# package, unpacked (not installed: that would set up a Prometheus service) into the cache.
-tt_promtool() {
-  local cache=$1
-  PROMTOOL=$(command -v promtool || true)
-  [ -n "$PROMTOOL" ] && return 0
-  PROMTOOL="$cache/promtool/usr/bin/promtool"
+# tt_prometheus_bin CACHE_DIR NAME: prints the path of NAME (promtool or prometheus): the one on
+# PATH, else the one in Debian's prometheus package, unpacked (not installed: that would set up a
+# Prometheus service) into the cache.
+tt_prometheus_bin() {
+  local cache=$1 name=$2 bin
+  bin=$(command -v "$name" || true)
+  [ -n "$bin" ] && { echo "$bin"; return 0; }
+  bin="$cache/promtool/usr/bin/$name"
   mkdir -p "$cache"
   exec 9>"$cache/.lock-promtool"
   flock 9
-  if [ ! -x "$PROMTOOL" ]; then
+  if [ ! -x "$bin" ]; then
     local tmp; tmp=$(mktemp -d)
     # (the package lists may be missing on a fresh machine: update them once and retry)
     (cd "$tmp" && { apt-get download -qq prometheus || { apt-get update -qq && apt-get download -qq prometheus; }; } >/dev/null 2>&1) \
-      || { rm -rf "$tmp"; tt_tools_skip "promtool not on PATH and apt-get download prometheus failed"; }
+      || { rm -rf "$tmp"; tt_tools_skip "$name not on PATH and apt-get download prometheus failed"; }
     dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x"
-    mkdir -p "$cache/promtool/usr/bin" && mv "$tmp/x/usr/bin/promtool" "$PROMTOOL"
+    mkdir -p "$cache/promtool/usr/bin" && mv "$tmp/x/usr/bin/$name" "$bin"
     rm -rf "$tmp"
   fi
   flock -u 9
+  echo "$bin"
+}
+
+# tt_promtool CACHE_DIR: sets PROMTOOL.
+tt_promtool() {
+  PROMTOOL=$(tt_prometheus_bin "$1" promtool) || exit $?
+}
+
+# tt_prometheus CACHE_DIR: sets PROMETHEUS, the server (run by the monitoring tests on loopback
+# or in a test's network namespace, with a config and a storage directory of their own).
+tt_prometheus() {
+  PROMETHEUS=$(tt_prometheus_bin "$1" prometheus) || exit $?
 }
 
 # tt_sf_parser CACHE_DIR: sets SF_NODE_PATH, the node_modules folder holding npm's
