@@ -231,8 +231,11 @@ class Timeline:
                 step = max(0.0, (v2 - v1) / dt * 60.0) if dt > 0 else 0.0
                 terms += [fmt(start + step * k) for k in range(n)]
                 self.counter[key] = (v2, start + step * (n - 1))
-            elif kind == "timestamp":  # keep the process's age at each minute's rule time
-                terms += [fmt((self.minutes + k) * 60 - age) for k in range(n)]
+            elif kind == "timestamp":  # the process's start, as old at this segment's start
+                last = self.counter.get(key)  # as the scrape said; the same process keeps it
+                start = last[1] if last and last[0] == v2 else self.minutes * 60 - age
+                terms += [fmt(start)] * n
+                self.counter[key] = (v2, start)
             else:
                 terms += [fmt(v2)] * n
         for key, terms in self.values.items():
