@@ -26,8 +26,8 @@ where it stops, as Prometheus marks a target that went.
 
 At chosen instants the test asserts exactly which alerts fire, with their labels, and that every
 other alert of the rule file is quiet. The rules are read from the shipped rule file; their
-annotations are dropped for promtool (it compares annotations too; their templates are checked by
-`promtool check rules` in k8s_alerts).
+annotations are dropped for promtool (it compares annotations too; check_rules.py checks them and
+`promtool check rules` their templates).
 
 usage: fleet_monitoring.py SOURCE_DIR TOKENTRIAGE FLEETCTL PROMTOOL PROMETHEUS   (as root)
 """
@@ -46,6 +46,7 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 sys.path.insert(0, HERE)
+import rulefile  # noqa: E402
 from exposition import parse  # noqa: E402
 from ttcheck import check, summary, wait_for  # noqa: E402
 
@@ -53,7 +54,7 @@ REPLICAS = 3
 NAMESPACE = "tokentriage"
 HUB_IP = "10.77.0.254"  # the bridge's own address (fleet.c gives the replicas 10.77.0.1..)
 REDIS = f"{HUB_IP}:6379"
-RULES = "k8s/monitoring/prometheus-rules.yaml"
+
 DEADLINE_S = 30.0
 SECOND_SCRAPE_S = 2.0  # the two scrapes of an instant: far enough apart to measure rates
 
@@ -292,24 +293,6 @@ def build_case(fleet, segments, pods, evals, alertnames, severities):
     return {"interval": "1m", "input_series": tl.input_series(), "alert_rule_test": tests}
 
 
-def stripped_rules(src, work):
-    """The shipped rule file without annotations (see the module's doc); returns its path, the
-    alert names in order and each alert's severity label."""
-    with open(os.path.join(src, RULES)) as f:
-        doc = yaml.safe_load(f)
-    names, severities = [], {}
-    for g in doc["groups"]:
-        for r in g["rules"]:
-            r.pop("annotations", None)
-            if "alert" in r:
-                names.append(r["alert"])
-                severities[r["alert"]] = (r.get("labels") or {}).get("severity")
-    path = os.path.join(work, "rules.yaml")
-    with open(path, "w") as f:
-        yaml.safe_dump(doc, f, sort_keys=False)
-    return path, names, severities
-
-
 def run_promtool(promtool, work, rules, name, case):
     """promtool test rules on one scenario's case (a file each, so a failure names it)."""
     path = os.path.join(work, f"test_{name.replace(' ', '_')}.yaml")
@@ -398,7 +381,7 @@ def main():
 
         traffic.stop_flag.set()
         traffic.join()
-        rules, names, severities = stripped_rules(src, work)
+        rules, names, severities = rulefile.stripped(src, work)
         pods_all = {**pods, "tokentriage-r1-new": 1}
 
         def T(pod, **extra):
