@@ -236,6 +236,75 @@ static const char *server_as(const char *node)
     return extra;
 }
 
+/* ---- a crafted snapshot (issue 34 item 7) ------------------------------------------------- */
+
+static long long metric(const char *series); /* below, with the full file system's tests */
+
+typedef struct recode {
+    st_enc_t enc;
+    uint8_t out[4096];
+    size_t len;
+    int64_t state; /* every counter's state becomes this */
+} recode_t;
+
+static int recode_sink(void *ctx, const uint8_t *p, size_t len)
+{
+    recode_t *r = ctx;
+    cr_assert_leq(r->len + len, sizeof(r->out));
+    memcpy(r->out + r->len, p, len);
+    r->len += len;
+    return 0;
+}
+
+static void recode_scope(void *ctx, const char *scope, size_t len)
+{
+    st_enc_scope(&((recode_t *)ctx)->enc, scope, len);
+}
+
+static void recode_limit(void *ctx, uint32_t i, const st_limit_t *l)
+{
+    st_enc_limit(&((recode_t *)ctx)->enc, l);
+}
+
+static void recode_counter(void *ctx, uint32_t limit, const char *key, size_t len, int64_t state)
+{
+    recode_t *r = ctx;
+    st_enc_counter(&r->enc, limit, key, len, r->state);
+}
+
+/* The snapshot in buf as its writer would have written it with every counter's state set to
+ * `state`: a whole, checksummed file whose one lie is the value. */
+static size_t with_state(const uint8_t *buf, size_t n, int64_t state, uint8_t *out)
+{
+    static recode_t r;
+    static uint8_t work[ST_HEADER_SIZE + 1024];
+    r = (recode_t){.state = state};
+    st_enc_init(&r.enc, work, sizeof(work), recode_sink, &r);
+    st_visit_t v = {.scope = recode_scope, .limit = recode_limit, .counter = recode_counter};
+    st_header_t h;
+    cr_assert_eq(st_decode(buf, n, &v, &r, &h, NULL), 0);
+    uint8_t header[ST_HEADER_SIZE];
+    cr_assert_eq(st_enc_finish(&r.enc, h.written_ns, h.fingerprint, header), 0);
+    memcpy(r.out, header, sizeof(header));
+    memcpy(out, r.out, r.len);
+    return r.len;
+}
+
+/* A gcra TAT of INT64_MAX made every decision of the key unfittable ("never retry"): a value no
+ * admission or settle can reach is not restored, and is counted. */
+Test(state, a_state_the_algorithm_cannot_reach_is_not_restored_and_is_counted)
+{
+    uint8_t buf[4096], crafted[4096];
+    size_t n = spent_snapshot(buf, sizeof(buf));
+    put_file(crafted, with_state(buf, n, INT64_MAX, crafted));
+    cr_assert_eq(tt_daemon_spawn(&d, true), 0);
+    int got = admits(20);
+    cr_assert_eq(got, 10, "%d admitted: the crafted state was restored", got);
+    cr_assert(tt_daemon_log_has(&d, "out_of_range=1", 5000), "the restore line does not count it");
+    cr_assert(tt_daemon_log_has(&d, "limit=hourly counters=1", 1000), "no line names the limit");
+    cr_assert_eq(metric("tokentriage_state_restored_counters{outcome=\"out_of_range\"}"), 1);
+}
+
 Test(state, a_snapshot_of_another_node_is_foreign_and_not_restored)
 {
     cr_assert_eq(tt_daemon_start(&d, HOURLY("hourly"), server_as("node-a")), 0);
