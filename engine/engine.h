@@ -374,7 +374,8 @@ void gov_engine_each_counter(gov_engine_t *e, int64_t now, gov_counter_fn fn, vo
 size_t gov_engine_regions(const gov_engine_t *e, void **addr, size_t *len, size_t cap);
 
 /* Puts one counter back (overwriting one already held). `limit` indexes the armed config.
- * Returns 0 when restored, 1 when the state is idle at `now` (nothing to keep), GOV_EINVAL for
+ * Returns 0 when restored, 1 when the state is idle at `now` (nothing to keep), GOV_ERANGE for a
+ * state the limit's algorithm cannot reach (ra_state_reachable: not put back), GOV_EINVAL for
  * a limit that does not persist, GOV_ESUBJECT for a key too long, GOV_ELIMITS at the counter
  * cap, GOV_ENOMEM. */
 int gov_engine_restore(gov_engine_t *e, size_t limit, const char *key, size_t key_len,

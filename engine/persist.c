@@ -50,6 +50,15 @@ int gov_engine_restore(gov_engine_t *e, size_t limit, const char *key, size_t ke
     if (key_len > GOV_ID_MAX)
         return GOV_ESUBJECT;
     const gov_limit_t *l = &e->set->limits[limit];
+    /* A value this limit could never have stored (crafted, or a writer's bug) says nothing true
+     * about what was spent: a gcra TAT of INT64_MAX would make every later cost unfittable
+     * ("never retry"), a window count above the amount would deny the whole window. It is
+     * refused, not clamped: the nearest reachable TAT, INT64_MAX - tau, would still deny the
+     * key for centuries. A share limit steps in the effective form (T_s, tau_s >= tau); its
+     * state is checked against the plain limiter, which its divisor cannot be known before
+     * membership has joined. */
+    if (!ra_state_reachable(&l->cfg.limiter, state))
+        return GOV_ERANGE;
     if (ra_state_is_idle(&l->cfg.limiter, state, now))
         return 1;
     gov_table_t *t = &e->table;

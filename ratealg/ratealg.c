@@ -279,6 +279,14 @@ int64_t ra_settle(const ra_limiter_t *l, int64_t state, int64_t now, int64_t res
     return refunded > now ? refunded : now;
 }
 
+bool ra_state_reachable(const ra_limiter_t *l, int64_t state)
+{
+    if (l->algorithm == RA_GCRA || l->algorithm == RA_TOKEN_BUCKET)
+        return state <= INT64_MAX - l->tolerance_ns;
+    int64_t prev = ((uint64_t)state >> 16) & 0xffff, curr = (uint64_t)state & 0xffff;
+    return prev <= l->amount && curr <= l->amount;
+}
+
 bool ra_state_is_idle(const ra_limiter_t *l, int64_t state, int64_t now)
 {
     if (l->algorithm == RA_GCRA || l->algorithm == RA_TOKEN_BUCKET)

@@ -113,6 +113,14 @@ int64_t ra_observe_of(ra_result_t unit_step);
 int64_t ra_settle(const ra_limiter_t *l, int64_t state, int64_t now, int64_t reserved,
                   int64_t actual);
 
+/*
+ * True when `state` is one this limiter's steps and settles can store: a gcra TAT at most
+ * INT64_MAX - tau (the ceiling ra_settle keeps, from which every cost that fits still adds
+ * without leaving int64), a window whose two counts are at most the amount. A state read from
+ * outside (a snapshot) that is not could never have been written by this limiter.
+ */
+bool ra_state_reachable(const ra_limiter_t *l, int64_t state);
+
 /* True when `state` decides exactly as a fresh key (state 0) would from `now` on, so the
  * counter can be forgotten (for windows: as long as the clock does not go backwards). */
 bool ra_state_is_idle(const ra_limiter_t *l, int64_t state, int64_t now);

@@ -10,7 +10,7 @@
 static void log_event(void *ctx, const st_event_t *ev)
 {
     (void)ctx;
-    char a[32], b[32], c[32], dd[32], e[32], f[32];
+    char a[32], b[32], c[32], dd[32], e[32], f[32], g[32];
     switch (ev->kind) {
     case ST_EV_OPEN_FAILED:
         srv_log(SRV_LOG_ERROR, "state: directory unusable; serving without state", "dir", ev->path,
@@ -27,6 +27,11 @@ static void log_event(void *ctx, const st_event_t *ev)
         srv_log(SRV_LOG_WARN, "state: counters dropped, their limit is not in the config", "file",
                 ev->path, "limit", ev->limit, "counters", a, NULL);
         return;
+    case ST_EV_OUT_OF_RANGE:
+        snprintf(a, sizeof(a), "%" PRIu64, ev->counters);
+        srv_log(SRV_LOG_WARN, "state: counters out of range for their algorithm, not restored",
+                "file", ev->path, "limit", ev->limit, "counters", a, NULL);
+        return;
     case ST_EV_RESTORED:
         snprintf(a, sizeof(a), "%" PRIu64, ev->restored);
         snprintf(b, sizeof(b), "%" PRIu64, ev->idle);
@@ -34,8 +39,9 @@ static void log_event(void *ctx, const st_event_t *ev)
         snprintf(dd, sizeof(dd), "%" PRIu64, ev->refused);
         snprintf(e, sizeof(e), "%.3f", (double)ev->age_ns / 1e9);
         snprintf(f, sizeof(f), "%" PRIu64, ev->bytes);
+        snprintf(g, sizeof(g), "%" PRIu64, ev->out_of_range);
         srv_log(SRV_LOG_INFO, "state: restored", "file", ev->path, "restored", a, "idle", b,
-                "dropped", c, "refused", dd, "age_s", e, "bytes", f, NULL);
+                "dropped", c, "refused", dd, "out_of_range", g, "age_s", e, "bytes", f, NULL);
         return;
     case ST_EV_SNAPSHOT:
         snprintf(a, sizeof(a), "%" PRIu64, ev->counters);

@@ -97,7 +97,7 @@ struct st_node {
     int64_t child_wall_ns, child_mono_ns, child_pause_ns, child_pause_cpu_ns;
     /* disclosure */
     int open_err, restore_err;
-    uint64_t restored, idle, dropped, refused;
+    uint64_t restored, idle, dropped, refused, out_of_range;
     int64_t last_good_ns; /* written_ns of the last good snapshot, 0: none */
     uint64_t snapshots, failures[ST_REASONS], skipped;
     uint64_t last_counters, last_bytes;
@@ -665,6 +665,7 @@ typedef struct restore {
     int16_t to[ST_LIMITS_MAX]; /* snapshot limit -> config index, -1: dropped */
     char ids[ST_LIMITS_MAX][ST_ID_MAX + 1];
     uint64_t dropped[ST_LIMITS_MAX];
+    uint64_t out_of_range[ST_LIMITS_MAX];
 } restore_t;
 
 static void on_scope(void *ctx, const char *scope, size_t len)
@@ -700,7 +701,10 @@ static void on_counter(void *ctx, uint32_t limit, const char *key, size_t len, i
         r->n->restored++;
     else if (rc == 1)
         r->n->idle++;
-    else
+    else if (rc == GOV_ERANGE) {
+        r->out_of_range[limit]++;
+        r->n->out_of_range++;
+    } else
         r->n->refused++;
 }
 
@@ -795,12 +799,18 @@ void st_node_restore(st_node_t *n, gov_engine_t *e, const cfg_config_t *cfg, int
                              .path = n->file,
                              .detail = detail[0] ? detail : st_strerror(rc)});
     } else {
-        for (uint32_t i = 0; i < h.n_limits; i++)
+        for (uint32_t i = 0; i < h.n_limits; i++) {
             if (r->dropped[i])
                 emit(n, (st_event_t){.kind = ST_EV_DROPPED,
                                      .path = n->file,
                                      .limit = r->ids[i],
                                      .counters = r->dropped[i]});
+            if (r->out_of_range[i])
+                emit(n, (st_event_t){.kind = ST_EV_OUT_OF_RANGE,
+                                     .path = n->file,
+                                     .limit = r->ids[i],
+                                     .counters = r->out_of_range[i]});
+        }
         n->last_good_ns = h.written_ns;
         emit(n, (st_event_t){.kind = ST_EV_RESTORED,
                              .path = n->file,
@@ -809,6 +819,7 @@ void st_node_restore(st_node_t *n, gov_engine_t *e, const cfg_config_t *cfg, int
                              .idle = n->idle,
                              .dropped = n->dropped,
                              .refused = n->refused,
+                             .out_of_range = n->out_of_range,
                              .age_ns = now - h.written_ns});
     }
     free(r);
@@ -895,7 +906,7 @@ int64_t st_node_age_ns(const st_node_t *n, int64_t now)
 
 void st_node_metrics(const st_node_t *n, int64_t now, st_emit_fn out, void *ctx)
 {
-    char line[512];
+    char line[1024];
 #define LINE(...)                                                                                  \
     do {                                                                                           \
         snprintf(line, sizeof(line), __VA_ARGS__);                                                 \
@@ -935,13 +946,16 @@ void st_node_metrics(const st_node_t *n, int64_t now, st_emit_fn out, void *ctx)
              st_reason(st_reason_err(i)), err == st_reason_err(i));
     LINE("# HELP tokentriage_state_restored_counters Counters of the snapshot at start, by "
          "outcome (restored; idle: nothing left to keep; dropped: their limit is gone; refused: "
-         "the counter cap).\n# TYPE tokentriage_state_restored_counters gauge\n"
+         "the counter cap; out_of_range: a state the algorithm cannot reach).\n"
+         "# TYPE tokentriage_state_restored_counters gauge\n"
          "tokentriage_state_restored_counters{outcome=\"restored\"} %llu\n"
          "tokentriage_state_restored_counters{outcome=\"idle\"} %llu\n"
          "tokentriage_state_restored_counters{outcome=\"dropped\"} %llu\n"
-         "tokentriage_state_restored_counters{outcome=\"refused\"} %llu\n",
+         "tokentriage_state_restored_counters{outcome=\"refused\"} %llu\n"
+         "tokentriage_state_restored_counters{outcome=\"out_of_range\"} %llu\n",
          (unsigned long long)n->restored, (unsigned long long)n->idle,
-         (unsigned long long)n->dropped, (unsigned long long)n->refused);
+         (unsigned long long)n->dropped, (unsigned long long)n->refused,
+         (unsigned long long)n->out_of_range);
     LINE("# HELP tokentriage_state_snapshot_counters Counters in the last snapshot.\n"
          "# TYPE tokentriage_state_snapshot_counters gauge\n"
          "tokentriage_state_snapshot_counters %llu\n"

@@ -37,6 +37,8 @@ typedef enum st_event_kind {
     ST_EV_SNAPSHOT_FAILED, /* err, detail: the previous snapshot is still in place */
     ST_EV_NO_HUGE_PAGES,   /* detail: the kernel will not hold the counter table in huge pages,
                               so each fork copies its page tables (once per node) */
+    ST_EV_OUT_OF_RANGE,    /* one limit of the snapshot whose counters held states its
+                              algorithm cannot reach: limit, counters (not restored) */
     ST_EV_WARNING,         /* path, detail: read all the same, but an operator should know (a
                               snapshot others than the daemon could have written) */
 } st_event_kind_t;
@@ -46,12 +48,12 @@ typedef struct st_event {
     int err;            /* ST_E* when something failed */
     const char *path;   /* the file or directory concerned */
     const char *detail; /* what exactly (a field, a system error) */
-    const char *limit;  /* ST_EV_DROPPED: the limit's id in the snapshot */
-    uint64_t counters;  /* snapshot: counters written; dropped: counters of that limit */
+    const char *limit;  /* ST_EV_DROPPED, _OUT_OF_RANGE: the limit's id in the snapshot */
+    uint64_t counters;  /* snapshot: counters written; dropped, out of range: of that limit */
     uint64_t bytes;
-    uint64_t restored, idle, dropped, refused; /* ST_EV_RESTORED */
-    int64_t age_ns;                            /* ST_EV_RESTORED: how old the snapshot was */
-    int64_t took_ns;                           /* snapshot: from the fork to the rename */
+    uint64_t restored, idle, dropped, refused, out_of_range; /* ST_EV_RESTORED */
+    int64_t age_ns;       /* ST_EV_RESTORED: how old the snapshot was */
+    int64_t took_ns;      /* snapshot: from the fork to the rename */
     int64_t pause_ns;     /* snapshot: how long the loop stood for the fork (wall clock) */
     int64_t pause_cpu_ns; /* the same in the loop thread's CPU time: the fork's own cost,
                              without the time the scheduler gave to others */

@@ -279,3 +279,34 @@ Test(properties, a_denied_step_never_changes_state_and_no_answer_is_negative)
         }
     }
 }
+
+/* What a snapshot's restore trusts (ra_state_reachable): every state a sequence of steps and
+ * settles stores is reachable, and from it a cost that fits the burst is never unfittable. */
+Test(properties, every_state_steps_and_settles_store_is_reachable)
+{
+    static const ra_algorithm_t algs[] = {RA_GCRA, RA_FIXED_WINDOW, RA_SLIDING_WINDOW,
+                                          RA_TOKEN_BUCKET};
+    uint64_t seed = draw_seed();
+    rng_t r = {seed};
+    for (int k = 0; k < LIMITERS; k++) {
+        ra_limiter_t l = random_limiter(&r, algs[k % 4]);
+        int64_t state = 0, now = random_start(&r);
+        for (int i = 0; i < STEPS; i++) {
+            now = next_now(&r, &l, now);
+            if (chance(&r, 10)) /* a settle: refunds, overruns, wild ones */
+                state = ra_settle(&l, state, now, uniform(&r, 0, 16384),
+                                  chance(&r, 50) ? uniform(&r, 0, 1 << 20) : wild(&r));
+            else
+                state = ra_step(&l, state, now, random_cost(&r, &l)).next_state;
+            cr_assert(ra_state_reachable(&l, state),
+                      SEEDED("%s: stored %lld, which reads as unreachable"),
+                      ra_algorithm_name(l.algorithm), (long long)state);
+            if (l.emission_ns && chance(&r, 10)) {
+                int64_t fits = uniform(&r, 1, l.tolerance_ns / l.emission_ns);
+                cr_assert_not(ra_step(&l, state, now, fits).unfittable,
+                              SEEDED("%s: cost %lld reads as unfittable at %lld"),
+                              ra_algorithm_name(l.algorithm), (long long)fits, (long long)state);
+            }
+        }
+    }
+}
