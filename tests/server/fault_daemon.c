@@ -6,12 +6,16 @@
  *   keyring   membership refuses every keyring a reload brings (one that reads and parses can
  *             still be refused: a replica started sealed stays sealed, the core's own checks)
  *   dispatch  the request handler cannot be made (out of memory)
+ *   getrandom the kernel gives no random bytes (ENOSYS: a seccomp filter, an old kernel)
+ *   getrandom_eintr  the first two calls are interrupted by a signal (EINTR), then it answers
  *
  * test_reload.c and test_start.c show what the daemon must do then.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "daemon.h"
 #include "dispatch.h"
@@ -47,6 +51,23 @@ int __wrap_dispatch_new(dispatch_t **out, struct gov_engine *engine, struct door
         return __real_dispatch_new(out, engine, door, metrics, node, address, version);
     *out = NULL;
     return -1;
+}
+
+ssize_t __real_getrandom(void *buf, size_t len, unsigned flags);
+ssize_t __wrap_getrandom(void *buf, size_t len, unsigned flags);
+ssize_t __wrap_getrandom(void *buf, size_t len, unsigned flags)
+{
+    static int interrupted;
+    if (fault("getrandom")) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if (fault("getrandom_eintr") && interrupted < 2) {
+        interrupted++;
+        errno = EINTR;
+        return -1;
+    }
+    return __real_getrandom(buf, len, flags);
 }
 
 int main(int argc, char **argv)
