@@ -14,6 +14,7 @@
  */
 #include "daemon.h"
 
+#include <errno.h>
 #include <grp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -41,6 +42,7 @@
 #define EX_OK_ 0
 #define EX_UNAVAILABLE_ 69
 #define EX_SOFTWARE_ 70
+#define EX_OSERR_ 71
 #define EX_CONFIG_ 78
 #define TICK_MS 100
 
@@ -441,6 +443,32 @@ static int start_grpc(daemon_t *d)
     return 0;
 }
 
+/*
+ * The engine's secret: the seed of its tables' hashes (so clients cannot aim collisions at them)
+ * and of the keys that seal reservation and lease ids (so one client cannot guess another's
+ * and settle or release it). From the kernel, or no start: anything derived from the pid and the
+ * clock is guessable by a local client. getrandom with no flags waits until the kernel's pool
+ * is ready and then answers up to 256 bytes whole; a signal may interrupt it (EINTR), and the
+ * draw goes on. 0, or -1 with errno.
+ */
+static int draw_seed(uint64_t seed[2])
+{
+    uint8_t *p = (uint8_t *)seed;
+    size_t got = 0, want = 2 * sizeof(uint64_t);
+    while (got < want) {
+        ssize_t k = getrandom(p + got, want - got, 0);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            if (k == 0)
+                errno = EIO;
+            return -1;
+        }
+        got += (size_t)k;
+    }
+    return 0;
+}
+
 static int start(daemon_t *d)
 {
     const srv_daemon_options_t *opt = d->opt;
@@ -448,9 +476,15 @@ static int start(daemon_t *d)
     if (!(d->cfg = load(opt->config_path, "config", why, sizeof(why))))
         return EX_CONFIG_;
     gov_options_t gopt = {0};
-    if (getrandom(gopt.hash_seed, sizeof(gopt.hash_seed), 0) != sizeof(gopt.hash_seed))
-        gopt.hash_seed[0] = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL);
     char err[512] = "";
+    if (draw_seed(gopt.hash_seed) != 0) {
+        snprintf(err, sizeof(err),
+                 "getrandom: %s; the reservation and lease ids need a key no client can guess, "
+                 "and the kernel gave no random bytes",
+                 strerror(errno));
+        srv_log(SRV_LOG_ERROR, "cannot start", "detail", err, NULL);
+        return EX_OSERR_;
+    }
     tt_err_t gerr;
     if (gov_engine_create_config(&d->engine, &gopt, d->cfg, &gerr) != 0) {
         srv_log(SRV_LOG_ERROR, "engine", "detail", tt_err_format(&gerr, err, sizeof(err)), NULL);
