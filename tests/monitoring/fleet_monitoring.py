@@ -304,6 +304,90 @@ def run_promtool(promtool, work, rules, name, case):
     return p.returncode, out
 
 
+# ---- the dashboard -----------------------------------------------------------------------------
+
+DASHBOARD = "k8s/components/monitoring/grafana-dashboard.json"
+# Grafana's variables as a dashboard with every replica and limit selected would send them
+VARIABLES = {"$__rate_interval": "30s", "$pod": ".*", "$limit": ".*"}
+
+
+def dashboard_queries(src):
+    """[(panel title, PromQL)] of every panel target, Grafana's variables replaced; and the
+    template variables' label_values() queries as the metric and label they read."""
+    import json
+    with open(os.path.join(src, DASHBOARD)) as f:
+        dash = json.load(f)
+    out = []
+    for p in dash["panels"]:
+        for t in p.get("targets", []):
+            expr = t["expr"]
+            for k, v in VARIABLES.items():
+                expr = expr.replace(k, v)
+            out.append((p["title"], expr))
+    for v in dash["templating"]["list"]:
+        q = v.get("definition", "")
+        if q.startswith("label_values("):
+            metric, label = [x.strip() for x in q[len("label_values("):-1].split(",")]
+            out.append((f"variable {v['name']}", f"count by ({label}) ({metric})"))
+    return out
+
+
+def prometheus_config(fleet, work, rules_path):
+    targets = "\n".join(
+        f"      - targets: ['{r['http']}']\n        labels: {{ pod: tokentriage-{r['name']}, namespace: {NAMESPACE} }}"
+        for r in fleet.info)
+    path = os.path.join(work, "prometheus.yml")
+    with open(path, "w") as f:
+        f.write(f"""global: {{ scrape_interval: 1s, evaluation_interval: 1s }}
+rule_files: ['{rules_path}']
+scrape_configs:
+  - job_name: {NAMESPACE}/tokentriage
+    static_configs:
+{targets}
+""")
+    return path
+
+
+def query(fleet, expr):
+    """An instant query to the Prometheus in the hub; the result list, or None on an error."""
+    import json
+    p = subprocess.run(fleet.hub_exec("curl", "-s", "-m", "5", "-G", "--data-urlencode", f"query={expr}",
+                                      "http://127.0.0.1:9090/api/v1/query"), capture_output=True, text=True)
+    try:
+        answer = json.loads(p.stdout)
+    except ValueError:
+        return None
+    return answer["data"]["result"] if answer.get("status") == "success" else None
+
+
+def check_dashboard(fleet, promtool, src, work):
+    """Every panel's query parses (promtool check rules on them as recording rules) and returns
+    data from the Prometheus scraping the healthy fleet."""
+    queries = dashboard_queries(src)
+    check(len(queries) >= 30, f"the dashboard has {len(queries)} queries (panels' targets and variables)")
+    path = os.path.join(work, "dashboard-rules.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump({"groups": [{"name": "dashboard", "rules": [
+            {"record": f"dashboard:query{i}", "expr": e} for i, (_, e) in enumerate(queries)]}]}, f)
+    p = subprocess.run([promtool, "check", "rules", path], capture_output=True, text=True)
+    check(p.returncode == 0, "every dashboard query parses (promtool check rules)"
+          + ("" if p.returncode == 0 else ":\n" + (p.stdout + p.stderr)[-3000:]))
+    empty = {}
+
+    def all_answer():
+        empty.clear()
+        for title, e in queries:
+            if not query(fleet, e):
+                empty[title] = e
+        return not empty
+    try:
+        wait_for("every dashboard query to return data", all_answer, DEADLINE_S)
+    except TimeoutError:
+        pass
+    check(not empty, f"all {len(queries)} dashboard queries return data from a real Prometheus scraping the fleet"
+          + ("" if not empty else ": empty: " + "; ".join(f"{t}: {e}" for t, e in list(empty.items())[:8])))
+
+
 # ---- the scenarios -----------------------------------------------------------------------------
 
 def converged(fleet, replicas, n):
@@ -327,9 +411,15 @@ def main():
             print("SKIP: no network namespaces here: a partition cannot be made", file=sys.stderr)
             return 77
         subprocess.run(["ip", "-n", fleet.hub, "addr", "add", f"{HUB_IP}/24", "dev", "br0"], check=True)
+        subprocess.run(["ip", "-n", fleet.hub, "link", "set", "lo", "up"], check=True)  # Prometheus' API
         procs["redis"] = subprocess.Popen(fleet.hub_exec(
             "redis-server", "--bind", HUB_IP, "--port", "6379", "--save", "", "--appendonly", "no",
             "--protected-mode", "no"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.makedirs(os.path.join(work, "tsdb"))
+        procs["prometheus"] = subprocess.Popen(fleet.hub_exec(
+            prometheus, f"--config.file={prometheus_config(fleet, work, os.path.join(src, rulefile.RULES))}",
+            f"--storage.tsdb.path={work}/tsdb", "--web.listen-address=127.0.0.1:9090"),
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "prometheus.log"), "w"))
         all3 = range(REPLICAS)
         for i in all3:
             fleet.cmd(f"start {i}")
@@ -341,6 +431,13 @@ def main():
         wait_for("decisions on every replica", lambda: traffic.sent > 30, DEADLINE_S)
         pods = {f"tokentriage-r{i}": i for i in all3}
         healthy = take(fleet, "healthy", pods)
+        # the real Prometheus has loaded the shipped rules and scraped the healthy fleet
+        wait_for("Prometheus to scrape the three replicas",
+                 lambda: (query(fleet, 'count(up{job="tokentriage/tokentriage"} == 1) == 3') or None), DEADLINE_S,
+                 [procs["prometheus"]])
+        rules_loaded = query(fleet, "count(ALERTS) or vector(0)")
+        check(rules_loaded is not None, "Prometheus runs with the shipped rule file loaded")
+        check_dashboard(fleet, promtool, src, work)
 
         fleet.cmd("signal 2 9")
         wait_for("r0 and r1 to declare r2 dead",
