@@ -8,8 +8,8 @@
   - tests/k8s/alerts_test.yaml, the hand-written cases for what a fleet in the suite cannot
     easily show, passes `promtool test rules` on the rules without their annotations;
   - k8s/ rendered with the component (an overlay `components: [components/monitoring]`) holds the
-    PodMonitor and the PrometheusRule in the tokentriage namespace, and the PodMonitor selects
-    the DaemonSet's pods on a port the container declares.
+    PodMonitor, the PrometheusRule and the dashboard's ConfigMap in the tokentriage namespace, and
+    the PodMonitor selects the DaemonSet's pods on a port the container declares.
 
 usage: check_rules.py SOURCE_DIR PROMTOOL KUBECTL
 """
@@ -88,6 +88,13 @@ def main():
         check(pm is not None and prule is not None and pm["metadata"].get("namespace") == "tokentriage"
               and prule["metadata"].get("namespace") == "tokentriage",
               "the render has the PodMonitor and the PrometheusRule, in the tokentriage namespace")
+        cm = next((o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "tokentriage-dashboard"), None)
+        with open(os.path.join(src, "k8s", "components", "monitoring", "grafana-dashboard.json")) as f:
+            dashboard = f.read()
+        check(cm is not None and cm["metadata"].get("labels", {}).get("grafana_dashboard") == "1"
+              and cm["metadata"].get("namespace") == "tokentriage"
+              and cm.get("data", {}).get("grafana-dashboard.json") == dashboard,
+              "the render has the dashboard as a ConfigMap labelled grafana_dashboard: \"1\" for Grafana's sidecar")
         if pm and ds:
             pod_labels = ds["spec"]["template"]["metadata"]["labels"]
             sel = pm["spec"]["selector"]["matchLabels"]
