@@ -451,6 +451,14 @@ def main():
         wait_for("each side of the partition to declare the other dead",
                  lambda: fleet.sees(0, {"r2": "dead"}) and fleet.sees(1, {"r2": "dead"})
                  and fleet.sees(2, {"r0": "dead", "r1": "dead"}), DEADLINE_S)
+        # and the rest of what the cut does to r2: its probes fail (Lifeguard's score climbs past
+        # 2), and it has lost Redis, on the other side of the cut
+        def cut_off(text):
+            score = next((float(l.split()[1]) for l in text.splitlines()
+                          if l.startswith("tokentriage_membership_health_score ")), 0)
+            return score > 2 and "tokentriage_redis_up 0\n" in text
+        wait_for("r2 to find itself cut off (health score above 2, Redis down)",
+                 lambda: cut_off(fleet.scrape(2) or ""), DEADLINE_S)
         partitioned = take(fleet, "partitioned", pods)
         fleet.cmd("link 2 up")
         wait_for("the partition to heal", lambda: converged(fleet, all3, 3), 90)
