@@ -1,65 +1,37 @@
 /* `tokentriage validate`, run as the real binary: output streams, exit codes, --explain. */
 #include <criterion/criterion.h>
-#include <sys/wait.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "helpers.h"
+#include "runcmd.h"
 
 #define BIN TT_BINARY_DIR "/cmd/tokentriage"
 #define VECTORS TT_SOURCE_DIR "/tests/vectors/config"
 #define EXAMPLES TT_SOURCE_DIR "/examples"
 
-struct run {
-    int status;
-    char *out, *err;
-};
-
-static char dir[64];
-
-static void setup(void)
+/* Runs `tokentriage ARGS...` in directory cwd, stdout and stderr apart. */
+#define run(cwd, ...) run_in(cwd, (const char *[]){BIN, __VA_ARGS__, NULL})
+static runcmd_t run_in(const char *cwd, const char **argv)
 {
-    snprintf(dir, sizeof(dir), "/tmp/tt-validate-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-}
-
-static void teardown(void)
-{
-    char path[128];
-    snprintf(path, sizeof(path), "%s/out", dir);
-    unlink(path);
-    snprintf(path, sizeof(path), "%s/err", dir);
-    unlink(path);
-    rmdir(dir);
-}
-
-/* Runs `BIN args` in directory cwd with stdout and stderr captured apart. */
-static struct run run(const char *cwd, const char *args)
-{
-    char cmd[1024], path[128];
-    snprintf(cmd, sizeof(cmd), "cd '%s' && '%s' %s >'%s/out' 2>'%s/err'", cwd, BIN, args, dir, dir);
-    struct run r;
-    int status = system(cmd);
-    cr_assert(WIFEXITED(status), "%s", cmd);
-    r.status = WEXITSTATUS(status);
-    size_t len;
-    snprintf(path, sizeof(path), "%s/out", dir);
-    r.out = slurp(path, &len);
-    snprintf(path, sizeof(path), "%s/err", dir);
-    r.err = slurp(path, &len);
+    runcmd_t r;
+    runcmd_opts_t o = {.cwd = cwd};
+    runcmd(&r, &o, argv);
+    cr_assert(r.status >= 0 && r.status < 128, "%s did not exit: %d", argv[1], r.status);
     return r;
 }
 
-static void done(struct run *r)
+static void done(runcmd_t *r)
 {
-    free(r->out);
-    free(r->err);
+    runcmd_free(r);
 }
 
-TestSuite(cmd_validate, .init = setup, .fini = teardown);
+TestSuite(cmd_validate);
 
 Test(cmd_validate, a_valid_config_prints_ok_and_exits_0)
 {
-    struct run r = run(EXAMPLES, "validate single-node.yaml");
+    runcmd_t r = run(EXAMPLES, "validate", "single-node.yaml");
     cr_assert_eq(r.status, 0);
     cr_assert_str_eq(r.out, "OK: configuration is valid\n");
     cr_assert_str_eq(r.err, "");
@@ -68,11 +40,11 @@ Test(cmd_validate, a_valid_config_prints_ok_and_exits_0)
 
 Test(cmd_validate, the_large_sliding_window_on_redis_validates_then_fails_to_arm)
 {
-    struct run v = run(VECTORS, "validate arm-sliding-window-ceiling-redis.yaml");
+    runcmd_t v = run(VECTORS, "validate", "arm-sliding-window-ceiling-redis.yaml");
     cr_assert_eq(v.status, 0);
     cr_assert_str_eq(v.out, "OK: configuration is valid\n");
     cr_assert_str_eq(v.err, "");
-    struct run a = run(VECTORS, "validate --arm arm-sliding-window-ceiling-redis.yaml");
+    runcmd_t a = run(VECTORS, "validate", "--arm", "arm-sliding-window-ceiling-redis.yaml");
     cr_assert_eq(a.status, 78);
     cr_assert_str_eq(a.out, "");
     cr_assert_str_eq(
@@ -86,7 +58,7 @@ Test(cmd_validate, the_large_sliding_window_on_redis_validates_then_fails_to_arm
 
 Test(cmd_validate, every_error_is_reported_in_one_run_with_exit_78)
 {
-    struct run r = run(VECTORS, "validate period-bounds.yaml");
+    runcmd_t r = run(VECTORS, "validate", "period-bounds.yaml");
     cr_assert_eq(r.status, 78);
     cr_assert_str_eq(r.out, "");
     size_t len;
@@ -102,7 +74,7 @@ Test(cmd_validate, every_error_is_reported_in_one_run_with_exit_78)
 
 Test(cmd_validate, warnings_go_to_stderr_beside_the_ok_line)
 {
-    struct run r = run(EXAMPLES, "validate --arm ledger-types.yaml");
+    runcmd_t r = run(EXAMPLES, "validate", "--arm", "ledger-types.yaml");
     cr_assert_eq(r.status, 0);
     cr_assert_str_eq(r.out, "OK: configuration is valid\n");
     cr_assert(strstr(r.err, "Warning: governance.limits[0]: limit \"team_budget\": budget_usd"),
@@ -112,14 +84,14 @@ Test(cmd_validate, warnings_go_to_stderr_beside_the_ok_line)
 
 Test(cmd_validate, explain_prints_identity_t_tau_and_ceilings)
 {
-    struct run r = run(EXAMPLES, "validate --explain seed-gcra-burst.yaml");
+    runcmd_t r = run(EXAMPLES, "validate", "--explain", "seed-gcra-burst.yaml");
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "limit \"team_rpm\"\n  identity   "), "%s", r.out);
     cr_assert(strstr(r.out, "  T          200ms (200000000 ns)  tau 12s (12000000000 ns)\n"), "%s",
               r.out);
     cr_assert(strstr(r.out, "a single cost above 60 is unfittable"), "%s", r.out);
     done(&r);
-    r = run(EXAMPLES, "validate --explain seed-sliding-window.yaml");
+    r = run(EXAMPLES, "validate", "--explain", "seed-sliding-window.yaml");
     cr_assert(strstr(r.out, "ceilings   amount 10 of the packed window-counter ceiling 65535"),
               "%s", r.out);
     cr_assert(strstr(r.out, "editing burst keeps the counter"), "%s", r.out);
@@ -128,19 +100,157 @@ Test(cmd_validate, explain_prints_identity_t_tau_and_ceilings)
 
 Test(cmd_validate, usage_errors_exit_64)
 {
-    struct run r = run(EXAMPLES, "validate");
+    runcmd_t r = run(EXAMPLES, "validate");
     cr_assert_eq(r.status, 64);
     done(&r);
-    r = run(EXAMPLES, "validate --bogus single-node.yaml");
+    r = run(EXAMPLES, "validate", "--bogus", "single-node.yaml");
     cr_assert_eq(r.status, 64);
     done(&r);
 }
 
 Test(cmd_validate, a_missing_file_exits_78)
 {
-    struct run r = run(EXAMPLES, "validate no-such-file.yaml");
+    runcmd_t r = run(EXAMPLES, "validate", "no-such-file.yaml");
     cr_assert_eq(r.status, 78);
     cr_assert_str_eq(r.err, "Error: (root): cannot open the file: No such file or directory "
                             "(no-such-file.yaml:1:1)\n");
     done(&r);
+}
+
+/*
+ * validate --arm and serve on one config: --arm runs every check serve runs before it listens
+ * (the keyring, the state directory, the socket's directory, the listeners' addresses), through
+ * the same code, so what one refuses the other refuses with the same words.
+ */
+typedef struct host {
+    char dir[64];    /* a scratch directory for the config, the socket, the keyring */
+    char config[96]; /* dir/tt.yaml */
+} host_t;
+
+/* Writes a config: `server` and `shared_state` mappings' lines with %1$s for the directory. */
+static void host_config(host_t *h, const char *fmt)
+{
+    snprintf(h->dir, sizeof(h->dir), "/tmp/tt-arm-XXXXXX");
+    cr_assert_not_null(mkdtemp(h->dir));
+    snprintf(h->config, sizeof(h->config), "%s/tt.yaml", h->dir);
+    FILE *f = fopen(h->config, "w");
+    cr_assert_not_null(f);
+    fprintf(f, fmt, h->dir);
+    fclose(f);
+}
+
+static void host_file(const host_t *h, const char *name, const char *text)
+{
+    char path[160];
+    snprintf(path, sizeof(path), "%s/%s", h->dir, name);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void host_done(const host_t *h)
+{
+    runcmd_t r;
+    runcmdl(&r, NULL, "rm", "-rf", h->dir, NULL);
+    runcmd_free(&r);
+}
+
+/* `validate --arm` refuses the config with exit 78 and the error `want` (printf with the
+ * directory); `serve` refuses it too, before anything listens, with the same words in its log. */
+static void both_refuse(const host_t *h, const char *want_fmt)
+{
+    char want[512], logged[600], *o = logged;
+    snprintf(want, sizeof(want), want_fmt, h->dir);
+    runcmd_t a = run(h->dir, "validate", "--arm", h->config);
+    cr_assert_eq(a.status, 78, "validate --arm: %d\n%s%s", a.status, a.out, a.err);
+    cr_assert_str_eq(a.out, "");
+    cr_assert(strstr(a.err, want), "validate --arm printed:\n%s\nwanted: Error: %s", a.err, want);
+    for (const char *p = want; *p && o < logged + sizeof(logged) - 3; p++) { /* logfmt's quoting */
+        if (*p == '"' || *p == '\\')
+            *o++ = '\\';
+        *o++ = *p;
+    }
+    *o = 0;
+    runcmd_opts_t opts = {.cwd = h->dir, .timeout_ms = 20000};
+    runcmd_t s;
+    runcmdl(&s, &opts, BIN, "serve", "-c", h->config, NULL);
+    cr_assert(!s.timed_out, "serve took this config and served:\n%s", s.err);
+    cr_assert_eq(s.status, 78, "serve: %d\n%s", s.status, s.err);
+    cr_assert(strstr(s.err, logged), "serve logged:\n%s\nwanted: %s", s.err, logged);
+    cr_assert_null(strstr(s.err, "listening"), "serve listened before refusing:\n%s", s.err);
+    done(&a);
+    done(&s);
+}
+
+#define SERVER "server: { socket: %1$s/tt.sock, http: \"127.0.0.1:0\" }\n"
+#define SHARE "shared_state:\n  share: { node_id: n1, bind: \"127.0.0.1:0\", "
+
+Test(cmd_validate, arm_refuses_a_missing_keyring_file_as_serve_does)
+{
+    host_t h;
+    host_config(&h, SERVER SHARE "keyring_file: %1$s/gossip.keys }\n");
+    both_refuse(&h, "Error: shared_state.share.keyring_file: %s/gossip.keys: No such file or "
+                    "directory\n");
+    host_done(&h);
+}
+
+/* The Secret k8s/ ships: a placeholder that deliberately does not parse. */
+Test(cmd_validate, arm_refuses_the_shipped_placeholder_key_as_serve_does)
+{
+    size_t len;
+    char *secret = slurp(TT_SOURCE_DIR "/k8s/secret-gossip.yaml", &len);
+    cr_assert_not_null(secret);
+    char *keys = strstr(secret, "gossip.keys: |\n"), text[1024] = "", *t = text;
+    cr_assert_not_null(keys);
+    for (char *line = strchr(keys, '\n') + 1; strncmp(line, "    ", 4) == 0;) {
+        char *nl = strchr(line, '\n');
+        t += snprintf(t, sizeof(text) - (size_t)(t - text), "%.*s\n", (int)(nl - line - 4),
+                      line + 4);
+        line = nl + 1;
+    }
+    cr_assert(strstr(text, "REPLACE-ME"), "%s", text);
+    free(secret);
+    host_t h;
+    host_config(&h, SERVER SHARE "keyring_file: %1$s/gossip.keys }\n");
+    host_file(&h, "gossip.keys", text);
+    both_refuse(&h, "Error: shared_state.share.keyring_file: %s/gossip.keys: line 3: ");
+    host_done(&h);
+}
+
+Test(cmd_validate, arm_refuses_a_socket_whose_directory_cannot_be_made_as_serve_does)
+{
+    host_t h;
+    host_config(&h, "server: { socket: %1$s/no/such/tt.sock, http: \"127.0.0.1:0\" }\n");
+    both_refuse(&h, "Error: server.socket: %s/no/such/tt.sock: cannot make its directory: ");
+    host_done(&h);
+}
+
+Test(cmd_validate, arm_refuses_a_listener_address_that_is_a_name_as_serve_does)
+{
+    host_t h;
+    host_config(&h, "server: { socket: %1$s/tt.sock, http: \"localhost:0\" }\n");
+    both_refuse(&h, "Error: server.http: \"localhost:0\" is not a numeric ip:port");
+    host_done(&h);
+    host_config(&h, SERVER "shared_state:\n  share: { node_id: n1, bind: \"localhost:0\" }\n");
+    both_refuse(&h, "Error: shared_state.share.bind: \"localhost:0\" is not a numeric ip:port");
+    host_done(&h);
+}
+
+/* serve runs without state when its directory is unusable (it never crash-loops on its state):
+ * --arm says so as a warning, with the reason. */
+Test(cmd_validate, arm_warns_of_a_state_dir_serve_cannot_use)
+{
+    host_t h;
+    host_config(&h, "server: { socket: %1$s/tt.sock, state_dir: %1$s/state }\n");
+    host_file(&h, "state", "a file, not a directory\n");
+    runcmd_t a = run(h.dir, "validate", "--arm", h.config);
+    cr_assert_eq(a.status, 0, "%s", a.err);
+    cr_assert_str_eq(a.out, "OK: configuration is valid\n");
+    char want[256];
+    snprintf(want, sizeof(want), "Warning: server.state_dir: %s/state: not a directory", h.dir);
+    cr_assert(strstr(a.err, want), "%s", a.err);
+    cr_assert(strstr(a.err, "serve would run without state"), "%s", a.err);
+    done(&a);
+    host_done(&h);
 }
