@@ -1,9 +1,12 @@
 /*
- * tokentriage validate [--arm] [--explain] FILE: `nginx -t` for a config.
+ * tokentriage validate [--arm [--offline]] [--explain] FILE: `nginx -t` for a config.
  *
  * Validate resolves names and checks coherence; --arm also compiles every limit, as serve
- * does at start and on reload, so the seed's domain checks run; --explain (implies --arm)
- * prints each compiled limit with the counter identity an edit would keep or reset.
+ * does at start and on reload, so the seed's domain checks run, and then runs every check serve
+ * runs on this host before it listens (srv_preflight: the keyring, the socket's directory, the
+ * listeners' addresses, the state directory), unless --offline (CI away from the node);
+ * --explain (implies --arm) prints each compiled limit with the counter identity an edit would
+ * keep or reset.
  * Errors and warnings go to stderr, one per line; the verdict line and --explain to stdout.
  */
 #include <getopt.h>
@@ -13,6 +16,7 @@
 
 #include "cmd.h"
 #include "config.h"
+#include "preflight.h"
 
 static void explain_limit(FILE *to, const cfg_limit_t *l)
 {
@@ -57,9 +61,10 @@ int cmd_validate(int argc, char **argv)
 {
     static const struct option opts[] = {{"arm", no_argument, NULL, 'a'},
                                          {"explain", no_argument, NULL, 'e'},
+                                         {"offline", no_argument, NULL, 'o'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
-    int arm = 0, explain = 0, ch;
+    int arm = 0, explain = 0, offline = 0, ch;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "aeh", opts, NULL)) != -1) {
         switch (ch) {
@@ -69,16 +74,19 @@ int cmd_validate(int argc, char **argv)
         case 'e':
             explain = arm = 1;
             break;
+        case 'o':
+            offline = 1;
+            break;
         case 'h':
-            printf("usage: tokentriage validate [--arm] [--explain] FILE\n");
+            printf("usage: tokentriage validate [--arm [--offline]] [--explain] FILE\n");
             return EX_OK_;
         default:
-            fprintf(stderr, "usage: tokentriage validate [--arm] [--explain] FILE\n");
+            fprintf(stderr, "usage: tokentriage validate [--arm [--offline]] [--explain] FILE\n");
             return EX_USAGE_;
         }
     }
     if (optind != argc - 1) {
-        fprintf(stderr, "usage: tokentriage validate [--arm] [--explain] FILE\n");
+        fprintf(stderr, "usage: tokentriage validate [--arm [--offline]] [--explain] FILE\n");
         return EX_USAGE_;
     }
     cfg_report_t report = {0};
@@ -86,6 +94,8 @@ int cmd_validate(int argc, char **argv)
     int rc = cfg_load_file(argv[optind], &cfg, &report);
     if (rc == 0 && arm)
         rc = cfg_arm(cfg, &report);
+    if (rc == 0 && arm && !offline) /* what serve checks on this host before it listens */
+        rc = srv_preflight(cfg, NULL, false, &report);
     cfg_report_print(&report, stderr);
     if (rc == 0) {
         if (explain)

@@ -19,7 +19,7 @@ static const struct command {
     const char *usage;
 } commands[] = {
     {"version", cmd_version, "version"},
-    {"validate", cmd_validate, "validate [--arm] [--explain] FILE"},
+    {"validate", cmd_validate, "validate [--arm [--offline]] [--explain] FILE"},
     {"simulate", cmd_simulate,
      "simulate --algorithm A --amount R --period D [--burst B] [--type rpm|tpm]\n"
      "                       [--replicas N | --share NUM/DEN] [FILE]"},

@@ -213,6 +213,12 @@ const cfg_limit_t *cfg_find_limit(const cfg_config_t *cfg, const char *id);
 size_t cfg_restart_sections(const cfg_config_t *running, const cfg_config_t *reloaded,
                             const char *names[CFG_RESTART_SECTIONS]);
 
+/* Adds a finding that has no position in the file: what the daemon's host checks find
+ * (srv_preflight: a keyring file that does not parse, a socket directory that cannot be made).
+ * `code` is a row of the error table (ignored for a warning). Returns 0 or CFG_ENOMEM. */
+int cfg_report_add(cfg_report_t *report, bool warning, int code, const char *path, const char *fmt,
+                   ...) __attribute__((format(printf, 5, 6)));
+
 /* Writes each finding as one line, "Error: ..." or "Warning: ...". */
 void cfg_report_print(const cfg_report_t *report, FILE *to);
 void cfg_report_free(cfg_report_t *report);

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cfg__report_add(cfg_report_t *r, bool warning, int code, const char *path, const cfg_pos_t *at,
-                    const char *fmt, ...)
+static int report_vadd(cfg_report_t *r, bool warning, int code, const char *path,
+                       const cfg_pos_t *at, const char *fmt, va_list args)
 {
     if (r->n == r->cap) {
         size_t cap = r->cap ? 2 * r->cap : 16;
@@ -18,7 +18,7 @@ int cfg__report_add(cfg_report_t *r, bool warning, int code, const char *path, c
         r->cap = cap;
     }
     va_list ap;
-    va_start(ap, fmt);
+    va_copy(ap, args);
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
     char pos[64] = "";
@@ -31,7 +31,7 @@ int cfg__report_add(cfg_report_t *r, bool warning, int code, const char *path, c
         return CFG_ENOMEM;
     char *p = text + tlen + 1, *message = p + plen + 1;
     memcpy(p, path, plen + 1);
-    va_start(ap, fmt);
+    va_copy(ap, args);
     vsnprintf(message, (size_t)n + 1, fmt, ap);
     va_end(ap);
     char *t = text; /* "path: message (file:line:col)", from the pieces already in place */
@@ -51,6 +51,25 @@ int cfg__report_add(cfg_report_t *r, bool warning, int code, const char *path, c
     else
         r->n_errors++;
     return 0;
+}
+
+int cfg__report_add(cfg_report_t *r, bool warning, int code, const char *path, const cfg_pos_t *at,
+                    const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = report_vadd(r, warning, code, path, at, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int cfg_report_add(cfg_report_t *r, bool warning, int code, const char *path, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = report_vadd(r, warning, code, path, NULL, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 void cfg_report_print(const cfg_report_t *r, FILE *to)

@@ -67,6 +67,17 @@ int mb_parse_addr(const char *s, struct sockaddr_storage *ss)
     return -1;
 }
 
+int mb_want_addr(const char *s, const char *field, struct sockaddr_storage *ss, tt_err_t *err)
+{
+    if (mb_parse_addr(s, ss) == 0)
+        return 0;
+    return tt_err_set(
+        err, SWIM_EINVAL, field,
+        "\"%s\" is not a numeric ip:port (names are not resolved for an address to bind or "
+        "advertise)",
+        s);
+}
+
 void mb__to_swim(const struct sockaddr *sa, swim_addr_t *a)
 {
     memset(a, 0, sizeof *a);
@@ -320,7 +331,7 @@ void mb_keyring_wipe(mb_keyring_t *kr)
     sodium_memzero(kr, sizeof *kr);
 }
 
-static int keyring_read(const char *path, mb_keyring_t *out, tt_err_t *err)
+int mb_keyring_read(const char *path, mb_keyring_t *out, tt_err_t *err)
 {
     out->n = 0;
     FILE *f = fopen(path, "rb");
@@ -354,7 +365,7 @@ int mb_keyring_prepare(const mb_t *mb, const char *path, mb_keyring_t *out, tt_e
     if (mb->keyring.n == 0)
         return tt_err_set(err, SWIM_EINVAL, KEYRING_FIELD,
                           "a replica started plaintext stays so until a restart");
-    return keyring_read(path, out, err);
+    return mb_keyring_read(path, out, err);
 }
 
 void mb_keyring_commit(mb_t *mb, mb_keyring_t *kr)
@@ -374,7 +385,7 @@ static int load_keyring(mb_t *mb, tt_err_t *err)
                         "any host that can reach the gossip port can join or forge membership");
         return 0;
     }
-    return keyring_read(mb->cfg.keyring_file, &mb->keyring, err);
+    return mb_keyring_read(mb->cfg.keyring_file, &mb->keyring, err);
 }
 
 /* The advertised address: configured, or the bind address, or (bound to any) the first
@@ -383,9 +394,9 @@ static int pick_advertise(mb_t *mb, const struct sockaddr_storage *bound, tt_err
 {
     struct sockaddr_storage ss = *bound;
     if (mb->cfg.advertise[0]) {
-        if (mb_parse_addr(mb->cfg.advertise, &ss))
-            return tt_err_set(err, SWIM_EINVAL, "shared_state.share.advertise",
-                              "\"%s\" is not a numeric ip:port", mb->cfg.advertise);
+        int rc = mb_want_addr(mb->cfg.advertise, "shared_state.share.advertise", &ss, err);
+        if (rc)
+            return rc;
     } else if (ss.ss_family == AF_INET &&
                ((struct sockaddr_in *)&ss)->sin_addr.s_addr == htonl(INADDR_ANY)) {
         uv_interface_address_t *ifs;
@@ -456,11 +467,8 @@ int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, tt_err_t *err)
     mb->cfg = *cfg;
     struct sockaddr_storage bind;
     int rc;
-    if (mb_parse_addr(cfg->bind, &bind)) {
-        rc = tt_err_set(err, SWIM_EINVAL, "shared_state.share.bind",
-                        "\"%s\" is not a numeric ip:port", cfg->bind);
+    if ((rc = mb_want_addr(cfg->bind, "shared_state.share.bind", &bind, err)))
         goto fail_free;
-    }
     if ((rc = load_keyring(mb, err)))
         goto fail_free;
     uv_udp_init(loop, &mb->udp);

@@ -104,6 +104,16 @@ void mb_free(mb_t *mb);
 
 /* Parses "ip:port" / "[ip6]:port" (numeric only) into a sockaddr; 0 or -1. */
 int mb_parse_addr(const char *s, struct sockaddr_storage *ss);
+/* The same for an address a listener binds or advertises: 0, or SWIM_EINVAL with err naming
+ * `field` ("\"localhost:7946\" is not a numeric ip:port"). mb_start reads bind and advertise
+ * with it, the HTTP listener server.http, and srv_preflight all three before anything listens. */
+int mb_want_addr(const char *s, const char *field, struct sockaddr_storage *ss, tt_err_t *err);
+
+/* Reads and parses a keyring file (one base64 key a line; docs/membership.md) into *out: what
+ * mb_start does with shared_state.share.keyring_file, for srv_preflight to check the file before
+ * the daemon listens. 0, or a negative code with err naming the field, the file and the line.
+ * The caller wipes *out (mb_keyring_wipe). */
+int mb_keyring_read(const char *path, mb_keyring_t *out, tt_err_t *err);
 /* Writes "ip:port" for a swim address. */
 void mb_addr_format(const swim_addr_t *a, char *out, size_t cap);
 

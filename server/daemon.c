@@ -33,6 +33,7 @@
 #include "info_metrics.h"
 #include "log.h"
 #include "mb.h"
+#include "preflight.h"
 #include "share_node.h"
 #include "listen.h" /* rls/: the gRPC front door */
 #include "srv.h"
@@ -475,6 +476,14 @@ static int start(daemon_t *d)
     char why[320];
     if (!(d->cfg = load(opt->config_path, "config", why, sizeof(why))))
         return EX_CONFIG_;
+    /* what validate --arm checks too: the keyring, the socket's directory, the listeners'
+     * addresses, before anything listens (the state directory: st_node_open's own check) */
+    cfg_report_t host = {0};
+    int pre = srv_preflight(d->cfg, opt->socket, true, &host);
+    log_report(&host, "config");
+    cfg_report_free(&host);
+    if (pre != 0)
+        return pre == CFG_ENOMEM ? EX_SOFTWARE_ : EX_CONFIG_;
     gov_options_t gopt = {0};
     char err[512] = "";
     if (draw_seed(gopt.hash_seed) != 0) {
@@ -516,15 +525,9 @@ static int start(daemon_t *d)
         return EX_SOFTWARE_;
     }
 
-    /* the config's socket counts only when it differs from the built-in default, so that the
-     * default's non-root fallback (tt_socket_path) applies to a config that leaves it be */
     char path[256];
-    const char *configured =
-        strcmp(d->cfg->server.socket, CFG_DEFAULT_SOCKET) == 0 ? NULL : d->cfg->server.socket;
-    if (tt_socket_path(path, sizeof(path), opt->socket, configured, 1) != 0) {
-        srv_log(SRV_LOG_ERROR, "socket path too long", NULL);
-        return EX_CONFIG_;
-    }
+    if (srv_socket_resolve(d->cfg, opt->socket, path, sizeof(path)) != 0)
+        return EX_CONFIG_; /* srv_preflight said why */
     if (d->cfg->share.present && d->cfg->share.node_id[0])
         snprintf(d->node, sizeof(d->node), "%s", d->cfg->share.node_id);
     else if (gethostname(d->node, sizeof(d->node)) != 0)

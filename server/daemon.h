@@ -13,8 +13,10 @@ typedef struct srv_daemon_options {
 } srv_daemon_options_t;
 
 /* Runs until SIGTERM or SIGINT. Returns a sysexits code: 0 after a clean exit, 78 for a
- * configuration that does not load or arm, 69 when the socket or HTTP address cannot be
- * served (another daemon holds it, permissions), 70 for anything else. */
+ * configuration that does not load or arm or fails a host check before anything listens
+ * (srv_preflight, what validate --arm runs: the keyring, the socket's directory, the listeners'
+ * addresses), 69 when the socket or an address cannot be served all the same (another daemon
+ * holds it, the port is taken), 70 for anything else. */
 int srv_daemon_run(const srv_daemon_options_t *opt);
 
 #endif

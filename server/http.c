@@ -31,6 +31,7 @@
 #include "hdoor.h"
 #include "hreq.h"
 #include "log.h"
+#include "mb.h" /* membership/: the one numeric ip:port reader */
 #include "srv_int.h"
 #include "tt_clock.h"
 
@@ -590,26 +591,6 @@ int srv__http_adopt(srv_t *s, int fd, const uint8_t *data, size_t len)
     return 0;
 }
 
-/* Parses "host:port" or "[v6]:port". */
-static int parse_addr(const char *addr, struct sockaddr_storage *ss)
-{
-    char host[128];
-    const char *colon = strrchr(addr, ':');
-    if (!colon || colon == addr || (size_t)(colon - addr) >= sizeof(host))
-        return -1;
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end || port < 0 || port > 65535 || end == colon + 1)
-        return -1;
-    memcpy(host, addr, (size_t)(colon - addr));
-    host[colon - addr] = 0;
-    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
-        host[strlen(host) - 1] = 0;
-        return uv_ip6_addr(host + 1, (int)port, (struct sockaddr_in6 *)ss);
-    }
-    return uv_ip4_addr(host, (int)port, (struct sockaddr_in *)ss);
-}
-
 static bool is_loopback(const struct sockaddr_storage *ss)
 {
     if (ss->ss_family == AF_INET)
@@ -623,8 +604,11 @@ static int listen_tcp(struct srv_http *h, const char *addr, cfg_http_decide_t de
 {
     srv_t *s = h->srv;
     struct sockaddr_storage ss;
-    if (parse_addr(addr, &ss) != 0)
-        return tt_err_set(err, SRV_ELISTEN, "server.http", "\"%s\" is not host:port", addr);
+    if (mb_want_addr(addr, "server.http", &ss, err) != 0) { /* srv_preflight's check */
+        if (err)
+            err->code = SRV_ELISTEN;
+        return SRV_ELISTEN;
+    }
     h->decide_tcp =
         decide == CFG_HTTP_DECIDE_ON || (decide == CFG_HTTP_DECIDE_LOOPBACK && is_loopback(&ss));
     uv_tcp_init(s->loop, &h->listener);

@@ -36,6 +36,7 @@
 #include "log.h"
 #include "srv_int.h"
 #include "tt_clock.h"
+#include "tt_path.h"
 
 /* The path of a socket error: the option it comes from (server.socket, or -s in its place). */
 #define SOCKET_FIELD "server.socket"
@@ -292,15 +293,42 @@ static int make_dir(const char *path, tt_err_t *err)
     return 0;
 }
 
+int srv_socket_check(const char *path, const char *field, bool make_dir, tt_err_t *err)
+{
+    struct stat st;
+    if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+        return tt_err_set(err, SRV_ELISTEN, field, "socket path %s is too long", path);
+    if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
+        return tt_err_set(err, SRV_ELISTEN, field,
+                          "%s exists and is not a socket; not replacing it", path);
+    char dir[512], parent[512];
+    snprintf(dir, sizeof(dir), "%s", path);
+    if (!tt_path_dirname(dir))
+        return 0; /* relative to the working directory: bind says */
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode))
+            return tt_err_set(err, SRV_ELISTEN, field, "%s: %s is not a directory", path, dir);
+        if (faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) != 0)
+            return tt_err_set(err, SRV_ELISTEN, field, "%s: cannot make a socket in %s: %s", path,
+                              dir, strerror(errno));
+        return 0;
+    }
+    if (errno != ENOENT || !make_dir)
+        return tt_err_set(err, SRV_ELISTEN, field, "%s: its directory %s: %s", path, dir,
+                          strerror(errno));
+    const char *why = tt_path_cannot_make(dir, parent, sizeof(parent));
+    if (why)
+        return tt_err_set(err, SRV_ELISTEN, field, "%s: cannot make its directory: %s: %s", path,
+                          parent, why);
+    return 0;
+}
+
 static int bind_socket(srv_t *s, unsigned mode, tt_err_t *err)
 {
     struct stat st;
-    if (strlen(s->path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
-        return tt_err_set(err, SRV_ELISTEN, SOCKET_FIELD, "socket path %s is too long", s->path);
+    if (srv_socket_check(s->path, SOCKET_FIELD, true, err) != 0)
+        return SRV_ELISTEN;
     if (lstat(s->path, &st) == 0) {
-        if (!S_ISSOCK(st.st_mode))
-            return tt_err_set(err, SRV_ELISTEN, SOCKET_FIELD,
-                              "%s exists and is not a socket; not replacing it", s->path);
         if (alive(s->path))
             return tt_err_set(err, SRV_EINUSE, SOCKET_FIELD,
                               "another tokentriage is already serving on %s", s->path);

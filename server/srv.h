@@ -76,6 +76,15 @@ int srv_start(srv_t **out, uv_loop_t *loop, const srv_options_t *opt,
 
 void srv_set_ready(srv_t *s, srv_ready_fn fn, void *ud);
 
+/*
+ * Whether a unix socket can be made at `path`, changing nothing: the path fits sun_path, no
+ * other kind of file holds the name, and its directory is there and writable, or (make_dir,
+ * as srv_start makes one level) its parent is. 0, or SRV_ELISTEN described in err with `field`
+ * as its path. srv_start runs it first; srv_preflight runs it for server.socket and a unix
+ * server.grpc. A live daemon on the socket is not looked for: that is srv_start's SRV_EINUSE.
+ */
+int srv_socket_check(const char *path, const char *field, bool make_dir, tt_err_t *err);
+
 /* Stops listening, removes the socket file and closes every connection (their leases are
  * released). The handles close on the loop: run it until it is empty, then srv_free(). */
 void srv_stop(srv_t *s);

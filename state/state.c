@@ -36,6 +36,7 @@
 #define _GNU_SOURCE
 #include "state.h"
 #include "tt_clock.h"
+#include "tt_path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -142,7 +143,8 @@ static void open_failed_errno(st_node_t *n, int err, const char *what)
 /* What a name in the directory is, when it is no regular file. */
 static const char *file_kind(mode_t m)
 {
-    return S_ISLNK(m)                 ? "a symbolic link"
+    return S_ISREG(m)                 ? "a regular file"
+           : S_ISLNK(m)               ? "a symbolic link"
            : S_ISFIFO(m)              ? "a fifo"
            : S_ISDIR(m)               ? "a directory"
            : S_ISSOCK(m)              ? "a socket"
@@ -219,6 +221,37 @@ static int check_directory(const struct stat *sb, char *detail, size_t size)
     return 0;
 }
 
+int st_dir_check(const char *dir, char *detail, size_t size)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        if (errno != ENOENT) {
+            snprintf(detail, size, "cannot read the directory: %s", strerror(errno));
+            return ST_EIO;
+        }
+        /* st_node_open makes it, one level: its parent must be there and writable */
+        char parent[CFG_PATH_MAX + 1];
+        const char *why = tt_path_cannot_make(dir, parent, sizeof(parent));
+        if (why) {
+            snprintf(detail, size, "cannot make the directory: %s: %s", parent, why);
+            return ST_EIO;
+        }
+        return 0;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        snprintf(detail, size, "not a directory (%s)", file_kind(sb.st_mode));
+        return ST_EIO; /* as opening it would fail: ENOTDIR */
+    }
+    int rc = check_directory(&sb, detail, size);
+    if (rc)
+        return rc;
+    if (faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) != 0) {
+        snprintf(detail, size, "cannot write in it: %s", strerror(errno));
+        return ST_EIO;
+    }
+    return 0;
+}
+
 int st_node_open(st_node_t **out, uv_loop_t *loop, const st_options_t *o, st_event_fn ev, void *ctx)
 {
     st_node_t *n = calloc(1, sizeof(*n));
@@ -256,6 +289,12 @@ int st_node_open(st_node_t **out, uv_loop_t *loop, const st_options_t *o, st_eve
     /* The directory's own path is the administrator's (server.state_dir) and may be a symbolic
      * link; what it leads to is checked once it is open, and every name in it is opened
      * relative to that descriptor. */
+    char detail[200], what[240];
+    int rc = st_dir_check(n->dir, detail, sizeof(detail)); /* what validate --arm checks too */
+    if (rc) {
+        open_failed(n, rc, detail);
+        return 0;
+    }
     if (mkdir(n->dir, 0700) != 0 && errno != EEXIST) {
         open_failed_errno(n, ST_EIO, "cannot make the directory");
         return 0;
@@ -265,8 +304,6 @@ int st_node_open(st_node_t **out, uv_loop_t *loop, const st_options_t *o, st_eve
         return 0;
     }
     struct stat sb;
-    char detail[200], what[240];
-    int rc;
     if (fstat(n->dirfd, &sb) != 0) {
         open_failed_errno(n, ST_EIO, "cannot read the directory's owner and mode");
         return 0;

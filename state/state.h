@@ -69,6 +69,15 @@ typedef struct st_options {
 } st_options_t;
 
 /*
+ * Whether `dir` can be the state directory, changing nothing: it is a directory that
+ * check_directory accepts (owned by root or this user, written by its owner alone) and this
+ * user may write in, or it is missing and its parent lets this user make it. 0, or ST_EUNSAFE /
+ * ST_EIO with the reason in `detail`. st_node_open runs it first; `validate --arm` runs it
+ * through srv_preflight (as the daemon's user, it answers for the daemon).
+ */
+int st_dir_check(const char *dir, char *detail, size_t size);
+
+/*
  * Makes the directory (mode 0700 when it is created), checks it (owned by root or the daemon's
  * user, written by its owner alone: ST_EUNSAFE otherwise), locks it and gets ready. Returns 0,
  * or ST_EIO only when out of memory; an unusable directory is reported through `ev` and leaves

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # ctest k8s_config_arms: the config inside the rendered ConfigMap (what the pods really mount)
-# passes `tokentriage validate --arm` with the environment the DaemonSet gives it, and without
-# that environment it is refused, naming the variables (so the downward API env is load-bearing).
+# passes `tokentriage validate --arm --offline` (compiled as serve compiles it; the host checks
+# need the node: its keyring file, its directories) with the environment the DaemonSet gives it,
+# and without that environment it is refused, naming the variables (so the downward API env is
+# load-bearing).
 # usage: config.sh SOURCE_DIR CACHE_DIR TOKENTRIAGE
 set -euo pipefail
 src=$1 cache=$2 tt=$3
@@ -19,12 +21,12 @@ NODE_PATH="$NODE_MODULES" node -e '
 ' "$work/render.yaml" "$work/tokentriage.yaml"
 
 fail=0
-if out=$(env -i NODE_NAME=node-a POD_IP=198.18.0.1 "$tt" validate --arm "$work/tokentriage.yaml" 2>&1); then
+if out=$(env -i NODE_NAME=node-a POD_IP=198.18.0.1 "$tt" validate --arm --offline "$work/tokentriage.yaml" 2>&1); then
   echo "ok   validate --arm with NODE_NAME and POD_IP: $out"
 else
   echo "FAIL validate --arm with NODE_NAME and POD_IP:"; echo "$out"; fail=1
 fi
-if out=$(env -i "$tt" validate --arm "$work/tokentriage.yaml" 2>&1); then
+if out=$(env -i "$tt" validate --arm --offline "$work/tokentriage.yaml" 2>&1); then
   echo "FAIL validate --arm accepted the config without NODE_NAME and POD_IP"; fail=1
 elif grep -q NODE_NAME <<<"$out" && grep -q POD_IP <<<"$out"; then
   echo "ok   without the downward API env the config is refused, naming NODE_NAME and POD_IP"
