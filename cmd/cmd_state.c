@@ -115,7 +115,7 @@ static void print_json(const char *path, size_t len, const st_header_t *h, const
                "\"algorithm\":\"%s\",\"counters\":%" PRIu64 "}",
                l->identity, name_of(type_name, l->type, CFG_TYPE_QUOTA_REQUESTS),
                name_of(store_name, l->store, CFG_STORE_REDIS),
-               name_of(alg_name, l->algorithm, RA_TOKEN_BUCKET), s->counters[i]);
+               name_of(alg_name, l->algorithm, RA_ENVOY_WINDOW), s->counters[i]);
     }
     printf("]}\n");
 }
@@ -138,7 +138,7 @@ static void print_human(const char *path, size_t len, const st_header_t *h, cons
         printf("%-24s %016" PRIx64 " %-12s %-6s %-14s %" PRIu64 "\n", l->id, l->identity,
                name_of(type_name, l->type, CFG_TYPE_QUOTA_REQUESTS),
                name_of(store_name, l->store, CFG_STORE_REDIS),
-               name_of(alg_name, l->algorithm, RA_TOKEN_BUCKET), s->counters[i]);
+               name_of(alg_name, l->algorithm, RA_ENVOY_WINDOW), s->counters[i]);
     }
 }
 

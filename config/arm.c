@@ -76,7 +76,7 @@ uint64_t cfg_limit_identity(const cfg_limit_t *l)
  * gcra and the window pair, none for token_bucket. */
 static int arm_store(const cfg_limit_t *l, char *msg, size_t size)
 {
-    if (l->store == CFG_STORE_SHARE && l->algorithm != RA_GCRA) {
+    if (l->store == CFG_STORE_SHARE && l->algorithm != RA_GCRA && l->algorithm != RA_ENVOY_WINDOW) {
         snprintf(msg, size,
                  PREFIX "store \"share\": counter: store \"share\" requires an algorithm with a "
                         "per-step effective-rate form (ratealg.EffectiveLimiter); \"%s\" has "
@@ -98,6 +98,14 @@ static int arm_domain(const cfg_limit_t *l, int err, char *msg, size_t size)
     const char *alg = ra_algorithm_name(l->algorithm);
     switch (err) {
     case RA_ECEILING:
+        if (l->algorithm == RA_ENVOY_WINDOW) {
+            snprintf(msg, size,
+                     PREFIX "%s: limit %lld exceeds the 32-bit window counter ceiling 4294967295 "
+                            "(requests_per_unit is a uint32 in Envoy's API) \xe2\x80\x94 use "
+                            "algorithm \"gcra\" (unbounded) for limits this large",
+                     l->id, alg, (long long)l->amount);
+            break;
+        }
         snprintf(msg, size,
                  PREFIX "%s: limit %lld exceeds the packed window-counter ceiling 65535; the "
                         "frozen int64 state holds a 16-bit per-window counter \xe2\x80\x94 use "

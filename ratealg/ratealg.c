@@ -1,10 +1,14 @@
 /*
- * The four algorithms of the catalogue (shared/seed/rate-algorithms.txt), in exact integers.
+ * The four algorithms of the catalogue (shared/seed/rate-algorithms.txt), in exact integers,
+ * and envoy_window, envoyproxy/ratelimit's counter.
  *
  * gcra keeps one theoretical arrival time (TAT). token_bucket is gcra under another name: the
  * bucket level at any instant is (tau - (TAT - now)) / T, so it forwards every step. The two
  * window algorithms share one packed state, [index:32][prev:16][curr:16] from bit 63 down, and
  * one body: fixed_window is sliding_window with the previous window's weight forced to zero.
+ * envoy_window is the window envoy ratelimit keeps in Redis (a key per epoch-aligned window,
+ * INCRBY): [index:32][count:32], so requests_per_unit reaches 2^32 - 1 where the catalogue's
+ * packed counters stop at 65535, and 0 is a limit (always over), as Envoy's API allows.
  *
  * Inputs come from anywhere (a Redis reply, a clock that jumped), so no sum or product here
  * may wrap: the decisions use exact unsigned distances or 128-bit intermediates, and the
@@ -53,7 +57,7 @@ int ra_limiter_init(ra_limiter_t *out, ra_algorithm_t algorithm, int64_t amount,
                     int64_t burst)
 {
     memset(out, 0, sizeof(*out));
-    if (amount <= 0)
+    if (amount < 0 || (amount == 0 && algorithm != RA_ENVOY_WINDOW))
         return RA_EAMOUNT;
     if (period_ns <= 0)
         return RA_EPERIOD;
@@ -75,6 +79,11 @@ int ra_limiter_init(ra_limiter_t *out, ra_algorithm_t algorithm, int64_t amount,
             return RA_ECEILING;
         burst = 0;
         break;
+    case RA_ENVOY_WINDOW:
+        if (amount > RA_ENVOY_CEILING)
+            return RA_ECEILING;
+        burst = amount; /* the plain amount, which the effective form is derived from */
+        break;
     default:
         return RA_EALGORITHM;
     }
@@ -87,6 +96,24 @@ int ra_limiter_init(ra_limiter_t *out, ra_algorithm_t algorithm, int64_t amount,
     return 0;
 }
 
+/* envoy_window's share of a fleet amount: floor(amount x num / den) per window, at least
+ * `unit` (but never more than the amount itself), the plain amount kept in burst. */
+static int envoy_effective(int64_t w, int64_t amount, int64_t num, int64_t den, int64_t unit,
+                           ra_limiter_t *out)
+{
+    if (w <= 0 || amount < 0 || amount > RA_ENVOY_CEILING)
+        return w <= 0 ? RA_EPERIOD : RA_EAMOUNT;
+    if (num <= 0 || den <= 0 || num > den || unit <= 0)
+        return RA_ESHARE;
+    int64_t share = (int64_t)((unsigned __int128)amount * (uint64_t)num / (uint64_t)den);
+    int64_t floor_amount = unit < amount ? unit : amount;
+    out->algorithm = RA_ENVOY_WINDOW;
+    out->amount = share > floor_amount ? share : floor_amount;
+    out->period_ns = w;
+    out->burst = amount;
+    return 0;
+}
+
 int ra_limiter_effective(const ra_limiter_t *plain, int64_t num, int64_t den, int64_t unit,
                          ra_limiter_t *out)
 {
@@ -94,6 +121,8 @@ int ra_limiter_effective(const ra_limiter_t *plain, int64_t num, int64_t den, in
     const ra_algorithm_t alg = plain->algorithm;
     const int64_t w = plain->period_ns, r = plain->amount, b = plain->burst;
     memset(out, 0, sizeof(*out));
+    if (alg == RA_ENVOY_WINDOW)
+        return envoy_effective(w, b, num, den, unit, out);
     if (alg != RA_GCRA)
         return RA_ENOEFFECTIVE;
     if (r <= 0 || w <= 0 || b <= 0) /* not armed */
@@ -228,6 +257,49 @@ static ra_result_t window_step(const ra_limiter_t *l, int64_t state, int64_t now
     return r;
 }
 
+/* ---- envoy_window -------------------------------------------------------------------------- */
+
+/* The count of the current window: the stored one when the state is of this window, else 0
+ * (any other window, a clock gone backwards included: Redis' key of an old window has expired
+ * or is another key). */
+static int64_t envoy_count(const ra_limiter_t *l, int64_t state, int64_t now, uint32_t *index)
+{
+    *index = (uint32_t)(uint64_t)floor_div(now, l->period_ns);
+    return (uint32_t)((uint64_t)state >> 32) == *index ? (int64_t)(uint32_t)(uint64_t)state : 0;
+}
+
+static int64_t envoy_pack(uint32_t index, int64_t count)
+{
+    return (int64_t)(((uint64_t)index << 32) | (uint64_t)count);
+}
+
+/* Admit iff count + n <= amount; remaining = amount - count after the step (at least 0);
+ * reset = retry (on a denial) = ceil_s(w - elapsed): envoy ratelimit's duration_until_reset. */
+static ra_result_t envoy_step(const ra_limiter_t *l, int64_t state, int64_t now, int64_t cost)
+{
+    uint32_t index;
+    int64_t count = envoy_count(l, state, now, &index);
+    ra_result_t r = {.next_state = state};
+    r.reset_after_s = ra_ceil_s(l->period_ns - floor_mod(now, l->period_ns));
+    if (cost >= 0 && cost <= l->amount - count) {
+        r.admit = true;
+        r.next_state = envoy_pack(index, count + cost);
+        r.remaining = l->amount - count - cost;
+        return r;
+    }
+    r.remaining = l->amount - count > 0 ? l->amount - count : 0;
+    r.retry_after_s = r.reset_after_s;
+    return r;
+}
+
+static int64_t envoy_settle(const ra_limiter_t *l, int64_t state, int64_t now, int64_t delta)
+{
+    uint32_t index;
+    int64_t count = sat_add(envoy_count(l, state, now, &index), delta);
+    count = count < 0 ? 0 : count > RA_ENVOY_CEILING ? RA_ENVOY_CEILING : count;
+    return envoy_pack(index, count);
+}
+
 /* ---- dispatch ----------------------------------------------------------------------------- */
 
 ra_result_t ra_step(const ra_limiter_t *l, int64_t state, int64_t now, int64_t cost)
@@ -238,6 +310,8 @@ ra_result_t ra_step(const ra_limiter_t *l, int64_t state, int64_t now, int64_t c
     case RA_GCRA:
     case RA_TOKEN_BUCKET:
         return gcra_step(l, state, now, cost);
+    case RA_ENVOY_WINDOW:
+        return envoy_step(l, state, now, cost);
     default:
         return window_step(l, state, now, cost);
     }
@@ -256,6 +330,8 @@ int64_t ra_observe_remaining(const ra_limiter_t *l, int64_t state, int64_t now)
 int64_t ra_settle(const ra_limiter_t *l, int64_t state, int64_t now, int64_t reserved,
                   int64_t actual)
 {
+    if (l->algorithm == RA_ENVOY_WINDOW && l->period_ns > 0)
+        return envoy_settle(l, state, now, sat_sub(actual, reserved));
     if (l->algorithm != RA_GCRA && l->algorithm != RA_TOKEN_BUCKET)
         return state;
     int64_t delta = sat_sub(actual, reserved), shift;
@@ -291,6 +367,10 @@ bool ra_state_is_idle(const ra_limiter_t *l, int64_t state, int64_t now)
 {
     if (l->algorithm == RA_GCRA || l->algorithm == RA_TOKEN_BUCKET)
         return state == 0 || (state <= now && now >= 0); /* max(state, t) == max(0, t) */
+    if (l->algorithm == RA_ENVOY_WINDOW) {
+        uint32_t index;
+        return l->period_ns <= 0 || envoy_count(l, state, now, &index) == 0;
+    }
     window_t w = window_load(l, state, now);
     return w.prev == 0 && w.curr == 0;
 }
@@ -302,6 +382,7 @@ static const char *const algorithm_names[] = {
     [RA_FIXED_WINDOW] = "fixed_window",
     [RA_SLIDING_WINDOW] = "sliding_window",
     [RA_TOKEN_BUCKET] = "token_bucket",
+    [RA_ENVOY_WINDOW] = "envoy_window",
 };
 
 const char *ra_algorithm_name(ra_algorithm_t a)

@@ -1,5 +1,6 @@
 /*
- * ratealg: the four rate algorithms, pure.
+ * ratealg: the rate algorithms, pure: the catalogue's four and envoy_window, envoyproxy/
+ * ratelimit's counter (the gRPC door's rule language, docs/algorithms.md).
  *
  * No clock, no I/O, no allocation, no globals: time is an argument (int64 nanoseconds since
  * the Unix epoch) and the per-key state is one int64 the caller owns. A step never writes the
@@ -22,6 +23,8 @@
 #define RA_NS_PER_S INT64_C(1000000000)
 /* The packed window state holds 16-bit counters, so a window limit caps amount here. */
 #define RA_WINDOW_CEILING 65535
+/* envoy_window counts in 32 bits: requests_per_unit is a uint32 in Envoy's API. */
+#define RA_ENVOY_CEILING INT64_C(4294967295)
 /* tpm limits must always fit an ordinary max-token reservation. */
 #define RA_RESERVE_CAP 16384
 
@@ -30,16 +33,20 @@ typedef enum ra_algorithm {
     RA_FIXED_WINDOW,
     RA_SLIDING_WINDOW,
     RA_TOKEN_BUCKET,
+    /* envoyproxy/ratelimit's fixed window: a 32-bit count per epoch-aligned window, amount
+     * 0 ..= 2^32 - 1 (0: always over the limit). State [index:32][count:32] from bit 63. */
+    RA_ENVOY_WINDOW,
 } ra_algorithm_t;
 
 /* Errors from arming a limiter: rows of the one error table (common/tt_err.h). */
 enum {
-    RA_EAMOUNT = TT_ERR_RA_AMOUNT,           /* amount <= 0 */
+    RA_EAMOUNT = TT_ERR_RA_AMOUNT,           /* amount <= 0 (envoy_window: < 0) */
     RA_EPERIOD = TT_ERR_RA_PERIOD,           /* period <= 0 */
     RA_EBURST = TT_ERR_RA_BURST,             /* burst <= 0 (gcra, token_bucket) */
     RA_EEMISSION = TT_ERR_RA_EMISSION,       /* T = floor(period / amount) is 0 */
     RA_ETAU = TT_ERR_RA_TAU,                 /* tau = T x burst leaves int64 */
-    RA_ECEILING = TT_ERR_RA_CEILING,         /* window amount above RA_WINDOW_CEILING */
+    RA_ECEILING = TT_ERR_RA_CEILING,         /* window amount above RA_WINDOW_CEILING (envoy_window:
+                                                RA_ENVOY_CEILING) */
     RA_ENOEFFECTIVE = TT_ERR_RA_NOEFFECTIVE, /* only gcra has the effective-rate form */
     RA_ESHARE = TT_ERR_RA_SHARE,             /* share num/den not in (0, 1], or unit <= 0 */
     RA_EALGORITHM = TT_ERR_RA_ALGORITHM,     /* not one of ra_algorithm_t */
@@ -81,8 +88,11 @@ int ra_limiter_init(ra_limiter_t *out, ra_algorithm_t algorithm, int64_t amount,
  * limiter back, byte for byte, whenever the plain one already fits the unit (T x unit <= tau,
  * which arming guarantees for rpm and tpm). Everything is derived from the plain parameters
  * (period, amount, burst), so passing an effective limiter again gives the same result, and
- * out may be plain. Returns 0 or RA_ENOEFFECTIVE, RA_ESHARE, RA_ETAU (T_s or T_s x unit
- * leaves int64), or RA_EAMOUNT/RA_EPERIOD/RA_EBURST for a limiter that was never armed.
+ * out may be plain. envoy_window has an effective form too: amount x num / den per window,
+ * rounded down but at least one unit of `unit` (0 stays 0), its own plain amount kept in
+ * `burst` so the form is derived from the plain one again. Returns 0 or RA_ENOEFFECTIVE, RA_ESHARE,
+ * RA_ETAU (T_s or T_s x unit leaves int64), or RA_EAMOUNT/RA_EPERIOD/RA_EBURST for a limiter that
+ * was never armed.
  */
 int ra_limiter_effective(const ra_limiter_t *plain, int64_t num, int64_t den, int64_t unit,
                          ra_limiter_t *out);
@@ -107,8 +117,10 @@ int64_t ra_observe_of(ra_result_t unit_step);
  * Settles a reservation against a gcra (or token_bucket) state: moves the TAT by
  * (actual - reserved) x T. A refund never moves the TAT below `now` (a full bucket stays full);
  * an overrun is always charged, but never past INT64_MAX - tau, so a later cost that fits the
- * burst is denied with a retry rather than called unfittable. Returns the new state. Settling is a
- * tpm operation and tpm is gcra only: a window state is returned unchanged.
+ * burst is denied with a retry rather than called unfittable. Returns the new state. An
+ * envoy_window count moves by (actual - reserved) in the current window, never below 0 nor past
+ * 2^32 - 1 (a charge counted after the fact, as envoy ratelimit's INCRBY counts one over the
+ * limit). The catalogue's two windows have no settle: their state is returned unchanged.
  */
 int64_t ra_settle(const ra_limiter_t *l, int64_t state, int64_t now, int64_t reserved,
                   int64_t actual);

@@ -26,6 +26,7 @@ int rds_script_for(const ra_limiter_t *l)
         return RDS_SCRIPT_GCRA;
     case RA_FIXED_WINDOW:
     case RA_SLIDING_WINDOW:
+    case RA_ENVOY_WINDOW:
         return RDS_SCRIPT_WINDOW;
     default:
         return -1; /* token_bucket: arm turns it down with the seed's message */
@@ -48,11 +49,11 @@ int rds_key(char *buf, uint64_t identity, const char *id, size_t idlen)
 }
 
 /* The operations, as the scripts spell them; a settle takes one argument more. */
-enum { VERB_STEP, VERB_SETTLE, VERB_FIXED, VERB_SLIDING };
+enum { VERB_STEP, VERB_SETTLE, VERB_FIXED, VERB_SLIDING, VERB_ENVOY };
 static const struct {
     const char *name;
     uint8_t len, argc;
-} verbs[] = {{"step", 4, 5}, {"settle", 6, 6}, {"fixed", 5, 5}, {"sliding", 7, 5}};
+} verbs[] = {{"step", 4, 5}, {"settle", 6, 6}, {"fixed", 5, 5}, {"sliding", 7, 5}, {"envoy", 5, 5}};
 
 void rds_batch_init(rds_batch_t *b, rds_script_id_t script)
 {
@@ -82,7 +83,9 @@ int rds_batch_add(rds_batch_t *b, const ra_limiter_t *l, const char *key, size_t
         it->p1 = l->emission_ns;
         it->p2 = l->tolerance_ns;
     } else {
-        it->verb = l->algorithm == RA_FIXED_WINDOW ? VERB_FIXED : VERB_SLIDING;
+        it->verb = l->algorithm == RA_FIXED_WINDOW   ? VERB_FIXED
+                   : l->algorithm == RA_ENVOY_WINDOW ? VERB_ENVOY
+                                                     : VERB_SLIDING;
         it->p1 = l->amount;
         it->p2 = l->period_ns;
     }

@@ -72,7 +72,7 @@ typedef struct rds_op {
 /* One operation of a batch, kept as numbers until the command is written. */
 typedef struct rds_item {
     uint16_t key_off, key_len; /* in the batch's keys */
-    uint8_t verb;              /* step, settle (gcra), fixed, sliding (window) */
+    uint8_t verb;              /* step, settle (gcra), fixed, sliding, envoy (window) */
     bool has_now;
     int64_t p1, p2; /* gcra: T, tau; window: amount, w */
     int64_t now_ns;

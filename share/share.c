@@ -288,10 +288,13 @@ int64_t share_next_deadline(const share_core_t *c)
 
 /* ---- limits and disclosure ----------------------------------------------------------------- */
 
+/* The limits this store divides: gcra, and envoy_window (the gRPC door's envoy rules), both of
+ * which have an effective-rate form (ra_limiter_effective). */
 static bool is_share_gcra(const cfg_limit_t *l)
 {
     return l->store == CFG_STORE_SHARE && cfg_type_is_rate(l->type) &&
-           l->limiter.algorithm == RA_GCRA && l->limiter.emission_ns > 0;
+           ((l->limiter.algorithm == RA_GCRA && l->limiter.emission_ns > 0) ||
+            (l->limiter.algorithm == RA_ENVOY_WINDOW && l->limiter.period_ns > 0));
 }
 
 int share_limiter(const share_core_t *c, const cfg_limit_t *limit, ra_limiter_t *out)
@@ -363,7 +366,8 @@ int share_disclose(const share_core_t *c, const cfg_limit_t *limit, share_disclo
         ra_limiter_t eff;
         if (share_limiter(c, limit, &eff) == 0) {
             out->local_share = limit->amount / c->divisor;
-            out->local_burst = eff.tolerance_ns / eff.emission_ns;
+            out->local_burst =
+                eff.algorithm == RA_ENVOY_WINDOW ? eff.amount : eff.tolerance_ns / eff.emission_ns;
         }
     }
     /* Self is in the groups with the divisor it uses, the peers with what they gossip. */

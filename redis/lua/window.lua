@@ -1,14 +1,15 @@
--- window.lua: fixed_window or sliding_window steps, one per key, in order, atomically
--- (docs/redis.md). Runs after the int64.lua prelude. The arithmetic is ratealg.c's window_step:
--- the packed state [index:32][prev:16][curr:16] from bit 63 down, index = floor(now / w) mod 2^32,
--- and the sliding test prev * (w - elapsed) + (curr + n) * w <= amount * w in exact integers.
--- burst is not read by either algorithm, so it is not an argument.
+-- window.lua: fixed_window, sliding_window or envoy_window steps, one per key, in order,
+-- atomically (docs/redis.md). Runs after the int64.lua prelude. The arithmetic is ratealg.c's
+-- window_step: the packed state [index:32][prev:16][curr:16] from bit 63 down, index =
+-- floor(now / w) mod 2^32, and the sliding test prev * (w - elapsed) + (curr + n) * w <= amount
+-- * w in exact integers; and its envoy_step: [index:32][count:32], count + n <= amount.
+-- burst is not read by these algorithms, so it is not an argument.
 --
 -- One call carries k >= 1 steps, as gcra.lua's: KEYS[j] is the counter of step j (absent =
 -- state 0, else the packed state as a decimal int64), and its five arguments follow those of
 -- step j - 1 in ARGV:
---   flag     "fixed" | "sliding"
---   amount   1..65535 (the packed counters are 16 bits)
+--   flag     "fixed" | "sliding" | "envoy"
+--   amount   1..65535 (the packed counters are 16 bits); envoy: 0..4294967295
 --   w        the period in ns (> 0)
 --   now      in ns since the epoch, or "" for the Redis server's TIME (read once per call)
 --   cost
@@ -22,13 +23,23 @@
 local last_m, amh, amount, last_w, wa, wb, last_n, na, nb
 
 local function one(key, flag, m_arg, w_arg, n_arg, c_arg)
-  if flag ~= 'fixed' and flag ~= 'sliding' then
-    return bad('window', 'ARGV[1] must be "fixed" or "sliding"', flag)
+  local envoy = flag == 'envoy'
+  if flag ~= 'fixed' and flag ~= 'sliding' and not envoy then
+    return bad('window', 'ARGV[1] must be "fixed", "sliding" or "envoy"', flag)
   end
   if m_arg ~= last_m then
     last_m, amh, amount = m_arg, parse(m_arg)
   end
-  if amh ~= 0 or amount < 1 or amount > 65535 then
+  local limit = amount -- envoy's reaches 2^32 - 1: seconds and nanoseconds joined
+  if envoy then
+    if amh == nil or amh < 0 or amh > 4 then
+      return bad('window', 'ARGV[2] (amount) must be 0..4294967295', m_arg)
+    end
+    limit = amh * 1000000000 + amount
+    if limit > 4294967295 then
+      return bad('window', 'ARGV[2] (amount) must be 0..4294967295', m_arg)
+    end
+  elseif amh ~= 0 or amount < 1 or amount > 65535 then
     return bad('window', 'ARGV[2] (amount) must be 1..65535', m_arg)
   end
   if w_arg ~= last_w then
@@ -55,6 +66,7 @@ local function one(key, flag, m_arg, w_arg, n_arg, c_arg)
   local stored = sh % 4294967296
   local prev = floor(low / 65536)
   local curr = low - prev * 65536
+  if envoy then prev, curr = 0, low end -- [index:32][count:32]
 
   -- window_load: the current index and elapsed time; the stored counters carry over as they are
   -- (same index), shift to prev (the next index), or vanish (anything else, clocks going back
@@ -68,14 +80,14 @@ local function one(key, flag, m_arg, w_arg, n_arg, c_arg)
     index, ea, eb = wide().window(na, nb, wa, wb)
   end
   if stored ~= index then
-    if (stored + 1) % 4294967296 == index then prev, curr = curr, 0 else prev, curr = 0, 0 end
+    if not envoy and (stored + 1) % 4294967296 == index then prev, curr = curr, 0 else prev, curr = 0, 0 end
   end
 
   -- window_room: fixed, amount; sliding, floor((amount*w - prev*(w - e)) / w), which is
   -- amount - prev + floor(prev * e / w) with 0 <= prev * e / w < prev (so the quotient is small).
   -- Whole seconds: prev * e = (prev * ea + floor(prev * eb / 10^9)) * 10^9 + (a rest below 10^9),
   -- and the rest cannot reach the next multiple of w, so it drops out of the floor.
-  local room = amount
+  local room = limit
   if flag == 'sliding' and prev > 0 then
     local carried, p
     if ea < 4503599 and wa < 4503599 then p = prev * (ea * 1000000000 + eb) end
@@ -92,15 +104,22 @@ local function one(key, flag, m_arg, w_arg, n_arg, c_arg)
   local ra, rb = wa - ea, wb - eb -- w - e > 0
   if rb < 0 then ra, rb = ra - 1, rb + 1000000000 end
   local reset = rb > 0 and ra + 1 or ra
-  if ca == 0 and cb <= room - curr then -- 0 <= cost <= room - curr
+  local fits = ca == 0 and cb <= room - curr -- 0 <= cost <= room - curr
+  if envoy and ca > 0 and ca < 5 then -- an envoy count reaches 2^32 - 1: cost below 5 x 10^9
+    cb = ca * 1000000000 + cb
+    fits = cb <= room - curr
+  end
+  if fits then
     curr = curr + cb
     local ih = index
     if ih >= 2147483648 then ih = ih - 4294967296 end -- the top bit is the int64's sign
     local text = to_dec(ab(ih, prev * 65536 + curr))
     -- the window data is gone (a fresh key's (0, 0) loads) once the index has moved on twice:
-    -- after (w - e) + w, exact below 2^64
-    ra, rb = ra + wa, rb + wb
-    if rb >= 1000000000 then ra, rb = ra + 1, rb - 1000000000 end
+    -- after (w - e) + w, exact below 2^64; an envoy count once the window ends, after w - e
+    if not envoy then
+      ra, rb = ra + wa, rb + wb
+      if rb >= 1000000000 then ra, rb = ra + 1, rb - 1000000000 end
+    end
     local e = store_state(key, text, na, ra, rb)
     if e then return e end
     return {1, 0, room - curr, 0, reset, text}

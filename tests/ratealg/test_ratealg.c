@@ -170,3 +170,37 @@ Test(effective, is_derived_from_the_plain_parameters_and_may_write_in_place)
     cr_expect_eq(memcmp(&l, &once, sizeof(l)), 0, "in place gives the same limiter");
     cr_expect_eq(ra_limiter_effective(&zero, 1, 3, 1, &once), RA_EAMOUNT, "never armed");
 }
+
+Test(envoy_window, arms_from_zero_to_the_uint32_ceiling)
+{
+    ra_limiter_t l;
+    cr_expect_eq(ra_limiter_init(&l, RA_ENVOY_WINDOW, 0, S, 0), 0, "0: always over the limit");
+    cr_expect_eq(ra_limiter_init(&l, RA_ENVOY_WINDOW, RA_ENVOY_CEILING, S, 0), 0);
+    cr_expect_eq(l.burst, RA_ENVOY_CEILING, "the plain amount is kept for the share form");
+    cr_expect_eq(ra_limiter_init(&l, RA_ENVOY_WINDOW, RA_ENVOY_CEILING + 1, S, 0), RA_ECEILING);
+    cr_expect_eq(ra_limiter_init(&l, RA_ENVOY_WINDOW, -1, S, 0), RA_EAMOUNT);
+    cr_expect_eq(ra_limiter_init(&l, RA_FIXED_WINDOW, 0, S, 0), RA_EAMOUNT,
+                 "0 is a limit for envoy_window alone");
+    ra_algorithm_t a;
+    cr_expect_eq(ra_algorithm_parse("envoy_window", &a), 0);
+    cr_expect_eq(a, RA_ENVOY_WINDOW);
+    cr_expect_str_eq(ra_algorithm_name(RA_ENVOY_WINDOW), "envoy_window");
+}
+
+Test(envoy_window, a_charge_counts_past_the_limit_within_the_window_only)
+{
+    ra_limiter_t l;
+    ra_limiter_init(&l, RA_ENVOY_WINDOW, 2, 60 * S, 0);
+    int64_t t = 1700000000 * S, st = ra_step(&l, 0, t, 2).next_state;
+    cr_assert_not(ra_step(&l, st, t, 1).admit);
+    int64_t over = ra_settle(&l, st, t, 0, 3); /* counted after the fact: 5 of 2 */
+    cr_expect_eq((uint32_t)over, 5);
+    cr_expect_eq(ra_step(&l, over, t, 0).remaining, 0);
+    cr_expect_eq((uint32_t)ra_settle(&l, over, t, 3, 1), 3, "a refund takes the difference back");
+    cr_expect_eq((uint32_t)ra_settle(&l, over, t, 9, 0), 0, "never below 0");
+    cr_expect_eq((uint32_t)ra_settle(&l, over, t, 0, INT64_MAX), (uint32_t)RA_ENVOY_CEILING,
+                 "never past 2^32 - 1");
+    cr_expect(ra_step(&l, over, t + 60 * S, 2).admit, "the next window starts from 0");
+    cr_expect(ra_state_is_idle(&l, over, t + 60 * S));
+    cr_expect_not(ra_state_is_idle(&l, over, t));
+}

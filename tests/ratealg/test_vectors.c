@@ -86,7 +86,8 @@ Test(vectors, the_tables_cover_every_algorithm_and_the_edges)
         const char *file;
         size_t min_steps;
     } want[] = {{"gcra.vec", 80},           {"effective.vec", 20},   {"fixed_window.vec", 20},
-                {"sliding_window.vec", 18}, {"token_bucket.vec", 5}, {"overflow.vec", 20}};
+                {"sliding_window.vec", 18}, {"token_bucket.vec", 5}, {"overflow.vec", 20},
+                {"envoy_window.vec", 30}};
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         char path[512];
         snprintf(path, sizeof(path), "%s/%s", VEC_DIR, want[i].file);

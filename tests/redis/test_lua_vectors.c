@@ -243,7 +243,10 @@ static void check_stored(const ra_limiter_t *l, const char *key, int64_t state, 
         return;
     }
     bool idle = ra_state_is_idle(l, state, now);
+    int64_t into = now % l->period_ns; /* an envoy count expires at its window's end */
+    into += into < 0 ? l->period_ns : 0;
     bool short_ttl = (l->algorithm == RA_GCRA && (uint64_t)state - (uint64_t)now < 1000000000u) ||
+                     (l->algorithm == RA_ENVOY_WINDOW && l->period_ns - into < 1000000000) ||
                      (l->algorithm != RA_GCRA && l->period_ns < 500000000);
     cr_assert(idle || short_ttl, "%s: key is gone but state %" PRId64 " is not idle", where, state);
 }
@@ -475,12 +478,16 @@ static ra_limiter_t random_limiter(void)
     ra_limiter_t l;
     for (;;) {
         uint64_t r = next_u64();
-        ra_algorithm_t alg = (ra_algorithm_t)(r % 3); /* gcra, fixed, sliding */
+        static const ra_algorithm_t algs[] = {RA_GCRA, RA_FIXED_WINDOW, RA_SLIDING_WINDOW,
+                                              RA_ENVOY_WINDOW};
+        ra_algorithm_t alg = algs[r % 4];
         int64_t period = periods[(r >> 4) % (sizeof(periods) / sizeof(periods[0]))];
         int64_t amount = 1 + (int64_t)((r >> 12) % (alg == RA_GCRA ? 1000000 : 65535));
         int64_t burst = 1 + (int64_t)((r >> 36) % 100000);
         if ((r >> 60) == 0)
             amount = alg == RA_GCRA ? 1 : 65535;
+        if (alg == RA_ENVOY_WINDOW) /* 0 ..= 2^32 - 1, the edges often */
+            amount = (r >> 59) == 0 ? 0 : (r >> 59) == 1 ? RA_ENVOY_CEILING : (int64_t)(r >> 32);
         if (ra_limiter_init(&l, alg, amount, period, burst) == 0)
             return l;
     }
@@ -501,6 +508,8 @@ Test(lua, random_steps_over_the_int64_domain_agree_with_ratealg)
         else
             state = (int64_t)next_u64();
         int64_t cost = next_u64() % 4 == 0 ? pick(0, 10) : (int64_t)(next_u64() % 70000);
+        if (l.algorithm == RA_ENVOY_WINDOW && next_u64() % 4 == 0) /* near the amount */
+            cost = pick(l.amount, 8);
         snprintf(where, sizeof(where), "random case %d (%s)", i, ra_algorithm_name(l.algorithm));
         check_step(&l, state, now, cost, NULL, where);
     }
@@ -564,7 +573,10 @@ static void batched_as_one_by_one(bool window)
     enum { KEYS = 4, OPS = 640 };
     ra_limiter_t lim[KEYS];
     for (int k = 0; k < KEYS; k++) {
-        ra_algorithm_t alg = window ? (k % 2 ? RA_SLIDING_WINDOW : RA_FIXED_WINDOW) : RA_GCRA;
+        ra_algorithm_t alg = !window  ? RA_GCRA
+                             : k == 3 ? RA_ENVOY_WINDOW
+                             : k % 2  ? RA_SLIDING_WINDOW
+                                      : RA_FIXED_WINDOW;
         cr_assert_eq(ra_limiter_init(&lim[k], alg, 5 + k, INT64_C(1000000000) * (k + 1), 3 + k), 0);
     }
     static const ra_limiter_t *l[OPS];
