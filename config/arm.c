@@ -69,6 +69,18 @@ uint64_t cfg_limit_identity(const cfg_limit_t *l)
     h = fnv_i64(h, l->period_ns);
     if (cfg_type_is_rate(l->type) && (l->algorithm == RA_GCRA || l->algorithm == RA_TOKEN_BUCKET))
         h = fnv_i64(h, l->burst);
+    if (cfg_limit_is_rule(l)) { /* where the rule counts: its domain and path (not its name) */
+        cfg_entry_t e[CFG_RULE_ENTRIES_MAX];
+        size_t n = cfg_rule_entries(&l->rule, e);
+        h = fnv_str(h, l->rule.domain);
+        for (size_t i = 0; i < n; i++) {
+            h = fnv_i64(h, (int64_t)e[i].match << 8 | e[i].flags);
+            h = fnv_i64(h, (int64_t)e[i].key_len);
+            h = fnv1a(h, e[i].key, e[i].key_len);
+            h = fnv_i64(h, (int64_t)e[i].value_len);
+            h = fnv1a(h, e[i].value, e[i].value_len);
+        }
+    }
     return h;
 }
 
@@ -135,7 +147,7 @@ int cfg_limit_arm(cfg_limit_t *l, char *msg, size_t size)
 {
     memset(&l->limiter, 0, sizeof(l->limiter));
     l->identity = 0;
-    if (cfg_type_is_rate(l->type)) {
+    if (cfg_type_is_rate(l->type) && cfg_limit_counts(l)) {
         if (arm_store(l, msg, size) < 0)
             return CFG_EINVALID;
         int err = ra_limiter_init(&l->limiter, l->algorithm, l->amount, l->period_ns, l->burst);

@@ -46,6 +46,7 @@ enum {
 #define CFG_HEADER_MAX 128         /* an HTTP header name in server.http_subject/http_tokens */
 #define CFG_HTTP_SUBJECT_MAX 16    /* server.http_subject entries (a subject's levels) */
 #define CFG_PERIOD_MAX_NS (INT64_C(8760) * 3600 * 1000000000) /* 8760h, one year */
+#define CFG_GRPC_FILES_MAX 256 /* files read from server.grpc_config_dir */
 
 /* The built-in defaults; the daemon and the clients resolve the socket the same way. */
 #define CFG_DEFAULT_SOCKET "/run/tokentriage/tokentriage.sock"
@@ -107,6 +108,18 @@ typedef struct cfg_server {
     size_t n_grpc_domains;
     char grpc_charge_domains[CFG_DOMAINS_MAX][CFG_NAME_MAX + 1];
     size_t n_grpc_charge_domains;
+    /* The rule language (SPEC §12): envoy ratelimit's config files, read as they are, one per
+     * domain ("" = none), the store their rules count in, and envoy ratelimit's settings that
+     * change answers, under their names there. All apply on reload. */
+    char grpc_config_dir[CFG_PATH_MAX + 1];
+    cfg_store_t grpc_config_store;                     /* local (default) | share | redis */
+    bool grpc_merge_domain_config;                     /* MERGE_DOMAIN_CONFIG, default false */
+    bool grpc_stop_cache_key_increment_when_overlimit; /* default true: two-phase */
+    bool grpc_shadow_mode;                             /* SHADOW_MODE: overall never OVER_LIMIT */
+    /* LIMIT_RESPONSE_HEADERS_ENABLED and the three names (default RateLimit-Limit, -Remaining,
+     * -Reset): envoy ratelimit's headers beside ours, of the status closest to its limit */
+    bool grpc_limit_headers;
+    char grpc_limit_header[3][CFG_HEADER_MAX + 1];
 } cfg_server_t;
 
 typedef enum cfg_division {
@@ -199,6 +212,22 @@ int cfg_load_string(const char *name, const char *text, size_t len, cfg_config_t
 int cfg_arm(cfg_config_t *cfg, cfg_report_t *report);
 
 void cfg_free(cfg_config_t *cfg);
+
+/*
+ * envoy ratelimit's config files (SPEC §12, the rule language; config/envoy.c): every regular
+ * file of `dir` whose name does not start with '.' (a ConfigMap's ..data and its timestamped
+ * directory are skipped; symlinks are followed), in name order, each one domain in envoy
+ * ratelimit's schema, appended to cfg's limits as rules of store server.grpc_config_store.
+ * cfg_load_file calls it for server.grpc_config_dir. All or nothing, as a load: returns 0, or
+ * CFG_EINVALID / CFG_ENOMEM with every finding reported (file and position in each) and cfg
+ * unchanged.
+ */
+int cfg_load_grpc_config_dir(cfg_config_t *cfg, const char *dir, cfg_report_t *report);
+
+/* One envoy ratelimit config file's text, `name` standing for its file, appended the same way
+ * (what the directory reader does per file; the fuzz target and the tests call it). */
+int cfg_load_envoy_string(cfg_config_t *cfg, const char *name, const char *text, size_t len,
+                          cfg_report_t *report);
 
 /* The limit with this id, or NULL. */
 const cfg_limit_t *cfg_find_limit(const cfg_config_t *cfg, const char *id);

@@ -8,13 +8,17 @@
 
 /* ---- limits ---- */
 
-static const char *const limit_keys[] = {"id",        "attach", "type",  "amount",  "period",
-                                         "algorithm", "burst",  "store", "posture", NULL};
+static const char *const limit_keys[] = {
+    "id",       "attach",    "type",    "amount",     "period",          "algorithm",
+    "burst",    "store",     "posture", "domain",     "descriptor",      "name",
+    "replaces", "unlimited", "allow",   "quota_mode", "detailed_metric", NULL};
+/* What a rule that counts nothing (unlimited, allow) does not take. */
+static const char *const counting_keys[] = {"type",  "amount", "period",  "algorithm",
+                                            "burst", "store",  "posture", NULL};
 static const char *const type_names[] = {
     "rpm", "tpm", "concurrency", "budget_usd", "quota_tokens", "quota_requests", NULL};
-static const char *const store_names[] = {"local", "share", "redis", NULL};
-static const char *const algorithm_names[] = {"gcra", "fixed_window", "sliding_window",
-                                              "token_bucket", NULL};
+static const char *const algorithm_names[] = {"gcra",         "fixed_window", "sliding_window",
+                                              "token_bucket", "envoy_window", NULL};
 static const char *const attach_keys[] = {"level", "levels", NULL};
 static const char *const posture_keys[] = {"mode", "enforce", "fail", NULL};
 static const char *const mode_names[] = {"off", "on", NULL};
@@ -143,11 +147,24 @@ static void load_burst(struct cfg__ctx *c, const cfg_node_t *m, const char *base
     l->burst = l->amount; /* the default */
     if (!v || cfg__get_int(c, v, path, 1, INT64_MAX, &l->burst) < 0)
         return;
-    if (alg_ok && (l->algorithm == RA_FIXED_WINDOW || l->algorithm == RA_SLIDING_WINDOW))
+    if (alg_ok && (l->algorithm == RA_FIXED_WINDOW || l->algorithm == RA_SLIDING_WINDOW ||
+                   l->algorithm == RA_ENVOY_WINDOW))
         cfg__warn(c, path, v,
                   "%s does not read burst; this value has no effect (and is not part of "
                   "the counter identity)",
                   ra_algorithm_name(l->algorithm));
+}
+
+int cfg__check_store_declared(struct cfg__ctx *c, const char *path, const cfg_node_t *at,
+                              cfg_store_t store)
+{
+    if (store == CFG_STORE_SHARE && !c->cfg->share.present)
+        cfg__err(c, path, at, "store \"share\" needs shared_state.share, which is not declared");
+    else if (store == CFG_STORE_REDIS && !c->cfg->redis.present)
+        cfg__err(c, path, at, "store \"redis\" needs shared_state.redis, which is not declared");
+    else
+        return 0;
+    return -1;
 }
 
 static void load_store(struct cfg__ctx *c, const cfg_node_t *m, const char *base, cfg_limit_t *l,
@@ -156,18 +173,17 @@ static void load_store(struct cfg__ctx *c, const cfg_node_t *m, const char *base
     char path[PATH_SIZE];
     const cfg_node_t *v = cfg__at(m, "store");
     int store;
-    if (!v || cfg__get_enum(c, v, cfg__join(path, base, "store"), "store", store_names, &store) < 0)
+    if (!v ||
+        cfg__get_enum(c, v, cfg__join(path, base, "store"), "store", cfg__store_names, &store) < 0)
         return;
     l->store = (cfg_store_t)store;
     if (type_ok && l->type == CFG_TYPE_CONCURRENCY && l->store != CFG_STORE_LOCAL)
         cfg__err(c, path, v,
                  "concurrency is a live gauge per key on this replica: store \"local\" "
                  "only, not \"%s\"",
-                 store_names[store]);
-    else if (l->store == CFG_STORE_SHARE && !c->cfg->share.present)
-        cfg__err(c, path, v, "store \"share\" needs shared_state.share, which is not declared");
-    else if (l->store == CFG_STORE_REDIS && !c->cfg->redis.present)
-        cfg__err(c, path, v, "store \"redis\" needs shared_state.redis, which is not declared");
+                 cfg__store_names[store]);
+    else if (cfg__check_store_declared(c, path, v, l->store) < 0)
+        return;
     else if (l->store == CFG_STORE_REDIS && strchr(l->level, ','))
         cfg__err(c, path, v,
                  "store \"redis\" counts one level per key; attach.levels combinations are "
@@ -292,12 +308,27 @@ static void load_limit(struct cfg__ctx *c, const cfg_node_t *n, const char *base
     else
         cfg__get_string(c, v, cfg__join(path, base, "id"), l->id, CFG_ID_MAX, false, cfg__id_char,
                         "an id ([a-z0-9_]+)");
-    if (!(v = cfg__at(m, "attach")))
+    int rule = cfg__load_rule(c, m, base, l);
+    if (rule != 0 && (v = cfg__at(m, "attach")))
+        cfg__err(c, cfg__join(path, base, "attach"), v,
+                 "a limit with a domain matches by its descriptor; attach names subject levels, "
+                 "for the socket's and HTTP's subjects: give one or the other");
+    else if (rule == 0 && !(v = cfg__at(m, "attach")))
         cfg__err(c, cfg__join(path, base, "attach"), m,
                  "missing; write attach: { level: <subject level> } "
                  "(\"global\" for one counter for all)");
-    else
+    else if (rule == 0)
         load_attach(c, v, cfg__join(path, base, "attach"), l);
+    if (rule > 0 && (l->rule.flags & (CFG_RULE_UNLIMITED | CFG_RULE_ALLOW))) {
+        const char *what = l->rule.flags & CFG_RULE_UNLIMITED ? "unlimited" : "allow";
+        for (size_t k = 0; counting_keys[k]; k++)
+            if ((v = cfg__at(m, counting_keys[k])))
+                cfg__err(c, cfg__join(path, base, counting_keys[k]), v,
+                         "a rule with %s: true counts nothing; %s does not apply", what,
+                         counting_keys[k]);
+        l->type = CFG_TYPE_RPM;
+        return;
+    }
     int type = -1;
     if (!(v = cfg__at(m, "type")))
         cfg__err(c, cfg__join(path, base, "type"), m,
@@ -305,17 +336,32 @@ static void load_limit(struct cfg__ctx *c, const cfg_node_t *n, const char *base
                  "quota_tokens, quota_requests");
     else if (cfg__get_enum(c, v, cfg__join(path, base, "type"), "type", type_names, &type) == 0)
         l->type = (cfg_type_t)type;
+    if (rule != 0 && type >= 0 && !cfg_type_is_rate(l->type)) {
+        cfg__err(c, cfg__join(path, base, "type"), v,
+                 "a limit with a domain is a rate (rpm or tpm: the descriptor's hits_addend is "
+                 "its cost), not %s",
+                 type_names[type]);
+        type = -1;
+    }
     bool type_ok = type >= 0;
     bool amount_ok = false;
-    if (!(v = cfg__at(m, "amount")))
+    const cfg_node_t *amount_node = cfg__at(m, "amount");
+    if (!amount_node)
         cfg__err(c, cfg__join(path, base, "amount"), m,
                  "missing; the units a limit allows are required");
-    else
-        amount_ok =
-            cfg__get_int(c, v, cfg__join(path, base, "amount"), 1, INT64_MAX, &l->amount) == 0;
+    else /* a rule may be 0: always over the limit (envoy's requests_per_unit: 0) */
+        amount_ok = cfg__get_int(c, amount_node, cfg__join(path, base, "amount"), rule != 0 ? 0 : 1,
+                                 INT64_MAX, &l->amount) == 0;
     /* burst is still checked when amount failed: only its default needs amount */
     load_period(c, m, base, l, type_ok);
     bool alg_ok = load_algorithm(c, m, base, l, type_ok) == 0;
+    if (amount_ok && alg_ok && l->amount == 0 && l->algorithm != RA_ENVOY_WINDOW) {
+        cfg__err(c, cfg__join(path, base, "amount"), amount_node,
+                 "0 (always over the limit) is a limit of algorithm envoy_window alone; %s needs "
+                 "at least 1",
+                 ra_algorithm_name(l->algorithm));
+        amount_ok = false;
+    }
     load_burst(c, m, base, l, type_ok && amount_ok, alg_ok);
     load_store(c, m, base, l, type_ok);
     if ((v = cfg__at(m, "posture")))

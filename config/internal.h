@@ -47,14 +47,24 @@ typedef struct cfg_doc {
     int errors; /* reported while loading, the tree still usable (duplicates, ${VAR}) */
 } cfg_doc_t;
 
+/* cfg__yaml_load's flags. */
+enum {
+    CFG_YAML_LITERAL = 1, /* no ${VAR} expansion: envoy ratelimit's files are read as they are */
+};
+
 /*
  * Parses `len` bytes of YAML into a tree: size, UTF-8, depth, node count and scalar length
  * bounded, aliases refused, duplicate keys and unset ${VAR}s reported. Returns 0 when the
  * tree is usable (doc->errors counts what was reported anyway), or CFG_EINVALID / CFG_ENOMEM
  * with the errors in the report; the doc is freed by cfg__doc_free either way.
  */
-int cfg__yaml_load(const char *name, const char *text, size_t len, cfg_doc_t *doc,
+int cfg__yaml_load(const char *name, const char *text, size_t len, unsigned flags, cfg_doc_t *doc,
                    cfg_report_t *report);
+
+/* Reads a whole regular file of at most CFG_FILE_MAX bytes into a malloc'd *buf (the caller
+ * frees it). A missing, unreadable, special or oversized file is reported as (root) with the
+ * file's name and the reason. Returns 0, CFG_EINVALID or CFG_ENOMEM. */
+int cfg__read_file(const char *path, char **buf, size_t *len, cfg_report_t *report);
 void cfg__doc_free(cfg_doc_t *doc);
 
 /* The value node of `key` in a mapping node (its first occurrence), or NULL. */

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "ratealg.h"
+#include "rule.h"
 
 #define CFG_ID_MAX 64           /* limit ids: [a-z0-9_]+ */
 #define CFG_LEVEL_MAX 64        /* subject level names */
@@ -58,12 +59,30 @@ typedef struct cfg_limit {
     /* Filled by cfg_limit_arm: */
     uint64_t identity;    /* hash of the canonical fields the algorithm reads */
     ra_limiter_t limiter; /* the plain (whole-fleet) limiter, rate-class only */
+    /* The rule language (SPEC §12): a limit of a domain, matched by descriptor (rule.domain
+     * not empty; `level` is then empty). Its counters are keyed by the descriptor's values. */
+    cfg_rule_t rule;
 } cfg_limit_t;
 
 /* rpm and tpm: the types with a windowed rate and an algorithm. */
 static inline int cfg_type_is_rate(cfg_type_t t)
 {
     return t == CFG_TYPE_RPM || t == CFG_TYPE_TPM;
+}
+
+/* A limit of the rule language: matched by domain and descriptor, not attached to levels. */
+static inline int cfg_limit_is_rule(const cfg_limit_t *l)
+{
+    return l->rule.domain[0] != '\0';
+}
+
+/* Whether a limit keeps counters: rate-class and concurrency limits, but not a rule that limits
+ * nothing (allow) or never limits (unlimited). */
+static inline int cfg_limit_counts(const cfg_limit_t *l)
+{
+    if (l->rule.flags & (CFG_RULE_ALLOW | CFG_RULE_UNLIMITED))
+        return 0;
+    return cfg_type_is_rate(l->type) || l->type == CFG_TYPE_CONCURRENCY;
 }
 
 /* The largest Integer an RFC 9651 Structured Field carries: 15 decimal digits. The numbers a

@@ -44,6 +44,10 @@ static void set_defaults(cfg_config_t *cfg)
     cfg->share.demand_interval_ns = CFG_DEFAULT_DEMAND_INTERVAL_NS;
     cfg->share.demand_keys = CFG_DEFAULT_DEMAND_KEYS;
     cfg->redis.timeout_ns = CFG_DEFAULT_REDIS_TIMEOUT_NS;
+    cfg->server.grpc_stop_cache_key_increment_when_overlimit = true;
+    snprintf(cfg->server.grpc_limit_header[0], CFG_HEADER_MAX + 1, "RateLimit-Limit");
+    snprintf(cfg->server.grpc_limit_header[1], CFG_HEADER_MAX + 1, "RateLimit-Remaining");
+    snprintf(cfg->server.grpc_limit_header[2], CFG_HEADER_MAX + 1, "RateLimit-Reset");
 }
 
 static const char *const root_keys[] = {"server", "governance", "shared_state", NULL};
@@ -53,7 +57,7 @@ int cfg_load_string(const char *name, const char *text, size_t len, cfg_config_t
 {
     *out = NULL;
     cfg_doc_t doc;
-    int rc = cfg__yaml_load(name, text, len, &doc, report);
+    int rc = cfg__yaml_load(name, text, len, 0, &doc, report);
     if (rc < 0) {
         cfg__doc_free(&doc);
         return rc;
@@ -86,8 +90,18 @@ int cfg_load_string(const char *name, const char *text, size_t len, cfg_config_t
             cfg__load_shared_state(&c, v);
         if ((v = cfg__map_get(root, "governance")))
             cfg__load_governance(&c, v);
+        const cfg_node_t *srv = cfg__map_get(root, "server");
+        if ((v = srv && srv->kind == CFG_NODE_MAP ? cfg__map_get(srv, "grpc_config_store") : NULL))
+            cfg__check_store_declared(&c, "server.grpc_config_store", v,
+                                      cfg->server.grpc_config_store);
+        cfg__rules_check(&c, root);
     }
     cfg__doc_free(&doc);
+    if (!c.errors && !c.oom) {
+        int rc2 = cfg__add_overrides(cfg, report);
+        c.oom = rc2 == CFG_ENOMEM;
+        c.errors += rc2 == CFG_EINVALID;
+    }
     if (c.oom) {
         cfg__report_add(report, false, CFG_ENOMEM, "(root)", NULL, "out of memory");
         cfg_free(cfg);
@@ -101,9 +115,10 @@ int cfg_load_string(const char *name, const char *text, size_t len, cfg_config_t
     return 0;
 }
 
-int cfg_load_file(const char *path, cfg_config_t **out, cfg_report_t *report)
+int cfg__read_file(const char *path, char **out, size_t *out_len, cfg_report_t *report)
 {
     *out = NULL;
+    *out_len = 0;
     /* non-blocking: opening a FIFO without a writer would otherwise block (on the daemon's
      * loop, at a reload) until one appears; anything but a regular file is refused below */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -160,8 +175,28 @@ int cfg_load_file(const char *path, cfg_config_t **out, cfg_report_t *report)
         len += (size_t)n;
     }
     close(fd);
-    int rc = cfg_load_string(path, buf, len, out, report);
+    *out = buf;
+    *out_len = len;
+    return 0;
+}
+
+int cfg_load_file(const char *path, cfg_config_t **out, cfg_report_t *report)
+{
+    *out = NULL;
+    char *buf;
+    size_t len;
+    int rc = cfg__read_file(path, &buf, &len, report);
+    if (rc < 0)
+        return rc;
+    rc = cfg_load_string(path, buf, len, out, report);
     free(buf);
+    if (rc == 0 && (*out)->server.grpc_config_dir[0]) {
+        rc = cfg_load_grpc_config_dir(*out, (*out)->server.grpc_config_dir, report);
+        if (rc < 0) {
+            cfg_free(*out);
+            *out = NULL;
+        }
+    }
     return rc;
 }
 

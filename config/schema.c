@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *const cfg__store_names[] = {"local", "share", "redis", NULL};
+
 static void add(struct cfg__ctx *c, bool warning, const char *path, const cfg_node_t *at,
                 const char *fmt, va_list ap)
 {

@@ -18,6 +18,9 @@ struct cfg__ctx {
     int oom;
 };
 
+/* The stores by name, in cfg_store_t order. */
+extern const char *const cfg__store_names[];
+
 void cfg__err(struct cfg__ctx *c, const char *path, const cfg_node_t *at, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
@@ -75,5 +78,32 @@ void cfg__load_server(struct cfg__ctx *c, const cfg_node_t *n);
 void cfg__load_shared_state(struct cfg__ctx *c, const cfg_node_t *n);
 
 void cfg__load_governance(struct cfg__ctx *c, const cfg_node_t *n);
+
+/* A store a limit (or server.grpc_config_store) names has its section declared; reports at
+ * `path` and returns -1 otherwise. */
+int cfg__check_store_declared(struct cfg__ctx *c, const char *path, const cfg_node_t *at,
+                              cfg_store_t store);
+
+/* ---- the rule language (rules.c, envoy.c) ---- */
+
+/* The keys of a governance.limits entry that only a rule takes (rules.c reads them). */
+extern const char *const cfg__rule_keys[];
+
+/* Reads a limit's rule fields (domain, descriptor, name, replaces, unlimited, allow,
+ * quota_mode, detailed_metric) from mapping m at `base`. Returns 1 when the limit is a rule
+ * (domain given), 0 when not (and none of its keys was given), -1 after reporting. */
+int cfg__load_rule(struct cfg__ctx *c, const cfg_node_t *m, const char *base, cfg_limit_t *l);
+
+/* The checks across the rules of governance.limits: two rules on one path of a domain, and the
+ * flags of an entry (share_threshold, value_to_metric) the same wherever two paths share it. */
+void cfg__rules_check(struct cfg__ctx *c, const cfg_node_t *root);
+
+/* Whether two rules of one domain sit at the same place: same entries, in order. */
+bool cfg__same_path(const cfg_rule_t *a, const cfg_rule_t *b);
+
+/* Appends the counters of descriptors carrying their own limit (one per envoy unit,
+ * rls_override_<unit>) when the config holds rules and has none yet. Returns 0, or CFG_EINVALID
+ * (an id taken, too many limits) or CFG_ENOMEM, reported. */
+int cfg__add_overrides(cfg_config_t *cfg, cfg_report_t *report);
 
 #endif

@@ -25,7 +25,14 @@ static const char *const server_keys[] = {"socket",
                                           "grpc",
                                           "grpc_domains",
                                           "grpc_charge_domains",
+                                          "grpc_config_dir",
+                                          "grpc_config_store",
+                                          "grpc_merge_domain_config",
+                                          "grpc_stop_cache_key_increment_when_overlimit",
+                                          "grpc_shadow_mode",
+                                          "grpc_limit_headers",
                                           NULL};
+static const char *const limit_header_keys[] = {"limit", "remaining", "reset", NULL};
 static const char *const http_decide_names[] = {"loopback", "on", "off", NULL};
 
 /* An HTTP header name: an RFC 9110 token. */
@@ -148,6 +155,27 @@ static void get_grpc(struct cfg__ctx *c, const cfg_node_t *v, char *out)
         cfg__get_address(c, v, "server.grpc", out, true, true);
 }
 
+/* server.grpc_limit_headers: envoy ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED, its three names
+ * (LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER) defaulted as there. */
+static void load_limit_headers(struct cfg__ctx *c, const cfg_node_t *v)
+{
+    cfg_server_t *s = &c->cfg->server;
+    char p[PATH_SIZE];
+    const cfg_node_t *m = v->kind == CFG_NODE_SCALAR && v->null && !v->failed
+                              ? NULL
+                              : cfg__want_map(c, v, "server.grpc_limit_headers", limit_header_keys);
+    if (!m && !(v->kind == CFG_NODE_SCALAR && v->null && !v->failed))
+        return;
+    s->grpc_limit_headers = true;
+    for (size_t i = 0; i < 3; i++) {
+        const cfg_node_t *h = cfg__at(m, limit_header_keys[i]);
+        cfg__join(p, "server.grpc_limit_headers", limit_header_keys[i]);
+        if (h)
+            cfg__get_string(c, h, p, s->grpc_limit_header[i], CFG_HEADER_MAX, false, header_char,
+                            "an HTTP header name");
+    }
+}
+
 void cfg__load_server(struct cfg__ctx *c, const cfg_node_t *n)
 {
     cfg_server_t *s = &c->cfg->server;
@@ -204,6 +232,25 @@ void cfg__load_server(struct cfg__ctx *c, const cfg_node_t *n)
         get_domains(c, v, "grpc_domains", s->grpc_domains, &s->n_grpc_domains);
     if ((v = cfg__at(m, "grpc_charge_domains")))
         get_domains(c, v, "grpc_charge_domains", s->grpc_charge_domains, &s->n_grpc_charge_domains);
+    if ((v = cfg__at(m, "grpc_config_dir")) &&
+        cfg__get_string(c, v, "server.grpc_config_dir", s->grpc_config_dir, CFG_PATH_MAX, true,
+                        NULL, "a path") == 0 &&
+        s->grpc_config_dir[0] && s->grpc_config_dir[0] != '/')
+        cfg__err(c, "server.grpc_config_dir", v,
+                 "\"%s\" must be an absolute path (or \"\" for none)", s->grpc_config_dir);
+    int store;
+    if ((v = cfg__at(m, "grpc_config_store")) &&
+        cfg__get_enum(c, v, "server.grpc_config_store", "store", cfg__store_names, &store) == 0)
+        s->grpc_config_store = (cfg_store_t)store;
+    if ((v = cfg__at(m, "grpc_merge_domain_config")))
+        cfg__get_bool(c, v, "server.grpc_merge_domain_config", &s->grpc_merge_domain_config);
+    if ((v = cfg__at(m, "grpc_stop_cache_key_increment_when_overlimit")))
+        cfg__get_bool(c, v, "server.grpc_stop_cache_key_increment_when_overlimit",
+                      &s->grpc_stop_cache_key_increment_when_overlimit);
+    if ((v = cfg__at(m, "grpc_shadow_mode")))
+        cfg__get_bool(c, v, "server.grpc_shadow_mode", &s->grpc_shadow_mode);
+    if ((v = cfg__at(m, "grpc_limit_headers")))
+        load_limit_headers(c, v);
 }
 
 /* A sequence of host:port (gossip seeds, Redis Cluster seeds, Sentinels): at most `max`, each

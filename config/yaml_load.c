@@ -52,6 +52,7 @@ struct builder {
     size_t nodes;
     int errors;
     int oom;
+    bool expand; /* ${VAR} in values (our config); envoy ratelimit's files are read literally */
 };
 
 /* The path of the node most recently appended to the first `depth` open frames:
@@ -248,7 +249,7 @@ static int on_scalar(struct builder *b, const yaml_event_t *ev)
         return -1;
     const struct frame *f = b->depth ? &b->stack[b->depth - 1] : NULL;
     int is_key = f && f->node->kind == CFG_NODE_MAP && f->n % 2 == 1;
-    if (is_key || !memchr(in, '$', len))
+    if (is_key || !b->expand || !memchr(in, '$', len))
         return 0;
     char buf[CFG_SCALAR_MAX];
     size_t out_len;
@@ -341,12 +342,12 @@ static int check_utf8(struct builder *b, const unsigned char *s, size_t len)
     return 0;
 }
 
-int cfg__yaml_load(const char *name, const char *text, size_t len, cfg_doc_t *doc,
+int cfg__yaml_load(const char *name, const char *text, size_t len, unsigned flags, cfg_doc_t *doc,
                    cfg_report_t *report_out)
 {
     memset(doc, 0, sizeof(*doc));
     doc->name = name;
-    struct builder b = {.doc = doc, .report = report_out};
+    struct builder b = {.doc = doc, .report = report_out, .expand = !(flags & CFG_YAML_LITERAL)};
     if (len > CFG_FILE_MAX) {
         char size[96];
         snprintf(size, sizeof(size), " (%zu bytes; the limit is %d)", len, CFG_FILE_MAX);

@@ -191,7 +191,7 @@ Test(yaml_load, every_node_carries_its_line_and_column)
     const char *yaml = "server:\n  socket: /run/x.sock\n  http:   \"\"\n";
     cfg_doc_t doc;
     cfg_report_t r = {0};
-    cr_assert_eq(cfg__yaml_load("t.yaml", yaml, strlen(yaml), &doc, &r), 0);
+    cr_assert_eq(cfg__yaml_load("t.yaml", yaml, strlen(yaml), 0, &doc, &r), 0);
     const cfg_node_t *socket = doc_get(&doc, "server", "socket");
     const cfg_node_t *http = doc_get(&doc, "server", "http");
     cr_assert_eq(socket->line, 2);
@@ -211,7 +211,7 @@ Test(yaml_load, environment_variables_expand_in_values_only)
     const char *yaml = "a: ${TT_TEST_NODE}:7946\nb: $${TT_TEST_NODE}\n${TT_TEST_NODE}: x\n";
     cfg_doc_t doc;
     cfg_report_t r = {0};
-    cr_assert_eq(cfg__yaml_load("t.yaml", yaml, strlen(yaml), &doc, &r), 0);
+    cr_assert_eq(cfg__yaml_load("t.yaml", yaml, strlen(yaml), 0, &doc, &r), 0);
     cr_assert_eq(doc.errors, 0);
     cr_assert_str_eq(cfg__map_get(doc.root, "a")->text, "node-7:7946");
     cr_assert_str_eq(cfg__map_get(doc.root, "b")->text, "${TT_TEST_NODE}");

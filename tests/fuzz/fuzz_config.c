@@ -31,7 +31,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check(cfg != NULL && report.n_errors == 0);
         for (size_t i = 0; i < cfg->n_limits; i++) {
             const cfg_limit_t *l = &cfg->limits[i];
-            check(l->id[0] != '\0' && l->level[0] != '\0' && l->amount > 0);
+            check(l->id[0] != '\0');
+            if (cfg_limit_is_rule(l)) { /* matched by descriptor; amount 0 is envoy_window's */
+                check(l->level[0] == '\0' && cfg_type_is_rate(l->type) && l->amount >= 0);
+                check(l->rule.n_entries > 0 || (l->rule.flags & CFG_RULE_OVERRIDE));
+                continue;
+            }
+            check(l->level[0] != '\0' && l->amount > 0);
             check(!cfg_type_is_rate(l->type) || (l->period_ns > 0 && l->burst > 0));
         }
         if (cfg_arm(cfg, &report) == 0) {
