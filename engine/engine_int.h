@@ -20,6 +20,7 @@
 #include "disclose.h"
 #include "engine.h"
 #include "lease.h"
+#include "match.h"
 #include "resv.h"
 #include "store.h"
 #include "table.h"
@@ -50,6 +51,10 @@ typedef struct gov_limit {
     uint8_t n_levels;   /* 0: global; 1: attach.level; more: an attach.levels combination */
     uint16_t levels[CFG_ATTACH_LEVELS_MAX]; /* indexes into gov_set_t.levels, in order */
     bool fallback; /* redis: the last answer was "unavailable" and the fallback decided */
+    bool rule;     /* a rule of the rule language: matched by the tree, never by levels */
+    /* a rule: the entries whose value keys its counter (bit i: entry i; a key-only entry, or a
+     * glob whose values do not share one counter) */
+    uint16_t key_mask;
     uint64_t outcomes[GOV_OUT_COUNT];
     uint64_t store_errors;
 } gov_limit_t;
@@ -75,6 +80,7 @@ typedef struct gov_set {
     uint16_t *index;
     size_t n_global;
     uint32_t *level_at;
+    gov_rules_t *rules; /* the rule language's tree (match.h); NULL: no rule */
     gov_limit_t limits[];
 } gov_set_t;
 

@@ -19,8 +19,9 @@ size_t gov_fleet(gov_engine_t *e, int64_t now, gov_fleet_entry_t *out, size_t ca
     size_t k = 0;
     for (size_t i = 0; i < e->set->n; i++) {
         const gov_limit_t *l = &e->set->limits[i];
-        if (!cfg_type_is_rate(l->cfg.type))
-            continue;
+        if (!cfg_type_is_rate(l->cfg.type) || !cfg_limit_counts(&l->cfg) ||
+            (l->cfg.rule.flags & CFG_RULE_OVERRIDE))
+            continue; /* a rule that counts nothing; a descriptor override's counters */
         if (k < cap) {
             gov_fleet_entry_t *f = &out[k];
             int64_t depth = gov__depth_of(&l->cfg.limiter);

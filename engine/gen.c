@@ -27,7 +27,7 @@ bool gov__handle_live(const gov_table_t *t, gov_handle_t h)
 
 static bool counts(const cfg_limit_t *l)
 {
-    return cfg_type_is_rate(l->type) || l->type == CFG_TYPE_CONCURRENCY;
+    return cfg_limit_counts(l);
 }
 
 void gov__set_unref(gov_set_t *set)
@@ -36,6 +36,7 @@ void gov__set_unref(gov_set_t *set)
         free(set->combo_keys);
         free(set->index);
         free(set->level_at);
+        gov_rules_free(set->rules);
         free(set);
     }
 }
@@ -94,9 +95,16 @@ int gov__set_build(const cfg_limit_t *limits, size_t n, bool disclose, gov_set_t
     for (size_t i = 0; i < n; i++) {
         const cfg_limit_t *l = &limits[i];
         size_t id_len = strnlen(l->id, sizeof(l->id)), lv_len = strnlen(l->level, sizeof(l->level));
-        if (id_len == 0 || id_len > CFG_ID_MAX || lv_len == 0 || lv_len > CFG_ATTACH_MAX)
+        bool rule = cfg_limit_is_rule(l);
+        if (id_len == 0 || id_len > CFG_ID_MAX ||
+            (!rule && (lv_len == 0 || lv_len > CFG_ATTACH_MAX)))
             return limit_fail(err, i, "id or level empty or too long");
-        if (cfg_type_is_rate(l->type) && (l->limiter.amount <= 0 || l->limiter.period_ns <= 0))
+        if (rule && (lv_len || !cfg_type_is_rate(l->type) ||
+                     strnlen(l->rule.domain, sizeof(l->rule.domain)) > CFG_RULE_DOMAIN_MAX))
+            return limit_fail(err, i, "limit \"%s\": a rule is a rate with no levels", l->id);
+        if (cfg_limit_counts(l) && cfg_type_is_rate(l->type) &&
+            (l->limiter.period_ns <= 0 ||
+             (l->limiter.amount <= 0 && l->limiter.algorithm != RA_ENVOY_WINDOW)))
             return limit_fail(err, i, "limit \"%s\" not armed", l->id);
         if (l->type == CFG_TYPE_CONCURRENCY && l->amount <= 0)
             return limit_fail(err, i, "limit \"%s\": amount must be positive", l->id);
@@ -116,6 +124,15 @@ int gov__set_build(const cfg_limit_t *limits, size_t n, bool disclose, gov_set_t
         gov_limit_t *l = &set->limits[i];
         l->cfg = limits[i];
         l->ident = (gov_handle_t){.index = -1};
+        if ((l->rule = cfg_limit_is_rule(&l->cfg))) {
+            cfg_entry_t e[CFG_RULE_ENTRIES_MAX];
+            size_t k = cfg_rule_entries(&l->cfg.rule, e);
+            for (size_t j = 0; j < k; j++)
+                if (e[j].match == CFG_MATCH_ANY ||
+                    (e[j].match == CFG_MATCH_GLOB && !(e[j].flags & CFG_ENTRY_SHARE)))
+                    l->key_mask |= (uint16_t)(1u << j);
+            continue;
+        }
         if (strcmp(l->cfg.level, "global") != 0 && set_levels(set, l) < 0) {
             gov__set_unref(set);
             return limit_fail(err, i, "limit \"%s\": bad attach \"%s\"", limits[i].id,
@@ -130,6 +147,11 @@ int gov__set_build(const cfg_limit_t *limits, size_t n, bool disclose, gov_set_t
     if (gov__set_index(set) < 0) {
         gov__set_unref(set);
         return tt_err_set(err, GOV_ENOMEM, "", "out of memory");
+    }
+    int rc = gov_rules_build(limits, n, &set->rules, err);
+    if (rc < 0) {
+        gov__set_unref(set);
+        return rc;
     }
     *out = set;
     return 0;

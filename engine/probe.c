@@ -234,7 +234,8 @@ static int collect(gov_set_t *set, const gov_subject_t *s, const gov_resolved_t 
     for (size_t i = 0; i < set->n; i++) {
         gov_limit_t *l = &set->limits[i];
         int pair;
-        if (applies(l, s->n, res, exact, &pair) && add(set, s, res, types, l, pair, p, n_io) < 0)
+        if (!l->rule && applies(l, s->n, res, exact, &pair) &&
+            add(set, s, res, types, l, pair, p, n_io) < 0)
             return -1;
     }
     return 0;
@@ -248,7 +249,7 @@ int gov__set_index(gov_set_t *set)
     if (!set->index || !set->level_at)
         return -1;
     for (size_t i = 0; i < set->n; i++)
-        if (set->limits[i].n_levels == 0)
+        if (set->limits[i].n_levels == 0 && !set->limits[i].rule)
             set->index[total++] = (uint16_t)i;
     set->n_global = total;
     /* each limit of levels applies to one level alone at most (all its levels that one) */
