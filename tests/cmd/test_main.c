@@ -85,3 +85,67 @@ Test(main, a_tree_without_git_reports_the_commit_unknown)
     unlink(out);
     rmdir(dir);
 }
+
+/* Each subcommand's --help: what it does, every option, the defaults. */
+static const struct help_want {
+    const char *cmd;
+    const char *says[12]; /* substrings the help must hold (options, defaults) */
+} helps[] = {
+    {"version", {"commit"}},
+    {"validate", {"--arm", "--offline", "--explain", "--json", "exit status", "66", "78"}},
+    {"simulate",
+     {"--algorithm", "--amount", "--period", "--burst", "--type", "--replicas", "--share",
+      "default"}},
+    {"serve", {"--config", "--socket", "--log-format", "embedded default", "default"}},
+    {"decide",
+     {"--socket", "--subject", "--tokens", "--json", "--exit-status", "TOKENTRIAGE_SOCKET",
+      "unfittable"}},
+    {"settle", {"--socket", "--reservation", "--actual", "--json"}},
+    {"charge", {"--socket", "--subject", "--tokens", "--json"}},
+    {"fleet", {"--socket", "--json"}},
+    {"members", {"--socket", "--json"}},
+    {"state", {"inspect", "--json", "66"}},
+    {"bench",
+     {"--socket", "--connections", "--depth", "--keys", "--duration", "--count", "--level",
+      "--tokens", "default"}},
+};
+
+Test(main, every_subcommand_explains_itself_its_options_and_their_defaults)
+{
+    for (size_t i = 0; i < sizeof(helps) / sizeof(helps[0]); i++) {
+        const struct help_want *h = &helps[i];
+        runcmd_t r;
+        cr_assert_eq(runcmdl(&r, NULL, BIN, h->cmd, "--help", NULL), 0, "%s --help: %s", h->cmd,
+                     r.err);
+        char usage[64];
+        snprintf(usage, sizeof(usage), "usage: tokentriage %s", h->cmd);
+        cr_assert(strncmp(r.out, usage, strlen(usage)) == 0, "%s --help:\n%s", h->cmd, r.out);
+        /* a sentence of what it does, after the usage lines */
+        cr_assert(matches(r.out, "\n\n[A-Z][^\n]+[a-z ,]+[^\n]*\\.\n"),
+                  "%s --help says no sentence of what it does:\n%s", h->cmd, r.out);
+        for (size_t k = 0; k < 12 && h->says[k]; k++)
+            cr_assert(strstr(r.out, h->says[k]), "%s --help does not mention %s:\n%s", h->cmd,
+                      h->says[k], r.out);
+        runcmd_t same;
+        runcmdl(&same, NULL, BIN, "help", h->cmd, NULL);
+        cr_assert_str_eq(same.out, r.out, "tokentriage help %s differs from --help", h->cmd);
+        runcmd_free(&same);
+        runcmd_free(&r);
+    }
+}
+
+Test(main, a_misspelled_subcommand_gets_a_suggestion)
+{
+    runcmd_t r;
+    cr_assert_eq(runcmdl(&r, NULL, BIN, "decied", NULL), 64);
+    cr_assert(strstr(r.err, "unknown command \"decied\"; did you mean \"decide\"?"), "%s", r.err);
+    cr_assert_str_eq(r.out, "");
+    runcmd_free(&r);
+    cr_assert_eq(runcmdl(&r, NULL, BIN, "vlidate", NULL), 64);
+    cr_assert(strstr(r.err, "did you mean \"validate\"?"), "%s", r.err);
+    runcmd_free(&r);
+    cr_assert_eq(runcmdl(&r, NULL, BIN, "frobnicate", NULL), 64);
+    cr_assert_null(strstr(r.err, "did you mean"), "nothing is close: %s", r.err);
+    cr_assert(strstr(r.err, "tokentriage --help"), "%s", r.err);
+    runcmd_free(&r);
+}

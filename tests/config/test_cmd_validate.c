@@ -108,12 +108,15 @@ Test(cmd_validate, usage_errors_exit_64)
     done(&r);
 }
 
-Test(cmd_validate, a_missing_file_exits_78)
+Test(cmd_validate, a_missing_file_exits_66_like_state_inspect)
 {
     runcmd_t r = run(EXAMPLES, "validate", "no-such-file.yaml");
-    cr_assert_eq(r.status, 78);
+    cr_assert_eq(r.status, 66, "EX_NOINPUT, as `state inspect` on a missing file");
     cr_assert_str_eq(r.err, "Error: (root): cannot open the file: No such file or directory "
                             "(no-such-file.yaml:1:1)\n");
+    done(&r);
+    r = run(EXAMPLES, "validate", "--arm", "/nonexistent/tt.yaml");
+    cr_assert_eq(r.status, 66);
     done(&r);
 }
 
@@ -267,4 +270,35 @@ Test(cmd_validate, arm_offline_compiles_without_the_host_checks)
     cr_assert_str_eq(a.out, "OK: configuration is valid\n");
     done(&a);
     host_done(&h);
+}
+
+/* --json: one object on stdout, every finding with its severity, code, path, line and column
+ * (null where a finding has no position), for CI annotations. */
+Test(cmd_validate, json_prints_every_finding_with_its_position_and_code)
+{
+    runcmd_t r = run(VECTORS, "validate", "--json", "period-bounds.yaml");
+    cr_assert_eq(r.status, 78);
+    cr_assert_str_eq(r.err, "");
+    const char *head = "{\"file\":\"period-bounds.yaml\",\"valid\":false,\"errors\":8,"
+                       "\"warnings\":0,\"findings\":[{\"severity\":\"error\",";
+    cr_assert(strncmp(r.out, head, strlen(head)) == 0, "%s", r.out);
+    cr_assert(strstr(r.out, "\"code\":\"bad_config\",\"path\":\"governance.limits[1].period\","
+                            "\"line\":"),
+              "%s", r.out);
+    cr_assert(strstr(r.out, ",\"column\":"), "%s", r.out);
+    int n = 0;
+    for (const char *p = r.out; (p = strstr(p, "\"severity\":")); p++)
+        n++;
+    cr_assert_eq(n, 8, "%s", r.out);
+    cr_assert_eq(r.out[strlen(r.out) - 1], '\n');
+    done(&r);
+    r = run(VECTORS, "validate", "--json", "--arm", "arm-sliding-window-ceiling-redis.yaml");
+    cr_assert_eq(r.status, 78);
+    cr_assert(strstr(r.out, "\"path\":\"governance\",\"line\":null,\"column\":null,"), "%s", r.out);
+    done(&r);
+    r = run(EXAMPLES, "validate", "--json", "--arm", "ledger-types.yaml");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "\"valid\":true,\"errors\":0,"), "%s", r.out);
+    cr_assert(strstr(r.out, "{\"severity\":\"warning\",\"code\":null,"), "%s", r.out);
+    done(&r);
 }

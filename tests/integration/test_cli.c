@@ -121,3 +121,34 @@ Test(cli, usage_errors_exit_64_and_no_daemon_exits_69)
     cr_assert_eq(run("decide -s /nonexistent/tt.sock --subject team=t"), 69);
     cr_assert_eq(run("fleet -s /nonexistent/tt.sock"), 69);
 }
+
+/* decide --exit-status: 0 admit, 1 deny, 2 unfittable, as grep -q and diff answer; without it
+ * the verdict is the output and the exit is 0. */
+Test(cli, decide_exit_status_says_the_verdict)
+{
+    cr_assert_eq(tt_daemon_start(&d, LIMITS, NULL), 0);
+    cr_assert_eq(runf("decide -s %s --subject team=a --tokens 100 --exit-status", d.socket), 0);
+    cr_assert(strstr(out, "verdict      admit\n"), "%s", out);
+    cr_assert_eq(runf("decide -s %s --subject team=a --tokens 30000 --exit-status", d.socket), 2,
+                 "30000 tokens never fit a burst of 20000");
+    cr_assert(strstr(out, "verdict      unfittable\n"), "%s", out);
+    cr_assert_eq(runf("decide -s %s --subject team=a --tokens 30000", d.socket), 0,
+                 "without --exit-status the verdict is output, not status");
+    /* spend team b's burst of 60 requests, then one more is denied */
+    tt_client_t *c = tt_daemon_client(&d);
+    cr_assert_not_null(c);
+    tt_pair_t b = {.level = "team", .id = "b"};
+    static tt_response_t r;
+    for (int i = 0; i < 60; i++) {
+        cr_assert_eq(tt_decide(c, &b, 1, 1, &r), 0);
+        cr_assert(r.admit, "decision %d", i);
+    }
+    tt_close(c);
+    cr_assert_eq(runf("decide -s %s --subject team=b --tokens 1 --exit-status", d.socket), 1);
+    cr_assert(strstr(out, "verdict      deny\n"), "%s", out);
+    cr_assert_eq(runf("decide -s %s --subject team=b --tokens 1 --exit-status --json", d.socket),
+                 1);
+    cr_assert(strstr(out, "\"verdict\":\"deny\""), "%s", out);
+    cr_assert_eq(runf("decide -s /nonexistent/tt.sock --subject team=b --exit-status", d.socket),
+                 69, "an error keeps its own code");
+}
