@@ -11,7 +11,7 @@
 #include "json.h"
 #include "proto.h"
 
-int cli_common_option(int ch, cli_common_t *o, const char *usage)
+int cli_common_option(int ch, cli_common_t *o, const char *help)
 {
     switch (ch) {
     case 's':
@@ -21,11 +21,9 @@ int cli_common_option(int ch, cli_common_t *o, const char *usage)
         o->json = true;
         return CLI_CONTINUE;
     case 'h':
-        printf("%s", usage);
-        return EX_OK_;
+        return cmd_help(help);
     default:
-        fprintf(stderr, "%s", usage);
-        return EX_USAGE_;
+        return cmd_usage_error(help);
     }
 }
 
@@ -240,22 +238,18 @@ static void print_listing(const tt_response_t *r)
     cli_print_table(r, listing_key);
 }
 
-int cli_run_listing(int argc, char **argv, const char *cmd, cli_call_fn call, const char *key,
-                    void (*summary)(const tt_response_t *r))
+int cli_run_listing(int argc, char **argv, const char *cmd, const char *help, cli_call_fn call,
+                    const char *key, void (*summary)(const tt_response_t *r))
 {
     static const struct option opts[] = {CLI_COMMON_OPTIONS, {NULL, 0, NULL, 0}};
-    char usage[96];
-    snprintf(usage, sizeof(usage), "usage: tokentriage %s [-s SOCKET] [--json]\n", cmd);
     cli_common_t o = {0};
     int ch, rc;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "s:h", opts, NULL)) != -1)
-        if ((rc = cli_common_option(ch, &o, usage)) != CLI_CONTINUE)
+        if ((rc = cli_common_option(ch, &o, help)) != CLI_CONTINUE)
             return rc;
-    if (optind != argc) {
-        fprintf(stderr, "%s", usage);
-        return EX_USAGE_;
-    }
+    if (optind != argc)
+        return cmd_usage_error(help);
     tt_client_t *c = cli_connect(o.sock, cmd);
     if (!c)
         return EX_UNAVAILABLE_;

@@ -21,14 +21,27 @@
     }
 #define CLI_CONTINUE (-1) /* cli_common_option: handled, parse on */
 
+/* The common options' lines of a client command's help (cmd.h), in one wording for all. */
+#define CLI_HELP_SOCKET                                                                            \
+    "  -s, --socket PATH    the daemon's socket (default: $" TT_SOCKET_ENV ", else\n"              \
+    "                       /run/tokentriage/tokentriage.sock, or where a daemon run by an\n"      \
+    "                       ordinary user serves: $XDG_RUNTIME_DIR/tokentriage/ or\n"              \
+    "                       /tmp/tokentriage-UID/)\n"
+#define CLI_HELP_JSON "  --json               print the daemon's answer as one line of JSON\n"
+#define CLI_HELP_HELP "  -h, --help           this text\n"
+#define CLI_HELP_EXIT                                                                              \
+    "exit status: 0 answered, 64 usage, 65 the daemon refused the request (its error on\n"         \
+    "stderr), 69 no daemon answers on the socket.\n"
+
 typedef struct cli_common {
     const char *sock;
     bool json;
 } cli_common_t;
 
-/* Handles -s, --json and -h; anything else is a usage error (commands handle their own
- * options first). Returns CLI_CONTINUE, or the exit code to return now. */
-int cli_common_option(int ch, cli_common_t *o, const char *usage);
+/* Handles -s, --json and -h (the command's help, cmd.h); anything else is a usage error
+ * (commands handle their own options first). Returns CLI_CONTINUE, or the exit code to return
+ * now. */
+int cli_common_option(int ch, cli_common_t *o, const char *help);
 
 /* --subject LEVEL=ID, collected in order; the strings point into argv (split at '='). */
 typedef struct cli_subject {
@@ -65,7 +78,7 @@ int cli_answer(tt_client_t *c, int rc, const tt_response_t *r, const cli_common_
 /* The whole of `fleet` and `members`: [-s SOCK] [--json], one blocking call, then the array
  * under `key` as a table (after the `summary` line) or the answer as JSON. */
 typedef int (*cli_call_fn)(tt_client_t *c, tt_response_t *r);
-int cli_run_listing(int argc, char **argv, const char *cmd, cli_call_fn call, const char *key,
-                    void (*summary)(const tt_response_t *r));
+int cli_run_listing(int argc, char **argv, const char *cmd, const char *help, cli_call_fn call,
+                    const char *key, void (*summary)(const tt_response_t *r));
 
 #endif

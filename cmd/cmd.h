@@ -12,6 +12,15 @@
 
 typedef int (*cmd_fn)(int argc, char **argv);
 
+/*
+ * A subcommand's help text is its usage line(s), a blank line, a paragraph of what it does,
+ * then its options with their defaults (and its exit status where it has its own). --help
+ * prints all of it on stdout (cmd_help, exit 0); a usage error prints the usage lines and where
+ * the rest is on stderr (cmd_usage_error, exit 64).
+ */
+int cmd_help(const char *help);
+int cmd_usage_error(const char *help);
+
 int cmd_validate(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
 int cmd_serve(int argc, char **argv);

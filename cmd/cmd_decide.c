@@ -1,16 +1,43 @@
 /*
- * tokentriage decide [-s SOCK] --subject LEVEL=ID... [--tokens N] [--json]
+ * tokentriage decide [-s SOCK] --subject LEVEL=ID... [--tokens N] [--json] [--exit-status]
  *
  * Asks the daemon once and prints the verdict, the deciding limit, retry and reset, and the
- * headers to hand back to the caller. Exit 0 whatever the verdict: the answer is the output.
+ * headers to hand back to the caller. Exit 0 whatever the verdict: the answer is the output;
+ * with --exit-status the verdict is the status too (0 admit, 1 deny, 2 unfittable), as grep -q
+ * and diff answer, so a script can gate on it.
  */
 #include <getopt.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 #include "cmd.h"
 
-#define USAGE "usage: tokentriage decide [-s SOCKET] --subject LEVEL=ID... [--tokens N] [--json]\n"
+#define EX_DENY 1       /* --exit-status: the request was denied */
+#define EX_UNFITTABLE 2 /* --exit-status: the cost can never fit: do not retry it */
+
+#define HELP                                                                                       \
+    "usage: tokentriage decide [-s SOCKET] --subject LEVEL=ID... [--tokens N] [--json]\n"          \
+    "                          [--exit-status]\n"                                                  \
+    "\n"                                                                                           \
+    "Asks the daemon once whether a request may go, as a workload does: every rpm and tpm limit\n" \
+    "whose level the subject names (or global) is probed, and all commit only if all admit. It\n"  \
+    "prints the verdict (admit, deny, unfittable), the deciding limit, remaining, retry_after,\n"  \
+    "reset_after, a tpm reservation to settle, and the rate headers to hand back. Concurrency\n"   \
+    "limits are not reached by decide: `tokentriage acquire` holds their leases.\n"                \
+    "\n"                                                                                           \
+    "options:\n" CLI_HELP_SOCKET                                                                   \
+    "  --subject LEVEL=ID   one level of the subject, e.g. team=t-1; repeat for each level\n"      \
+    "                       (required; at most 16)\n"                                              \
+    "  --tokens N           the request's token cost, for tpm limits (required when one "          \
+    "applies;\n"                                                                                   \
+    "                       rpm limits cost 1 whatever it says; default: not "                     \
+    "sent)\n" CLI_HELP_JSON                                                                        \
+    "  --exit-status        the verdict is the exit status too: 0 admit, 1 deny, 2 unfittable\n"   \
+    "                       (default: 0 whatever the verdict)\n" CLI_HELP_HELP "\n"                \
+    "exit status: 0 answered (with --exit-status: admitted), 1 denied and 2 unfittable (with\n"    \
+    "--exit-status), 64 usage, 65 the daemon refused the request (its error on stderr), 69 no\n"   \
+    "daemon answers on the socket.\n"
 
 static void print_decision(const tt_response_t *r)
 {
@@ -43,10 +70,12 @@ int cmd_decide(int argc, char **argv)
     static const struct option opts[] = {CLI_COMMON_OPTIONS,
                                          {"subject", required_argument, NULL, 'S'},
                                          {"tokens", required_argument, NULL, 't'},
+                                         {"exit-status", no_argument, NULL, 'x'},
                                          {NULL, 0, NULL, 0}};
     cli_common_t o = {0};
     cli_subject_t subject = {.n = 0};
     long long tokens = -1;
+    bool exit_status = false;
     int ch, rc;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "s:h", opts, NULL)) != -1) {
@@ -54,18 +83,25 @@ int cmd_decide(int argc, char **argv)
             return EX_USAGE_;
         if (ch == 't' && cli_parse_count(optarg, "--tokens", "decide", 1LL << 40, &tokens))
             return EX_USAGE_;
-        if (ch != 'S' && ch != 't' && (rc = cli_common_option(ch, &o, USAGE)) != CLI_CONTINUE)
+        if (ch == 'x')
+            exit_status = true;
+        if (!strchr("Stx", ch) && (rc = cli_common_option(ch, &o, HELP)) != CLI_CONTINUE)
             return rc;
     }
     if (optind != argc || subject.n == 0) {
-        fprintf(stderr, "%s%s", subject.n ? "" : "tokentriage decide: --subject is required\n",
-                USAGE);
-        return EX_USAGE_;
+        if (!subject.n)
+            fprintf(stderr, "tokentriage decide: --subject is required\n");
+        return cmd_usage_error(HELP);
     }
     tt_client_t *c = cli_connect(o.sock, "decide");
     if (!c)
         return EX_UNAVAILABLE_;
     static tt_response_t r;
-    return cli_answer(c, tt_decide(c, subject.pairs, subject.n, tokens, &r), &r, &o, "decide",
-                      print_decision);
+    rc = cli_answer(c, tt_decide(c, subject.pairs, subject.n, tokens, &r), &r, &o, "decide",
+                    print_decision);
+    if (rc != EX_OK_ || !exit_status)
+        return rc;
+    return strcmp(r.verdict, "admit") == 0        ? EX_OK_
+           : strcmp(r.verdict, "unfittable") == 0 ? EX_UNFITTABLE
+                                                  : EX_DENY;
 }

@@ -46,7 +46,17 @@ static void summary(const tt_response_t *r)
     printf("\n");
 }
 
+#define HELP                                                                                       \
+    "usage: tokentriage fleet [-s SOCKET] [--json]\n"                                              \
+    "\n"                                                                                           \
+    "Shows what this replica knows of the fleet: how many replicas it sees, the age of its last\n" \
+    "snapshot of the counters, and every limit with the fleet-wide bound its store discloses\n"    \
+    "(local: each replica counts alone, N x amount; redis: one counter; share: the cap divided\n"  \
+    "by N, with the bounds the replicas' views imply).\n"                                          \
+    "\n"                                                                                           \
+    "options:\n" CLI_HELP_SOCKET CLI_HELP_JSON CLI_HELP_HELP "\n" CLI_HELP_EXIT
+
 int cmd_fleet(int argc, char **argv)
 {
-    return cli_run_listing(argc, argv, "fleet", tt_fleet, "limits", summary);
+    return cli_run_listing(argc, argv, "fleet", HELP, tt_fleet, "limits", summary);
 }

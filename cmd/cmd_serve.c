@@ -11,9 +11,32 @@
 #include "cmd.h"
 #include "daemon.h"
 #include "log.h"
+#include "tokentriage.h" /* TT_SOCKET_ENV */
 #include "tt_commit.h"
 
-#define USAGE "usage: tokentriage serve [-c FILE] [-s SOCKET] [--log-format logfmt|json]\n"
+#define HELP                                                                                       \
+    "usage: tokentriage serve [-c FILE] [-s SOCKET] [--log-format logfmt|json]\n"                  \
+    "\n"                                                                                           \
+    "Runs the daemon: loads and arms the configuration, checks this host (the keyring, the\n"      \
+    "socket's directory, the listeners' addresses: what `validate --arm` checks), then answers\n"  \
+    "decisions on the unix socket and serves /metrics, /healthz and /readyz on server.http.\n"     \
+    "SIGHUP reloads the configuration (all or nothing); SIGTERM or SIGINT leave the gossip "       \
+    "group\n"                                                                                      \
+    "gracefully, write the counters' snapshot and exit 0. Logs go to stderr.\n"                    \
+    "\n"                                                                                           \
+    "options:\n"                                                                                   \
+    "  -c, --config FILE    the configuration (default: the embedded default configuration,\n"     \
+    "                       config/default.yaml: demo limits on the local store)\n"                \
+    "  -s, --socket PATH    serve here (default: $" TT_SOCKET_ENV ", else server.socket, else\n"   \
+    "                       /run/tokentriage/tokentriage.sock, or as an ordinary user\n"           \
+    "                       $XDG_RUNTIME_DIR/tokentriage/ or /tmp/tokentriage-UID/)\n"             \
+    "  --log-format F       logfmt or json (default logfmt)\n"                                     \
+    "  -h, --help           this text\n"                                                           \
+    "\n"                                                                                           \
+    "exit status: 0 after a clean stop, 64 usage, 69 the socket or an address cannot be served\n"  \
+    "(another daemon holds it, a port is taken), 70 an internal error, 78 the configuration "      \
+    "does\n"                                                                                       \
+    "not load, arm or pass the host checks.\n"
 
 int cmd_serve(int argc, char **argv)
 {
@@ -36,22 +59,18 @@ int cmd_serve(int argc, char **argv)
             break;
         case 'L':
             if (srv_log_parse_format(optarg, &format) != 0) {
-                fprintf(stderr, "tokentriage serve: --log-format is logfmt or json\n" USAGE);
-                return EX_USAGE_;
+                fprintf(stderr, "tokentriage serve: --log-format is logfmt or json\n");
+                return cmd_usage_error(HELP);
             }
             srv_log_set_format(format);
             break;
         case 'h':
-            printf(USAGE);
-            return EX_OK_;
+            return cmd_help(HELP);
         default:
-            fprintf(stderr, USAGE);
-            return EX_USAGE_;
+            return cmd_usage_error(HELP);
         }
     }
-    if (optind != argc) {
-        fprintf(stderr, USAGE);
-        return EX_USAGE_;
-    }
+    if (optind != argc)
+        return cmd_usage_error(HELP);
     return srv_daemon_run(&opt);
 }

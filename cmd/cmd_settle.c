@@ -16,9 +16,31 @@
 #include "cli.h"
 #include "cmd.h"
 
-#define SETTLE_USAGE "usage: tokentriage settle [-s SOCKET] --reservation ID --actual A [--json]\n"
-#define CHARGE_USAGE                                                                               \
-    "usage: tokentriage charge [-s SOCKET] --subject LEVEL=ID... --tokens N [--json]\n"
+#define SETTLE_HELP                                                                                \
+    "usage: tokentriage settle [-s SOCKET] --reservation ID --actual A [--json]\n"                 \
+    "\n"                                                                                           \
+    "Corrects what a tpm decision charged once the call's real token count is known: the\n"        \
+    "decision answered a reservation id (decide prints it), the call used A tokens. Every tpm\n"   \
+    "limit the reservation charged moves by A minus the estimate: a refund never below a full\n"   \
+    "bucket, an overrun always charged. Once: a repeat is answered \"already settled\" and\n"      \
+    "changes nothing; an unknown or expired reservation is an error that changes nothing.\n"       \
+    "\n"                                                                                           \
+    "options:\n" CLI_HELP_SOCKET                                                                   \
+    "  --reservation ID     the id a tpm decision answered (required)\n"                           \
+    "  --actual A           the tokens the call really used, 0 or more (required)\n" CLI_HELP_JSON \
+        CLI_HELP_HELP "\n" CLI_HELP_EXIT
+#define CHARGE_HELP                                                                                \
+    "usage: tokentriage charge [-s SOCKET] --subject LEVEL=ID... --tokens N [--json]\n"            \
+    "\n"                                                                                           \
+    "Counts tokens known only after the fact, with no decision before them, against every tpm\n"   \
+    "limit the subject reaches. Never a refund; a charge past the limit is counted all the same\n" \
+    "(later decisions wait for it).\n"                                                             \
+    "\n"                                                                                           \
+    "options:\n" CLI_HELP_SOCKET                                                                   \
+    "  --subject LEVEL=ID   one level of the subject, e.g. team=t-1; repeat for each level\n"      \
+    "                       (required; at most 16)\n"                                              \
+    "  --tokens N           the tokens to count, 0 or more (required)\n" CLI_HELP_JSON             \
+        CLI_HELP_HELP "\n" CLI_HELP_EXIT
 
 /* The counts, for the human lines. */
 static long long actual = -1, tokens = -1;
@@ -72,21 +94,20 @@ int cmd_settle(int argc, char **argv)
             fprintf(stderr,
                     "tokentriage settle: --%s is gone: settle takes the --reservation a tpm "
                     "decision answered; tokens counted without one go through `tokentriage "
-                    "charge --subject ... --tokens N`\n%s",
-                    ch == 'r' ? "reserved" : "subject", SETTLE_USAGE);
-            return EX_USAGE_;
+                    "charge --subject ... --tokens N`\n",
+                    ch == 'r' ? "reserved" : "subject");
+            return cmd_usage_error(SETTLE_HELP);
         }
         if (ch == 'R' && parse_reservation(optarg, &reservation))
             return EX_USAGE_;
         if (ch == 'a' && cli_parse_count(optarg, "--actual", "settle", 1LL << 40, &actual))
             return EX_USAGE_;
-        if (!strchr("Ra", ch) && (rc = cli_common_option(ch, &o, SETTLE_USAGE)) != CLI_CONTINUE)
+        if (!strchr("Ra", ch) && (rc = cli_common_option(ch, &o, SETTLE_HELP)) != CLI_CONTINUE)
             return rc;
     }
     if (optind != argc || reservation == 0 || actual < 0) {
-        fprintf(stderr, "tokentriage settle: --reservation and --actual are required\n%s",
-                SETTLE_USAGE);
-        return EX_USAGE_;
+        fprintf(stderr, "tokentriage settle: --reservation and --actual are required\n");
+        return cmd_usage_error(SETTLE_HELP);
     }
     tt_client_t *c = cli_connect(o.sock, "settle");
     if (!c)
@@ -110,13 +131,12 @@ int cmd_charge(int argc, char **argv)
             return EX_USAGE_;
         if (ch == 't' && cli_parse_count(optarg, "--tokens", "charge", 1LL << 40, &tokens))
             return EX_USAGE_;
-        if (!strchr("St", ch) && (rc = cli_common_option(ch, &o, CHARGE_USAGE)) != CLI_CONTINUE)
+        if (!strchr("St", ch) && (rc = cli_common_option(ch, &o, CHARGE_HELP)) != CLI_CONTINUE)
             return rc;
     }
     if (optind != argc || subject.n == 0 || tokens < 0) {
-        fprintf(stderr, "tokentriage charge: --subject and --tokens are required\n%s",
-                CHARGE_USAGE);
-        return EX_USAGE_;
+        fprintf(stderr, "tokentriage charge: --subject and --tokens are required\n");
+        return cmd_usage_error(CHARGE_HELP);
     }
     tt_client_t *c = cli_connect(o.sock, "charge");
     if (!c)

@@ -20,11 +20,30 @@
 #include "limit.h"
 #include "ratealg.h"
 
-#define USAGE                                                                                      \
+#define HELP                                                                                       \
     "usage: tokentriage simulate --algorithm A --amount R --period D [--burst B]\n"                \
     "                            [--type rpm|tpm] [--replicas N | --share NUM/DEN] [FILE]\n"       \
-    "Reads `<t_ms> <cost>` lines (non-decreasing milliseconds since the epoch; blank lines and\n"  \
-    "#-comments skipped) from FILE or stdin; writes one JSON object per line.\n"
+    "\n"                                                                                           \
+    "Replays arrivals through one limit, offline, with the daemon's own arithmetic: a what-if\n"   \
+    "before a limit ships. Reads `<t_ms> <cost>` lines (non-decreasing milliseconds since the\n"   \
+    "epoch; blank lines and #-comments skipped) from FILE or stdin and writes one JSON object\n"   \
+    "per line: t_ms cost admit unfittable remaining retry_after reset_after state. The limit is\n" \
+    "armed first, and refused with the messages of `validate --arm`.\n"                            \
+    "\n"                                                                                           \
+    "options:\n"                                                                                   \
+    "  --algorithm A        gcra, token_bucket, fixed_window or sliding_window (required)\n"       \
+    "  --amount R           requests (rpm) or tokens (tpm) per period (required)\n"                \
+    "  --period D           a duration: ms s m h, compound as 1h30m (required)\n"                  \
+    "  --burst B            gcra and token_bucket's burst (default: the amount; the windows do\n"  \
+    "                       not read it)\n"                                                        \
+    "  --type T             rpm or tpm (default rpm)\n"                                            \
+    "  --replicas N         step as one replica of N sharing the limit (store share, gcra's\n"     \
+    "                       effective-rate form; default 1: the whole limit)\n"                    \
+    "  --share NUM/DEN      the same with any share of the amount, instead of --replicas\n"        \
+    "  -h, --help           this text\n"                                                           \
+    "\n"                                                                                           \
+    "exit status: 0 replayed, 64 usage, 65 a bad input line (named by number), 78 a limit that\n"  \
+    "does not arm.\n"
 
 #define LINE_MAX_ 256
 #define MS INT64_C(1000000)
@@ -45,8 +64,8 @@ static int usage_error(const char *fmt, const char *arg)
 {
     fprintf(stderr, "tokentriage simulate: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n" USAGE);
-    return EX_USAGE_;
+    fprintf(stderr, "\n");
+    return cmd_usage_error(HELP);
 }
 
 struct sim {
@@ -131,11 +150,10 @@ static int parse_args(int argc, char **argv, struct sim *s)
             break;
         }
         case 'h':
-            fputs(USAGE, stdout);
+            cmd_help(HELP);
             return -1;
         default:
-            fputs(USAGE, stderr);
-            return EX_USAGE_;
+            return cmd_usage_error(HELP);
         }
     }
     if (!have_alg || !have_amount || !have_period)

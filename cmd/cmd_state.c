@@ -18,7 +18,23 @@
 #include "snap.h"
 #include "tt_clock.h"
 
-#define USAGE "usage: tokentriage state inspect FILE [--json]\n"
+#define HELP                                                                                       \
+    "usage: tokentriage state inspect FILE [--json]\n"                                             \
+    "\n"                                                                                           \
+    "Shows what a snapshot of the counters holds (server.state_dir/counters.snap), read with "     \
+    "the\n"                                                                                        \
+    "daemon's own decoder, so an operator sees what a node would restore before it starts: the\n"  \
+    "header, the node and cluster it was written for, and per limit its counter identity and "     \
+    "how\n"                                                                                        \
+    "many counters it holds. A file the daemon would refuse is refused here with the same "        \
+    "reason.\n"                                                                                    \
+    "\n"                                                                                           \
+    "options:\n"                                                                                   \
+    "  --json               one JSON object on stdout instead of the text\n"                       \
+    "  -h, --help           this text\n"                                                           \
+    "\n"                                                                                           \
+    "exit status: 0 read, 64 usage, 65 a snapshot the daemon would refuse (the reason on\n"        \
+    "stderr), 66 the file cannot be read.\n"
 #define FILE_MAX ((size_t)4 << 30) /* bytes read at most */
 
 typedef struct seen {
@@ -152,15 +168,11 @@ int cmd_state(int argc, char **argv)
     while ((ch = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
         if (ch == 'j')
             json = true;
-        else {
-            fputs(USAGE, ch == 'h' ? stdout : stderr);
-            return ch == 'h' ? EX_OK_ : EX_USAGE_;
-        }
+        else
+            return ch == 'h' ? cmd_help(HELP) : cmd_usage_error(HELP);
     }
-    if (argc - optind != 2 || strcmp(argv[optind], "inspect") != 0) {
-        fputs(USAGE, stderr);
-        return EX_USAGE_;
-    }
+    if (argc - optind != 2 || strcmp(argv[optind], "inspect") != 0)
+        return cmd_usage_error(HELP);
     const char *path = argv[optind + 1];
     size_t len = 0;
     uint8_t *buf = slurp(path, &len);

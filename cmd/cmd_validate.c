@@ -13,9 +13,12 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "config.h"
+#include "json.h"
 #include "preflight.h"
 
 static void explain_limit(FILE *to, const cfg_limit_t *l)
@@ -57,14 +60,77 @@ static void explain_limit(FILE *to, const cfg_limit_t *l)
     }
 }
 
+#define HELP                                                                                       \
+    "usage: tokentriage validate [--arm [--offline]] [--explain] [--json] FILE\n"                  \
+    "\n"                                                                                           \
+    "Checks a configuration file before it ships, as `nginx -t` does: names and coherence\n"       \
+    "(unknown keys, with a suggestion; types, durations, algorithms, store bindings). Every\n"     \
+    "problem is one line on stderr, \"Error: PATH: MESSAGE (FILE:LINE:COL)\"; warnings go "        \
+    "beside;\n"                                                                                    \
+    "\"OK: configuration is valid\" goes to stdout when there is no error. With no option it\n"    \
+    "neither compiles the limits nor looks at this host: --arm does both.\n"                       \
+    "\n"                                                                                           \
+    "options:\n"                                                                                   \
+    "  --arm                also compile every limit, as serve does at start and on reload (the\n" \
+    "                       algorithms' domain checks), then run the checks serve runs on this\n"  \
+    "                       host before it listens: the keyring file, the socket's directory,\n"   \
+    "                       the listeners' addresses, the state directory (run it where and as\n"  \
+    "                       whom the daemon runs)\n"                                               \
+    "  --offline            with --arm: compile only, leave the host alone (CI away from the\n"    \
+    "                       node)\n"                                                               \
+    "  --explain            --arm, then print each compiled limit: its counter identity, T and\n"  \
+    "                       tau, its ceilings, what an edit would keep or reset\n"                 \
+    "  --json               print one JSON object on stdout instead of the lines: file, valid,\n"  \
+    "                       errors, warnings, findings [{severity, code, path, line, column,\n"    \
+    "                       message}] (line and column null for findings without a position)\n"    \
+    "  -h, --help           this text\n"                                                           \
+    "\n"                                                                                           \
+    "exit status: 0 valid (warnings allowed), 64 usage, 66 the file cannot be read, 70 out of\n"   \
+    "memory, 78 errors found.\n"
+
+/* Appends a C string; nonzero when memory ran out. */
+static int put(proto_out_t *out, const char *s)
+{
+    return proto_out_append(out, s, strlen(s));
+}
+
+/* The findings as one JSON object (--json), for CI annotations. 0, or -1 out of memory. */
+static int print_json(const char *file, const cfg_report_t *r, int rc)
+{
+    proto_out_t out = {0};
+    char num[64];
+    int bad = put(&out, "{\"file\":") | json_str(&out, file, strlen(file));
+    snprintf(num, sizeof(num), ",\"valid\":%s,\"errors\":%zu,\"warnings\":%zu,\"findings\":[",
+             rc == 0 ? "true" : "false", r->n_errors, r->n_warnings);
+    bad |= put(&out, num);
+    for (size_t i = 0; i < r->n; i++) {
+        const cfg_finding_t *f = &r->items[i];
+        const char *code = f->warning ? NULL : tt_err_name(f->code);
+        bad |= put(&out, i ? ",{\"severity\":\"" : "{\"severity\":\"");
+        bad |= put(&out, f->warning ? "warning\",\"code\":" : "error\",\"code\":");
+        bad |= code ? json_str(&out, code, strlen(code)) : put(&out, "null");
+        bad |= put(&out, ",\"path\":") | json_str(&out, f->path, strlen(f->path));
+        if (f->line > 0)
+            snprintf(num, sizeof(num), ",\"line\":%d,\"column\":%d", f->line, f->col);
+        else
+            snprintf(num, sizeof(num), ",\"line\":null,\"column\":null");
+        bad |= put(&out, num) | put(&out, ",\"message\":");
+        bad |= json_str(&out, f->message, strlen(f->message)) | put(&out, "}");
+    }
+    bad |= put(&out, "]}\n");
+    if (!bad)
+        fwrite(out.data, 1, out.len, stdout);
+    proto_out_free(&out);
+    return bad ? -1 : 0;
+}
+
 int cmd_validate(int argc, char **argv)
 {
-    static const struct option opts[] = {{"arm", no_argument, NULL, 'a'},
-                                         {"explain", no_argument, NULL, 'e'},
-                                         {"offline", no_argument, NULL, 'o'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    int arm = 0, explain = 0, offline = 0, ch;
+    static const struct option opts[] = {
+        {"arm", no_argument, NULL, 'a'},     {"explain", no_argument, NULL, 'e'},
+        {"offline", no_argument, NULL, 'o'}, {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},    {NULL, 0, NULL, 0}};
+    int arm = 0, explain = 0, offline = 0, json = 0, ch;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "aeh", opts, NULL)) != -1) {
         switch (ch) {
@@ -77,33 +143,40 @@ int cmd_validate(int argc, char **argv)
         case 'o':
             offline = 1;
             break;
+        case 'j':
+            json = 1;
+            break;
         case 'h':
-            printf("usage: tokentriage validate [--arm [--offline]] [--explain] FILE\n");
-            return EX_OK_;
+            return cmd_help(HELP);
         default:
-            fprintf(stderr, "usage: tokentriage validate [--arm [--offline]] [--explain] FILE\n");
-            return EX_USAGE_;
+            return cmd_usage_error(HELP);
         }
     }
-    if (optind != argc - 1) {
-        fprintf(stderr, "usage: tokentriage validate [--arm [--offline]] [--explain] FILE\n");
-        return EX_USAGE_;
-    }
+    if (optind != argc - 1)
+        return cmd_usage_error(HELP);
+    const char *file = argv[optind];
+    struct stat st; /* 66 as `state inspect`: no file to read is not a config with errors */
+    bool noinput = stat(file, &st) != 0 || !S_ISREG(st.st_mode) || access(file, R_OK) != 0;
     cfg_report_t report = {0};
     cfg_config_t *cfg = NULL;
-    int rc = cfg_load_file(argv[optind], &cfg, &report);
+    int rc = cfg_load_file(file, &cfg, &report);
     if (rc == 0 && arm)
         rc = cfg_arm(cfg, &report);
     if (rc == 0 && arm && !offline) /* what serve checks on this host before it listens */
         rc = srv_preflight(cfg, NULL, false, &report);
-    cfg_report_print(&report, stderr);
+    if (json && print_json(file, &report, rc) != 0) {
+        fprintf(stderr, "tokentriage validate: out of memory\n");
+        rc = CFG_ENOMEM;
+    } else if (!json)
+        cfg_report_print(&report, stderr);
     if (rc == 0) {
-        if (explain)
+        if (explain && !json)
             for (size_t i = 0; i < cfg->n_limits; i++)
                 explain_limit(stdout, &cfg->limits[i]);
-        printf("OK: configuration is valid\n");
+        if (!json)
+            printf("OK: configuration is valid\n");
     }
     cfg_report_free(&report);
     cfg_free(cfg);
-    return rc == 0 ? EX_OK_ : rc == CFG_ENOMEM ? EX_SOFTWARE_ : EX_CONFIG_;
+    return rc == 0 ? EX_OK_ : rc == CFG_ENOMEM ? EX_SOFTWARE_ : noinput ? EX_NOINPUT_ : EX_CONFIG_;
 }

@@ -248,6 +248,11 @@ size_t cfg_restart_sections(const cfg_config_t *running, const cfg_config_t *rel
 int cfg_report_add(cfg_report_t *report, bool warning, int code, const char *path, const char *fmt,
                    ...) __attribute__((format(printf, 5, 6)));
 
+/* The closest of `cands` (NULL-terminated) to `word`, within two edits and closer than the
+ * candidate's own length, or NULL: the "did you mean" of unknown keys and values, and of the
+ * command line's unknown subcommands. */
+const char *cfg_suggest(const char *word, const char *const *cands);
+
 /* Writes each finding as one line, "Error: ..." or "Warning: ...". */
 void cfg_report_print(const cfg_report_t *report, FILE *to);
 void cfg_report_free(cfg_report_t *report);

@@ -107,7 +107,7 @@ static int load_algorithm(struct cfg__ctx *c, const cfg_node_t *m, const char *b
     if (!name)
         return -1;
     if (ra_algorithm_parse(name, &alg) < 0) {
-        const char *guess = cfg__suggest(name, algorithm_names);
+        const char *guess = cfg_suggest(name, algorithm_names);
         char all[128];
         if (guess)
             cfg__err(c, path, v, "unregistered algorithm \"%s\"; did you mean \"%s\"?", name,

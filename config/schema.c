@@ -80,7 +80,7 @@ static size_t distance(const char *a, const char *b)
 }
 
 /* The closest candidate within two edits (and closer than the word's own length), or NULL. */
-const char *cfg__suggest(const char *word, const char *const *cands)
+const char *cfg_suggest(const char *word, const char *const *cands)
 {
     const char *best = NULL;
     size_t best_d = 3;
@@ -137,7 +137,7 @@ const cfg_node_t *cfg__want_map(struct cfg__ctx *c, const cfg_node_t *n, const c
             k++;
         if (keys[k])
             continue;
-        const char *s = cfg__suggest(key->text, keys);
+        const char *s = cfg_suggest(key->text, keys);
         if (s)
             cfg__err(c, cfg__join(kp, path, key->text), key, "unknown key; did you mean \"%s\"?",
                      s);
@@ -267,7 +267,7 @@ int cfg__get_enum(struct cfg__ctx *c, const cfg_node_t *n, const char *path, con
         }
     }
     char all[256];
-    const char *guess = cfg__suggest(s, names);
+    const char *guess = cfg_suggest(s, names);
     if (guess)
         cfg__err(c, path, n, "unknown %s \"%s\"; did you mean \"%s\"?", what, s, guess);
     else

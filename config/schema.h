@@ -29,8 +29,6 @@ void cfg__warn(struct cfg__ctx *c, const char *path, const cfg_node_t *at, const
 
 const char *cfg__join(char *buf, const char *base, const char *key);
 
-/* The closest candidate within two edits (and closer than the word's own length), or NULL. */
-const char *cfg__suggest(const char *word, const char *const *cands);
 
 /* "a, b, c" into buf. */
 const char *cfg__list(char *buf, size_t size, const char *const *cands);
