@@ -155,7 +155,7 @@ static int get_unit(struct cfg__ctx *c, const cfg_node_t *v, const char *path)
     char lower[32] = "", all[96];
     for (size_t i = 0; s[i] && i + 1 < sizeof(lower); i++)
         lower[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
-    const char *guess = cfg__suggest(lower, unit_names);
+    const char *guess = cfg_suggest(lower, unit_names);
     if (guess)
         cfg__err(c, path, v, "invalid rate limit unit '%s'; did you mean \"%s\"?", s, guess);
     else
