@@ -179,3 +179,87 @@ Test(asks, bad_asks_are_refused_and_change_nothing)
     cr_assert_eq(r[0].remaining, 4, "nothing was spent before");
     gov_engine_destroy(e);
 }
+
+/* issue 29: an admitted ask whose step was undone (another ask was over) reports the state that
+ * was kept, not the step it did not keep: envoy ratelimit's integration test, key2 (20/min) and
+ * key3 (10/h) asked together; once key3 is over, key2's remaining stays where its counter is. */
+Test(asks, an_undone_step_reports_the_remaining_that_was_kept)
+{
+    cfg_limit_t ls[] = {mk_limit("key2", "key2", CFG_TYPE_RPM, RA_FIXED_WINDOW, 20, MIN, 0),
+                        mk_limit("key3", "key3", CFG_TYPE_RPM, RA_FIXED_WINDOW, 10, 60 * MIN, 0)};
+    gov_engine_t *e = mk_engine(ls, 2, true);
+    gov_subject_t k2, k3;
+    subj(&k2, "key2", "v", NULL);
+    subj(&k3, "key3", "v", NULL);
+    gov_ask_t a[] = {ask(&k2, 1), ask(&k3, 1)};
+    gov_result_t r[2];
+    int64_t t = T0 - T0 % (60 * MIN); /* the start of an hour: both windows open */
+    for (int i = 0; i < 10; i++) {
+        asks(e, a, 2, GOV_ASK_EXACT, t, r);
+        cr_assert(r[0].admit && r[1].admit, "request %d", i);
+        cr_assert_eq(r[0].remaining, 20 - (i + 1));
+    }
+    for (int i = 10; i < 15; i++) {
+        asks(e, a, 2, GOV_ASK_EXACT, t, r);
+        cr_assert_not(r[1].admit, "request %d: key3 is over", i);
+        cr_assert(r[0].admit, "key2's own limit admits");
+        cr_expect_eq(r[0].remaining, 10, "request %d: key2's counter stays at 10 used", i);
+        cr_expect_eq(r[0].reset_after_s, 60, "and its window's reset");
+    }
+    gov_engine_destroy(e);
+}
+
+/* issue 29: a soft (shadow) limit over its limit still names itself, its remaining 0 and its
+ * reset: the status the gRPC door answers keeps its current_limit and duration_until_reset. */
+Test(asks, a_soft_limit_over_its_limit_keeps_its_status)
+{
+    cfg_limit_t ls[] = {rpm("shadow", "team", 2, MIN, 0)};
+    ls[0].posture.enforce_hard = 0;
+    gov_engine_t *e = mk_engine(ls, 1, true);
+    gov_subject_t team;
+    subj(&team, "team", "t1", NULL);
+    gov_ask_t a = ask(&team, 1);
+    gov_result_t r;
+    asks(e, &a, 1, GOV_ASK_EXACT, T0, &r);
+    asks(e, &a, 1, GOV_ASK_EXACT, T0, &r);
+    cr_assert(r.admit);
+    cr_assert_str_eq(r.limit, "shadow");
+    asks(e, &a, 1, GOV_ASK_EXACT, T0, &r);
+    cr_assert(r.admit, "soft: admitted");
+    cr_assert_eq(r.n_soft_denied, 1);
+    cr_expect_str_eq(r.limit, "shadow", "the limit that would have denied is named");
+    cr_expect_eq(r.remaining, 0);
+    cr_expect_gt(r.reset_after_s, 0, "with its reset");
+    gov_engine_destroy(e);
+}
+
+/* issue 29: a charged overrun of a window limit (grpc_charge_domains) is a denial with a retry:
+ * the window's reset, not the 0 a unit probe of the window reads (the window has room for one). */
+Test(asks, a_charged_window_overrun_is_a_denial_with_a_retry)
+{
+    cfg_limit_t ls[] = {mk_limit("win", "team", CFG_TYPE_RPM, RA_FIXED_WINDOW, 10, MIN, 0)};
+    gov_engine_t *e = mk_engine(ls, 1, true);
+    gov_subject_t team;
+    subj(&team, "team", "t1", NULL);
+    int64_t t = T0 - T0 % MIN + 20 * S;
+    gov_ask_t a = ask(&team, 8);
+    gov_result_t r;
+    asks(e, &a, 1, GOV_ASK_EXACT | GOV_ASK_CHARGE, t, &r);
+    cr_assert(r.admit);
+    a.cost = 5; /* 8 + 5 > 10: over, yet a unit still fits */
+    asks(e, &a, 1, GOV_ASK_EXACT | GOV_ASK_CHARGE, t, &r);
+    cr_assert_not(r.admit);
+    cr_expect_eq(r.retry_after_s, 40, "the window resets in 40 s");
+    const char *retry = hdr(&r, "Retry-After");
+    cr_expect(retry && strcmp(retry, "40") == 0, "Retry-After: %s", retry ? retry : "(none)");
+    gov_engine_destroy(e);
+    e = mk_engine(ls, 1, false); /* no disclosure: Retry-After is the retry alone */
+    a.cost = 8;
+    asks(e, &a, 1, GOV_ASK_EXACT | GOV_ASK_CHARGE, t, &r);
+    a.cost = 5;
+    asks(e, &a, 1, GOV_ASK_EXACT | GOV_ASK_CHARGE, t, &r);
+    cr_assert_not(r.admit);
+    retry = hdr(&r, "Retry-After");
+    cr_expect(retry && strcmp(retry, "40") == 0, "Retry-After: %s", retry ? retry : "(none)");
+    gov_engine_destroy(e);
+}
