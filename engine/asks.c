@@ -23,13 +23,18 @@ static void asks_step(gov_engine_t *e, probe_t *q, bool charge, int64_t now, int
     if (q->r.admit) {
         *state = q->r.next_state;
     } else if (charge) {
+        int64_t denied_retry = q->r.retry_after_s; /* when this cost would have fitted */
         *state = ra_settle(&q->lim, q->state, now, 0, q->cost);
         q->state = *state; /* what the denial reports and disclosure observes */
         q->unit_step = false;
         gov_obs_t o = gov__observe(q, false, now);
         q->r.remaining = o.remaining;
         q->r.reset_after_s = (o.reset_ms + 999) / 1000; /* ceil_s: reset_ms is rounded up */
-        q->r.retry_after_s = ra_step(&q->lim, q->state, now, 1).retry_after_s;
+        /* the retry of a unit on the state charged (a charge puts gcra in debt), but never
+         * sooner than the denied cost's own: a window keeps what it holds, and may still have
+         * room for one unit when this cost was over (a retry of 0 on a denial) */
+        int64_t unit_retry = ra_step(&q->lim, q->state, now, 1).retry_after_s;
+        q->r.retry_after_s = unit_retry > denied_retry ? unit_retry : denied_retry;
     }
 }
 

@@ -80,6 +80,18 @@ void gov__fill_from(gov_result_t *out, const probe_t *p)
     out->reset_after_s = p->r.reset_after_s;
 }
 
+/* The result's limit, remaining and reset from the state an admitted probe left in place, its
+ * step undone (a denial elsewhere kept nothing): what a unit probe reads there, not the step. */
+static void fill_kept(gov_result_t *out, const probe_t *p, int64_t now)
+{
+    gov__fill_from(out, p);
+    if (!p->observed)
+        return;
+    gov_obs_t o = gov__observe(p, false, now);
+    out->remaining = o.remaining;
+    out->reset_after_s = (o.reset_ms + 999) / 1000; /* ceil_s: reset_ms is rounded up */
+}
+
 /* An admitted decision's reservation: the tpm limits it charged (counted, not failed open nor
  * soft-denied), as bits over the subject's tpm limits in config order. */
 static void reserve_charged(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s,
@@ -116,7 +128,7 @@ static bool tighter(const probe_t *a, const probe_t *b)
 void gov__decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, int64_t now,
                         gov_finish_mode_t mode, gov_result_t *out)
 {
-    const probe_t *deny = NULL, *unfit = NULL, *tight = NULL;
+    const probe_t *deny = NULL, *unfit = NULL, *tight = NULL, *soft = NULL;
     bool all_closed = true; /* every hard denial is posture.fail closed */
     for (size_t i = 0; i < n; i++) {
         probe_t *q = &p[i];
@@ -129,9 +141,11 @@ void gov__decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, i
             q->outcome = !hard             ? GOV_OUT_SOFT_DENY
                          : q->r.unfittable ? GOV_OUT_UNFITTABLE
                                            : GOV_OUT_DENY;
-        if (!hard)
+        if (!hard) {
             gov__add_soft(out, q->l);
-        else if (q->outcome == GOV_OUT_UNFITTABLE)
+            if (!soft || q->r.retry_after_s > soft->r.retry_after_s)
+                soft = q;
+        } else if (q->outcome == GOV_OUT_UNFITTABLE)
             unfit = unfit ? unfit : q;
         else if (!deny || q->r.retry_after_s > deny->r.retry_after_s)
             deny = q;
@@ -160,8 +174,14 @@ void gov__decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, i
         out->code = "quota_cost_unfittable";
     } else if (deny) {
         gov__fill_from(out, deny);
+    } else if (tight && mode == GOV_FINISH_UNDONE) {
+        fill_kept(out, tight, now);
     } else if (tight) {
         gov__fill_from(out, tight);
+    } else if (soft) { /* only a soft denial: it names itself, remaining 0, its reset */
+        gov__fill_from(out, soft);
+        out->remaining = 0;
+        out->retry_after_s = 0; /* admitted: nothing to wait for */
     }
     int64_t retry = out->verdict == GOV_DENY ? out->retry_after_s : -1;
     if (!set->disclose) {
