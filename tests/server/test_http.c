@@ -88,6 +88,44 @@ Test(http, metrics_healthz_and_readyz_answer)
     cr_assert_eq(get("/nope"), 404);
 }
 
+/* GET /status: one self-contained page a person reads at a glance (issue 30 item 7): HTML whose
+ * Content-Security-Policy forbids every fetch and script, no script of its own, no outside
+ * address; it names this replica and each limit with its recent decisions. */
+Test(http, status_is_a_self_contained_html_page)
+{
+    start();
+    tt_client_t *c = tt_daemon_client(&d);
+    tt_response_t tr;
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(tt_decide(c, (tt_pair_t[]){{"team", "t"}}, 1, -1, &tr), 0);
+    tt_close(c);
+    cr_assert_eq(get("/status"), 200, "%s", r.raw);
+    char v[512];
+    cr_assert_str_eq(httpc_header(&r, "Content-Type", v, sizeof(v)), "text/html; charset=utf-8");
+    cr_assert(httpc_header(&r, "Content-Security-Policy", v, sizeof(v)), "%s", r.head);
+    cr_assert(strstr(v, "default-src 'none'"), "%s", v);
+    cr_assert_null(strstr(v, "unsafe-inline"), "%s", v);
+    cr_assert_str_eq(httpc_header(&r, "X-Content-Type-Options", v, sizeof(v)), "nosniff");
+    const char *b = r.body;
+    cr_assert_eq(strncmp(b, "<!DOCTYPE html>", 15), 0, "%s", b);
+    cr_assert(strstr(b, "</html>"), "%s", b);
+    cr_assert(strstr(b, "data-limit=\"team_rpm\""), "%s", b);
+    cr_assert(strstr(b, "Configuration</dt><dd>generation 1"), "%s", b);
+    cr_assert_null(strstr(b, "<script"), "%s", b);
+    cr_assert_null(strstr(b, "http://"), "%s", b);
+    cr_assert_null(strstr(b, "https://"), "%s", b);
+    cr_assert_null(strstr(b, " src="), "%s", b);
+    cr_assert_null(strstr(b, " href="), "%s", b);
+    /* only GET and HEAD */
+    int fd = httpc_tcp(port);
+    const char post[] = "POST /status HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n";
+    cr_assert_eq(httpc_send(fd, post, sizeof(post) - 1), 0);
+    httpc_reset();
+    httpc_read(fd, &r, 5000);
+    cr_assert_eq(r.status, 405);
+    close(fd);
+}
+
 Test(http, logs_are_logfmt_by_default)
 {
     start();
