@@ -25,6 +25,7 @@
 
 #include "config.h"
 #include "daemon_state.h"
+#include "daemon_status.h"
 #include "demand_node.h"
 #include "dispatch.h"
 #include "door.h"
@@ -69,6 +70,7 @@ typedef struct daemon {
     size_t addrs_cap;
     char doubt[400];         /* the last n_in_doubt text */
     srv_info_metrics_t info; /* build, process and configured limits on /metrics */
+    srv_status_src_t status; /* GET /status */
 } daemon_t;
 
 /* Logs every finding of a load or an arm, errors and warnings alike. */
@@ -165,6 +167,8 @@ static void reload_commit(daemon_t *d, reload_t *r)
                 r->restart[i], NULL);
     cfg_free(d->cfg);
     d->cfg = r->cfg;
+    d->status.generation++;
+    d->status.applied_ns = tt_wall_ns();
 }
 
 static void reload(daemon_t *d)
@@ -177,6 +181,7 @@ static void reload(daemon_t *d)
     srv_metrics_reload(d->metrics, ok);
     if (!ok) {
         mb_keyring_wipe(&r.keyring);
+        d->status.refused++;
         snprintf(msg, sizeof(msg), "reload refused: %s, old config still serving", why);
         srv_log(SRV_LOG_ERROR, msg, NULL);
         return;
@@ -220,7 +225,9 @@ static void on_signal(uv_signal_t *h, int signum)
 static void on_tick(uv_timer_t *t)
 {
     daemon_t *d = t->data;
-    gov_engine_tick(d->engine, tt_wall_ns());
+    int64_t now = tt_wall_ns();
+    gov_engine_tick(d->engine, now);
+    srv_status_tick(&d->status, now);
 }
 
 /* /metrics: the engine's families, decisions by limit and outcome first. */
@@ -564,6 +571,19 @@ static int start(daemon_t *d)
     if (d->cfg->server.grpc[0] && start_grpc(d) != 0)
         return EX_UNAVAILABLE_;
     srv_set_ready(d->srv, ready, d);
+    d->status = (srv_status_src_t){.engine = d->engine,
+                                   .node = d->node,
+                                   .version = opt->version,
+                                   .config = opt->config_path,
+                                   .ready = ready,
+                                   .ready_ud = d,
+                                   .redis = d->cfg->redis.present ? &d->redis : NULL,
+                                   .state = d->state,
+                                   .generation = 1,
+                                   .applied_ns = tt_wall_ns()};
+    status_rates_init(&d->status.rates, 0);
+    srv_status_tick(&d->status, d->status.applied_ns); /* the baseline */
+    srv_set_status(d->srv, srv_status_page, &d->status);
     if (d->cfg->share.present) {
         tt_err_t merr;
         char detail[sizeof merr.path + sizeof merr.message + 2];
@@ -574,6 +594,10 @@ static int start(daemon_t *d)
         }
         dispatch_set_members(d->dispatch, members_rows, d);
         dispatch_set_doubt(d->dispatch, n_doubt, d);
+        d->status.members = members_rows;
+        d->status.members_ud = d;
+        d->status.doubt = n_doubt;
+        d->status.doubt_ud = d;
         srv_metrics_add_source(d->metrics, membership_metrics, d);
         gerr = (tt_err_t){0};
         if (share_node_new(&d->share, &d->cfg->share, tt_wall_ns(), &gerr) ||
@@ -646,6 +670,7 @@ int srv_daemon_run(const srv_daemon_options_t *opt)
     share_node_free(d.share);
     demand_node_free(d.demand);
     st_node_free(d.state);
+    srv_status_free(&d.status);
     free(d.addrs);
     gov_engine_destroy(d.engine);
     srv_metrics_free(d.metrics);

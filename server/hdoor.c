@@ -557,7 +557,10 @@ hdoor_route_t hdoor_route(const hdoor_env_t *env, const hreq_request_t *req, hdo
     static const struct {
         const char *path;
         hdoor_route_t route;
-    } ops[] = {{"/healthz", HDOOR_HEALTHZ}, {"/readyz", HDOOR_READYZ}, {"/metrics", HDOOR_METRICS}};
+    } ops[] = {{"/healthz", HDOOR_HEALTHZ},
+               {"/readyz", HDOOR_READYZ},
+               {"/metrics", HDOOR_METRICS},
+               {"/status", HDOOR_STATUS}};
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
         if (!str_eq(path, ops[i].path))
             continue;
@@ -568,7 +571,8 @@ hdoor_route_t hdoor_route(const hdoor_env_t *env, const hreq_request_t *req, hdo
                       "Allow: GET, HEAD\r\n", text, sizeof(text) - 1, f);
         return HDOOR_ANSWERED;
     }
-    hdoor_respond_text(out, 404, "Not Found",
-                       "not found: try /v1/decide, /v1/settle, /metrics, /healthz, /readyz\n", f);
+    hdoor_respond_text(
+        out, 404, "Not Found",
+        "not found: try /status, /v1/decide, /v1/settle, /metrics, /healthz, /readyz\n", f);
     return HDOOR_ANSWERED;
 }

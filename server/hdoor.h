@@ -3,7 +3,8 @@
  * bytes of the answer. No socket, no clock, no engine; the libuv shell (http.c) calls the
  * engine and moves the bytes.
  *
- * Routes: GET|HEAD /healthz, /readyz, /metrics; /v1/decide and POST /v1/settle.
+ * Routes: GET|HEAD /healthz, /readyz, /metrics, /status (the page, status.h); /v1/decide and
+ * POST /v1/settle.
  *
  * /v1/decide reads its subject from the query (`?team=t-1&key=k-1&tokens=1200`) and from the
  * request headers server.http_subject maps to levels (`X-Team` -> team), its tokens from
@@ -77,6 +78,7 @@ typedef enum hdoor_route {
     HDOOR_HEALTHZ,
     HDOOR_READYZ,
     HDOOR_METRICS,
+    HDOOR_STATUS,
     HDOOR_DECIDE,
     HDOOR_SETTLE,
 } hdoor_route_t;

@@ -33,6 +33,7 @@
 #include "log.h"
 #include "mb.h" /* membership/: the one numeric ip:port reader */
 #include "srv_int.h"
+#include "status.h"
 #include "tt_clock.h"
 
 #define REQUEST_MS 10000  /* from a request's first byte to its last */
@@ -260,6 +261,16 @@ static void answer_ops(http_conn_t *c, hdoor_route_t route, hdoor_frame_t f)
         else
             hdoor_respond(out, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", NULL,
                           body.data, body.len, f);
+        proto_out_free(&body);
+    } else if (route == HDOOR_STATUS) {
+        proto_out_t body = {0};
+        if (!s->status)
+            hdoor_respond_text(out, 404, "Not Found", "no status page here\n", f);
+        else if (s->status(s->status_ud, &body) != 0 || body.failed)
+            hdoor_respond_text(out, 503, "Service Unavailable", "the page could not be made\n", f);
+        else
+            hdoor_respond(out, 200, "OK", "text/html; charset=utf-8", STATUS_HEADERS, body.data,
+                          body.len, f);
         proto_out_free(&body);
     } else if (route == HDOOR_HEALTHZ) {
         hdoor_respond_text(out, 200, "OK", "ok\n", f);

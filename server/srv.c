@@ -407,6 +407,12 @@ void srv_set_ready(srv_t *s, srv_ready_fn fn, void *ud)
     s->ready_ud = ud;
 }
 
+void srv_set_status(srv_t *s, srv_status_fn fn, void *ud)
+{
+    s->status = fn;
+    s->status_ud = ud;
+}
+
 void srv_stop(srv_t *s)
 {
     if (s->stopping)

@@ -85,6 +85,12 @@ void srv_set_ready(srv_t *s, srv_ready_fn fn, void *ud);
  */
 int srv_socket_check(const char *path, const char *field, bool make_dir, tt_err_t *err);
 
+/* GET /status: appends the page (status.h) to body. 0, or -1 when it could not be made. */
+typedef int (*srv_status_fn)(void *ud, proto_out_t *body);
+
+/* Without one, /status is 404. */
+void srv_set_status(srv_t *s, srv_status_fn fn, void *ud);
+
 /* Stops listening, removes the socket file and closes every connection (their leases are
  * released). The handles close on the loop: run it until it is empty, then srv_free(). */
 void srv_stop(srv_t *s);

@@ -35,6 +35,8 @@ struct srv {
     struct srv_http *http;
     srv_ready_fn ready;
     void *ready_ud;
+    srv_status_fn status; /* GET /status; NULL: 404 */
+    void *status_ud;
     srv_conn_t *conns;
     unsigned nconns;
     uint64_t next_conn_id;
