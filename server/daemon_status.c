@@ -2,6 +2,7 @@
 #include "daemon_status.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "daemon_state.h"
 #include "redis_store.h"
@@ -17,6 +18,17 @@ void srv_status_tick(srv_status_src_t *s, int64_t now)
     size_t n = gov_engine_limit_metrics(s->engine, lm, GOV_LIMITS_MAX);
     status_rates_sample(&s->rates, lm, n < GOV_LIMITS_MAX ? n : GOV_LIMITS_MAX, now);
     free(lm);
+}
+
+/* Members in the order a person looks for them: this replica first, then by id. */
+static int by_id(const void *a, const void *b)
+{
+    const proto_member_t *x = a, *y = b;
+    if (x->self != y->self)
+        return x->self ? -1 : 1;
+    size_t n = x->id.len < y->id.len ? x->id.len : y->id.len;
+    int c = memcmp(x->id.ptr, y->id.ptr, n);
+    return c ? c : (x->id.len > y->id.len) - (x->id.len < y->id.len);
 }
 
 int srv_status_page(void *ud, proto_out_t *body)
@@ -53,6 +65,9 @@ int srv_status_page(void *ud, proto_out_t *body)
         if (!(members = calloc(cap ? cap : 1, sizeof(*members))))
             goto out;
         v.n_members = s->members(s->members_ud, members, cap, &v.live);
+        if (v.n_members > cap)
+            v.n_members = cap;
+        qsort(members, v.n_members, sizeof(*members), by_id);
         v.members = members;
         v.membership = true;
         v.n_in_doubt = s->doubt ? s->doubt(s->doubt_ud) : NULL;

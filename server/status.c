@@ -244,14 +244,16 @@ static void polyline(proto_out_t *out, const status_rates_t *r, const status_ser
                      uint32_t max, bool deny, const char *colour)
 {
     putf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", colour);
+    /* one slot is drawn as a step across its interval, so that it shows */
     size_t first = STATUS_SLOTS - s->valid;
-    for (size_t i = first; i < STATUS_SLOTS; i++) {
+    size_t from = first ? first - 1 : 0;
+    for (size_t i = from; i < STATUS_SLOTS; i++) {
         uint32_t a, d;
-        status_series_at(r, s, i, &a, &d);
+        status_series_at(r, s, i < first ? first : i, &a, &d);
         uint32_t v = deny ? d : a;
         double x = (double)i * (CHART_W - 1) / (STATUS_SLOTS - 1);
         double y = (CHART_H - 2) - (double)v * (CHART_H - 4) / max;
-        putf(out, "%s%.1f,%.1f", i == first ? "" : " ", x, y);
+        putf(out, "%s%.1f,%.1f", i == from ? "" : " ", x, y);
     }
     put(out, "\"/>");
 }

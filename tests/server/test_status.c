@@ -272,6 +272,9 @@ Test(status, a_chart_is_drawn_from_the_ring)
     cr_assert(strstr(p, "<svg width=\"180\" height=\"36\""), "%s", p);
     cr_assert(strstr(p, "50 admitted, 10 denied</title>"), "%s", p);
     cr_assert(strstr(p, "now 10.0/s admitted, 2.0/s denied"), "%s", p);
+    /* one interval of data is a step across it, not a lone point nothing draws */
+    cr_assert(strstr(p, "stroke=\"#2f9e44\" stroke-width=\"1.5\" points=\"176.0,2.0 179.0,2.0\""),
+              "%s", p);
     status_rates_free(&r);
 }
 
