@@ -34,6 +34,7 @@ test=(
   valgrind jq                                        # scripts/valgrind.sh; JSON in shell tests
   systemd                                            # systemd-analyze verify of packaging/systemd
   nodejs # kubectl and npm's structured-headers (RFC 9651) for tests/k8s and tests/standards
+  chromium # the /status page rendered headless (tests/monitoring/status_page.py)
 )
 # kubectl: not from Debian (kubernetes-client clashes with the image's kubectl and its kustomize is
 # too old); tests/k8s/tools.sh finds one or fetches one through npm.

@@ -4,6 +4,7 @@
 # only when the tool cannot be had at all.
 
 TT_SF_PARSER=structured-headers@2.1.0 # RFC 9651 (and 8941) Structured Field Values, node >= 18
+TT_PLAYWRIGHT=playwright-core@1.65.2   # drives Debian's chromium (never downloads a browser)
 
 tt_tools_skip() { echo "SKIP: $*" >&2; exit 77; }
 
@@ -45,19 +46,33 @@ tt_prometheus() {
 # tt_sf_parser CACHE_DIR: sets SF_NODE_PATH, the node_modules folder holding npm's
 # structured-headers (nodejs and npm come from scripts/deps.sh).
 tt_sf_parser() {
-  local cache=$1/sf
+  SF_NODE_PATH=$(tt_npm_package "$1/sf" "$TT_SF_PARSER") || exit $?
+}
+
+# tt_npm_package CACHE_DIR SPEC: installs npm's SPEC (name@version) into CACHE_DIR once, under a
+# lock; prints its node_modules folder.
+tt_npm_package() {
+  local cache=$1 spec=$2
   command -v node >/dev/null || tt_tools_skip "node not found (Debian: nodejs)"
   command -v npm >/dev/null || tt_tools_skip "npm not found (Debian: npm)"
   mkdir -p "$cache"
   exec 8>"$cache/.lock"
   flock 8
-  if [ ! -f "$cache/.stamp-$TT_SF_PARSER" ]; then
-    echo "installing $TT_SF_PARSER into $cache" >&2
+  if [ ! -f "$cache/.stamp-$spec" ]; then
+    echo "installing $spec into $cache" >&2
     npm install --prefix "$cache" --no-audit --no-fund --no-package-lock --no-save \
-      --loglevel=error "$TT_SF_PARSER" >&2 \
-      || tt_tools_skip "npm could not install $TT_SF_PARSER (registry unreachable?)"
-    touch "$cache/.stamp-$TT_SF_PARSER"
+      --loglevel=error "$spec" >&2 \
+      || tt_tools_skip "npm could not install $spec (registry unreachable?)"
+    touch "$cache/.stamp-$spec"
   fi
   flock -u 8
-  SF_NODE_PATH="$cache/node_modules"
+  echo "$cache/node_modules"
+}
+
+# tt_playwright CACHE_DIR: sets PW_NODE_PATH (npm's playwright-core) and CHROMIUM (Debian's
+# chromium, scripts/deps.sh; playwright-core drives it and downloads nothing).
+tt_playwright() {
+  CHROMIUM=$(command -v chromium || true)
+  [ -n "$CHROMIUM" ] || tt_tools_skip "chromium not found (Debian: chromium, scripts/deps.sh)"
+  PW_NODE_PATH=$(tt_npm_package "$1/playwright" "$TT_PLAYWRIGHT") || exit $?
 }
