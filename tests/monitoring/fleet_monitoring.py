@@ -98,8 +98,8 @@ class Fleet:
             raise RuntimeError(f"fleetctl {line}: {answer or 'no answer'}")
         return answer[3:]
 
-    def setup(self):
-        mode, hub = self.cmd(f"setup {REPLICAS} state redis={REDIS}").split()
+    def setup(self, options=f"state redis={REDIS}"):
+        mode, hub = self.cmd(f"setup {REPLICAS} {options}").split()
         self.netns, self.hub = mode == "netns", hub
         for i in range(REPLICAS):
             name, ip, http, d, sock, ns = self.cmd(f"info {i}").split()

@@ -60,14 +60,7 @@ class Browser:
         self.p.stdin.flush()
         return self.answer()
 
-    def close(self):
-        try:
-            self.p.stdin.write("quit\n")
-            self.p.stdin.close()
-            self.p.wait(30)
-        except Exception:
-            self.p.kill()
-            self.p.wait()
+    close = fm.Fleet.close  # quit, then a bounded wait
 
 
 def only_the_page(view, url):
@@ -84,18 +77,13 @@ def main():
     fleet = fm.Fleet(fleetctl, tt, os.path.join(src, "clients", "python"), work)
     traffic = browser = None
     try:
-        mode, hub = fleet.cmd(f"setup {fm.REPLICAS} state").split()
-        if mode != "netns":
+        fleet.setup("state")
+        if not fleet.netns:
             print("SKIP: no network namespaces here", file=sys.stderr)
             return 77
-        fleet.netns, fleet.hub = True, hub
         # the bridge's own address: the browser, in the bridge's namespace, reaches the replicas
-        subprocess.run(["ip", "-n", hub, "addr", "add", f"{fm.HUB_IP}/24", "dev", "br0"],
+        subprocess.run(["ip", "-n", fleet.hub, "addr", "add", f"{fm.HUB_IP}/24", "dev", "br0"],
                        check=True)
-        for i in range(fm.REPLICAS):
-            name, ip, http, d, sock, ns = fleet.cmd(f"info {i}").split()
-            fleet.info.append({"name": name, "ip": ip, "http": http, "dir": d, "sock": sock,
-                               "ns": ns})
         for i in range(fm.REPLICAS):
             fleet.cmd(f"start {i}")
         every = {r["name"]: "alive" for r in fleet.info}
