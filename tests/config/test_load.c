@@ -187,6 +187,42 @@ Test(schema, every_section_reads_what_it_is_given)
     unsetenv("TT_TEST_IP");
 }
 
+Test(schema, redis_credentials_and_tls_are_read_as_paths_never_as_secrets)
+{
+    cfg_config_t *cfg;
+    char *text = load_text(
+        "governance:\n  limits: []\n"
+        "shared_state:\n  redis:\n    sentinels: [s:26379]\n    master: m\n"
+        "    username: tokentriage\n    password_file: /run/secrets/redis\n"
+        "    sentinel_username: watcher\n    sentinel_password_file: /run/secrets/sentinel\n"
+        "    tls: { ca_file: /etc/tt/ca.pem, cert_file: /etc/tt/c.pem, key_file: /etc/tt/c.key,\n"
+        "           server_name: redis.internal }\n",
+        0, &cfg);
+    cr_assert_str_eq(text, "");
+    cr_assert_str_eq(cfg->redis.username, "tokentriage");
+    cr_assert_str_eq(cfg->redis.password_file, "/run/secrets/redis");
+    cr_assert_str_eq(cfg->redis.sentinel_username, "watcher");
+    cr_assert_str_eq(cfg->redis.sentinel_password_file, "/run/secrets/sentinel");
+    cr_assert(cfg->redis.tls.present);
+    cr_assert(cfg->redis.tls.verify, "certificates are verified unless told otherwise");
+    cr_assert_str_eq(cfg->redis.tls.ca_file, "/etc/tt/ca.pem");
+    cr_assert_str_eq(cfg->redis.tls.cert_file, "/etc/tt/c.pem");
+    cr_assert_str_eq(cfg->redis.tls.key_file, "/etc/tt/c.key");
+    cr_assert_str_eq(cfg->redis.tls.server_name, "redis.internal");
+    free(text);
+    cfg_free(cfg);
+    /* "tls:" alone: TLS against the system's trust store, each node's host the name checked */
+    text = load_text("governance:\n  limits: []\nshared_state:\n  redis:\n"
+                     "    address: r:6380\n    tls:\n",
+                     0, &cfg);
+    cr_assert_str_eq(text, "");
+    cr_assert(cfg->redis.tls.present && cfg->redis.tls.verify);
+    cr_assert_str_eq(cfg->redis.tls.ca_file, "");
+    cr_assert_str_eq(cfg->redis.password_file, "");
+    free(text);
+    cfg_free(cfg);
+}
+
 Test(schema, state_is_off_unless_a_directory_is_named)
 {
     cfg_config_t *cfg;
