@@ -145,6 +145,17 @@ typedef struct cfg_share {
     int64_t demand_keys;        /* keys measured (and owned) per replica in demand mode */
 } cfg_share_t;
 
+/* shared_state.redis.tls: every connection the store makes (primaries, cluster nodes,
+ * Sentinels) speaks TLS when present. */
+typedef struct cfg_redis_tls {
+    bool present;
+    char ca_file[CFG_PATH_MAX + 1];   /* "" = the system's trust store */
+    char cert_file[CFG_PATH_MAX + 1]; /* a client certificate, with key_file; "" = none */
+    char key_file[CFG_PATH_MAX + 1];
+    char server_name[256]; /* the DNS name checked (and sent as SNI); "" = each node's host */
+    bool verify;           /* default true: false is warned about */
+} cfg_redis_tls_t;
+
 /* shared_state.redis: the one shared counter store. */
 typedef struct cfg_redis {
     bool present;
@@ -156,6 +167,13 @@ typedef struct cfg_redis {
     size_t n_sentinels;
     char master[CFG_NAME_MAX + 1]; /* the name Sentinel monitors */
     int64_t timeout_ns;            /* a reply slower than this counts as unavailable */
+    /* AUTH (SPEC §13): the files' paths only; the store reads the secrets (at start and on each
+     * reload), so no password is ever in the model, a report or `validate --explain` */
+    char username[CFG_NAME_MAX + 1];          /* ACL user; "" = AUTH <password> alone */
+    char password_file[CFG_PATH_MAX + 1];     /* "" = no AUTH */
+    char sentinel_username[CFG_NAME_MAX + 1]; /* the Sentinels' own, when they have one */
+    char sentinel_password_file[CFG_PATH_MAX + 1];
+    cfg_redis_tls_t tls;
 } cfg_redis_t;
 
 typedef struct cfg_config {

@@ -343,8 +343,102 @@ static void load_share(struct cfg__ctx *c, const cfg_node_t *n)
                      CFG_DEMAND_KEYS_MAX, &s->demand_keys);
 }
 
-static const char *const redis_keys[] = {"address", "cluster", "sentinels",
-                                         "master",  "timeout", NULL};
+static const char *const redis_keys[] = {"address", "cluster", "sentinels", "master", "timeout",
+                                         "username", "password_file", "sentinel_username",
+                                         "sentinel_password_file", "tls",
+                                         /* known only to be refused with the reason */
+                                         "password", "sentinel_password", NULL};
+static const char *const redis_tls_keys[] = {"ca_file",     "cert_file", "key_file",
+                                             "server_name", "verify",    NULL};
+
+/* An ACL user name: printable, no spaces (Redis' own rule for ACL SETUSER). */
+static int username_char(int ch)
+{
+    return isgraph(ch);
+}
+
+/* A DNS name to check the server's certificate against: letters, digits, '-', '.', and '*'
+ * nowhere (a wildcard belongs to certificates, not to the name asked for). */
+static int server_name_char(int ch)
+{
+    return isalnum(ch) || ch == '-' || ch == '.' || ch == ':' || ch == '[' || ch == ']';
+}
+
+/* shared_state.redis.tls: a mapping (an empty one: TLS with the system's trust store). */
+static void load_redis_tls(struct cfg__ctx *c, const cfg_node_t *n)
+{
+    cfg_redis_tls_t *t = &c->cfg->redis.tls;
+    const char *base = "shared_state.redis.tls";
+    char p[PATH_SIZE];
+    t->present = true;
+    t->verify = true;
+    if (n->kind == CFG_NODE_SCALAR && n->null)
+        return; /* "tls:" alone: every default */
+    const cfg_node_t *m = cfg__want_map(c, n, base, redis_tls_keys), *v;
+    if (!m)
+        return;
+    const struct {
+        const char *key;
+        char *out;
+    } files[] = {{"ca_file", t->ca_file}, {"cert_file", t->cert_file}, {"key_file", t->key_file}};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+        if ((v = cfg__at(m, files[i].key)))
+            cfg__get_string(c, v, cfg__join(p, base, files[i].key), files[i].out, CFG_PATH_MAX,
+                            false, NULL, "a path");
+    const cfg_node_t *cert = cfg__at(m, "cert_file"), *key = cfg__at(m, "key_file");
+    if ((cert != NULL) != (key != NULL))
+        cfg__err(c, cfg__join(p, base, cert ? "key_file" : "cert_file"), cert ? cert : key,
+                 "missing; a client certificate needs both cert_file and key_file");
+    if ((v = cfg__at(m, "server_name")))
+        cfg__get_string(c, v, cfg__join(p, base, "server_name"), t->server_name,
+                        sizeof(t->server_name) - 1, false, server_name_char,
+                        "a DNS name or an IP address");
+    if ((v = cfg__at(m, "verify")) &&
+        cfg__get_bool(c, v, cfg__join(p, base, "verify"), &t->verify) == 0 && !t->verify)
+        cfg__warn(c, cfg__join(p, base, "verify"), v,
+                  "false: the servers' certificates are not checked, so anyone on the path can "
+                  "read and answer for Redis (and learn the password)");
+}
+
+/* AUTH: username and password_file (and the Sentinels' pair). A password is never inline. */
+static void load_redis_auth(struct cfg__ctx *c, const cfg_node_t *m, bool sentinels)
+{
+    cfg_redis_t *r = &c->cfg->redis;
+    const char *base = "shared_state.redis";
+    char p[PATH_SIZE];
+    const cfg_node_t *v;
+    for (int s = 0; s < 2; s++) {
+        const char *user_key = s ? "sentinel_username" : "username";
+        const char *file_key = s ? "sentinel_password_file" : "password_file";
+        const char *inline_key = s ? "sentinel_password" : "password";
+        char *user = s ? r->sentinel_username : r->username;
+        char *file = s ? r->sentinel_password_file : r->password_file;
+        if ((v = cfg__at(m, inline_key)))
+            cfg__err(c, cfg__join(p, base, inline_key), v,
+                     "a password is never written in the configuration: put it in a file (a "
+                     "mounted Secret) and name it with %s",
+                     file_key);
+        if (s && !sentinels && (cfg__at(m, user_key) || cfg__at(m, file_key))) {
+            const cfg_node_t *at =
+                cfg__at(m, user_key) ? cfg__at(m, user_key) : cfg__at(m, file_key);
+            cfg__err(c, cfg__join(p, base, cfg__at(m, user_key) ? user_key : file_key), at,
+                     "only with sentinels (the Sentinels' own credentials)");
+            continue;
+        }
+        if ((v = cfg__at(m, file_key)))
+            cfg__get_string(c, v, cfg__join(p, base, file_key), file, CFG_PATH_MAX, false, NULL,
+                            "a path");
+        if ((v = cfg__at(m, user_key))) {
+            cfg__get_string(c, v, cfg__join(p, base, user_key), user, CFG_NAME_MAX, false,
+                            username_char, "an ACL user name (printable, no spaces)");
+            if (!cfg__at(m, file_key))
+                cfg__err(c, cfg__join(p, base, file_key), m,
+                         "missing; %s needs a password (AUTH <user> <password>): name the file "
+                         "that holds it",
+                         user_key);
+        }
+    }
+}
 
 /* shared_state.redis names one topology: address (one Redis), cluster (seed nodes of a Redis
  * Cluster) or sentinels with master (a primary that Sentinel fails over). */
@@ -411,6 +505,9 @@ static void load_redis(struct cfg__ctx *c, const cfg_node_t *n)
     if ((v = cfg__at(m, "timeout")))
         cfg__get_duration(c, v, "shared_state.redis.timeout", 1000000, INT64_C(60) * 1000000000,
                           &r->timeout_ns);
+    load_redis_auth(c, m, given[2] != NULL);
+    if ((v = cfg__at(m, "tls")))
+        load_redis_tls(c, v);
 }
 
 static const char *const shared_state_keys[] = {"share", "redis", NULL};
