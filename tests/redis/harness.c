@@ -25,7 +25,7 @@ long long rh_now_ms(void)
 
 /* A port the kernel just handed out; redis-server binds it a moment later (a retry covers
  * the rare race with another process). */
-static int free_port(void)
+int rh_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -45,7 +45,9 @@ static bool answers_ping(const rh_server_t *s)
     if (c == NULL)
         return false;
     redisReply *r = redisCommand(c, "PING");
-    bool ok = r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
+    /* a server that wants a password answers NOAUTH: it is up all the same */
+    bool ok = r && ((r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0) ||
+                    (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOAUTH", 6) == 0));
     freeReplyObject(r);
     redisFree(c);
     return ok;
@@ -161,7 +163,7 @@ int rh_start_with(rh_server_t *s, const char *const *extra, const char *sentinel
         }
     }
     for (int attempt = 0; attempt < 5; attempt++) {
-        s->port = free_port();
+        s->port = rh_free_port();
         snprintf(s->address, sizeof(s->address), "127.0.0.1:%d", s->port);
         if (s->port > 0 && spawn(s) == 0)
             return 0;

@@ -23,6 +23,9 @@ typedef struct rh_server {
     bool sentinel; /* a redis.conf written from conf_text, run with --sentinel */
 } rh_server_t;
 
+/* A loopback port the kernel just handed out (for a second port of a server: tls-port). */
+int rh_free_port(void);
+
 /* Starts a server and waits (at most 10 s) until it answers PING. 0 or -1. */
 int rh_start(rh_server_t *s);
 

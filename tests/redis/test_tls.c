@@ -1,0 +1,281 @@
+/*
+ * TLS (redis/tls.c, redis/conn.c) against real redis-servers with a tls-port, on certificates the
+ * test makes (certs.c): verified against the CA and the name, a client certificate when the
+ * server asks for one; the wrong CA, the wrong name, an expired certificate and a server that
+ * speaks no TLS are each a clear error naming the address and the reason, while every call is
+ * refused at once (each limit's posture decides) and Redis counts nothing.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "certs.h"
+#include "harness.h"
+#include "redis_store.h"
+
+#define MS INT64_C(1000000)
+
+static rt_certs_t certs;
+static rh_server_t server; /* the server certificate, client certificates optional */
+static const char *server_args[16];
+static char server_storage[512], tls_address[32];
+static uv_loop_t loop;
+
+static void setup(void)
+{
+    uv_loop_init(&loop);
+    cr_assert_eq(rt_certs_make(&certs), 0, "could not make the certificates");
+    int port = rh_free_port();
+    rt_server_args(&certs, &certs.server, port, "optional", server_args, server_storage);
+    cr_assert_eq(rh_start_with(&server, server_args, NULL), 0, "redis-server did not start");
+    snprintf(tls_address, sizeof(tls_address), "127.0.0.1:%d", port);
+}
+
+static void teardown(void)
+{
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(&loop), 0, "a handle was left open");
+    rh_stop(&server);
+    rt_certs_remove(&certs);
+}
+
+TestSuite(tls, .init = setup, .fini = teardown, .timeout = 60);
+
+typedef struct events {
+    int node_down, up;
+    char last[256];
+} events_t;
+
+static void on_event(void *data, rds_event_t event, const char *node, const char *detail)
+{
+    events_t *e = data;
+    (void)node;
+    e->up += event == RDS_EVENT_UP;
+    if (event == RDS_EVENT_NODE_DOWN) {
+        e->node_down++;
+        snprintf(e->last, sizeof(e->last), "%s", detail);
+    }
+}
+
+static rds_store_t *open_store(const char *address, const rds_tls_options_t *tls, events_t *e)
+{
+    rds_options_t o = {.address = address,
+                       .timeout_ns = 500 * MS,
+                       .backoff_min_ns = 10 * MS,
+                       .backoff_max_ns = 50 * MS,
+                       .tls = tls,
+                       .on_event = on_event,
+                       .data = e};
+    rds_store_t *s;
+    tt_err_t err;
+    cr_assert_eq(rds_store_new(&loop, &o, &s, &err), 0, "%s", err.message);
+    return s;
+}
+
+static bool is_ready(void *s)
+{
+    return rds_store_ready(s);
+}
+
+static bool failed_twice(void *arg)
+{
+    rds_stats_t st;
+    rds_store_stats(arg, &st);
+    return st.disconnects >= 2;
+}
+
+typedef struct tally {
+    int sent, answered, admitted;
+} tally_t;
+
+static void on_done(void *arg, const rds_outcome_t *o)
+{
+    tally_t *t = arg;
+    t->answered++;
+    t->admitted += o->status == 0 && o->result.admit;
+}
+
+static bool all_answered(void *arg)
+{
+    tally_t *t = arg;
+    return t->answered == t->sent;
+}
+
+static int steps(rds_store_t *s, const char *key, int n, tally_t *t)
+{
+    ra_limiter_t l;
+    cr_assert_eq(ra_limiter_init(&l, RA_GCRA, 1000, 60000 * MS, 1000), 0);
+    rds_op_t op = {.cost = 1};
+    for (int i = 0; i < n; i++) {
+        int rc = rds_store_call(s, &l, key, strlen(key), &op, on_done, t);
+        if (rc < 0)
+            return rc;
+        t->sent++;
+    }
+    cr_assert(rh_run_until(&loop, all_answered, t, 5000));
+    return 0;
+}
+
+static long long keys_in_redis(void)
+{
+    redisContext *c = rh_connect(&server); /* the plain port */
+    cr_assert_not_null(c);
+    redisReply *r = redisCommand(c, "DBSIZE");
+    cr_assert(r && r->type == REDIS_REPLY_INTEGER);
+    long long n = r->integer;
+    freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+Test(tls, verified_by_the_ca_and_the_name_it_decides_over_tls)
+{
+    rds_tls_options_t by_name = {.ca_file = certs.ca, .server_name = "redis.test", .verify = true};
+    rds_tls_options_t by_address = {.ca_file = certs.ca, .verify = true}; /* IP:127.0.0.1 */
+    events_t e1 = {0}, e2 = {0};
+    rds_store_t *a = open_store(tls_address, &by_name, &e1);
+    rds_store_t *b = open_store(tls_address, &by_address, &e2);
+    cr_assert(rh_run_until(&loop, is_ready, a, 5000), "server_name: %s", e1.last);
+    cr_assert(rh_run_until(&loop, is_ready, b, 5000), "by address: %s", e2.last);
+    tally_t t = {0};
+    cr_assert_eq(steps(a, "team:tls", 40, &t), 0);
+    cr_assert_eq(steps(b, "team:tls", 40, &t), 0);
+    cr_assert_eq(t.admitted, 80);
+    cr_assert_eq(keys_in_redis(), 1, "one counter, written over TLS");
+    cr_assert_eq(e1.node_down + e2.node_down, 0);
+    rds_store_close(a);
+    rds_store_close(b);
+}
+
+/* A store whose TLS handshake can never succeed: not ready, calls refused at once, nothing in
+ * Redis, and the error names the address and `want`, told once. */
+static void expect_refused(const char *address, const rds_tls_options_t *tls, const char *want)
+{
+    events_t e = {0};
+    rds_store_t *s = open_store(address, tls, &e);
+    cr_assert(rh_run_until(&loop, failed_twice, s, 10000), "did not fail its handshakes");
+    rds_stats_t st;
+    rds_store_stats(s, &st);
+    cr_assert_not(st.ready);
+    cr_assert(strstr(st.last_error, address), "no address: %s", st.last_error);
+    cr_assert(strstr(st.last_error, want), "want \"%s\": %s", want, st.last_error);
+    cr_assert_eq(e.node_down, 1, "told %d times: %s", e.node_down, e.last);
+    cr_assert_eq(e.up, 0);
+    tally_t t = {0};
+    cr_assert_eq(steps(s, "team:refused", 1, &t), RDS_EUNAVAILABLE);
+    cr_assert_eq(keys_in_redis(), 0, "Redis counted a call it never decided");
+    rds_store_close(s);
+}
+
+Test(tls, a_server_certificate_from_another_ca_is_refused)
+{
+    rds_tls_options_t o = {.ca_file = certs.other_ca, .verify = true};
+    /* OpenSSL's words: "self-signed certificate in certificate chain" */
+    expect_refused(tls_address, &o, "TLS handshake: certificate verify failed: ");
+}
+
+Test(tls, a_server_certificate_for_another_name_is_refused)
+{
+    rds_tls_options_t o = {.ca_file = certs.ca, .server_name = "other.test", .verify = true};
+    expect_refused(tls_address, &o,
+                   "TLS handshake: certificate verify failed: hostname mismatch (checked "
+                   "other.test)");
+}
+
+Test(tls, a_certificate_whose_names_leave_out_the_address_is_refused)
+{
+    rh_server_t named;
+    const char *args[16];
+    char storage[512], address[32];
+    int port = rh_free_port();
+    rt_server_args(&certs, &certs.wrong_name, port, "optional", args, storage);
+    cr_assert_eq(rh_start_with(&named, args, NULL), 0);
+    snprintf(address, sizeof(address), "127.0.0.1:%d", port);
+    rds_tls_options_t o = {.ca_file = certs.ca, .verify = true};
+    expect_refused(address, &o,
+                   "certificate verify failed: IP address mismatch (checked 127.0.0.1)");
+    rh_stop(&named);
+}
+
+Test(tls, an_expired_server_certificate_is_refused)
+{
+    rh_server_t old;
+    const char *args[16];
+    char storage[512], address[32];
+    int port = rh_free_port();
+    rt_server_args(&certs, &certs.expired, port, "optional", args, storage);
+    cr_assert_eq(rh_start_with(&old, args, NULL), 0);
+    snprintf(address, sizeof(address), "127.0.0.1:%d", port);
+    rds_tls_options_t o = {.ca_file = certs.ca, .verify = true};
+    expect_refused(address, &o, "certificate verify failed: certificate has expired");
+    rh_stop(&old);
+}
+
+Test(tls, a_server_that_speaks_no_tls_is_refused_not_waited_for)
+{
+    rds_tls_options_t o = {.ca_file = certs.ca, .verify = true};
+    expect_refused(server.address, &o, "no handshake within 1000 ms (still in the TLS handshake");
+}
+
+Test(tls, without_verify_any_certificate_is_taken)
+{
+    rds_tls_options_t o = {.ca_file = certs.other_ca, .server_name = "other.test"};
+    events_t e = {0};
+    rds_store_t *s = open_store(tls_address, &o, &e);
+    cr_assert(rh_run_until(&loop, is_ready, s, 5000), "%s", e.last);
+    rds_store_close(s);
+}
+
+Test(tls, a_server_that_requires_a_client_certificate_gets_it)
+{
+    rh_server_t strict;
+    const char *args[16];
+    char storage[512], address[32];
+    int port = rh_free_port();
+    rt_server_args(&certs, &certs.server, port, "yes", args, storage);
+    cr_assert_eq(rh_start_with(&strict, args, NULL), 0);
+    snprintf(address, sizeof(address), "127.0.0.1:%d", port);
+    rds_tls_options_t with = {.ca_file = certs.ca,
+                              .cert_file = certs.client.pem,
+                              .key_file = certs.client.key,
+                              .verify = true};
+    events_t e = {0};
+    rds_store_t *s = open_store(address, &with, &e);
+    cr_assert(rh_run_until(&loop, is_ready, s, 5000), "%s", e.last);
+    tally_t t = {0};
+    cr_assert_eq(steps(s, "team:cert", 2, &t), 0);
+    cr_assert_eq(t.admitted, 2);
+    rds_store_close(s);
+    /* and without one the server closes the connection: refused, and said so */
+    rds_tls_options_t without = {.ca_file = certs.ca, .verify = true};
+    e = (events_t){0};
+    s = open_store(address, &without, &e);
+    cr_assert(rh_run_until(&loop, failed_twice, s, 10000));
+    rds_stats_t st;
+    rds_store_stats(s, &st);
+    cr_assert_not(st.ready);
+    cr_assert(strstr(st.last_error, address) && strstr(st.last_error, "TLS"), "%s", st.last_error);
+    rds_store_close(s);
+    rh_stop(&strict);
+}
+
+Test(tls, a_tls_file_that_cannot_be_used_is_named_at_start)
+{
+    rds_options_t o = {.address = tls_address};
+    rds_store_t *s;
+    tt_err_t err;
+    rds_tls_options_t missing = {.ca_file = "/nonexistent/ca.pem", .verify = true};
+    o.tls = &missing;
+    cr_assert_eq(rds_store_new(&loop, &o, &s, &err), RDS_ETLS);
+    cr_assert_str_eq(err.path, "shared_state.redis.tls.ca_file");
+    cr_assert(strstr(err.message, "/nonexistent/ca.pem"), "%s", err.message);
+    rds_tls_options_t mismatched = {.ca_file = certs.ca,
+                                    .cert_file = certs.client.pem,
+                                    .key_file = certs.server.key,
+                                    .verify = true};
+    o.tls = &mismatched;
+    cr_assert_eq(rds_store_new(&loop, &o, &s, &err), RDS_ETLS);
+    cr_assert_str_eq(err.path, "shared_state.redis.tls.key_file");
+    cr_assert(strstr(err.message, "mismatch"), "%s", err.message);
+}
