@@ -106,6 +106,8 @@
     X(RDS_CLOSED, -98, "redis_closed", "the store was closed with the call in flight")             \
     X(RDS_NOSCRIPT, -99, "redis_noscript", "Redis does not hold the script")                       \
     X(RDS_MAP, -100, "redis_bad_map", "a CLUSTER SLOTS or Sentinel reply that cannot be used")     \
+    X(RDS_SECRET, -101, "bad_redis_secret", "a password file that cannot be read or used")         \
+    X(RDS_TLS, -102, "bad_redis_tls", "a TLS file or setting that cannot be used")                 \
     /* server/hreq (HREQ_E*): what ends an HTTP connection after its answer */                     \
     X(HTTP_BAD, -110, "http_bad_request", "the bytes are not an HTTP/1.x request")                 \
     X(HTTP_TARGET, -111, "http_target_too_long", "the request target is too long")                 \

@@ -56,9 +56,15 @@ static const gov_redis_ops_t ops = {.submit = submit};
 _Static_assert(CFG_REDIS_NODES_MAX <= RDS_SEEDS_MAX, "every configured seed fits the store");
 _Static_assert(CFG_NAME_MAX <= RDS_MASTER_MAX, "a configured master name fits the store");
 
-void rds_options_from_config(const cfg_redis_t *redis, rds_options_t *out)
+void rds_options_from_config(const cfg_redis_t *redis, rds_options_t *out, rds_tls_options_t *tls)
 {
-    *out = (rds_options_t){.address = redis->address,
+    *tls = (rds_tls_options_t){.ca_file = redis->tls.ca_file,
+                               .cert_file = redis->tls.cert_file,
+                               .key_file = redis->tls.key_file,
+                               .server_name = redis->tls.server_name,
+                               .verify = redis->tls.verify};
+    *out = (rds_options_t){.tls = redis->tls.present ? tls : NULL,
+                           .address = redis->address,
                            .n_cluster = redis->n_cluster,
                            .n_sentinels = redis->n_sentinels,
                            .master = redis->master,
@@ -67,6 +73,28 @@ void rds_options_from_config(const cfg_redis_t *redis, rds_options_t *out)
         out->cluster[i] = redis->cluster[i];
     for (size_t i = 0; i < redis->n_sentinels; i++)
         out->sentinels[i] = redis->sentinels[i];
+}
+
+int rds_credentials_from_config(const cfg_redis_t *redis, rds_credentials_t *out, tt_err_t *err)
+{
+    _Static_assert(CFG_NAME_MAX <= RDS_USER_MAX, "a configured user name fits");
+    memset(out, 0, sizeof(*out));
+    int rc = 0;
+    if (redis->password_file[0])
+        rc = rds_auth_read(redis->username, redis->password_file,
+                           "shared_state.redis.password_file", &out->redis, err);
+    if (rc == 0 && redis->sentinel_password_file[0])
+        rc = rds_auth_read(redis->sentinel_username, redis->sentinel_password_file,
+                           "shared_state.redis.sentinel_password_file", &out->sentinel, err);
+    if (rc < 0)
+        rds_credentials_wipe(out);
+    return rc;
+}
+
+void rds_gov_set_credentials(rds_gov_t *g, const rds_credentials_t *c)
+{
+    if (g->store != NULL)
+        rds_store_set_credentials(g->store, c);
 }
 
 int rds_gov_attach(rds_gov_t *g, gov_engine_t *engine, uv_loop_t *loop, const rds_options_t *o,

@@ -18,8 +18,17 @@ typedef struct rds_gov {
     uint64_t fail_closed; /* unavailable answers on a fail-closed limit: denied, retry 1 s */
 } rds_gov_t;
 
-/* The store options shared_state.redis asks for. */
-void rds_options_from_config(const cfg_redis_t *redis, rds_options_t *out);
+/* The store options shared_state.redis asks for; *tls is where out->tls points (when TLS is
+ * asked for), so it lives as long as *out. The credentials are read apart (below). */
+void rds_options_from_config(const cfg_redis_t *redis, rds_options_t *out, rds_tls_options_t *tls);
+
+/* Reads the credentials shared_state.redis names (password_file, sentinel_password_file) into
+ * *out: 0, or RDS_ESECRET with err naming the field and the file (never the secret). At start
+ * and again at every reload (the caller wipes *out when done with it). */
+int rds_credentials_from_config(const cfg_redis_t *redis, rds_credentials_t *out, tt_err_t *err);
+
+/* A reload's commit: the next connections authenticate with `c` (copied). */
+void rds_gov_set_credentials(rds_gov_t *g, const rds_credentials_t *c);
 
 /*
  * Opens the store on `loop` (rds_store_new) and installs it as `engine`'s redis hook. The

@@ -2,21 +2,22 @@
  * One connection of the redis store (see store_int.h): a Redis primary that runs the scripts,
  * or a Sentinel that says where the primary is.
  *
- * connect() starts a non-blocking connect and, in the same breath, pipelines the handshake:
- * SCRIPT LOAD for both assets (and ROLE in Sentinel mode) on a Redis; on a Sentinel,
- * SENTINEL get-master-addr-by-name and SUBSCRIBE +switch-master. A node is *ready* only once
- * the whole handshake answered: a connection that accepts but never answers (a stopped Redis,
- * a port some other program holds) is never used for decisions. A lost connection, a failed
- * handshake or a stall drops it, and a timer reconnects a node still wanted after a backoff
- * that doubles from backoff_min to backoff_max with jitter, and resets once a handshake
- * completes. (hiredis 0.14's libuv adapter drops poll errors, so a connect to a dead port is
- * often never reported: the handshake's deadline is what notices it.)
+ * connect() opens a connection (conn.c: TCP or a unix socket, TLS when the store has it) and, in
+ * the same breath, pipelines the handshake: AUTH when the store has credentials for this kind of
+ * server, then SCRIPT LOAD for both assets (and ROLE in Sentinel mode) on a Redis; on a
+ * Sentinel, SENTINEL get-master-addr-by-name and SUBSCRIBE +switch-master. A node is *ready*
+ * only once the whole handshake answered, within the handshake's deadline: a connection that
+ * accepts but never answers (a stopped Redis, a port some other program holds, a TLS peer that
+ * never finishes) is never used for decisions. A lost connection, a failed handshake or a stall
+ * drops it, and a timer reconnects a node still wanted after a backoff that doubles from
+ * backoff_min to backoff_max with jitter, and resets once a handshake completes.
+ *
+ * The node tells the store what happened through the events table the store handed it
+ * (rds_node_events_t): ready, lost (with why), a Sentinel's primary, a Sentinel's message.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <hiredis/adapters/libuv.h>
 
 #include "store_int.h"
 
@@ -40,154 +41,231 @@ static void schedule_reconnect(rds_node_t *n)
     uv_timer_start(&n->reconnect, on_reconnect, delay, 0);
 }
 
-/* The connection is gone (or never came): the topology hears of it, then a reconnect. */
-static void gone(rds_node_t *n)
+/* The connection is gone (or never came), `why` (NULL: dropped on purpose): the store hears of
+ * it, then a reconnect. */
+static void gone(rds_node_t *n, const char *why)
 {
     n->ready = false;
-    rds__node_lost(n);
+    uv_timer_stop(&n->reconnect); /* the handshake's deadline */
+    n->events->lost(n, why);
     schedule_reconnect(n);
 }
 
-/* Drops the connection: its calls come back through NULL replies. hiredis reports the end
- * (on_disconnect) only for a connection that completed its connect, so the rest is done here. */
+/* Drops the connection: its commands waiting are answered NULL at once (conn.c). */
 void rds__node_drop(rds_node_t *n, const char *why)
 {
-    if (why != NULL)
-        rds__set_error(n->store, why);
-    if (n->ac != NULL) {
-        redisAsyncContext *ac = n->ac;
-        n->ac = NULL;
+    if (n->conn != NULL) {
+        rds_conn_t *c = n->conn;
+        n->conn = NULL;
         n->store->stats.disconnects++;
-        redisAsyncFree(ac); /* deferred by hiredis when called from one of its callbacks */
+        rds_conn_close(c);
     }
-    gone(n);
+    gone(n, why);
 }
 
-static void on_connect(const redisAsyncContext *ac, int status)
+void rds__node_name(const rds_node_t *n, char *out, size_t size)
 {
-    rds_node_t *n = ac->data;
-    if (status == REDIS_OK)
-        return; /* ready comes with the handshake */
-    char err[RDS_NODE_NAME_MAX + 160];
-    snprintf(err, sizeof(err), "redis: connect %s: %.120s", n->at.host, ac->errstr);
-    rds__set_error(n->store, err);
-    if (n->ac == ac) { /* hiredis frees the context after this callback */
-        n->ac = NULL;
-        n->store->stats.disconnects++;
-        gone(n);
-    }
+    if (n->at.port)
+        snprintf(out, size, "%s:%d", n->at.host, n->at.port);
+    else
+        snprintf(out, size, "%s", n->at.host);
 }
 
-static void on_disconnect(const redisAsyncContext *ac, int status)
+/* ---- the connection's events -------------------------------------------------------------- */
+
+static void on_conn_connected(void *ctx, rds_conn_t *c)
 {
-    rds_node_t *n = ac->data;
-    if (status != REDIS_OK) {
-        /* a reply refused by reply.c fails hiredis' reader as out of memory: say what it was */
-        const char *why = n->replies.refused[0] ? n->replies.refused : ac->errstr;
-        char err[RDS_NODE_NAME_MAX + 160];
-        snprintf(err, sizeof(err), "redis: connection to %s lost: %.120s", n->at.host, why);
-        rds__set_error(n->store, err);
-    }
-    if (n->ac == ac) {
-        n->ac = NULL;
-        n->store->stats.disconnects++;
-        gone(n);
-    }
+    (void)ctx;
+    (void)c; /* ready comes with the handshake */
 }
 
-int rds__node_send(rds_node_t *n, rds_call_kind_t kind, int script, int argc, const char **argv,
-                   const size_t *argvlen)
+static void on_conn_closed(void *ctx, rds_conn_t *c, const char *why)
 {
-    rds_call_t *c = rds__acquire(n->store);
-    if (c == NULL)
-        return -1;
-    c->kind = kind;
-    c->script = script;
-    c->node = n;
-    c->conn = n->ac;
-    rds__push_waiting(c);
-    if (redisAsyncCommandArgv(n->ac, rds__on_reply, c, argc, argv, argvlen) != REDIS_OK) {
-        rds__release(c);
-        return -1;
-    }
-    return 0;
+    rds_node_t *n = ctx;
+    if (n->conn != c)
+        return;
+    n->conn = NULL;
+    n->store->stats.disconnects++;
+    gone(n, why);
 }
 
-/* Queues one handshake command on the new connection. */
-static int queue(rds_node_t *n, rds_call_kind_t kind, int script, int argc, const char **argv,
+static void on_conn_message(void *ctx, rds_conn_t *c, const redisReply *reply)
+{
+    rds_node_t *n = ctx;
+    if (n->conn != c)
+        return;
+    n->last_read_ms = uv_now(n->store->loop);
+    n->events->message(n, reply);
+}
+
+static const rds_conn_handler_t conn_handler = {
+    .connected = on_conn_connected, .closed = on_conn_closed, .message = on_conn_message};
+
+/* ---- the handshake ------------------------------------------------------------------------ */
+
+/* Fails the handshake step `step` with Redis' (or our parser's) words: "redis: 10.0.0.1:6379:
+ * AUTH as tokentriage: WRONGPASS invalid username-password pair or user is disabled.": the
+ * address, the step and the reason, never a secret. */
+static void refuse(rds_node_t *n, rds_call_kind_t step, const tt_err_t *err)
+{
+    static const char *const names[] = {[RDS_CALL_AUTH] = "AUTH",
+                                        [RDS_CALL_SCRIPT_LOAD] = "SCRIPT LOAD",
+                                        [RDS_CALL_ROLE] = "ROLE",
+                                        [RDS_CALL_SENTINEL_ADDR] = "SENTINEL get-master-addr"};
+    const rds_auth_t *a = n->sentinel ? &n->store->cred.sentinel : &n->store->cred.redis;
+    char name[RDS_NODE_NAME_MAX], why[1024];
+    rds__node_name(n, name, sizeof(name));
+    const char *text = strncmp(err->message, "redis: ", 7) == 0 ? err->message + 7 : err->message;
+    bool as = step == RDS_CALL_AUTH && a->user[0];
+    snprintf(why, sizeof(why), "redis: %s%s: %s%s%s: %s", n->sentinel ? "Sentinel " : "", name,
+             names[step], as ? " as " : "", as ? a->user : "", text);
+    /* NOAUTH, or Redis 7 refusing an unauthenticated client's long SCRIPT LOAD ("ERR Protocol
+     * error: unauthenticated bulk length") before it would say NOAUTH */
+    if (strncmp(text, "NOAUTH", 6) == 0 || strstr(text, "unauthenticated"))
+        snprintf(why + strlen(why), sizeof(why) - strlen(why),
+                 " (NOAUTH: the server wants a password: set %s)",
+                 n->sentinel ? "sentinel_password_file" : "password_file");
+    rds__node_drop(n, why);
+}
+
+static void on_step(void *arg, rds_conn_t *c, const redisReply *reply)
+{
+    rds_node_t *n = arg;
+    rds_store_t *s = n->store;
+    if (n->conn != c || reply == NULL || n->step_next >= n->n_steps)
+        return; /* an old connection's; the connection's end is told by on_conn_closed */
+    n->last_read_ms = uv_now(s->loop);
+    rds_call_kind_t step = n->steps[n->step_next++];
+    tt_err_t err = {0};
+    int rc = 0;
+    switch (step) {
+    case RDS_CALL_AUTH:
+        rc = rds_reply_ok(reply, &err);
+        break;
+    case RDS_CALL_SCRIPT_LOAD: /* the SHA1 of an asset is the same on every node */
+        rc = rds_reply_sha(reply, s->sha[n->step_next - 1 - (n->steps[0] == RDS_CALL_AUTH)], &err);
+        break;
+    case RDS_CALL_ROLE:
+        rc = rds_role_is_primary(reply, &err);
+        break;
+    case RDS_CALL_SENTINEL_ADDR:
+        rc = n->events->primary(n, reply, &err);
+        if (n->conn != c)
+            return; /* the store dropped it meanwhile */
+        break;
+    default:
+        break;
+    }
+    if (rc < 0) {
+        refuse(n, step, &err);
+        return;
+    }
+    if (n->step_next == n->n_steps) {
+        n->ready = true;
+        uv_timer_stop(&n->reconnect);
+        n->backoff_ms = s->backoff_min_ms;
+        if (!n->sentinel)
+            s->stats.connects++;
+        n->events->ready(n);
+    }
+}
+
+static int queue(rds_node_t *n, rds_call_kind_t kind, int argc, const char **argv,
                  const size_t *argvlen)
 {
-    if (rds__node_send(n, kind, script, argc, argv, argvlen) < 0)
+    if (n->n_steps == RDS_HANDSHAKE_MAX ||
+        rds_conn_send_argv(n->conn, argc, argv, argvlen, on_step, n) < 0)
         return -1;
-    n->handshake_left++;
+    n->steps[n->n_steps++] = kind;
     return 0;
+}
+
+/* AUTH first, when the store has credentials for this kind of server: the commands pipelined
+ * after it are refused (NOAUTH) if it fails, and its own error is the one reported. */
+static int queue_auth(rds_node_t *n)
+{
+    const rds_auth_t *a = n->sentinel ? &n->store->cred.sentinel : &n->store->cred.redis;
+    if (a->password_len == 0)
+        return 0;
+    const char *argv[] = {"AUTH", a->user, a->password};
+    const size_t len[] = {4, strlen(a->user), a->password_len};
+    if (a->user[0] != '\0')
+        return queue(n, RDS_CALL_AUTH, 3, argv, len);
+    return queue(n, RDS_CALL_AUTH, 2, (const char *[]){"AUTH", a->password},
+                 (const size_t[]){4, a->password_len});
 }
 
 static int send_handshake(rds_node_t *n)
 {
     rds_store_t *s = n->store;
-    n->handshake_left = 0;
+    n->n_steps = n->step_next = 0;
+    if (queue_auth(n) < 0)
+        return -1;
     if (n->sentinel) {
         const char *argv[] = {"SENTINEL", "get-master-addr-by-name", s->master};
         const size_t len[] = {8, 23, strlen(s->master)};
-        if (queue(n, RDS_CALL_SENTINEL_ADDR, 0, 3, argv, len) < 0)
+        if (queue(n, RDS_CALL_SENTINEL_ADDR, 3, argv, len) < 0)
             return -1;
-        /* its messages come to rds__on_switch_master for as long as the connection lives */
-        return redisAsyncCommand(n->ac, rds__on_switch_master, n, "SUBSCRIBE +switch-master") ==
-                       REDIS_OK
-                   ? 0
-                   : -1;
+        /* its messages come to events->message for as long as the connection lives */
+        const char *sub[] = {"SUBSCRIBE", "+switch-master"};
+        const size_t sublen[] = {9, 14};
+        if (rds_conn_send_argv(n->conn, 2, sub, sublen, NULL, NULL) < 0)
+            return -1;
+        rds_conn_subscribed(n->conn);
+        return 0;
     }
     for (int i = 0; i < RDS_SCRIPT_COUNT; i++) {
         const rds_script_t *script = rds_script((rds_script_id_t)i);
         const char *argv[] = {"SCRIPT", "LOAD", script->body};
         const size_t len[] = {6, 4, script->len};
-        if (queue(n, RDS_CALL_SCRIPT_LOAD, i, 3, argv, len) < 0)
+        if (queue(n, RDS_CALL_SCRIPT_LOAD, 3, argv, len) < 0)
             return -1;
     }
     if (s->mode == RDS_MODE_SENTINEL) {
         const char *argv[] = {"ROLE"};
         const size_t len[] = {4};
-        if (queue(n, RDS_CALL_ROLE, 0, 1, argv, len) < 0)
+        if (queue(n, RDS_CALL_ROLE, 1, argv, len) < 0)
             return -1;
     }
     return 0;
 }
 
+static void on_handshake_deadline(uv_timer_t *t)
+{
+    rds_node_t *n = t->data;
+    if (n->conn == NULL || n->ready)
+        return;
+    char name[RDS_NODE_NAME_MAX], why[RDS_NODE_NAME_MAX + 160];
+    rds__node_name(n, name, sizeof(name));
+    const char *stage = rds_conn_stage(n->conn);
+    snprintf(why, sizeof(why), "redis: %s%s: no handshake within %llu ms (still %s%s)",
+             n->sentinel ? "Sentinel " : "", name, (unsigned long long)n->store->handshake_ms,
+             stage, strcmp(stage, "in the TLS handshake") == 0 ? ": is it a TLS port?" : "");
+    rds__node_drop(n, why);
+}
+
 static void connect_now(rds_node_t *n)
 {
     rds_store_t *s = n->store;
-    if (s->closing || n->ac != NULL || !n->wanted)
+    if (s->closing || n->conn != NULL || !n->wanted)
         return;
     uv_timer_stop(&n->reconnect);
-    redisAsyncContext *ac =
-        n->at.port ? redisAsyncConnect(n->at.host, n->at.port) : redisAsyncConnectUnix(n->at.host);
-    if (ac == NULL || ac->err) {
-        char err[RDS_NODE_NAME_MAX + 160];
-        snprintf(err, sizeof(err), "redis: connect %.200s: %.100s", n->at.host,
-                 ac ? ac->errstr : "out of memory");
-        rds__set_error(s, err);
-        if (ac)
-            redisAsyncFree(ac);
-        gone(n);
+    char name[RDS_NODE_NAME_MAX];
+    rds__node_name(n, name, sizeof(name));
+    rds_conn_options_t o = {.host = n->at.host, .port = n->at.port, .name = name, .tls = s->tls};
+    if (rds_conn_open(s->loop, &o, &conn_handler, n, &n->conn) < 0) {
+        char err[RDS_NODE_NAME_MAX + 64];
+        snprintf(err, sizeof(err), "redis: connect %s: cannot start a connection", name);
+        n->conn = NULL;
+        gone(n, err);
         return;
     }
-    ac->data = n;
-    rds__replies_attach(&n->replies, ac->c.reader, ac);
-    if (redisLibuvAttach(ac, s->loop) != REDIS_OK) {
-        rds__set_error(s, "redis: cannot attach to the event loop");
-        redisAsyncFree(ac);
-        gone(n);
-        return;
-    }
-    if (n->at.port != 0) /* TCP keepalive: a Sentinel subscription sends nothing for hours */
-        redisEnableKeepAlive(&ac->c);
-    redisAsyncSetConnectCallback(ac, on_connect);
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    n->ac = ac;
     n->last_read_ms = uv_now(s->loop);
-    if (send_handshake(n) < 0)
+    if (send_handshake(n) < 0) {
         rds__node_drop(n, "redis: cannot queue the handshake");
+        return;
+    }
+    uv_timer_start(&n->reconnect, on_handshake_deadline, s->handshake_ms, 0);
 }
 
 void rds__node_connect(rds_node_t *n)
@@ -195,33 +273,9 @@ void rds__node_connect(rds_node_t *n)
     connect_now(n);
 }
 
-void rds__node_handshake_done(rds_node_t *n, rds_call_t *c, const redisReply *reply)
-{
-    rds_store_t *s = n->store;
-    tt_err_t err;
-    int rc = 0;
-    if (c->kind == RDS_CALL_SCRIPT_LOAD) {
-        /* the SHA1 of an asset is the same on every node */
-        rc = rds_reply_sha(reply, s->sha[c->script], &err);
-    } else if (c->kind == RDS_CALL_ROLE) {
-        rc = rds_role_is_primary(reply, &err);
-    }
-    if (rc < 0) {
-        rds__node_drop(n, err.message);
-        return;
-    }
-    if (--n->handshake_left == 0 && n->ac != NULL) {
-        n->ready = true;
-        n->backoff_ms = s->backoff_min_ms;
-        if (!n->sentinel)
-            s->stats.connects++;
-        rds__node_ready(n);
-    }
-}
-
 bool rds__node_usable(const rds_node_t *n)
 {
-    return n != NULL && n->ready && n->ac != NULL;
+    return n != NULL && n->ready && n->conn != NULL;
 }
 
 static bool same(const rds_endpoint_t *a, const rds_endpoint_t *b)
@@ -230,7 +284,7 @@ static bool same(const rds_endpoint_t *a, const rds_endpoint_t *b)
 }
 
 /* The node for `at`: an existing one, a new one, or one no longer wanted re-pointed (never one
- * that hiredis still holds calls of). NULL when all RDS_CONNS_MAX are in use. Not connected
+ * that a connection still holds calls of). NULL when all RDS_CONNS_MAX are in use. Not connected
  * here: the caller sets wanted and calls rds__node_connect. */
 rds_node_t *rds__node_get(rds_store_t *s, const rds_endpoint_t *at, bool sentinel)
 {
@@ -239,13 +293,14 @@ rds_node_t *rds__node_get(rds_store_t *s, const rds_endpoint_t *at, bool sentine
         rds_node_t *n = s->nodes[i];
         if (n->sentinel == sentinel && same(&n->at, at))
             return n;
-        if (spare == NULL && !n->wanted && n->ac == NULL && n->pending == 0 && n->queued == 0)
+        if (spare == NULL && !n->wanted && n->conn == NULL && n->pending == 0 && n->queued == 0)
             spare = n;
     }
     if (spare == NULL && s->n_nodes < RDS_CONNS_MAX) {
         if ((spare = calloc(1, sizeof(*spare))) == NULL)
             return NULL;
         spare->store = s;
+        spare->events = s->node_events;
         spare->index = s->n_nodes;
         uv_timer_init(s->loop, &spare->reconnect);
         spare->reconnect.data = spare;
@@ -257,6 +312,8 @@ rds_node_t *rds__node_get(rds_store_t *s, const rds_endpoint_t *at, bool sentine
         spare->at = *at;
         spare->sentinel = sentinel;
         spare->backoff_ms = s->backoff_min_ms;
+        spare->told_up = false;
+        spare->told[0] = '\0';
         memset(&spare->stats, 0, sizeof(spare->stats));
     }
     return spare;

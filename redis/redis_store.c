@@ -1,6 +1,6 @@
 /*
- * The redis store's calls: hiredis' async API on the daemon's libuv loop. Connections are
- * node.c's, which node serves a key is topology.c's (store_int.h).
+ * The redis store's calls, on the daemon's libuv loop. Connections are node.c's (each one a
+ * conn.c: plain or TLS), which node serves a key is topology.c's (store_int.h).
  *
  * Batches. A caller's operation joins the open batch of its node, script and (in a cluster)
  * slot, or opens one; a batch is sent when the loop turn ends (an idle handle: the flush runs
@@ -8,19 +8,19 @@
  * when full (RDS_BATCH_MAX operations, or RDS_BATCH_KEY_BYTES of keys). Pipelined callers thus
  * share one script call, which runs their operations one after the other exactly as separate
  * calls in that order would, and answers each its own result or its own error. The command is
- * written once per batch, as RESP (rds_batch_format), and handed to hiredis preformatted.
+ * written once per batch, as RESP (rds_batch_format), and handed to the connection as it is.
  * Per key, order is kept: at most one batch per (node, slot, script) is open, batches are sent
- * in the order they opened, and hiredis sends in order on one connection.
+ * in the order they opened, and a connection sends in order.
  *
- * Life of a call. A call is a slot holding its own copy of the command's data. hiredis owns the
- * slot from the moment the command is queued until its reply callback runs (with the reply, or
- * with NULL when the connection goes), and only then is the slot released. Independently each
- * caller is answered exactly once: by the reply, or by the timeout, or with RDS_EUNAVAILABLE
+ * Life of a call. A call is a slot holding its own copy of the command's data. The connection
+ * owns the slot from the moment the command is queued until its reply function runs (with the
+ * reply, or with NULL when the connection goes), and only then is the slot released. Independently
+ * each caller is answered exactly once: by the reply, or by the timeout, or with RDS_EUNAVAILABLE
  * when its node went between the operation and the flush. Every sent call sits on a waiting
  * list in send order, which is deadline order since the timeout is one constant, so one uv
  * timer armed for the head serves them all; a call that is redirected keeps its place and its
- * deadline. When the head expires its callers get RDS_ETIMEDOUT and the slot stays with
- * hiredis until the late reply (discarded) arrives. If nothing at all has been read on the
+ * deadline. When the head expires its callers get RDS_ETIMEDOUT and the slot stays with the
+ * connection until the late reply (discarded) arrives. If nothing at all has been read on the
  * call's connection for a whole timeout when it expires, that connection is stalled: it is
  * dropped (its slots come back through the NULL replies) and re-made.
  *
@@ -57,6 +57,37 @@ void rds__set_error(rds_store_t *s, const char *what)
     snprintf(s->stats.last_error, sizeof(s->stats.last_error), "%s", what);
 }
 
+void rds__check_ready(rds_store_t *s)
+{
+    bool ready = rds__topology_ready(s);
+    if (s->closing || ready == s->told_ready)
+        return;
+    s->told_ready = ready;
+    if (s->on_event != NULL)
+        s->on_event(s->data, ready ? RDS_EVENT_UP : RDS_EVENT_DOWN, "",
+                    ready ? "" : s->stats.last_error);
+}
+
+void rds__node_event(rds_node_t *n, bool up, const char *why)
+{
+    rds_store_t *s = n->store;
+    char name[RDS_NODE_NAME_MAX];
+    rds__node_name(n, name, sizeof(name));
+    if (up) {
+        n->told_up = true;
+        n->told[0] = '\0';
+        if (s->on_event != NULL)
+            s->on_event(s->data, RDS_EVENT_NODE_UP, name, "");
+    } else if (why != NULL && !s->closing &&
+               (n->told_up || strncmp(n->told, why, sizeof(n->told) - 1) != 0)) {
+        n->told_up = false;
+        snprintf(n->told, sizeof(n->told), "%s", why);
+        if (s->on_event != NULL)
+            s->on_event(s->data, RDS_EVENT_NODE_DOWN, name, why);
+    }
+    rds__check_ready(s);
+}
+
 static void free_store_if_done(rds_store_t *s)
 {
     if (!s->closing || s->live > 0 || s->handles_open > 0)
@@ -66,16 +97,16 @@ static void free_store_if_done(rds_store_t *s)
         s->free_slots = c->next;
         free(c);
     }
-    for (uint32_t i = 0; i < s->n_nodes; i++) {
-        tt_arena_free(&s->nodes[i]->replies.arena);
+    for (uint32_t i = 0; i < s->n_nodes; i++)
         free(s->nodes[i]);
-    }
     free(s->scratch);
     free(s->out);
+    rds_credentials_wipe(&s->cred);
+    rds_tls_free(s->tls);
     free(s);
 }
 
-rds_call_t *rds__acquire(rds_store_t *s)
+static rds_call_t *acquire(rds_store_t *s)
 {
     rds_call_t *c = s->free_slots;
     if (c != NULL)
@@ -107,7 +138,7 @@ static void unlink_waiting(rds_call_t *c)
 }
 
 /* Returns the slot to the free list; the store may be freed here when it is closing. */
-void rds__release(rds_call_t *c)
+static void release(rds_call_t *c)
 {
     rds_store_t *s = c->store;
     unlink_waiting(c);
@@ -128,7 +159,7 @@ static void arm_deadline(rds_store_t *s)
     uv_timer_start(&s->deadline, on_deadline, wait, 0);
 }
 
-void rds__push_waiting(rds_call_t *c)
+static void push_waiting(rds_call_t *c)
 {
     rds_store_t *s = c->store;
     c->deadline_ms = uv_now(s->loop) + s->timeout_ms;
@@ -200,10 +231,10 @@ static void on_deadline(uv_timer_t *t)
         rds_call_t *c = s->head;
         rds_node_t *n = c->node;
         unlink_waiting(c);
-        if (n != NULL && n->ac != NULL && n->ac == c->conn &&
+        if (n != NULL && n->conn != NULL && n->conn == c->conn &&
             now - n->last_read_ms >= s->timeout_ms)
             n->stalled = true;
-        if (c->kind == RDS_CALL_DECIDE) /* hiredis keeps the slot until the reply or the drop */
+        if (c->kind == RDS_CALL_DECIDE) /* the connection keeps the slot until the reply or drop */
             answer_all(c, RDS_ETIMEDOUT, "redis: no reply within the timeout");
         else if (c->kind == RDS_CALL_SLOTS)
             s->refresh_in_flight = false; /* asked again on the next occasion */
@@ -212,8 +243,12 @@ static void on_deadline(uv_timer_t *t)
         rds_node_t *n = s->nodes[i];
         if (n->stalled) {
             n->stalled = false;
-            rds__node_drop(n, "redis: nothing read for a whole timeout: connection dropped as "
-                              "stalled");
+            char name[RDS_NODE_NAME_MAX], why[RDS_NODE_NAME_MAX + 96];
+            rds__node_name(n, name, sizeof(name));
+            snprintf(why, sizeof(why),
+                     "redis: %s: nothing read for a whole timeout: connection dropped as stalled",
+                     name);
+            rds__node_drop(n, why);
         }
     }
     arm_deadline(s);
@@ -223,10 +258,13 @@ static void on_deadline(uv_timer_t *t)
 
 /* Sends (or re-sends) a batch on node n, after ASKING when asking, as EVAL once retried after
  * NOSCRIPT. 0 or -1. */
+static void on_reply(void *arg, rds_conn_t *conn, const redisReply *reply);
+
 static int send_on(rds_call_t *c, rds_node_t *n, bool asking)
 {
+    static const char asking_cmd[] = "*1\r\n$6\r\nASKING\r\n";
     rds_store_t *s = c->store;
-    if (n->ac == NULL || n->pending >= s->max_in_flight)
+    if (n->conn == NULL || n->pending >= s->max_in_flight)
         return -1;
     size_t need = rds_batch_bound(&c->batch, c->retried);
     if (need > s->out_cap) {
@@ -237,12 +275,12 @@ static int send_on(rds_call_t *c, rds_node_t *n, bool asking)
         s->out_cap = need;
     }
     size_t len = rds_batch_format(&c->batch, s->sha[c->batch.script], c->retried, s->out);
-    if (asking && redisAsyncCommand(n->ac, NULL, NULL, "ASKING") != REDIS_OK)
+    if (asking && rds_conn_send(n->conn, asking_cmd, sizeof(asking_cmd) - 1, NULL, NULL) < 0)
         return -1;
-    if (redisAsyncFormattedCommand(n->ac, rds__on_reply, c, s->out, len) != REDIS_OK)
+    if (rds_conn_send(n->conn, s->out, len, on_reply, c) < 0)
         return -1;
     c->node = n;
-    c->conn = n->ac;
+    c->conn = n->conn;
     c->sent_ns = uv_hrtime();
     n->pending += c->batch.n;
     n->stats.calls++;
@@ -250,7 +288,7 @@ static int send_on(rds_call_t *c, rds_node_t *n, bool asking)
 }
 
 /* A MOVED or ASK reply: follows it when the call may still go somewhere. Returns true when the
- * call was re-sent (hiredis holds the slot again). */
+ * call was re-sent (a connection holds the slot again). */
 static bool follow(rds_call_t *c, const redisReply *reply, tt_err_t *err)
 {
     rds_store_t *s = c->store;
@@ -286,7 +324,7 @@ static bool follow(rds_call_t *c, const redisReply *reply, tt_err_t *err)
     return false;
 }
 
-static void on_decide_reply(redisAsyncContext *ac, rds_call_t *c, redisReply *reply)
+static void on_decide_reply(const rds_conn_t *conn, rds_call_t *c, const redisReply *reply)
 {
     rds_node_t *n = c->node;
     tt_err_t err = {0};
@@ -294,18 +332,18 @@ static void on_decide_reply(redisAsyncContext *ac, rds_call_t *c, redisReply *re
         n->stats.replies++;
         n->stats.latency_ns += uv_hrtime() - c->sent_ns;
     }
-    if (reply != NULL && reply->type == REDIS_REPLY_ERROR && n->ac == ac) {
+    if (reply != NULL && reply->type == REDIS_REPLY_ERROR && n->conn == conn) {
         if (follow(c, reply, &err))
             return;
         if (reply->len >= 11 && memcmp(reply->str, "CLUSTERDOWN", 11) == 0)
             rds__refresh_soon(c->store);
     }
     int rc = err.code < 0 ? err.code : rds_batch_reply(reply, c->batch.n, &err);
-    if (rc == RDS_ENOSCRIPT && !c->retried && n->ac == ac) {
+    if (rc == RDS_ENOSCRIPT && !c->retried && n->conn == conn) {
         c->retried = true;
         c->store->stats.reloads++;
         if (send_on(c, n, false) == 0)
-            return; /* the slot stays with hiredis */
+            return; /* the slot stays with the connection */
     }
     if (rc < 0) {
         answer_all(c, rc, err.message);
@@ -316,43 +354,68 @@ static void on_decide_reply(redisAsyncContext *ac, rds_call_t *c, redisReply *re
             answer_one(c, i, one, one == 0 ? &result : NULL, err.message);
         }
     }
-    rds__release(c);
+    release(c);
 }
 
-static void on_reply(redisAsyncContext *ac, void *r, void *privdata)
+static void on_reply(void *arg, rds_conn_t *conn, const redisReply *reply)
 {
-    rds_call_t *c = privdata;
+    rds_call_t *c = arg;
     rds_node_t *n = c->node;
-    redisReply *reply = r;
-    if (reply != NULL && n->ac == ac)
+    if (reply != NULL && n->conn == conn)
         n->last_read_ms = uv_now(c->store->loop);
     if (c->kind == RDS_CALL_DECIDE) {
         n->pending -= c->batch.n;
         if (c->unanswered > 0)
-            on_decide_reply(ac, c, reply);
+            on_decide_reply(conn, c, reply);
         else
-            rds__release(c);
+            release(c);
         return;
     }
     unlink_waiting(c);
-    if (reply != NULL && n->ac == ac) { /* NULL: the connection went, node.c has it */
-        if (c->kind == RDS_CALL_SLOTS)
-            rds__on_slots(c, reply);
-        else if (c->kind == RDS_CALL_SENTINEL_ADDR)
-            rds__on_sentinel_addr(c, reply);
-        else
-            rds__node_handshake_done(n, c, reply);
-    } else if (c->kind == RDS_CALL_SLOTS) {
+    if (reply != NULL && n->conn == conn) /* NULL: the connection went, node.c has it */
+        rds__on_slots(c, reply);
+    else
         c->store->refresh_in_flight = false;
-    }
-    rds__release(c);
+    release(c);
 }
 
-void rds__on_reply(redisAsyncContext *ac, void *r, void *privdata)
+int rds__send(rds_node_t *n, rds_call_kind_t kind, int argc, const char **argv,
+              const size_t *argvlen)
 {
-    on_reply(ac, r, privdata);
-    rds__replies_done(ac);
+    rds_call_t *c = acquire(n->store);
+    if (c == NULL)
+        return -1;
+    c->kind = kind;
+    c->node = n;
+    c->conn = n->conn;
+    push_waiting(c);
+    if (rds_conn_send_argv(n->conn, argc, argv, argvlen, on_reply, c) < 0) {
+        release(c);
+        return -1;
+    }
+    return 0;
 }
+
+/* ---- the nodes' events (the table handed to each node) ------------------------------------ */
+
+static void node_ready(rds_node_t *n)
+{
+    rds__topology_node_ready(n);
+    rds__node_event(n, true, NULL);
+}
+
+static void node_lost(rds_node_t *n, const char *why)
+{
+    if (why != NULL)
+        rds__set_error(n->store, why);
+    rds__node_event(n, false, why);
+    rds__topology_node_lost(n);
+}
+
+static const rds_node_events_t node_events = {.ready = node_ready,
+                                              .lost = node_lost,
+                                              .primary = rds__topology_primary,
+                                              .message = rds__topology_message};
 
 /* ---- the public face ---------------------------------------------------------------------- */
 
@@ -415,11 +478,22 @@ int rds_store_new(uv_loop_t *loop, const rds_options_t *o, rds_store_t **out, tt
     s->loop = loop;
     s->data = o->data;
     s->timeout_ms = ms_of(o->timeout_ns, DEFAULT_TIMEOUT_NS);
+    s->handshake_ms = s->timeout_ms > 1000 ? s->timeout_ms : 1000;
     s->backoff_min_ms = ms_of(o->backoff_min_ns, DEFAULT_BACKOFF_MIN_NS);
     s->backoff_max_ms = ms_of(o->backoff_max_ns, DEFAULT_BACKOFF_MAX_NS);
     if (s->backoff_max_ms < s->backoff_min_ms)
         s->backoff_max_ms = s->backoff_min_ms;
     s->max_in_flight = o->max_in_flight ? o->max_in_flight : DEFAULT_MAX_IN_FLIGHT;
+    if (o->credentials != NULL)
+        s->cred = *o->credentials;
+    s->on_event = o->on_event;
+    s->node_events = &node_events;
+    if (o->tls != NULL && (rc = rds_tls_new(o->tls, &s->tls, err)) < 0) {
+        rds_credentials_wipe(&s->cred);
+        free(s->scratch);
+        free(s);
+        return rc;
+    }
     s->jitter = uv_hrtime() | 1;
     uv_timer_init(loop, &s->deadline);
     uv_timer_init(loop, &s->refresh);
@@ -456,7 +530,7 @@ void rds_store_close(rds_store_t *s)
         s->open_head = c->open_next;
         c->node->queued -= c->batch.n;
         answer_all(c, RDS_ECLOSED, "redis: store closed");
-        rds__release(c);
+        release(c);
     }
     while (s->head != NULL) {
         rds_call_t *c = s->head;
@@ -493,10 +567,10 @@ static void flush_one(rds_call_t *c)
     n->queued -= c->batch.n;
     if (!rds__node_usable(n) || send_on(c, n, false) < 0) {
         answer_all(c, RDS_EUNAVAILABLE, "redis: the connection went before the call was sent");
-        rds__release(c);
+        release(c);
         return;
     }
-    rds__push_waiting(c);
+    push_waiting(c);
     s->stats.calls += c->batch.n;
     s->stats.batches++;
 }
@@ -536,7 +610,7 @@ static rds_call_t *open_batch(rds_store_t *s, rds_node_t *n, int slot, int scrip
     for (rds_call_t *c = s->bucket[h]; c != NULL; c = c->bucket_next)
         if (c->node == n && c->slot == slot && (int)c->batch.script == script)
             return c;
-    rds_call_t *c = rds__acquire(s);
+    rds_call_t *c = acquire(s);
     if (c == NULL)
         return NULL;
     c->kind = RDS_CALL_DECIDE;
@@ -585,6 +659,12 @@ int rds_store_call(rds_store_t *s, const ra_limiter_t *l, const char *key, size_
     if (c->batch.n == RDS_BATCH_MAX)
         seal(s, c);
     return 0;
+}
+
+void rds_store_set_credentials(rds_store_t *s, const rds_credentials_t *c)
+{
+    rds_credentials_wipe(&s->cred);
+    s->cred = *c;
 }
 
 bool rds_store_ready(const rds_store_t *s)

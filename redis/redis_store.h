@@ -14,7 +14,9 @@
 
 #include <uv.h>
 
+#include "auth.h"
 #include "script.h"
+#include "tls.h"
 
 typedef struct rds_store rds_store_t;
 
@@ -22,6 +24,18 @@ typedef struct rds_store rds_store_t;
 
 #define RDS_SEEDS_MAX 16   /* cluster seeds, or Sentinels */
 #define RDS_MASTER_MAX 128 /* a Sentinel master name */
+
+/* What the store tells its owner as it happens (a log line each, in the daemon). */
+typedef enum rds_event {
+    RDS_EVENT_NODE_UP,   /* a connection completed its handshake (node named) */
+    RDS_EVENT_NODE_DOWN, /* a connection failed or was lost, detail says why; a node failing again
+                          * for the same reason is not told again until it was up meanwhile */
+    RDS_EVENT_UP,        /* the store can decide: every key has a ready Redis (rds_store_ready) */
+    RDS_EVENT_DOWN,      /* ... no longer: decisions follow each limit's posture */
+} rds_event_t;
+
+/* node: "host:port" (or a socket path), "" for the store's own events; detail may be "". */
+typedef void rds_event_fn(void *data, rds_event_t event, const char *node, const char *detail);
 
 /* Exactly one topology: address, or cluster seeds, or sentinels with master. */
 typedef struct rds_options {
@@ -36,7 +50,12 @@ typedef struct rds_options {
     int64_t backoff_min_ns; /* reconnect backoff, doubling with jitter; 0 = 25 ms */
     int64_t backoff_max_ns; /* 0 = 2 s */
     uint32_t max_in_flight; /* calls held per node (timed-out ones included); 0 = 4096 */
-    void *data;             /* the owner's, handed back in every outcome */
+    /* AUTH in every connection's handshake (NULL: none); copied, the caller wipes its own */
+    const rds_credentials_t *credentials;
+    /* TLS on every connection (NULL: plain): the files are loaded by rds_store_new */
+    const rds_tls_options_t *tls;
+    rds_event_fn *on_event; /* NULL: told nothing */
+    void *data;             /* the owner's, handed back in every outcome and event */
 } rds_options_t;
 
 /* Counters for /metrics, and the last error for logs and /readyz. */
@@ -84,7 +103,8 @@ typedef void rds_done_fn(void *arg, const rds_outcome_t *outcome);
 /*
  * Creates a store on `loop` and starts connecting (returns before the connection is made).
  * Returns 0, or RDS_EADDRESS with err naming the field (shared_state.redis.address, ...) and
- * what is wrong with it, or TT_ERR_NOMEM. The store belongs to the caller until
+ * what is wrong with it, RDS_ETLS naming the TLS file that cannot be used and why, or
+ * TT_ERR_NOMEM. The store belongs to the caller until
  * rds_store_close.
  */
 int rds_store_new(uv_loop_t *loop, const rds_options_t *options, rds_store_t **out, tt_err_t *err);
@@ -103,6 +123,10 @@ void rds_store_close(rds_store_t *s);
  */
 int rds_store_call(rds_store_t *s, const ra_limiter_t *l, const char *key, size_t keylen,
                    const rds_op_t *op, rds_done_fn *done, void *arg);
+
+/* The credentials every connection made from now on sends (a reload's password rotated);
+ * connections already authenticated stay as they are. Copied. */
+void rds_store_set_credentials(rds_store_t *s, const rds_credentials_t *c);
 
 bool rds_store_ready(const rds_store_t *s);
 void rds_store_stats(const rds_store_t *s, rds_stats_t *out);

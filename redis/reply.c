@@ -3,10 +3,10 @@
  * element, one per string) and frees them after the reply's callback: for a batch of k
  * decisions that is 8 or so allocations and frees per decision, a fifth of the daemon's work
  * per redis answer. Here each connection's reader builds its replies, with the same redisReply
- * layout, in the node's arena instead, and the arena is reset once the reply callback has run
- * (rds__replies_done): hiredis delivers one complete reply at a time and starts the next only
- * after the callback returns, so nothing else lives there then. hiredis' freeObject is a no-op;
- * the arena's memory is the node's, freed with it.
+ * layout, in the connection's arena instead (conn.c), and the arena is reset once the reply has
+ * been handled (rds__replies_done): the reader builds one complete reply at a time and starts
+ * the next only when asked, so nothing else lives there then. hiredis' freeObject is a no-op;
+ * the arena's memory is the connection's, freed with it.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -14,27 +14,24 @@
 
 #include "store_int.h"
 
-/* Whether a reply about to be built is one its connection waits for. hiredis 0.14 asserts that
- * a reply no command awaits comes only on a subscribed connection (an error it reports and
- * disconnects): any other would abort the process. */
-static bool awaited(rds_replies_t *r, int type)
+/* n bytes of the reply being built, or NULL (the reader fails, refused says why) past
+ * RDS_REPLY_BYTES_MAX: nested arrays of bounded headers could otherwise still multiply. */
+static void *alloc(rds_replies_t *r, size_t n)
 {
-    const redisAsyncContext *ac = r->owner;
-    if (ac == NULL || ac->replies.head != NULL || (ac->c.flags & REDIS_SUBSCRIBED) ||
-        type == REDIS_REPLY_ERROR)
-        return true;
-    snprintf(r->refused, sizeof(r->refused), "a reply nobody asked for (RESP type %d)", type);
-    return false;
+    if (r->used + n > RDS_REPLY_BYTES_MAX) {
+        snprintf(r->refused, sizeof(r->refused), "a reply of more than %d bytes",
+                 RDS_REPLY_BYTES_MAX);
+        return NULL;
+    }
+    r->used += n;
+    return tt_arena_alloc(&r->arena, n);
 }
 
-/* A new object of `type`, linked into its parent array as hiredis' own functions do; for a
- * reply's root, only when the reply is awaited (NULL fails the reader). */
+/* A new object of `type`, linked into its parent array as hiredis' own functions do. */
 static redisReply *object(const redisReadTask *task, int type)
 {
     rds_replies_t *replies = task->privdata;
-    if (task->parent == NULL && !awaited(replies, type))
-        return NULL;
-    redisReply *r = tt_arena_alloc(&replies->arena, sizeof(*r));
+    redisReply *r = alloc(replies, sizeof(*r));
     if (r == NULL)
         return NULL;
     memset(r, 0, sizeof(*r));
@@ -49,7 +46,7 @@ static redisReply *object(const redisReadTask *task, int type)
 static void *create_string(const redisReadTask *task, char *str, size_t len)
 {
     rds_replies_t *replies = task->privdata;
-    char *copy = tt_arena_alloc(&replies->arena, len + 1);
+    char *copy = alloc(replies, len + 1);
     redisReply *r = copy ? object(task, task->type) : NULL;
     if (r == NULL)
         return NULL;
@@ -74,7 +71,7 @@ static void *create_array(const redisReadTask *task, int elements)
     }
     redisReply **element = NULL;
     if (elements > 0) {
-        element = tt_arena_alloc(&replies->arena, (size_t)elements * sizeof(*element));
+        element = alloc(replies, (size_t)elements * sizeof(*element));
         if (element == NULL)
             return NULL;
         memset(element, 0, (size_t)elements * sizeof(*element));
@@ -108,16 +105,16 @@ static void free_object(void *reply)
 static redisReplyObjectFunctions functions = {create_string, create_array, create_integer,
                                               create_nil, free_object};
 
-void rds__replies_attach(rds_replies_t *r, redisReader *reader, const redisAsyncContext *owner)
+void rds__replies_attach(rds_replies_t *r, redisReader *reader)
 {
     reader->fn = &functions;
     reader->privdata = r;
-    r->owner = owner;
     r->refused[0] = '\0';
+    r->used = 0;
 }
 
-void rds__replies_done(redisAsyncContext *ac)
+void rds__replies_done(rds_replies_t *r)
 {
-    rds_replies_t *r = ac->c.reader->privdata;
     tt_arena_reset(&r->arena);
+    r->used = 0;
 }

@@ -306,6 +306,18 @@ int rds_reply_read(const redisReply *reply, ra_result_t *out, tt_err_t *err)
     return 0;
 }
 
+int rds_reply_ok(const redisReply *reply, tt_err_t *err)
+{
+    if (reply == NULL)
+        return tt_err_set(err, RDS_ECONN, "", "redis: connection lost before the reply");
+    if (reply->type == REDIS_REPLY_ERROR)
+        return error_reply(reply, RDS_EREDIS, err);
+    if (reply->type != REDIS_REPLY_STATUS || reply->len != 2 || memcmp(reply->str, "OK", 2) != 0)
+        return tt_err_set(err, RDS_EREPLY, "", "redis: answered %s, want +OK",
+                          type_name(reply->type));
+    return 0;
+}
+
 int rds_reply_sha(const redisReply *reply, char *sha, tt_err_t *err)
 {
     if (reply == NULL)

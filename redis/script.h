@@ -140,6 +140,9 @@ int rds_batch_reply(const redisReply *reply, uint32_t n, tt_err_t *err);
 int rds_reply_read(const redisReply *reply, ra_result_t *out, tt_err_t *err);
 
 /* Checks a SCRIPT LOAD reply: a 40-hex SHA1, copied with its NUL into sha[41]. */
+/* +OK (AUTH's answer): 0; an error reply RDS_EREDIS with its text, else RDS_EREPLY. */
+int rds_reply_ok(const redisReply *reply, tt_err_t *err);
+
 int rds_reply_sha(const redisReply *reply, char *sha, tt_err_t *err);
 
 #endif

@@ -10,9 +10,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <hiredis/async.h>
 #include <uv.h>
 
+#include "conn.h"
 #include "redis_store.h"
 #include "slots.h"
 #include "tt_arena.h"
@@ -31,20 +31,38 @@ typedef enum rds_mode {
 
 typedef enum rds_call_kind {
     RDS_CALL_DECIDE,       /* a caller's script call */
+    RDS_CALL_SLOTS,        /* CLUSTER SLOTS, for the map */
+    RDS_CALL_AUTH,         /* handshake: AUTH [user] password, first when configured */
     RDS_CALL_SCRIPT_LOAD,  /* handshake: one asset */
     RDS_CALL_ROLE,         /* handshake (Sentinel mode): is this the primary? */
-    RDS_CALL_SLOTS,        /* CLUSTER SLOTS, for the map */
     RDS_CALL_SENTINEL_ADDR /* handshake of a Sentinel: where is the primary? */
 } rds_call_kind_t;
+
+/* The most commands one handshake sends: AUTH, two SCRIPT LOADs, ROLE. */
+#define RDS_HANDSHAKE_MAX 4
 
 typedef struct rds_node rds_node_t;
 
 /* Where a connection's reader builds its replies (reply.c). */
 typedef struct rds_replies {
     tt_arena_t arena;
-    const redisAsyncContext *owner; /* the connection, or NULL */
-    char refused[96];               /* why the reader was failed, or "" */
+    size_t used;      /* bytes of the reply being built */
+    char refused[96]; /* why the reader was failed, or "" */
 } rds_replies_t;
+
+/* What a node tells the store it belongs to, through the table the store hands it (as
+ * server/'s stream_handler_t): node.c calls nothing of the layers above by name. */
+typedef struct rds_node_events {
+    /* the handshake is done: calls may go */
+    void (*ready)(rds_node_t *n);
+    /* the connection went, failed or was refused, for `why` (NULL: dropped on purpose); a
+     * reconnect is scheduled after this when the node is still wanted */
+    void (*lost)(rds_node_t *n, const char *why);
+    /* a Sentinel's answer to get-master-addr-by-name: 0, or negative with err (dropped) */
+    int (*primary)(rds_node_t *n, const redisReply *reply, tt_err_t *err);
+    /* a message on a Sentinel's subscription (+switch-master) */
+    void (*message)(rds_node_t *n, const redisReply *reply);
+} rds_node_events_t;
 
 typedef struct rds_call rds_call_t;
 
@@ -57,14 +75,14 @@ typedef struct rds_caller {
 /*
  * One command to Redis. A caller's (RDS_CALL_DECIDE) is a batch: the operations of one loop turn
  * bound for one node, one slot and one script, with their callers. It is *open* (taking more
- * operations, on the store's open list) until the turn's flush sends it, then held by hiredis
- * until its reply callback runs.
+ * operations, on the store's open list) until the turn's flush sends it, then held by its
+ * connection until its reply function runs.
  */
 struct rds_call {
     rds_store_t *store;
-    rds_node_t *node;              /* where the command goes, or was last sent */
-    const redisAsyncContext *conn; /* ... on which connection of it */
-    rds_call_t *prev, *next;       /* the waiting list, or (next only) the free list */
+    rds_node_t *node;        /* where the command goes, or was last sent */
+    const rds_conn_t *conn;  /* ... on which connection of it */
+    rds_call_t *prev, *next; /* the waiting list, or (next only) the free list */
     uint64_t deadline_ms;
     uint64_t sent_ns; /* for the node's latency */
     rds_call_kind_t kind;
@@ -84,12 +102,14 @@ struct rds_call {
  * a node no longer wanted is disconnected and may be re-pointed at another endpoint. */
 struct rds_node {
     rds_store_t *store;
-    uint32_t index;        /* in store->nodes */
-    bool sentinel;         /* a Sentinel, not a Redis that runs scripts */
-    bool wanted;           /* connect and reconnect it (a primary in the map, a seed asked) */
-    bool ready;            /* connected and the handshake done */
-    bool stalled;          /* marked by the deadline sweep, dropped after it */
-    redisAsyncContext *ac; /* NULL while disconnected */
+    const rds_node_events_t *events; /* the store's */
+    uint32_t index;                  /* in store->nodes */
+    bool sentinel;                   /* a Sentinel, not a Redis that runs scripts */
+    bool wanted;      /* connect and reconnect it (a primary in the map, a seed asked) */
+    bool ready;       /* connected and the handshake done */
+    bool stalled;     /* marked by the deadline sweep, dropped after it */
+    rds_conn_t *conn; /* NULL while disconnected */
+    /* the reconnect's backoff while disconnected, the handshake's deadline while connecting */
     uv_timer_t reconnect;
     rds_endpoint_t at;
     uint64_t backoff_ms;
@@ -97,7 +117,10 @@ struct rds_node {
     uint32_t pending;      /* callers' operations hiredis holds on this connection */
     uint32_t queued;       /* ... and in open batches, not sent yet */
     int handshake_left;
-    rds_replies_t replies; /* its replies (reply.c) */
+    rds_call_kind_t steps[RDS_HANDSHAKE_MAX]; /* the handshake's commands, in order */
+    int step_next, n_steps;
+    bool told_up;  /* RDS_EVENT_NODE_UP told, no NODE_DOWN since */
+    char told[96]; /* the last NODE_DOWN's detail (the first 95 bytes), not told twice */
     rds_node_stats_t stats;
 };
 
@@ -118,10 +141,16 @@ struct rds_store {
     char *out; /* a command being written for hiredis, which copies it */
     size_t out_cap;
     bool closing;
+    bool told_ready; /* the last RDS_EVENT_UP/DOWN told */
+    rds_event_fn *on_event;
     int handles_open;
     uint64_t jitter;
     void *data;
     char sha[RDS_SCRIPT_COUNT][RDS_SHA_LEN + 1];
+    rds_credentials_t cred; /* sent by every handshake; wiped when the store is freed */
+    rds_tls_t *tls;         /* every connection's, when shared_state.redis.tls; owned */
+    uint64_t handshake_ms;  /* a connection's handshake (connect, TLS, AUTH, loads) within this */
+    const rds_node_events_t *node_events;
     rds_stats_t stats;
 
     rds_node_t *nodes[RDS_CONNS_MAX];
@@ -143,10 +172,15 @@ struct rds_store {
 
 /* redis_store.c */
 void rds__set_error(rds_store_t *s, const char *what);
-rds_call_t *rds__acquire(rds_store_t *s);
-void rds__release(rds_call_t *c);
-void rds__push_waiting(rds_call_t *c);
-void rds__on_reply(redisAsyncContext *ac, void *r, void *privdata);
+/* A node's transition (up: NULL why; down: why, or NULL when dropped on purpose): told to the
+ * owner once per change, and the store's own up/down after it. */
+void rds__node_event(rds_node_t *n, bool up, const char *why);
+/* Tells RDS_EVENT_UP/DOWN when rds_store_ready changed since last told. */
+void rds__check_ready(rds_store_t *s);
+/* Sends a command of the store's own (CLUSTER SLOTS) on n, on the waiting list like a call:
+ * its reply comes to topology.c. 0 or -1. */
+int rds__send(rds_node_t *n, rds_call_kind_t kind, int argc, const char **argv,
+              const size_t *argvlen);
 
 /* node.c */
 rds_node_t *rds__node_get(rds_store_t *s, const rds_endpoint_t *at, bool sentinel);
@@ -154,28 +188,32 @@ void rds__node_connect(rds_node_t *n);
 void rds__node_drop(rds_node_t *n, const char *why);
 void rds__node_handshake_done(rds_node_t *n, rds_call_t *c, const redisReply *reply);
 bool rds__node_usable(const rds_node_t *n);
+/* "host:port", or the socket path: how every message names the node. */
+void rds__node_name(const rds_node_t *n, char *out, size_t size);
 
 int rds__node_send(rds_node_t *n, rds_call_kind_t kind, int script, int argc, const char **argv,
                    const size_t *argvlen);
 
 /* reply.c: the reader's replies built in r->arena (instead of malloc'd object by object), each
  * valid until rds__replies_done. An array header longer than RDS_REPLY_ELEMENTS_MAX, or a reply
- * that no command of owner awaits, fails the reader, which drops the connection; r->refused
- * says why. owner NULL: a bare reader (tests), whose replies are not matched to commands. */
+ * of more than RDS_REPLY_BYTES_MAX bytes of objects, fails the reader, which drops the
+ * connection; r->refused says why. (A reply that no command awaits is conn.c's to refuse.) */
 #define RDS_REPLY_ELEMENTS_MAX RDS_SLOTS /* CLUSTER SLOTS, the largest: a range per slot */
-void rds__replies_attach(rds_replies_t *r, redisReader *reader, const redisAsyncContext *owner);
-/* After a reply callback on ac: the reply is done with. */
-void rds__replies_done(redisAsyncContext *ac);
+#define RDS_REPLY_BYTES_MAX (16 * 1024 * 1024)
+void rds__replies_attach(rds_replies_t *r, redisReader *reader);
+/* After a reply was handled: its objects are done with. */
+void rds__replies_done(rds_replies_t *r);
 
 /* topology.c */
 int rds__topology_parse(rds_store_t *s, const rds_options_t *o, tt_err_t *err);
 void rds__topology_start(rds_store_t *s);
 void rds__refresh_soon(rds_store_t *s);
-void rds__node_ready(rds_node_t *n);
-void rds__node_lost(rds_node_t *n);
+/* a node's events, as the topology sees them (the store's table calls these) */
+void rds__topology_node_ready(rds_node_t *n);
+void rds__topology_node_lost(rds_node_t *n);
+int rds__topology_primary(rds_node_t *n, const redisReply *reply, tt_err_t *err);
+void rds__topology_message(rds_node_t *n, const redisReply *reply);
 void rds__on_slots(rds_call_t *c, const redisReply *reply);
-void rds__on_sentinel_addr(rds_call_t *c, const redisReply *reply);
-void rds__on_switch_master(redisAsyncContext *ac, void *r, void *privdata);
 void rds__moved(rds_store_t *s, int slot, rds_node_t *to);
 /* The node for a key of `slot` (cluster: rds_key_slot; elsewhere -1, unused). */
 rds_node_t *rds__route(rds_store_t *s, int slot);

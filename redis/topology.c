@@ -76,7 +76,7 @@ int rds__topology_parse(rds_store_t *s, const rds_options_t *o, tt_err_t *err)
 static void want(rds_node_t *n)
 {
     n->wanted = true;
-    if (n->ac == NULL && !uv_is_active((uv_handle_t *)&n->reconnect))
+    if (n->conn == NULL && !uv_is_active((uv_handle_t *)&n->reconnect))
         rds__node_connect(n);
 }
 
@@ -120,7 +120,7 @@ static void on_refresh(uv_timer_t *t)
             continue;
         const char *argv[] = {"CLUSTER", "SLOTS"};
         const size_t len[] = {7, 5};
-        if (rds__node_send(n, RDS_CALL_SLOTS, 0, 2, argv, len) < 0)
+        if (rds__send(n, RDS_CALL_SLOTS, 2, argv, len) < 0)
             continue;
         s->refresh_cursor = n->index + 1;
         s->refresh_in_flight = true;
@@ -175,10 +175,11 @@ static int install(rds_store_t *s, const rds_map_t *map, tt_err_t *err)
         rds_node_t *n = s->nodes[i];
         if (keep[i])
             want(n);
-        else if (n->ac != NULL && n->pending == 0)
+        else if (n->conn != NULL && n->pending == 0)
             rds__node_drop(n, NULL);
     }
     s->stats.refreshes++;
+    rds__check_ready(s);
     return 0;
 }
 
@@ -243,7 +244,7 @@ static void set_primary(rds_store_t *s, const rds_endpoint_t *at)
     rds_node_t *old = s->primary;
     if (old != NULL && same(&old->at, at)) {
         old->backoff_ms = s->backoff_min_ms;
-        if (old->ac == NULL)
+        if (old->conn == NULL)
             uv_timer_stop(&old->reconnect);
         want(old);
         return;
@@ -258,30 +259,22 @@ static void set_primary(rds_store_t *s, const rds_endpoint_t *at)
         want(s->primary);
 }
 
-void rds__on_sentinel_addr(rds_call_t *c, const redisReply *reply)
+int rds__topology_primary(rds_node_t *n, const redisReply *reply, tt_err_t *err)
 {
     rds_endpoint_t at;
-    tt_err_t err;
-    if (rds_sentinel_addr_parse(reply, &at, &err) < 0) {
-        rds__node_drop(c->node, err.message);
-        return;
-    }
-    set_primary(c->store, &at);
-    rds__node_handshake_done(c->node, c, reply);
+    int rc = rds_sentinel_addr_parse(reply, &at, err);
+    if (rc == 0)
+        set_primary(n->store, &at);
+    return rc;
 }
 
-static void switch_master(redisAsyncContext *ac, void *r, void *privdata)
+void rds__topology_message(rds_node_t *n, const redisReply *reply)
 {
-    rds_node_t *n = privdata;
-    const redisReply *reply = r;
-    if (reply == NULL || n->ac != ac)
-        return;
-    n->last_read_ms = uv_now(n->store->loop);
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
         reply->element[0]->type != REDIS_REPLY_STRING ||
         strcmp(reply->element[0]->str, "message") != 0 ||
         reply->element[2]->type != REDIS_REPLY_STRING)
-        return; /* the subscription's confirmation */
+        return; /* not a message of the channel */
     rds_endpoint_t at;
     tt_err_t err;
     const redisReply *m = reply->element[2];
@@ -292,20 +285,14 @@ static void switch_master(redisAsyncContext *ac, void *r, void *privdata)
         set_primary(n->store, &at);
 }
 
-void rds__on_switch_master(redisAsyncContext *ac, void *r, void *privdata)
-{
-    switch_master(ac, r, privdata);
-    rds__replies_done(ac);
-}
-
-void rds__node_ready(rds_node_t *n)
+void rds__topology_node_ready(rds_node_t *n)
 {
     rds_store_t *s = n->store;
     if (s->mode == RDS_MODE_CLUSTER && s->refresh_wanted)
         rds__refresh_soon(s);
 }
 
-void rds__node_lost(rds_node_t *n)
+void rds__topology_node_lost(rds_node_t *n)
 {
     rds_store_t *s = n->store;
     if (s->closing)
@@ -316,7 +303,7 @@ void rds__node_lost(rds_node_t *n)
         s->seed_cursor = (s->seed_cursor + 1) % s->n_seeds; /* the next Sentinel */
         n->at = s->seeds[s->seed_cursor];
     } else if (s->mode == RDS_MODE_SENTINEL && n == s->primary && n->wanted &&
-               s->watcher->ac != NULL) {
+               s->watcher->conn != NULL) {
         rds__node_drop(s->watcher, NULL); /* ask again */
     }
 }

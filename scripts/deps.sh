@@ -13,12 +13,13 @@ run=(
   # the shared libraries tokentriage loads (msgpack-c's codec is all inline: nothing to load)
   libuv1 libyaml-0-2 libsodium23 libhiredis0.14 # event loop, config, gossip AEAD, the redis store
   libhttp-parser2.9 libnghttp2-14 libprotobuf-c1 # HTTP door, gRPC door (h2c, protobuf)
+  libssl3 # the redis store's TLS (OpenSSL: redis/tls.c, redis/conn.c)
   curl # the README's /metrics look, the systemd unit's ExecStartPost /readyz poll
 )
 build=(
   build-essential cmake pkg-config # the compiler, CMake, finding the libraries below
   libuv1-dev libmsgpack-dev libyaml-dev libsodium-dev libhiredis-dev
-  libhttp-parser-dev libnghttp2-dev libprotobuf-c-dev
+  libhttp-parser-dev libnghttp2-dev libprotobuf-c-dev libssl-dev
   protobuf-c-compiler # protoc-c: rls/proto/*.proto to C at build time
   git                 # the commit `tokentriage version` prints (built without: "unknown")
 )
@@ -28,6 +29,7 @@ test=(
   python3 python3-msgpack python3-yaml               # the Python client, its tests, ttcheck.py
   protobuf-compiler python3-grpcio python3-protobuf  # tests/rls: Envoy's own messages from Python
   redis-server redis-tools                           # the redis store's tests, Cluster, Sentinel
+  openssl                                            # certificates the redis TLS tests make
   nginx-light caddy                                  # tests of the proxy examples (examples/proxy)
   faketime libfaketime                               # wall-clock steps under the daemons
   iproute2                                           # fleets in network namespaces (ip netns)

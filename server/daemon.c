@@ -10,7 +10,8 @@
  * shared_state (membership, division, Redis) are read at start only: a reload that changes
  * them says which and keeps the old values until a restart (cfg_restart_sections). The one
  * exception is the keyring file's content, read again on every reload so keys rotate without
- * restarts.
+ * restarts, and the Redis password files' (shared_state.redis.password_file,
+ * sentinel_password_file), read again so a rotated password reaches the next connection.
  */
 #include "daemon.h"
 
@@ -127,6 +128,8 @@ typedef struct reload {
     mb_keyring_t keyring;                      /* membership's next keyring */
     const char *restart[CFG_RESTART_SECTIONS]; /* sections that apply after a restart */
     size_t n_restart;
+    bool recred;                  /* the redis store takes `redis_cred` */
+    rds_credentials_t redis_cred; /* its next credentials, read from the files again */
 } reload_t;
 
 /* Builds and checks every part; changes nothing. 0, or -1 with the reason in why (what
@@ -152,6 +155,14 @@ static int reload_prepare(daemon_t *d, reload_t *r, char *why, size_t why_size)
         cfg_free(r->cfg);
         return -1;
     }
+    /* a store running since the start reads its password files again (a rotated Secret) */
+    r->recred = d->redis.store != NULL && c->redis.present;
+    if (r->recred && rds_credentials_from_config(&c->redis, &r->redis_cred, &merr) != 0) {
+        tt_err_format(&merr, why, why_size);
+        gov_engine_reload_abort(d->engine, r->engine);
+        cfg_free(r->cfg);
+        return -1;
+    }
     r->n_restart = cfg_restart_sections(d->cfg, c, r->restart);
     return 0;
 }
@@ -162,6 +173,10 @@ static void reload_commit(daemon_t *d, reload_t *r)
     gov_engine_reload_commit(d->engine, r->engine, log_reload, d);
     if (r->rekey)
         mb_keyring_commit(d->mb, &r->keyring);
+    if (r->recred) {
+        rds_gov_set_credentials(&d->redis, &r->redis_cred);
+        rds_credentials_wipe(&r->redis_cred);
+    }
     for (size_t i = 0; i < r->n_restart; i++)
         srv_log(SRV_LOG_WARN, "reload: a section changed that applies after a restart", "section",
                 r->restart[i], NULL);
@@ -477,6 +492,29 @@ static int draw_seed(uint64_t seed[2])
     return 0;
 }
 
+/* The redis store's transitions, one log line each (docs/redis.md): a node's connection up or
+ * failing (with the reason: an AUTH refused, a certificate, a lost connection), and the store as a
+ * whole able to decide or leaving decisions to each limit's posture. */
+static void redis_event(void *data, rds_event_t event, const char *node, const char *detail)
+{
+    (void)data;
+    switch (event) {
+    case RDS_EVENT_NODE_UP:
+        srv_log(SRV_LOG_INFO, "redis: connected", "node", node, NULL);
+        break;
+    case RDS_EVENT_NODE_DOWN:
+        srv_log(SRV_LOG_WARN, "redis: connection failed", "node", node, "detail", detail, NULL);
+        break;
+    case RDS_EVENT_UP:
+        srv_log(SRV_LOG_INFO, "redis: store up", NULL);
+        break;
+    case RDS_EVENT_DOWN:
+        srv_log(SRV_LOG_WARN, "redis: store down: decisions follow each limit's posture", "detail",
+                detail, NULL);
+        break;
+    }
+}
+
 static int start(daemon_t *d)
 {
     const srv_daemon_options_t *opt = d->opt;
@@ -519,8 +557,16 @@ static int start(daemon_t *d)
     }
     if (d->cfg->redis.present) { /* connects in the background; posture.fail covers the wait */
         rds_options_t ro;
-        rds_options_from_config(&d->cfg->redis, &ro);
-        if (rds_gov_attach(&d->redis, d->engine, &d->loop, &ro, &gerr) != 0) {
+        rds_tls_options_t tls;
+        rds_credentials_t cred;
+        rds_options_from_config(&d->cfg->redis, &ro, &tls);
+        ro.credentials = &cred;
+        ro.on_event = redis_event;
+        int rc = rds_credentials_from_config(&d->cfg->redis, &cred, &gerr);
+        if (rc == 0)
+            rc = rds_gov_attach(&d->redis, d->engine, &d->loop, &ro, &gerr);
+        rds_credentials_wipe(&cred);
+        if (rc != 0) {
             srv_log(SRV_LOG_ERROR, "redis", "detail", tt_err_format(&gerr, err, sizeof(err)), NULL);
             return EX_CONFIG_;
         }

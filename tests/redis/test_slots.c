@@ -370,7 +370,7 @@ Test(script, the_state_is_read_over_the_whole_int64_range_and_nothing_else)
 static redisReply *arena_read(rds_replies_t *a, const char *resp, size_t len)
 {
     redisReader *reader = redisReaderCreate();
-    rds__replies_attach(a, reader, NULL);
+    rds__replies_attach(a, reader);
     void *reply = NULL;
     cr_assert_eq(redisReaderFeed(reader, resp, len), REDIS_OK);
     cr_assert_eq(redisReaderGetReply(reader, &reply), REDIS_OK);
@@ -435,7 +435,7 @@ Test(reply, an_array_header_past_the_bound_is_refused_before_allocating)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         rds_replies_t a = {0};
         redisReader *reader = redisReaderCreate();
-        rds__replies_attach(&a, reader, NULL);
+        rds__replies_attach(&a, reader);
         void *reply = NULL;
         cr_assert_eq(redisReaderFeed(reader, cases[i], strlen(cases[i])), REDIS_OK);
         cr_assert_eq(redisReaderGetReply(reader, &reply), REDIS_ERR, "case %zu", i);
