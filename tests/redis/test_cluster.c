@@ -436,3 +436,85 @@ Test(cluster, a_primary_killed_follows_the_posture_then_resumes_on_its_promoted_
     rds_store_close(s);
     free(l);
 }
+
+/* The replica of node `primary` (its ROLE names primary's port), or -1. */
+static int replica_of(int primary)
+{
+    for (int i = 0; i < RC_NODES; i++) {
+        redisContext *c = rh_connect(&cluster.node[i]);
+        redisReply *r = c ? redisCommand(c, "ROLE") : NULL;
+        bool mine = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+                    strcmp(r->element[0]->str, "slave") == 0 &&
+                    r->element[2]->type == REDIS_REPLY_INTEGER &&
+                    r->element[2]->integer == cluster.node[primary].port;
+        freeReplyObject(r);
+        if (c)
+            redisFree(c);
+        if (mine)
+            return i;
+    }
+    return -1;
+}
+
+typedef struct promoted {
+    rds_store_t *store;
+    const char *address;
+} promoted_t;
+
+/* The store wants, and has ready, a connection to `address`. */
+static bool store_uses(void *arg)
+{
+    promoted_t *p = arg;
+    rds_node_stats_t nodes[RDS_NODES_MAX + RDS_SEEDS_MAX];
+    size_t n = rds_store_nodes(p->store, nodes, sizeof(nodes) / sizeof(nodes[0]));
+    for (size_t i = 0; i < n && i < sizeof(nodes) / sizeof(nodes[0]); i++)
+        if (strcmp(nodes[i].node, p->address) == 0 && nodes[i].ready)
+            return true;
+    return false;
+}
+
+static bool promoted_everywhere(void *arg)
+{
+    int *who = arg;
+    return rc_primary_of(&cluster, who[0], 0) == who[0] &&
+           rc_primary_of(&cluster, who[1], 0) == who[0];
+}
+
+Test(cluster, the_map_follows_a_failover_on_its_own_with_no_call_made)
+{
+    rds_store_t *s = open_cluster(500 * MS);
+    cr_assert(rh_run_until(&loop, is_ready, s, 10000), "never ready");
+    int old = rc_primary_of(&cluster, 0, 0), replica = replica_of(old);
+    cr_assert(old >= 0 && replica >= 0, "slot 0's primary %d has no replica", old);
+    /* a manual failover: the replica takes over, the old primary stays up as its replica, so
+     * no connection of the store is lost and nothing tells it but the map */
+    redisContext *c = rh_connect(&cluster.node[replica]);
+    redisReply *r = redisCommand(c, "CLUSTER FAILOVER");
+    cr_assert(r && r->type == REDIS_REPLY_STATUS, "CLUSTER FAILOVER: %s", r ? r->str : "");
+    freeReplyObject(r);
+    redisFree(c);
+    int who[2] = {replica, old};
+    cr_assert(rh_run_until(&loop, promoted_everywhere, who, 20000), "the failover never happened");
+    promoted_t p = {s, cluster.node[replica].address};
+    cr_assert(rh_run_until(&loop, store_uses, &p, 15000),
+              "the store did not learn of the new primary without a call");
+    rds_stats_t before;
+    rds_store_stats(s, &before);
+    cr_assert_geq(before.refreshes, 2);
+    /* a call for slot 0 goes straight to the new primary: no MOVED */
+    static load_t l;
+    memset(&l, 0, sizeof(l));
+    l.store = s;
+    cr_assert_eq(ra_limiter_init(&l.limiter, RA_FIXED_WINDOW, 1000, 3600000 * MS, 1000), 0);
+    char id[RDS_KEY_MAX];
+    rc_key_in_slot(0, id, sizeof(id));
+    snprintf(l.keys[0], sizeof(l.keys[0]), "%s", id);
+    l.n_keys = 1;
+    cr_assert_eq(send_one(&l, 0), 0);
+    cr_assert(rh_run_until(&loop, all_answered, &l, 5000));
+    cr_assert_eq(l.admitted[0], 1, "%s", l.last_error);
+    rds_stats_t after;
+    rds_store_stats(s, &after);
+    cr_assert_eq(after.redirects, before.redirects, "the call was redirected: the map was stale");
+    rds_store_close(s);
+}
