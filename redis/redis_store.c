@@ -237,7 +237,7 @@ static void on_deadline(uv_timer_t *t)
         if (c->kind == RDS_CALL_DECIDE) /* the connection keeps the slot until the reply or drop */
             answer_all(c, RDS_ETIMEDOUT, "redis: no reply within the timeout");
         else if (c->kind == RDS_CALL_SLOTS)
-            s->refresh_in_flight = false; /* asked again on the next occasion */
+            rds__refresh_failed(s);
     }
     for (uint32_t i = 0; i < s->n_nodes; i++) {
         rds_node_t *n = s->nodes[i];
@@ -375,7 +375,7 @@ static void on_reply(void *arg, rds_conn_t *conn, const redisReply *reply)
     if (reply != NULL && n->conn == conn) /* NULL: the connection went, node.c has it */
         rds__on_slots(c, reply);
     else
-        c->store->refresh_in_flight = false;
+        rds__refresh_failed(c->store);
     release(c);
 }
 

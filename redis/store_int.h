@@ -208,6 +208,8 @@ void rds__replies_done(rds_replies_t *r);
 int rds__topology_parse(rds_store_t *s, const rds_options_t *o, tt_err_t *err);
 void rds__topology_start(rds_store_t *s);
 void rds__refresh_soon(rds_store_t *s);
+/* A CLUSTER SLOTS that got no answer (timed out, its connection gone): asked again soon. */
+void rds__refresh_failed(rds_store_t *s);
 /* a node's events, as the topology sees them (the store's table calls these) */
 void rds__topology_node_ready(rds_node_t *n);
 void rds__topology_node_lost(rds_node_t *n);

@@ -8,7 +8,12 @@
  * The map is asked again, at most once per REFRESH_GAP_MS, whenever it may be stale: a MOVED
  * (whose slot is re-routed at once), a CLUSTERDOWN, a call for a slot with no ready primary,
  * and a primary's connection lost or failing to come back (a failover: its replica is promoted
- * and the next map names it). When no primary is reachable the seeds are connected again.
+ * and the next map names it). It is also asked on its own: every REFRESH_PERIOD_MS while the map
+ * is whole and its primaries ready (a failover that lost us no connection, a manual one or a
+ * resharding, with no call to meet a MOVED), and every REFRESH_RETRY_MS while it is not (a
+ * primary gone and its replica not promoted yet: the new primary is connected as soon as the
+ * map names it, before any call needs it). When no primary is reachable the seeds are connected
+ * again.
  * A primary that leaves the map is disconnected once none of its calls is in flight.
  *
  * Sentinel. One Sentinel at a time is asked SENTINEL get-master-addr-by-name and, on the same
@@ -24,8 +29,9 @@
 
 #include "store_int.h"
 
-#define REFRESH_GAP_MS 100    /* between two CLUSTER SLOTS */
-#define REFRESH_RETRY_MS 1000 /* after a map that could not be used */
+#define REFRESH_GAP_MS 100     /* between two CLUSTER SLOTS */
+#define REFRESH_RETRY_MS 500   /* while the map is not whole, or could not be used */
+#define REFRESH_PERIOD_MS 5000 /* while it is: a failover or a resharding nobody told us of */
 
 static int parse_endpoint(const char *address, const char *path, rds_endpoint_t *e, tt_err_t *err)
 {
@@ -131,10 +137,18 @@ static void on_refresh(uv_timer_t *t)
     want_seeds(s); /* nobody to ask: the seeds again; the first ready one is asked */
 }
 
+/* The next CLUSTER SLOTS in `ms` at the latest: a sooner one already armed stands. */
 static void refresh_in(rds_store_t *s, uint64_t ms)
 {
-    if (!uv_is_active((uv_handle_t *)&s->refresh))
+    if (!uv_is_active((uv_handle_t *)&s->refresh) || uv_timer_get_due_in(&s->refresh) > ms)
         uv_timer_start(&s->refresh, on_refresh, ms, 0);
+}
+
+void rds__refresh_failed(rds_store_t *s)
+{
+    s->refresh_in_flight = false;
+    if (!s->closing)
+        refresh_in(s, REFRESH_RETRY_MS);
 }
 
 void rds__refresh_soon(rds_store_t *s)
@@ -196,6 +210,8 @@ void rds__on_slots(rds_call_t *c, const redisReply *reply)
     }
     if (s->refresh_wanted) /* something asked again while this one was out */
         rds__refresh_soon(s);
+    else /* the next one on its own: soon while a primary is missing, else periodically */
+        refresh_in(s, rds__topology_ready(s) ? REFRESH_PERIOD_MS : REFRESH_RETRY_MS);
 }
 
 void rds__moved(rds_store_t *s, int slot, rds_node_t *to)
