@@ -32,7 +32,7 @@ FROM debian:bookworm-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libuv1 libyaml-0-2 libsodium23 libhiredis0.14 libhttp-parser2.9 libnghttp2-14 \
-      libprotobuf-c1 \
+      libprotobuf-c1 libssl3 \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 65532 tokentriage \
  && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
