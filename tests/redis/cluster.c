@@ -105,19 +105,66 @@ const char *rc_key_in_slot(int slot, char *buf, size_t n)
 
 int rc_start(rc_cluster_t *c)
 {
+    rc_options_t none = {0};
+    return rc_start_with(c, &none);
+}
+
+/* Node i's arguments: the cluster's, then the password's and TLS's. */
+static const char *const *node_args(rc_cluster_t *c, int i, const rc_options_t *o)
+{
+    const char **a = c->args[i];
+    int n = 0;
+    for (int k = 0; cluster_args[k]; k++)
+        a[n++] = cluster_args[k];
+    if (o->password) {
+        const char *auth[] = {"--requirepass", o->password, "--masterauth", o->password};
+        for (int k = 0; k < 4; k++)
+            a[n++] = auth[k];
+    }
+    if (o->cert) {
+        int port;
+        do /* the cluster bus listens 10000 above the TLS port, which Redis wants <= 55535 */
+            port = rh_free_port();
+        while (port > 55535);
+        snprintf(c->storage[i], sizeof(c->storage[i]), "%d", port);
+        snprintf(c->tls_address[i], sizeof(c->tls_address[i]), "127.0.0.1:%d", port);
+        const char *tls[] = {"--tls-port",         c->storage[i], "--tls-cert-file",    o->cert,
+                             "--tls-key-file",     o->key,        "--tls-ca-cert-file", o->ca,
+                             "--tls-auth-clients", "optional",    "--tls-cluster",      "yes",
+                             "--tls-replication",  "yes"};
+        for (size_t k = 0; k < sizeof(tls) / sizeof(tls[0]); k++)
+            a[n++] = tls[k];
+    }
+    a[n] = NULL;
+    return a;
+}
+
+int rc_start_with(rc_cluster_t *c, const rc_options_t *o)
+{
     memset(c, 0, sizeof(*c));
-    const char *argv[20] = {"redis-cli", "--cluster", "create"};
-    int n = 3;
+    if (o->password)
+        snprintf(c->password, sizeof(c->password), "%s", o->password);
+    const char *argv[24] = {"redis-cli"};
+    int n = 1;
+    if (o->password) {
+        argv[n++] = "-a";
+        argv[n++] = c->password;
+        argv[n++] = "--no-auth-warning";
+    }
+    argv[n++] = "--cluster";
+    argv[n++] = "create";
     for (int i = 0; i < RC_NODES; i++) {
-        if (rh_start_with(&c->node[i], cluster_args, NULL) != 0) {
+        if (rh_start_with(&c->node[i], node_args(c, i, o), NULL) != 0) {
             fprintf(stderr, "cluster node %d did not start\n", i);
             rc_stop(c);
             return -1;
         }
+        if (o->password)
+            c->node[i].password = c->password;
         argv[n++] = c->node[i].address;
     }
     for (int i = 0; i < 3; i++)
-        c->seeds[i] = c->node[i].address;
+        c->seeds[i] = o->cert ? c->tls_address[i] : c->node[i].address;
     const char *tail[] = {"--cluster-replicas", "1", "--cluster-yes", NULL};
     memcpy(argv + n, tail, sizeof(tail));
     if (rh_run_program(argv, 60000) != 0) {

@@ -11,14 +11,28 @@
 
 #define RC_NODES 6
 
+/* A cluster that wants a password, or speaks TLS (each node then has a tls-port beside its plain
+ * one, with tls-cluster and tls-replication: CLUSTER SLOTS over TLS names the TLS ports). */
+typedef struct rc_options {
+    const char *password;        /* requirepass and masterauth; NULL: none */
+    const char *cert, *key, *ca; /* the nodes' certificate and the CA; NULL: no TLS */
+} rc_options_t;
+
 typedef struct rc_cluster {
     rh_server_t node[RC_NODES];
-    const char *seeds[3]; /* three node addresses, for rds_options_t.cluster */
+    const char *seeds[3]; /* three node addresses, for rds_options_t.cluster (TLS ports with TLS) */
+    char tls_address[RC_NODES][32]; /* "127.0.0.1:<tls-port>" with TLS, else "" */
+    const char *args[RC_NODES][32];
+    char storage[RC_NODES][256];
+    char password[64];
 } rc_cluster_t;
 
 /* Starts and joins the cluster, and waits (bounded) until every node says cluster_state:ok.
  * 0 or -1 (what went wrong on stderr). */
 int rc_start(rc_cluster_t *c);
+
+/* The same with a password and/or TLS (o's strings must outlive the cluster). */
+int rc_start_with(rc_cluster_t *c, const rc_options_t *o);
 
 /* Stops every node and removes their directories. */
 void rc_stop(rc_cluster_t *c);

@@ -134,6 +134,10 @@ static int spawn(rh_server_t *s)
         int status;
         if (waitpid(pid, &status, WNOHANG) == pid) { /* it exited: port taken, or no binary */
             s->pid = 0;
+            char cmd[160];
+            snprintf(cmd, sizeof(cmd), "tail -n 3 %s/redis.log >&2", s->dir);
+            if (system(cmd) != 0)
+                fprintf(stderr, "redis-server exited at once (no log)\n");
             return -1;
         }
         if (answers_ping(s))
@@ -229,7 +233,36 @@ redisContext *rh_connect(const rh_server_t *s)
     }
     if (c != NULL)
         redisSetTimeout(c, tv);
+    if (c != NULL && s->password != NULL) {
+        redisReply *r = redisCommand(c, "AUTH %s", s->password);
+        bool ok = r && r->type == REDIS_REPLY_STATUS;
+        freeReplyObject(r);
+        if (!ok) {
+            redisFree(c);
+            return NULL;
+        }
+    }
     return c;
+}
+
+int rh_sentinel_replicas(const rh_server_t *s, const char *master)
+{
+    redisContext *c = rh_connect(s);
+    redisReply *r = c ? redisCommand(c, "SENTINEL REPLICAS %s", master) : NULL;
+    int n = r && r->type == REDIS_REPLY_ARRAY ? (int)r->elements : -1;
+    freeReplyObject(r);
+    if (c)
+        redisFree(c);
+    return n;
+}
+
+int rh_write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return -1;
+    int ok = fputs(text, f) >= 0;
+    return fclose(f) == 0 && ok ? 0 : -1;
 }
 
 static void on_tick(uv_timer_t *t)

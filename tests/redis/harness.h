@@ -21,6 +21,8 @@ typedef struct rh_server {
     /* more arguments, kept for restarts: "--cluster-enabled", "yes", ... (NULL-ended) */
     const char *const *extra;
     bool sentinel; /* a redis.conf written from conf_text, run with --sentinel */
+    /* set after the start when the server wants one: rh_connect authenticates with it */
+    const char *password;
 } rh_server_t;
 
 /* A loopback port the kernel just handed out (for a second port of a server: tls-port). */
@@ -59,8 +61,15 @@ void rh_pause(rh_server_t *s, bool paused);
 /* Stops the server (if running) and removes the directory. */
 void rh_stop(rh_server_t *s);
 
-/* A synchronous connection for test set-up and checks; the caller frees it. */
+/* A synchronous connection for test set-up and checks (AUTH with s->password when set); the
+ * caller frees it. */
 redisContext *rh_connect(const rh_server_t *s);
+
+/* How many replicas Sentinel `s` knows for `master` (SENTINEL REPLICAS), or -1. */
+int rh_sentinel_replicas(const rh_server_t *s, const char *master);
+
+/* Writes `text` to `path` (a password file, a config). 0 or -1. */
+int rh_write_file(const char *path, const char *text);
 
 /* Milliseconds on a monotonic clock, for deadlines. */
 long long rh_now_ms(void);

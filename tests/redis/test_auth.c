@@ -13,6 +13,7 @@
 
 #include "harness.h"
 #include "redis_store.h"
+#include "store_test.h"
 
 #define MS INT64_C(1000000)
 
@@ -28,6 +29,7 @@ static void setup(void)
 {
     uv_loop_init(&loop);
     cr_assert_eq(rh_start_with(&server, auth_args, NULL), 0, "redis-server did not start");
+    server.password = "old-secret"; /* the harness' own connections */
     snprintf(dir, sizeof(dir), "/tmp/tt-auth-XXXXXX");
     cr_assert_not_null(mkdtemp(dir));
 }
@@ -113,24 +115,7 @@ Test(auth, a_bad_password_file_is_named_with_the_reason_and_never_its_content)
 
 /* ---- the handshake ------------------------------------------------------------------------ */
 
-typedef struct events {
-    int node_down, node_up, up, down;
-    char last[256];
-} events_t;
-
-static void on_event(void *data, rds_event_t event, const char *node, const char *detail)
-{
-    events_t *e = data;
-    (void)node;
-    e->node_down += event == RDS_EVENT_NODE_DOWN;
-    e->node_up += event == RDS_EVENT_NODE_UP;
-    e->up += event == RDS_EVENT_UP;
-    e->down += event == RDS_EVENT_DOWN;
-    if (event == RDS_EVENT_NODE_DOWN)
-        snprintf(e->last, sizeof(e->last), "%s", detail);
-}
-
-static rds_store_t *open_store(const char *user, const char *password, events_t *events)
+static rds_store_t *open_store(const char *user, const char *password, rs_events_t *events)
 {
     rds_credentials_t cred = {0};
     if (password != NULL) {
@@ -143,86 +128,22 @@ static rds_store_t *open_store(const char *user, const char *password, events_t 
                        .backoff_min_ns = 10 * MS,
                        .backoff_max_ns = 50 * MS,
                        .credentials = &cred,
-                       .on_event = on_event,
+                       .on_event = rs_on_event,
                        .data = events};
-    rds_store_t *s;
-    tt_err_t err;
-    cr_assert_eq(rds_store_new(&loop, &o, &s, &err), 0, "%s", err.message);
-    return s;
-}
-
-static bool is_ready(void *s)
-{
-    return rds_store_ready(s);
-}
-
-static bool failed_twice(void *arg)
-{
-    rds_store_t *s = arg;
-    rds_stats_t st;
-    rds_store_stats(s, &st);
-    return st.disconnects >= 2;
-}
-
-typedef struct tally {
-    int sent, answered, admitted;
-} tally_t;
-
-static void on_done(void *arg, const rds_outcome_t *o)
-{
-    tally_t *t = arg;
-    t->answered++;
-    t->admitted += o->status == 0 && o->result.admit;
-}
-
-static bool all_answered(void *arg)
-{
-    tally_t *t = arg;
-    return t->answered == t->sent;
-}
-
-/* n steps on `key` (1000 a minute: nothing is denied); returns the first refusal, or 0 */
-static int steps(rds_store_t *s, const char *key, int n, tally_t *t)
-{
-    ra_limiter_t l;
-    cr_assert_eq(ra_limiter_init(&l, RA_GCRA, 1000, 60000 * MS, 1000), 0);
-    rds_op_t op = {.cost = 1};
-    for (int i = 0; i < n; i++) {
-        int rc = rds_store_call(s, &l, key, strlen(key), &op, on_done, t);
-        if (rc < 0)
-            return rc;
-        t->sent++;
-    }
-    cr_assert(rh_run_until(&loop, all_answered, t, 5000));
-    return 0;
-}
-
-/* How many keys Redis holds (asked with the admin password). */
-static long long keys_in_redis(void)
-{
-    redisContext *c = rh_connect(&server);
-    cr_assert_not_null(c);
-    redisReply *r = redisCommand(c, "AUTH tt user-secret");
-    freeReplyObject(r);
-    r = redisCommand(c, "DBSIZE");
-    cr_assert(r && r->type == REDIS_REPLY_INTEGER, "DBSIZE: %s", r ? r->str : "no reply");
-    long long n = r->integer;
-    freeReplyObject(r);
-    redisFree(c);
-    return n;
+    return rs_store_new(&loop, &o);
 }
 
 Test(auth, the_right_password_and_the_right_acl_user_decide_through_redis)
 {
-    events_t e1 = {0}, e2 = {0};
+    rs_events_t e1 = {0}, e2 = {0};
     rds_store_t *a = open_store(NULL, "old-secret", &e1), *b = open_store("tt", "user-secret", &e2);
-    cr_assert(rh_run_until(&loop, is_ready, a, 5000), "requirepass: never ready");
-    cr_assert(rh_run_until(&loop, is_ready, b, 5000), "ACL user: never ready");
-    tally_t t = {0};
-    cr_assert_eq(steps(a, "team:a", 3, &t), 0);
-    cr_assert_eq(steps(b, "team:a", 3, &t), 0);
+    cr_assert(rh_run_until(&loop, rs_ready, a, 5000), "requirepass: never ready");
+    cr_assert(rh_run_until(&loop, rs_ready, b, 5000), "ACL user: never ready");
+    rs_tally_t t = {0};
+    cr_assert_eq(rs_steps(&loop, a, "team:a", 3, &t), 0);
+    cr_assert_eq(rs_steps(&loop, b, "team:a", 3, &t), 0);
     cr_assert_eq(t.admitted, 6);
-    cr_assert_eq(keys_in_redis(), 1, "one counter for both");
+    cr_assert_eq(rs_dbsize(&server), 1, "one counter for both");
     cr_assert_eq(e1.node_up, 1);
     cr_assert_eq(e1.up, 1);
     cr_assert_eq(e1.node_down + e2.node_down, 0);
@@ -230,26 +151,11 @@ Test(auth, the_right_password_and_the_right_acl_user_decide_through_redis)
     rds_store_close(b);
 }
 
-/* A store that can never authenticate: not ready, every call refused at once, nothing in Redis,
- * and the error names the address and Redis' words, told once however often it fails. */
+/* A store that can never authenticate: see rs_expect_refused. */
 static void expect_refused(const char *user, const char *password, const char *want)
 {
-    events_t e = {0};
-    rds_store_t *s = open_store(user, password, &e);
-    cr_assert(rh_run_until(&loop, failed_twice, s, 5000), "did not fail its handshakes");
-    rds_stats_t st;
-    rds_store_stats(s, &st);
-    cr_assert_not(st.ready);
-    cr_assert(strstr(st.last_error, server.address), "no address: %s", st.last_error);
-    cr_assert(strstr(st.last_error, want), "want %s: %s", want, st.last_error);
-    cr_assert_null(strstr(st.last_error, "secret"), "the password leaked: %s", st.last_error);
-    cr_assert_str_eq(e.last, st.last_error);
-    cr_assert_eq(e.node_down, 1, "told %d times", e.node_down);
-    cr_assert_eq(e.up, 0);
-    tally_t t = {0};
-    cr_assert_eq(steps(s, "team:refused", 1, &t), RDS_EUNAVAILABLE);
-    cr_assert_eq(keys_in_redis(), 0, "Redis counted a call it never decided");
-    rds_store_close(s);
+    rs_events_t e = {0};
+    rs_expect_refused(&loop, open_store(user, password, &e), &e, &server, server.address, want);
 }
 
 Test(auth, a_wrong_password_is_wrongpass_named_with_the_address)
@@ -270,25 +176,23 @@ Test(auth, no_password_is_noauth_and_says_which_setting_is_missing)
 
 static bool ready_again(void *arg)
 {
-    rds_store_t *s = arg;
     rds_stats_t st;
-    rds_store_stats(s, &st);
+    rds_store_stats(arg, &st);
     return st.ready && st.connects >= 2;
 }
 
 Test(auth, a_rotated_password_reaches_the_next_connection)
 {
-    events_t e = {0};
+    rs_events_t e = {0};
     rds_store_t *s = open_store(NULL, "old-secret", &e);
-    cr_assert(rh_run_until(&loop, is_ready, s, 5000));
+    cr_assert(rh_run_until(&loop, rs_ready, s, 5000));
     /* Redis' password changes: the connection made with the old one stays authenticated */
     redisContext *admin = rh_connect(&server);
-    freeReplyObject(redisCommand(admin, "AUTH tt user-secret"));
     redisReply *r = redisCommand(admin, "CONFIG SET requirepass new-secret");
     cr_assert(r && r->type == REDIS_REPLY_STATUS, "CONFIG SET: %s", r ? r->str : "");
     freeReplyObject(r);
-    tally_t t = {0};
-    cr_assert_eq(steps(s, "team:r", 1, &t), 0);
+    rs_tally_t t = {0};
+    cr_assert_eq(rs_steps(&loop, s, "team:r", 1, &t), 0);
     cr_assert_eq(t.admitted, 1);
     /* the reload's commit: the store takes the new password; the connection is then lost */
     rds_credentials_t cred = {0};
@@ -299,7 +203,7 @@ Test(auth, a_rotated_password_reaches_the_next_connection)
     cr_assert(r && r->type == REDIS_REPLY_INTEGER && r->integer >= 1);
     freeReplyObject(r);
     cr_assert(rh_run_until(&loop, ready_again, s, 5000), "never reconnected: %s", e.last);
-    cr_assert_eq(steps(s, "team:r", 1, &t), 0);
+    cr_assert_eq(rs_steps(&loop, s, "team:r", 1, &t), 0);
     cr_assert_eq(t.admitted, 2);
     redisFree(admin);
     rds_store_close(s);

@@ -14,6 +14,7 @@
 
 #include "cluster.h"
 #include "redis_store.h"
+#include "store_test.h"
 #include "slots.h"
 
 #define MS INT64_C(1000000)
@@ -46,15 +47,7 @@ static rds_store_t *open_cluster(int64_t timeout_ns)
                        .backoff_max_ns = 100 * MS};
     for (int i = 0; i < 3; i++)
         o.cluster[i] = cluster.seeds[i];
-    rds_store_t *s;
-    tt_err_t err;
-    cr_assert_eq(rds_store_new(&loop, &o, &s, &err), 0, "%s", err.message);
-    return s;
-}
-
-static bool is_ready(void *s)
-{
-    return rds_store_ready(s);
+    return rs_store_new(&loop, &o);
 }
 
 /* ---- calls: one fixed-window step at NOW, counted per key ---------------------------------- */
@@ -151,7 +144,7 @@ static int stored_count(load_t *l, int i)
 Test(cluster, keys_over_every_slot_are_decided_on_their_primaries)
 {
     rds_store_t *s = open_cluster(2000 * MS);
-    cr_assert(rh_run_until(&loop, is_ready, s, 10000), "never ready");
+    cr_assert(rh_run_until(&loop, rs_ready, s, 10000), "never ready");
     load_t *l = new_load(s);
     for (int i = 0; i < KEYS; i++) {
         char id[16];
@@ -251,7 +244,7 @@ Test(cluster, a_resharding_under_load_is_followed_through_moved_and_ask_losing_n
     cr_assert_eq(rc_node_id(&cluster, 0, from), 0);
     cr_assert_eq(rc_node_id(&cluster, 1, to), 0);
     rds_store_t *s = open_cluster(2000 * MS);
-    cr_assert(rh_run_until(&loop, is_ready, s, 10000), "never ready");
+    cr_assert(rh_run_until(&loop, rs_ready, s, 10000), "never ready");
     load_t *l = new_load(s);
     keys_in_low_slots(l, 400, 300);
     driver_t d;
@@ -331,7 +324,7 @@ static bool slot_moved(void *arg)
 Test(cluster, a_batch_whose_slot_moved_is_redirected_whole_and_each_call_answered_once)
 {
     rds_store_t *s = open_cluster(2000 * MS);
-    cr_assert(rh_run_until(&loop, is_ready, s, 10000), "never ready");
+    cr_assert(rh_run_until(&loop, rs_ready, s, 10000), "never ready");
     load_t *l = new_load(s);
     for (int i = 0; i < 20; i++) /* one slot: the batch's */
         snprintf(l->keys[i], sizeof(l->keys[i]), "{moving}:%d", i);
@@ -390,7 +383,7 @@ Test(cluster, a_primary_killed_follows_the_posture_then_resumes_on_its_promoted_
 {
     const int64_t timeout = 100 * MS;
     rds_store_t *s = open_cluster(timeout);
-    cr_assert(rh_run_until(&loop, is_ready, s, 10000), "never ready");
+    cr_assert(rh_run_until(&loop, rs_ready, s, 10000), "never ready");
     load_t *l = new_load(s);
     keys_in_low_slots(l, 50, 5000); /* all on node 0 */
     for (int i = 0; i < l->n_keys; i++)
@@ -422,7 +415,7 @@ Test(cluster, a_primary_killed_follows_the_posture_then_resumes_on_its_promoted_
                 promoted - killed, back - promoted, st.refreshes);
     cr_assert_leq(back - promoted, 2000, "resumed %lld ms after the promotion was visible",
                   back - promoted);
-    cr_assert(rh_run_until(&loop, is_ready, s, 5000), "the store is whole again");
+    cr_assert(rh_run_until(&loop, rs_ready, s, 5000), "the store is whole again");
     rds_node_stats_t nodes[8];
     size_t n = rds_store_nodes(s, nodes, 8);
     char promoted_at[32];
@@ -483,7 +476,7 @@ static bool promoted_everywhere(void *arg)
 Test(cluster, the_map_follows_a_failover_on_its_own_with_no_call_made)
 {
     rds_store_t *s = open_cluster(500 * MS);
-    cr_assert(rh_run_until(&loop, is_ready, s, 10000), "never ready");
+    cr_assert(rh_run_until(&loop, rs_ready, s, 10000), "never ready");
     int old = rc_primary_of(&cluster, 0, 0), replica = replica_of(old);
     cr_assert(old >= 0 && replica >= 0, "slot 0's primary %d has no replica", old);
     /* a manual failover: the replica takes over, the old primary stays up as its replica, so

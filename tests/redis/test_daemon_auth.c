@@ -22,9 +22,7 @@ static const char *const auth_args[] = {"--requirepass", "first-Secret", NULL};
 
 static void write_secret(const char *text)
 {
-    FILE *f = fopen(secret_path, "w");
-    cr_assert_not_null(f);
-    cr_assert(fputs(text, f) >= 0 && fclose(f) == 0);
+    cr_assert_eq(rh_write_file(secret_path, text), 0);
 }
 
 /* A command on the server as its admin, with `password`. */

@@ -15,6 +15,7 @@
 
 #include "harness.h"
 #include "redis_store.h"
+#include "store_test.h"
 
 #define MS INT64_C(1000000)
 
@@ -36,17 +37,6 @@ static bool replica_in_sync(void)
     return ok;
 }
 
-static bool sentinel_knows_the_replica(void)
-{
-    redisContext *c = rh_connect(&sentinel);
-    redisReply *r = c ? redisCommand(c, "SENTINEL REPLICAS mymaster") : NULL;
-    bool ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 1;
-    freeReplyObject(r);
-    if (c)
-        redisFree(c);
-    return ok;
-}
-
 static void setup(void)
 {
     uv_loop_init(&loop);
@@ -61,7 +51,7 @@ static void setup(void)
              primary.port);
     cr_assert_eq(rh_start_with(&sentinel, NULL, conf), 0, "the Sentinel did not start");
     long long deadline = rh_now_ms() + 20000;
-    while (!(replica_in_sync() && sentinel_knows_the_replica())) {
+    while (!(replica_in_sync() && rh_sentinel_replicas(&sentinel, "mymaster") == 1)) {
         cr_assert_lt(rh_now_ms(), deadline, "the replica or the Sentinel never got ready");
         usleep(20000); /* polling their state, bounded by the deadline */
     }
@@ -87,15 +77,7 @@ static rds_store_t *open_store(const char *address)
                        .backoff_min_ns = 10 * MS,
                        .backoff_max_ns = 100 * MS};
     o.sentinels[0] = address;
-    rds_store_t *s;
-    tt_err_t err;
-    cr_assert_eq(rds_store_new(&loop, &o, &s, &err), 0, "%s", err.message);
-    return s;
-}
-
-static bool is_ready(void *s)
-{
-    return rds_store_ready(s);
+    return rs_store_new(&loop, &o);
 }
 
 /* ---- our own +switch-master subscriber, on the same loop ---------------------------------- */
@@ -165,7 +147,7 @@ static bool decided(void *arg)
 Test(sentinel, the_store_follows_a_failover_within_a_second_of_switch_master)
 {
     rds_store_t *s = open_store(sentinel.address);
-    cr_assert(rh_run_until(&loop, is_ready, s, 10000), "never found the primary");
+    cr_assert(rh_run_until(&loop, rs_ready, s, 10000), "never found the primary");
     resume_t before = {.store = s};
     cr_assert(rh_run_until(&loop, decided, &before, 5000), "no decision through the primary");
     rds_node_stats_t nodes[4];

@@ -13,6 +13,7 @@
 #include "certs.h"
 #include "harness.h"
 #include "redis_store.h"
+#include "store_test.h"
 
 #define MS INT64_C(1000000)
 
@@ -42,130 +43,54 @@ static void teardown(void)
 
 TestSuite(tls, .init = setup, .fini = teardown, .timeout = 60);
 
-typedef struct events {
-    int node_down, up;
-    char last[256];
-} events_t;
-
-static void on_event(void *data, rds_event_t event, const char *node, const char *detail)
-{
-    events_t *e = data;
-    (void)node;
-    e->up += event == RDS_EVENT_UP;
-    if (event == RDS_EVENT_NODE_DOWN) {
-        e->node_down++;
-        snprintf(e->last, sizeof(e->last), "%s", detail);
-    }
-}
-
-static rds_store_t *open_store(const char *address, const rds_tls_options_t *tls, events_t *e)
+static rds_store_t *open_store(const char *address, const rds_tls_options_t *tls, rs_events_t *e)
 {
     rds_options_t o = {.address = address,
                        .timeout_ns = 500 * MS,
                        .backoff_min_ns = 10 * MS,
                        .backoff_max_ns = 50 * MS,
                        .tls = tls,
-                       .on_event = on_event,
+                       .on_event = rs_on_event,
                        .data = e};
-    rds_store_t *s;
-    tt_err_t err;
-    cr_assert_eq(rds_store_new(&loop, &o, &s, &err), 0, "%s", err.message);
-    return s;
+    return rs_store_new(&loop, &o);
 }
 
-static bool is_ready(void *s)
+/* Another TLS server on this suite's CA, serving `pair`; its TLS address in address[32]. */
+static void start_tls(rh_server_t *s, const rt_pair_t *pair, const char *auth_clients,
+                      char address[32])
 {
-    return rds_store_ready(s);
-}
-
-static bool failed_twice(void *arg)
-{
-    rds_stats_t st;
-    rds_store_stats(arg, &st);
-    return st.disconnects >= 2;
-}
-
-typedef struct tally {
-    int sent, answered, admitted;
-} tally_t;
-
-static void on_done(void *arg, const rds_outcome_t *o)
-{
-    tally_t *t = arg;
-    t->answered++;
-    t->admitted += o->status == 0 && o->result.admit;
-}
-
-static bool all_answered(void *arg)
-{
-    tally_t *t = arg;
-    return t->answered == t->sent;
-}
-
-static int steps(rds_store_t *s, const char *key, int n, tally_t *t)
-{
-    ra_limiter_t l;
-    cr_assert_eq(ra_limiter_init(&l, RA_GCRA, 1000, 60000 * MS, 1000), 0);
-    rds_op_t op = {.cost = 1};
-    for (int i = 0; i < n; i++) {
-        int rc = rds_store_call(s, &l, key, strlen(key), &op, on_done, t);
-        if (rc < 0)
-            return rc;
-        t->sent++;
-    }
-    cr_assert(rh_run_until(&loop, all_answered, t, 5000));
-    return 0;
-}
-
-static long long keys_in_redis(void)
-{
-    redisContext *c = rh_connect(&server); /* the plain port */
-    cr_assert_not_null(c);
-    redisReply *r = redisCommand(c, "DBSIZE");
-    cr_assert(r && r->type == REDIS_REPLY_INTEGER);
-    long long n = r->integer;
-    freeReplyObject(r);
-    redisFree(c);
-    return n;
+    static const char *args[16];
+    static char storage[512];
+    int port = rh_free_port();
+    rt_server_args(&certs, pair, port, auth_clients, args, storage);
+    cr_assert_eq(rh_start_with(s, args, NULL), 0);
+    snprintf(address, 32, "127.0.0.1:%d", port);
 }
 
 Test(tls, verified_by_the_ca_and_the_name_it_decides_over_tls)
 {
     rds_tls_options_t by_name = {.ca_file = certs.ca, .server_name = "redis.test", .verify = true};
     rds_tls_options_t by_address = {.ca_file = certs.ca, .verify = true}; /* IP:127.0.0.1 */
-    events_t e1 = {0}, e2 = {0};
+    rs_events_t e1 = {0}, e2 = {0};
     rds_store_t *a = open_store(tls_address, &by_name, &e1);
     rds_store_t *b = open_store(tls_address, &by_address, &e2);
-    cr_assert(rh_run_until(&loop, is_ready, a, 5000), "server_name: %s", e1.last);
-    cr_assert(rh_run_until(&loop, is_ready, b, 5000), "by address: %s", e2.last);
-    tally_t t = {0};
-    cr_assert_eq(steps(a, "team:tls", 40, &t), 0);
-    cr_assert_eq(steps(b, "team:tls", 40, &t), 0);
+    cr_assert(rh_run_until(&loop, rs_ready, a, 5000), "server_name: %s", e1.last);
+    cr_assert(rh_run_until(&loop, rs_ready, b, 5000), "by address: %s", e2.last);
+    rs_tally_t t = {0};
+    cr_assert_eq(rs_steps(&loop, a, "team:tls", 40, &t), 0);
+    cr_assert_eq(rs_steps(&loop, b, "team:tls", 40, &t), 0);
     cr_assert_eq(t.admitted, 80);
-    cr_assert_eq(keys_in_redis(), 1, "one counter, written over TLS");
+    cr_assert_eq(rs_dbsize(&server), 1, "one counter, written over TLS");
     cr_assert_eq(e1.node_down + e2.node_down, 0);
     rds_store_close(a);
     rds_store_close(b);
 }
 
-/* A store whose TLS handshake can never succeed: not ready, calls refused at once, nothing in
- * Redis, and the error names the address and `want`, told once. */
+/* A store whose TLS handshake can never succeed: see rs_expect_refused. */
 static void expect_refused(const char *address, const rds_tls_options_t *tls, const char *want)
 {
-    events_t e = {0};
-    rds_store_t *s = open_store(address, tls, &e);
-    cr_assert(rh_run_until(&loop, failed_twice, s, 10000), "did not fail its handshakes");
-    rds_stats_t st;
-    rds_store_stats(s, &st);
-    cr_assert_not(st.ready);
-    cr_assert(strstr(st.last_error, address), "no address: %s", st.last_error);
-    cr_assert(strstr(st.last_error, want), "want \"%s\": %s", want, st.last_error);
-    cr_assert_eq(e.node_down, 1, "told %d times: %s", e.node_down, e.last);
-    cr_assert_eq(e.up, 0);
-    tally_t t = {0};
-    cr_assert_eq(steps(s, "team:refused", 1, &t), RDS_EUNAVAILABLE);
-    cr_assert_eq(keys_in_redis(), 0, "Redis counted a call it never decided");
-    rds_store_close(s);
+    rs_events_t e = {0};
+    rs_expect_refused(&loop, open_store(address, tls, &e), &e, &server, address, want);
 }
 
 Test(tls, a_server_certificate_from_another_ca_is_refused)
@@ -186,12 +111,8 @@ Test(tls, a_server_certificate_for_another_name_is_refused)
 Test(tls, a_certificate_whose_names_leave_out_the_address_is_refused)
 {
     rh_server_t named;
-    const char *args[16];
-    char storage[512], address[32];
-    int port = rh_free_port();
-    rt_server_args(&certs, &certs.wrong_name, port, "optional", args, storage);
-    cr_assert_eq(rh_start_with(&named, args, NULL), 0);
-    snprintf(address, sizeof(address), "127.0.0.1:%d", port);
+    char address[32];
+    start_tls(&named, &certs.wrong_name, "optional", address);
     rds_tls_options_t o = {.ca_file = certs.ca, .verify = true};
     expect_refused(address, &o,
                    "certificate verify failed: IP address mismatch (checked 127.0.0.1)");
@@ -201,12 +122,8 @@ Test(tls, a_certificate_whose_names_leave_out_the_address_is_refused)
 Test(tls, an_expired_server_certificate_is_refused)
 {
     rh_server_t old;
-    const char *args[16];
-    char storage[512], address[32];
-    int port = rh_free_port();
-    rt_server_args(&certs, &certs.expired, port, "optional", args, storage);
-    cr_assert_eq(rh_start_with(&old, args, NULL), 0);
-    snprintf(address, sizeof(address), "127.0.0.1:%d", port);
+    char address[32];
+    start_tls(&old, &certs.expired, "optional", address);
     rds_tls_options_t o = {.ca_file = certs.ca, .verify = true};
     expect_refused(address, &o, "certificate verify failed: certificate has expired");
     rh_stop(&old);
@@ -221,37 +138,33 @@ Test(tls, a_server_that_speaks_no_tls_is_refused_not_waited_for)
 Test(tls, without_verify_any_certificate_is_taken)
 {
     rds_tls_options_t o = {.ca_file = certs.other_ca, .server_name = "other.test"};
-    events_t e = {0};
+    rs_events_t e = {0};
     rds_store_t *s = open_store(tls_address, &o, &e);
-    cr_assert(rh_run_until(&loop, is_ready, s, 5000), "%s", e.last);
+    cr_assert(rh_run_until(&loop, rs_ready, s, 5000), "%s", e.last);
     rds_store_close(s);
 }
 
 Test(tls, a_server_that_requires_a_client_certificate_gets_it)
 {
     rh_server_t strict;
-    const char *args[16];
-    char storage[512], address[32];
-    int port = rh_free_port();
-    rt_server_args(&certs, &certs.server, port, "yes", args, storage);
-    cr_assert_eq(rh_start_with(&strict, args, NULL), 0);
-    snprintf(address, sizeof(address), "127.0.0.1:%d", port);
+    char address[32];
+    start_tls(&strict, &certs.server, "yes", address);
     rds_tls_options_t with = {.ca_file = certs.ca,
                               .cert_file = certs.client.pem,
                               .key_file = certs.client.key,
                               .verify = true};
-    events_t e = {0};
+    rs_events_t e = {0};
     rds_store_t *s = open_store(address, &with, &e);
-    cr_assert(rh_run_until(&loop, is_ready, s, 5000), "%s", e.last);
-    tally_t t = {0};
-    cr_assert_eq(steps(s, "team:cert", 2, &t), 0);
+    cr_assert(rh_run_until(&loop, rs_ready, s, 5000), "%s", e.last);
+    rs_tally_t t = {0};
+    cr_assert_eq(rs_steps(&loop, s, "team:cert", 2, &t), 0);
     cr_assert_eq(t.admitted, 2);
     rds_store_close(s);
     /* and without one the server closes the connection: refused, and said so */
     rds_tls_options_t without = {.ca_file = certs.ca, .verify = true};
-    e = (events_t){0};
+    e = (rs_events_t){0};
     s = open_store(address, &without, &e);
-    cr_assert(rh_run_until(&loop, failed_twice, s, 10000));
+    cr_assert(rh_run_until(&loop, rs_failed_twice, s, 10000));
     rds_stats_t st;
     rds_store_stats(s, &st);
     cr_assert_not(st.ready);
