@@ -1,6 +1,20 @@
 /*
  * One h2c connection of the gRPC front door (see h2.h). nghttp2 owns the HTTP/2 state; the
  * callbacks below keep one `stream_t` per request stream (its user data) and answer it once.
+ *
+ * Work. A turn's budget (RLS_TURN_WORK) is spent by what costs CPU per decoded byte rather
+ * than per received byte: each header field nghttp2 decoded and validated (name + value + 32,
+ * RFC 9113's count), each body byte, each stream opened (RLS_STREAM_WORK) and each call decided
+ * (RLS_CALL_WORK: the engine, protobuf both ways, the answer's frames). The header and data
+ * callbacks return NGHTTP2_ERR_PAUSE once it is spent; a decision cannot pause (it runs in the
+ * frame callback) but it is counted, so the next field or chunk pauses. One turn therefore
+ * does at most RLS_TURN_WORK plus one field (nghttp2 refuses fields over 64 KiB) plus one
+ * decision. The weights were measured (docs/reliability.md): 64 Ki units is ~0.1 ms here.
+ *
+ * Flow control. nghttp2's automatic WINDOW_UPDATEs are off: a body's bytes count against the
+ * connection's window (RLS_CONN_BODY_MAX) and the stream's (RLS_STREAM_WINDOW) from their
+ * arrival until their call is decided or the stream ends (give_back), so a client cannot make
+ * the connection hold more than the window however many streams it opens.
  */
 #include "h2.h"
 
@@ -16,9 +30,12 @@ typedef struct stream {
     bool grpc;  /* content-type application/grpc[+proto] */
     bool bad_timeout;
     bool answered;    /* a response (or an error) is queued: later input is ignored */
+    bool ended;       /* the client's END_STREAM came: the request is whole */
     int64_t deadline; /* 0: none */
     uint8_t *in;      /* the request body as received (prefix + message), bounded */
     size_t in_len, in_cap;
+    size_t held; /* body bytes not yet given back to the flow-control windows */
+    size_t list; /* the current field block's size, as RFC 9113 §6.5.2 counts it */
     uint8_t prefix[GRPC_PREFIX];
     rls_answer_t ans; /* the response message, sent after prefix */
     size_t sent;      /* bytes of prefix + message written */
@@ -31,6 +48,15 @@ struct rls_conn {
     rls_caller_t who;
     int64_t now; /* of the input being read */
     stream_t *streams;
+    size_t work;       /* done in this turn */
+    bool paused;       /* the turn's budget ran out */
+    bool greeted;      /* the client's SETTINGS came */
+    bool closing;      /* its deadline has passed: nothing more to do */
+    int64_t born;      /* accepted */
+    int64_t quiet;     /* since when no stream has been open */
+    int64_t notice;    /* the GOAWAY notice went at (0: not yet) */
+    bool final_goaway; /* the final GOAWAY is queued */
+    rls_conn_stats_t st;
 };
 
 static void stream_free(stream_t *st)
@@ -38,6 +64,20 @@ static void stream_free(stream_t *st)
     free(st->in);
     rls_answer_free(&st->ans);
     free(st);
+}
+
+/* The body is dealt with: its buffer goes, and its bytes go back to the connection's window
+ * (the stream's is not refilled: a decided or refused request takes no more). */
+static void give_back(rls_conn_t *c, stream_t *st)
+{
+    free(st->in);
+    st->in = NULL;
+    st->in_len = st->in_cap = 0;
+    if (st->held) {
+        nghttp2_session_consume_connection(c->ng, st->held);
+        c->st.body_held -= st->held;
+        st->held = 0;
+    }
 }
 
 /* grpc-message is percent-encoded: bytes outside printable ASCII, and '%'. */
@@ -75,9 +115,8 @@ static int answer_error(rls_conn_t *c, stream_t *st, int status, const char *mes
         NV("grpc-message", msg, strlen(msg)),
     };
     st->answered = true;
-    free(st->in);
-    st->in = NULL;
-    st->in_len = st->in_cap = 0;
+    c->st.calls++;
+    give_back(c, st);
     return nghttp2_submit_response(c->ng, st->id, nva, sizeof(nva) / sizeof(nva[0]), NULL);
 }
 
@@ -118,6 +157,7 @@ static int answer_ok(rls_conn_t *c, stream_t *st)
     st->prefix[3] = (uint8_t)(len >> 8);
     st->prefix[4] = (uint8_t)len;
     st->answered = true;
+    c->st.calls++;
     nghttp2_nv nva[] = {NV(":status", "200", 3), NV("content-type", "application/grpc", 16)};
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = read_body};
     return nghttp2_submit_response(c->ng, st->id, nva, 2, &prd);
@@ -126,6 +166,7 @@ static int answer_ok(rls_conn_t *c, stream_t *st)
 /* The request is complete: check the call, decide it, queue the answer. */
 static int complete(rls_conn_t *c, stream_t *st)
 {
+    c->work += RLS_CALL_WORK;
     if (st->method < 0)
         return answer_error(c, st, RLS_UNIMPLEMENTED, "unknown method (:path)");
     if (!st->grpc)
@@ -149,8 +190,7 @@ static int complete(rls_conn_t *c, stream_t *st)
         st->method == RLS_METHOD_HEALTH_CHECK
             ? rls_health_check(msg, len, &st->ans)
             : rls_should_rate_limit(c->cfg.door, &c->who, *c->cfg.cfg, msg, len, c->now, &st->ans);
-    free(st->in);
-    st->in = NULL;
+    give_back(c, st);
     if (status != RLS_OK)
         return answer_error(c, st, status, st->ans.message);
     return answer_ok(c, st);
@@ -164,8 +204,15 @@ static stream_t *stream_of(rls_conn_t *c, int32_t id)
 static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *user)
 {
     rls_conn_t *c = user;
-    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+    if (f->hd.type != NGHTTP2_HEADERS)
         return 0;
+    c->work += RLS_STREAM_WORK;
+    if (f->headers.cat != NGHTTP2_HCAT_REQUEST) { /* trailers: a field block of its own */
+        stream_t *st = stream_of(c, f->hd.stream_id);
+        if (st)
+            st->list = 0;
+        return 0;
+    }
     stream_t *st = calloc(1, sizeof(*st));
     if (!st)
         return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -175,8 +222,18 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
     if (c->streams)
         c->streams->prev = st;
     c->streams = st;
+    c->st.streams++;
     nghttp2_session_set_stream_user_data(ng, st->id, st);
     return 0;
+}
+
+/* The turn's budget is spent: stop reading input (what was taken is dealt with). */
+static int spent(rls_conn_t *c)
+{
+    if (c->work < RLS_TURN_WORK)
+        return 0;
+    c->paused = true;
+    return NGHTTP2_ERR_PAUSE;
 }
 
 /* grpc-timeout: 1 to 8 digits and a unit (H M S m u n). 0 on success. */
@@ -217,14 +274,25 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
                      size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
                      void *user)
 {
-    (void)ng;
     (void)flags;
     rls_conn_t *c = user;
-    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
-        return 0;
-    stream_t *st = stream_of(c, f->hd.stream_id);
+    size_t cost = namelen + valuelen + 32;
+    c->work += cost;
+    stream_t *st = f->hd.type == NGHTTP2_HEADERS ? stream_of(c, f->hd.stream_id) : NULL;
     if (!st)
-        return 0;
+        return spent(c);
+    st->list += cost;
+    if (st->list > RLS_HEADER_LIST_MAX) {
+        /* nghttp2 decodes the rest of the block for its HPACK table only, and calls no one */
+        st->answered = true;
+        give_back(c, st);
+        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_ENHANCE_YOUR_CALM);
+        if (++c->st.refused >= RLS_REFUSED_MAX) /* nothing more is read */
+            nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
+    if (f->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return spent(c);
     if (is(name, namelen, ":path")) {
         st->method = rls_method((const char *)value, valuelen);
     } else if (is(name, namelen, "content-type")) {
@@ -237,27 +305,34 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
         else
             st->deadline = ns > INT64_MAX - c->now ? INT64_MAX : c->now + ns;
     }
-    return 0;
+    return spent(c);
 }
 
 static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
                    void *user)
 {
-    (void)ng;
     (void)flags;
     rls_conn_t *c = user;
+    c->work += len;
     stream_t *st = stream_of(c, id);
-    if (!st || st->answered)
-        return 0;
+    if (!st || st->answered) { /* nobody reads it: back to the window at once */
+        nghttp2_session_consume_connection(ng, len);
+        return spent(c);
+    }
+    st->held += len;
+    c->st.body_held += len;
     if (st->in_len + len > GRPC_PREFIX + RLS_MESSAGE_MAX) {
         char msg[64];
         snprintf(msg, sizeof(msg), "request message above %d bytes", RLS_MESSAGE_MAX);
-        return answer_error(c, st, RLS_RESOURCE_EXHAUSTED, msg) ? NGHTTP2_ERR_CALLBACK_FAILURE : 0;
+        return answer_error(c, st, RLS_RESOURCE_EXHAUSTED, msg) ? NGHTTP2_ERR_CALLBACK_FAILURE
+                                                                : spent(c);
     }
     if (st->in_len + len > st->in_cap) {
         size_t cap = st->in_cap ? st->in_cap : 256;
         while (cap < st->in_len + len)
             cap *= 2;
+        if (cap > GRPC_PREFIX + RLS_MESSAGE_MAX) /* the bound, not the next power of two */
+            cap = GRPC_PREFIX + RLS_MESSAGE_MAX;
         uint8_t *in = realloc(st->in, cap);
         if (!in)
             return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -266,20 +341,41 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t
     }
     memcpy(st->in + st->in_len, data, len);
     st->in_len += len;
-    return 0;
+    return spent(c);
 }
 
 static int on_frame(nghttp2_session *ng, const nghttp2_frame *f, void *user)
 {
     (void)ng;
     rls_conn_t *c = user;
-    if ((f->hd.type != NGHTTP2_DATA && f->hd.type != NGHTTP2_HEADERS) ||
-        !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+    if (f->hd.type == NGHTTP2_SETTINGS && !(f->hd.flags & NGHTTP2_FLAG_ACK))
+        c->greeted = true;
+    if (f->hd.type != NGHTTP2_DATA && f->hd.type != NGHTTP2_HEADERS)
         return 0;
     stream_t *st = stream_of(c, f->hd.stream_id);
-    if (!st || st->answered)
+    if (!st)
+        return 0;
+    if (f->hd.type == NGHTTP2_HEADERS && st->list > c->st.header_list_max)
+        c->st.header_list_max = st->list;
+    if (!(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    st->ended = true;
+    if (st->answered)
         return 0;
     return complete(c, st) ? NGHTTP2_ERR_CALLBACK_FAILURE : 0;
+}
+
+/* An answer that went out before the request was whole (an error, a deadline): RST_STREAM
+ * NO_ERROR tells the client to stop sending it (RFC 9113 §8.1), and frees the stream. */
+static int on_frame_sent(nghttp2_session *ng, const nghttp2_frame *f, void *user)
+{
+    rls_conn_t *c = user;
+    if (f->hd.type != NGHTTP2_HEADERS || !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    stream_t *st = stream_of(c, f->hd.stream_id);
+    if (st && !st->ended)
+        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR);
+    return 0;
 }
 
 static int on_close(nghttp2_session *ng, int32_t id, uint32_t error_code, void *user)
@@ -289,6 +385,7 @@ static int on_close(nghttp2_session *ng, int32_t id, uint32_t error_code, void *
     stream_t *st = stream_of(c, id);
     if (!st)
         return 0;
+    give_back(c, st);
     nghttp2_session_set_stream_user_data(ng, id, NULL);
     if (st->prev)
         st->prev->next = st->next;
@@ -297,33 +394,54 @@ static int on_close(nghttp2_session *ng, int32_t id, uint32_t error_code, void *
     if (st->next)
         st->next->prev = st->prev;
     stream_free(st);
+    if (--c->st.streams == 0)
+        c->quiet = c->now;
     return 0;
 }
 
-rls_conn_t *rls_conn_new(const rls_conn_config_t *cfg, const rls_caller_t *who)
+rls_conn_t *rls_conn_new(const rls_conn_config_t *cfg, const rls_caller_t *who, int64_t now)
 {
     rls_conn_t *c = calloc(1, sizeof(*c));
     nghttp2_session_callbacks *cb = NULL;
+    nghttp2_option *opt = NULL;
     if (!c || nghttp2_session_callbacks_new(&cb) != 0) {
+        free(c);
+        return NULL;
+    }
+    if (nghttp2_option_new(&opt) != 0) {
+        nghttp2_session_callbacks_del(cb);
         free(c);
         return NULL;
     }
     c->cfg = *cfg;
     c->who = *who;
+    c->born = c->quiet = c->now = now;
     if (!c->cfg.max_streams)
         c->cfg.max_streams = RLS_MAX_STREAMS;
     nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_sent);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_close);
-    int rc = nghttp2_session_server_new(&c->ng, cb, c);
+    /* windows given back as bodies are dealt with (give_back), not as they arrive; no history
+     * of closed streams (RFC 7540 priorities): a stream's memory goes when it ends. nghttp2's
+     * other defaults stand: at most 32 entries in a SETTINGS frame, 1000 queued ACKs (PING,
+     * SETTINGS) before a client that does not read is cut off, 8 CONTINUATIONs per block, and
+     * a rate limit on incoming RST_STREAM (burst 1000, 33/s). */
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    nghttp2_option_set_no_closed_streams(opt, 1);
+    int rc = nghttp2_session_server_new2(&c->ng, cb, c, opt);
     nghttp2_session_callbacks_del(cb);
+    nghttp2_option_del(opt);
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, c->cfg.max_streams},
-        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, RLS_HEADER_LIST_MAX},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, RLS_STREAM_WINDOW},
     };
-    if (rc != 0 || nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, 2) != 0) {
+    if (rc != 0 || nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, 3) != 0 ||
+        nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0, RLS_CONN_BODY_MAX) !=
+            0) {
         rls_conn_free(c);
         return NULL;
     }
@@ -344,17 +462,61 @@ void rls_conn_free(rls_conn_t *c)
     free(c);
 }
 
-int rls_conn_recv(rls_conn_t *c, const uint8_t *in, size_t len, int64_t now)
+int rls_conn_recv(rls_conn_t *c, const uint8_t *in, size_t len, int64_t now, size_t *used)
 {
     c->now = now;
-    ssize_t rv = nghttp2_session_mem_recv(c->ng, in, len);
-    return rv < 0 || (size_t)rv != len ? -1 : 0;
+    c->work = 0;
+    c->paused = false;
+    size_t take = len < RLS_TURN_INPUT ? len : RLS_TURN_INPUT;
+    ssize_t rv = nghttp2_session_mem_recv(c->ng, in, take);
+    c->st.turn_work = c->work;
+    *used = rv < 0 ? 0 : (size_t)rv;
+    if (rv < 0 || (!c->paused && (size_t)rv != take))
+        return -1;
+    return c->paused || take < len ? RLS_RECV_MORE : RLS_RECV_DONE;
 }
 
 ssize_t rls_conn_send(rls_conn_t *c, const uint8_t **out)
 {
     ssize_t n = nghttp2_session_mem_send(c->ng, out);
     return n < 0 ? -1 : n;
+}
+
+int64_t rls_conn_deadline(const rls_conn_t *c)
+{
+    if (c->closing || c->final_goaway)
+        return INT64_MAX;
+    if (!c->greeted)
+        return c->born + RLS_PREFACE_NS;
+    if (c->notice)
+        return c->notice + RLS_GRACE_NS;
+    return c->st.streams ? INT64_MAX : c->quiet + RLS_IDLE_NS;
+}
+
+void rls_conn_shutdown(rls_conn_t *c, const char *why)
+{
+    if (c->final_goaway)
+        return;
+    c->final_goaway = true;
+    nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->ng),
+                          NGHTTP2_NO_ERROR, (const uint8_t *)why, strlen(why));
+}
+
+/* The connection's own deadlines: a client that never greeted is dropped; an idle one gets a
+ * GOAWAY notice (streams it sends meanwhile are served), then the final GOAWAY. */
+static void tick_connection(rls_conn_t *c, int64_t now)
+{
+    if (now < rls_conn_deadline(c))
+        return;
+    if (!c->greeted) {
+        c->closing = true;
+    } else if (c->notice) {
+        rls_conn_shutdown(c, "idle");
+    } else if (nghttp2_submit_shutdown_notice(c->ng) == 0) {
+        c->notice = now;
+    } else {
+        rls_conn_shutdown(c, "idle");
+    }
 }
 
 size_t rls_conn_tick(rls_conn_t *c, int64_t now)
@@ -369,10 +531,16 @@ size_t rls_conn_tick(rls_conn_t *c, int64_t now)
         else
             waiting++;
     }
+    tick_connection(c, now);
     return waiting;
 }
 
 bool rls_conn_done(const rls_conn_t *c)
 {
-    return !nghttp2_session_want_read(c->ng) && !nghttp2_session_want_write(c->ng);
+    return c->closing || (!nghttp2_session_want_read(c->ng) && !nghttp2_session_want_write(c->ng));
+}
+
+void rls_conn_stats(const rls_conn_t *c, rls_conn_stats_t *out)
+{
+    *out = c->st;
 }

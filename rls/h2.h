@@ -8,6 +8,28 @@
  * A call is decided when its request is complete (END_STREAM) and never before, so a stream the
  * client resets (RST_STREAM) or whose grpc-timeout passes first spends nothing. Deadlines are
  * checked on rls_conn_tick and when the request completes.
+ *
+ * What one client may cost (issue 34; docs/reliability.md has the figures):
+ * - CPU: rls_conn_recv does at most one turn of work (RLS_TURN_WORK: decoded header bytes, body
+ *   bytes, streams opened, calls decided; and at most RLS_TURN_INPUT bytes of input) and then
+ *   stops, saying how much input it took; the shell feeds the rest on a later loop turn, so
+ *   other connections and doors are served in between. nghttp2 validates every decoded field
+ *   before we see it, and HPACK lets 1 byte stand for a 4 KB field: the budget counts decoded
+ *   bytes, not the bytes that came in.
+ * - Header lists: SETTINGS_MAX_HEADER_LIST_SIZE (RLS_HEADER_LIST_MAX) is enforced as RFC 9113
+ *   §6.5.2 counts it (name + value + 32 per field, each field block on its own): the stream that
+ *   passes it is reset with ENHANCE_YOUR_CALM (gRPC clients read RESOURCE_EXHAUSTED) and the
+ *   rest of its block is decoded for the HPACK table only, never validated or seen; the
+ *   RLS_REFUSED_MAX-th such stream ends the connection (GOAWAY ENHANCE_YOUR_CALM): a client
+ *   that ignores the advertised bound again and again is not one that misjudged it once.
+ * - Memory: request bodies are held only until their call is decided, and a connection's
+ *   flow-control window is given back only as they are, so what one connection holds is at most
+ *   RLS_CONN_BODY_MAX (and RLS_STREAM_WINDOW per stream); streams at most max_streams; closed
+ *   streams are not kept (nghttp2's priority history is off).
+ * - Time: the preface and first SETTINGS must come within RLS_PREFACE_NS of the accept; a
+ *   connection with no open stream for RLS_IDLE_NS is shut down gracefully (a GOAWAY notice,
+ *   then after RLS_GRACE_NS the final GOAWAY: a call sent meanwhile is still answered).
+ *   rls_conn_deadline says when rls_conn_tick must next run for these.
  */
 #ifndef TT_RLS_H2_H
 #define TT_RLS_H2_H
@@ -19,7 +41,20 @@
 
 #include "rls.h"
 
-#define RLS_MAX_STREAMS 1024 /* concurrent streams per connection (SETTINGS) */
+#define RLS_MAX_STREAMS 1024      /* concurrent streams per connection (SETTINGS) */
+#define RLS_HEADER_LIST_MAX 16384 /* SETTINGS_MAX_HEADER_LIST_SIZE, enforced */
+#define RLS_STREAM_WINDOW                                                                          \
+    (5 + RLS_MESSAGE_MAX + 1)            /* a stream's window: a message at the bound              \
+                                            and its prefix fit, one byte more is seen */
+#define RLS_CONN_BODY_MAX (128 * 1024)   /* request body bytes one connection may hold */
+#define RLS_TURN_WORK (128 * 1024)       /* work units one rls_conn_recv may do (see h2.c) */
+#define RLS_TURN_INPUT (16 * 1024)       /* and bytes it may take */
+#define RLS_REFUSED_MAX 4                /* header lists past the bound before the GOAWAY */
+#define RLS_STREAM_WORK 256              /* work units a stream's opening counts for */
+#define RLS_CALL_WORK 8192               /* and a call's decision */
+#define RLS_PREFACE_NS (5 * RA_NS_PER_S) /* from the accept to the client's SETTINGS */
+#define RLS_IDLE_NS (60 * RA_NS_PER_S)   /* no open stream: shut down gracefully */
+#define RLS_GRACE_NS RA_NS_PER_S         /* from the GOAWAY notice to the final GOAWAY */
 
 typedef struct rls_conn rls_conn_t;
 
@@ -31,24 +66,52 @@ typedef struct rls_conn_config {
     uint32_t max_streams; /* 0: RLS_MAX_STREAMS */
 } rls_conn_config_t;
 
-/* A new connection of `who` (copied) with the server's SETTINGS queued. NULL when out of
- * memory. */
-rls_conn_t *rls_conn_new(const rls_conn_config_t *cfg, const rls_caller_t *who);
+/* A new connection of `who` (copied), accepted at `now`, with the server's SETTINGS and window
+ * queued. NULL when out of memory. */
+rls_conn_t *rls_conn_new(const rls_conn_config_t *cfg, const rls_caller_t *who, int64_t now);
 void rls_conn_free(rls_conn_t *c);
 
-/* Feeds received bytes. Returns 0, or -1 when the connection must be closed (a protocol error;
- * a GOAWAY may be queued: send it first). */
-int rls_conn_recv(rls_conn_t *c, const uint8_t *in, size_t len, int64_t now);
+/* rls_conn_recv's results. */
+enum { RLS_RECV_DONE = 0, RLS_RECV_MORE = 1 };
+
+/*
+ * Feeds received bytes, one turn of work at most. Returns RLS_RECV_DONE with *used == len, or
+ * RLS_RECV_MORE when the turn's budget ran out first: *used bytes were taken, and the caller
+ * calls again on a later turn with the rest (even when none is left: a frame is still being
+ * finished). -1 when the connection must be closed (a protocol error; a GOAWAY may be queued:
+ * send it first).
+ */
+int rls_conn_recv(rls_conn_t *c, const uint8_t *in, size_t len, int64_t now, size_t *used);
 
 /* The next bytes to write, valid until the next call on `c`; 0 when nothing is queued, -1 on a
  * fatal error. */
 ssize_t rls_conn_send(rls_conn_t *c, const uint8_t **out);
 
-/* Answers DEADLINE_EXCEEDED to every call whose grpc-timeout has passed by `now`. Returns how
- * many calls are still waiting on a deadline. */
+/* Answers DEADLINE_EXCEEDED to every call whose grpc-timeout has passed by `now`, and acts on
+ * the connection's own deadlines (preface, idle, grace). Returns how many calls are still
+ * waiting on a deadline. */
 size_t rls_conn_tick(rls_conn_t *c, int64_t now);
+
+/* When rls_conn_tick must next run for the connection's own deadlines; INT64_MAX for none
+ * (calls with a grpc-timeout are the shell's to poll, rls_conn_tick's answer says how many). */
+int64_t rls_conn_deadline(const rls_conn_t *c);
+
+/* Queues a final GOAWAY (NO_ERROR) saying why, for a connection the shell is about to close. */
+void rls_conn_shutdown(rls_conn_t *c, const char *why);
 
 /* True when neither side wants anything more: close the socket. */
 bool rls_conn_done(const rls_conn_t *c);
+
+/* What the connection holds and has done, for the shell and the tests. */
+typedef struct rls_conn_stats {
+    size_t streams;         /* request streams open */
+    size_t body_held;       /* request body bytes held (not yet given back to the window) */
+    size_t turn_work;       /* the work the last rls_conn_recv did */
+    size_t header_list_max; /* the largest field block accepted, as RFC 9113 counts it */
+    uint64_t calls;         /* calls answered (errors included) */
+    uint64_t refused;       /* streams reset for a header list past RLS_HEADER_LIST_MAX */
+} rls_conn_stats_t;
+
+void rls_conn_stats(const rls_conn_t *c, rls_conn_stats_t *out);
 
 #endif

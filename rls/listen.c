@@ -4,7 +4,21 @@
  * Back-pressure: a connection whose unwritten answers pass OUT_HIGH stops being read until
  * they drain below OUT_LOW, so a client that does not read cannot grow the daemon's memory.
  * Deadlines: one timer for the whole listener, running every DEADLINE_MS only while some call
- * waits on a grpc-timeout.
+ * waits on a grpc-timeout; one timer per connection for its own deadlines (rls_conn_deadline:
+ * the preface, idleness).
+ *
+ * Turns (issue 34). rls_conn_recv does one turn of work at most and says how much input it
+ * took; what is left waits in the connection (`rest`, at most one read) while the connection
+ * is not read, and is fed one turn per loop iteration from an idle handle, every busy
+ * connection in turn. libuv reads a ready socket up to 32 times in a row; stopping the reads
+ * of a busy connection ends that, so between two turns of one connection every other
+ * connection, and every other door on the loop, is served.
+ *
+ * The connection budget (server.max_connections) is kept as the HTTP door keeps it:
+ * connections are ordered by their last completed call (or their accept), and at the budget a
+ * new connection closes the one that has gone longest without one (after a GOAWAY, written if
+ * the socket takes it at once). A client holding every slot idle loses its oldest slots to
+ * Envoy's next connection instead of locking it out.
  */
 #include "listen.h"
 
@@ -17,8 +31,8 @@
 
 #include "tt_clock.h"
 
-#define OUT_HIGH (1u << 20)
-#define OUT_LOW (256u << 10)
+#define OUT_HIGH (256u << 10)
+#define OUT_LOW (64u << 10)
 #define DEADLINE_MS 10
 #define READ_BUF (64u << 10)
 
@@ -38,9 +52,11 @@ struct rls_srv {
     char bound[128];                    /* what it listens on (a TCP port 0: the kernel's pick) */
     handle_t listener;
     uv_timer_t timer;
+    uv_idle_t turns; /* runs while some connection has input left from its last turn */
     bool timing, stopped;
-    int open_handles; /* the listener, the timer and every connection not yet closed */
-    conn_t *conns;
+    int open_handles;         /* the listener, the timers and every connection not yet closed */
+    conn_t *oldest, *newest;  /* by last completed call, see above */
+    conn_t *busy, *busy_last; /* connections with a turn to come, in order */
     unsigned nconns;
     uint8_t rbuf[READ_BUF]; /* one read at a time on the loop's thread */
 };
@@ -48,10 +64,19 @@ struct rls_srv {
 struct conn {
     rls_srv_t *s;
     handle_t h;
+    uv_timer_t timer; /* the connection's own deadline */
+    int handles;      /* h and timer, until both are closed */
     rls_conn_t *rc;
     size_t inflight; /* bytes handed to uv_write, not yet written */
-    bool paused, closing;
-    conn_t *prev, *next;
+    bool paused;     /* not read: answers to drain first */
+    bool reading, closing;
+    bool more;     /* the last turn stopped short: another is due (busy) */
+    uint8_t *rest; /* the input it did not take */
+    size_t rest_len, rest_cap;
+    uint64_t calls; /* answered at the last look */
+    conn_t *older, *newer;
+    conn_t *busy_next;
+    bool in_busy;
 };
 
 typedef struct wreq {
@@ -77,11 +102,74 @@ static void on_handle_closed(uv_handle_t *h)
 static void on_conn_closed(uv_handle_t *h)
 {
     conn_t *c = h->data;
+    if (--c->handles > 0)
+        return;
     rls_srv_t *s = c->s;
     rls_conn_free(c->rc);
+    free(c->rest);
     free(c);
     s->open_handles--;
     maybe_free(s);
+}
+
+static void unlink_conn(conn_t *c)
+{
+    rls_srv_t *s = c->s;
+    if (c->older)
+        c->older->newer = c->newer;
+    else
+        s->oldest = c->newer;
+    if (c->newer)
+        c->newer->older = c->older;
+    else
+        s->newest = c->older;
+    c->older = c->newer = NULL;
+}
+
+static void link_newest(conn_t *c)
+{
+    rls_srv_t *s = c->s;
+    c->older = s->newest;
+    if (s->newest)
+        s->newest->newer = c;
+    else
+        s->oldest = c;
+    s->newest = c;
+}
+
+static void on_turn(uv_idle_t *h);
+
+static void busy_add(conn_t *c)
+{
+    rls_srv_t *s = c->s;
+    if (c->in_busy)
+        return;
+    c->in_busy = true;
+    c->busy_next = NULL;
+    if (s->busy_last)
+        s->busy_last->busy_next = c;
+    else
+        s->busy = c;
+    s->busy_last = c;
+    uv_idle_start(&s->turns, on_turn);
+}
+
+static void busy_remove(conn_t *c)
+{
+    rls_srv_t *s = c->s;
+    if (!c->in_busy)
+        return;
+    c->in_busy = false;
+    conn_t *prev = NULL;
+    for (conn_t *b = s->busy; b != c; b = b->busy_next)
+        prev = b;
+    if (prev)
+        prev->busy_next = c->busy_next;
+    else
+        s->busy = c->busy_next;
+    if (s->busy_last == c)
+        s->busy_last = prev;
+    c->busy_next = NULL;
 }
 
 static void conn_close(conn_t *c)
@@ -90,14 +178,11 @@ static void conn_close(conn_t *c)
         return;
     c->closing = true;
     rls_srv_t *s = c->s;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    unlink_conn(c);
+    busy_remove(c);
     s->nconns--;
     uv_close(&c->h.h, on_conn_closed);
+    uv_close((uv_handle_t *)&c->timer, on_conn_closed);
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
@@ -109,13 +194,35 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init((char *)c->s->rbuf, READ_BUF);
 }
 
+/* Reads, waits for its answers to drain, or waits for its next turn, as its state says. */
+static void schedule(conn_t *c)
+{
+    if (c->closing)
+        return;
+    bool read = !c->paused && !c->more;
+    if (c->more && !c->paused)
+        busy_add(c);
+    else
+        busy_remove(c);
+    if (read && !c->reading) {
+        if (uv_read_start(&c->h.s, on_alloc, on_read) != 0) {
+            conn_close(c);
+            return;
+        }
+        c->reading = true;
+    } else if (!read && c->reading) {
+        uv_read_stop(&c->h.s);
+        c->reading = false;
+    }
+}
+
 static void after_write(conn_t *c)
 {
     if (c->closing)
         return;
     if (c->paused && c->inflight < OUT_LOW) {
         c->paused = false;
-        uv_read_start(&c->h.s, on_alloc, on_read);
+        schedule(c);
     }
     if (c->inflight == 0 && rls_conn_done(c->rc))
         conn_close(c);
@@ -175,9 +282,25 @@ static void flush(conn_t *c)
     }
     if (!c->paused && c->inflight > OUT_HIGH) {
         c->paused = true;
-        uv_read_stop(&c->h.s);
+        schedule(c);
     }
     after_write(c);
+}
+
+static void on_deadline(uv_timer_t *t);
+
+/* The connection's own next deadline, on its timer. */
+static void arm_deadline(conn_t *c, int64_t now)
+{
+    if (c->closing)
+        return;
+    int64_t at = rls_conn_deadline(c->rc);
+    if (at == INT64_MAX) {
+        uv_timer_stop(&c->timer);
+        return;
+    }
+    int64_t ms = at > now ? (at - now + 999999) / 1000000 : 0;
+    uv_timer_start(&c->timer, on_deadline, (uint64_t)ms, 0);
 }
 
 static void on_timer(uv_timer_t *t)
@@ -185,8 +308,8 @@ static void on_timer(uv_timer_t *t)
     rls_srv_t *s = t->data;
     int64_t now = tt_wall_ns();
     size_t waiting = 0;
-    for (conn_t *c = s->conns, *next; c; c = next) {
-        next = c->next;
+    for (conn_t *c = s->oldest, *next; c; c = next) {
+        next = c->newer;
         waiting += rls_conn_tick(c->rc, now);
         flush(c);
     }
@@ -194,6 +317,88 @@ static void on_timer(uv_timer_t *t)
         uv_timer_stop(&s->timer);
         s->timing = false;
     }
+}
+
+static void on_deadline(uv_timer_t *t)
+{
+    conn_t *c = t->data;
+    int64_t now = tt_wall_ns();
+    rls_conn_tick(c->rc, now);
+    flush(c);
+    arm_deadline(c, now);
+}
+
+/* Keeps in[0, len) for the next turn (in may point into the kept bytes themselves). */
+static int keep_rest(conn_t *c, const uint8_t *in, size_t len)
+{
+    if (len > c->rest_cap) {
+        uint8_t *grown = malloc(len);
+        if (!grown)
+            return -1;
+        memcpy(grown, in, len);
+        free(c->rest);
+        c->rest = grown;
+        c->rest_cap = len;
+    } else if (len) {
+        memmove(c->rest, in, len);
+    }
+    c->rest_len = len;
+    return 0;
+}
+
+/* One turn of the connection's input: in[0, len) is what was read, or what the last turn left. */
+static void feed(conn_t *c, const uint8_t *in, size_t len)
+{
+    int64_t now = tt_wall_ns();
+    size_t used = 0;
+    int rc = rls_conn_recv(c->rc, in, len, now, &used);
+    c->more = rc == RLS_RECV_MORE;
+    if (c->more ? keep_rest(c, in + used, len - used) != 0 : (c->rest_len = 0, 0)) {
+        conn_close(c);
+        return;
+    }
+    if (!c->more && c->rest_cap > READ_BUF / 4) { /* a busy spell is over: its buffer goes */
+        free(c->rest);
+        c->rest = NULL;
+        c->rest_cap = 0;
+    }
+    rls_conn_stats_t st;
+    rls_conn_stats(c->rc, &st);
+    if (st.calls != c->calls) { /* a completed call makes the connection the newest */
+        c->calls = st.calls;
+        unlink_conn(c);
+        link_newest(c);
+    }
+    rls_srv_t *s = c->s;
+    if (!s->timing && rls_conn_tick(c->rc, now) > 0) {
+        s->timing = true;
+        uv_timer_start(&s->timer, on_timer, DEADLINE_MS, DEADLINE_MS);
+    }
+    flush(c); /* also a GOAWAY after a protocol error */
+    if (rc < 0) {
+        conn_close(c);
+        return;
+    }
+    arm_deadline(c, now);
+    schedule(c);
+}
+
+static void on_turn(uv_idle_t *h)
+{
+    rls_srv_t *s = h->data;
+    /* one turn each for the connections busy now; one made busy again waits for the next */
+    conn_t *last = s->busy_last;
+    for (conn_t *c = s->busy; c;) {
+        conn_t *next = c->busy_next;
+        bool end = c == last;
+        busy_remove(c);
+        feed(c, c->rest, c->rest_len);
+        if (end)
+            break;
+        c = next;
+    }
+    if (!s->busy)
+        uv_idle_stop(&s->turns);
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
@@ -205,16 +410,29 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         conn_close(c);
         return;
     }
-    int64_t now = tt_wall_ns();
-    int rc = rls_conn_recv(c->rc, (const uint8_t *)buf->base, (size_t)nread, now);
-    rls_srv_t *s = c->s;
-    if (!s->timing && rls_conn_tick(c->rc, now) > 0) {
-        s->timing = true;
-        uv_timer_start(&s->timer, on_timer, DEADLINE_MS, DEADLINE_MS);
+    feed(c, (const uint8_t *)buf->base, (size_t)nread);
+}
+
+static void free_handle(uv_handle_t *h)
+{
+    free(h);
+}
+
+/* At the budget: the connection longest without a completed call goes, told why first. */
+static void make_room(rls_srv_t *s)
+{
+    conn_t *c = s->oldest;
+    if (!c || s->nconns < s->opt.max_connections)
+        return;
+    rls_conn_shutdown(c->rc, "evicted: server.max_connections reached");
+    const uint8_t *p; /* what the socket takes now; the rest is lost with the connection */
+    ssize_t n;
+    while (!c->inflight && (n = rls_conn_send(c->rc, &p)) > 0) {
+        uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
+        if (uv_try_write(&c->h.s, &b, 1) != n)
+            break;
     }
-    flush(c); /* also a GOAWAY after a protocol error */
-    if (rc < 0)
-        conn_close(c);
+    conn_close(c);
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -222,31 +440,44 @@ static void on_connection(uv_stream_t *server, int status)
     rls_srv_t *s = server->data;
     if (status < 0 || s->stopped)
         return;
+    make_room(s);
+    int64_t now = tt_wall_ns();
     conn_t *c = calloc(1, sizeof(*c));
-    if (!c)
+    if (!c) { /* take it off the backlog, and close it */
+        handle_t *t = malloc(sizeof(*t));
+        int init = !t           ? -1
+                   : s->path[0] ? uv_pipe_init(s->loop, &t->pipe, 0)
+                                : uv_tcp_init(s->loop, &t->tcp);
+        if (init != 0) {
+            free(t);
+            return;
+        }
+        uv_accept(server, &t->s);
+        uv_close(&t->h, free_handle);
         return;
+    }
     c->s = s;
     c->h.h.data = c;
+    c->timer.data = c;
     if (s->path[0])
         uv_pipe_init(s->loop, &c->h.pipe, 0);
     else
         uv_tcp_init(s->loop, &c->h.tcp);
+    uv_timer_init(s->loop, &c->timer);
+    c->handles = 2;
     s->open_handles++;
-    c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
-    s->conns = c;
+    link_newest(c);
     s->nconns++;
     rls_caller_t who = {.tcp = !s->path[0]};
-    if (uv_accept(server, &c->h.s) != 0 || s->nconns > s->opt.max_connections ||
-        !(c->rc = rls_conn_new(&s->opt.conn, &who))) {
+    if (uv_accept(server, &c->h.s) != 0 || !(c->rc = rls_conn_new(&s->opt.conn, &who, now))) {
         conn_close(c);
         return;
     }
     if (!s->path[0])
         uv_tcp_nodelay(&c->h.tcp, 1);
-    uv_read_start(&c->h.s, on_alloc, on_read);
+    schedule(c);
     flush(c); /* the server's SETTINGS */
+    arm_deadline(c, now);
 }
 
 /* host:port ([v6]:port) through getaddrinfo: names, IPv4 and IPv6 alike. */
@@ -326,7 +557,9 @@ int rls_srv_start(rls_srv_t **out, uv_loop_t *loop, const rls_srv_options_t *opt
         s->opt.max_connections = 1024;
     uv_timer_init(loop, &s->timer);
     s->timer.data = s;
-    s->open_handles = 2; /* the timer and the listener */
+    uv_idle_init(loop, &s->turns);
+    s->turns.data = s;
+    s->open_handles = 3; /* the timer, the turns and the listener */
     *out = s;
     int rc = bind_listener(s, opt->addr);
     s->listener.h.data = s;
@@ -349,10 +582,11 @@ void rls_srv_stop(rls_srv_t *s)
     if (!s || s->stopped)
         return;
     s->stopped = true;
-    while (s->conns)
-        conn_close(s->conns);
+    while (s->oldest)
+        conn_close(s->oldest);
     if (s->path[0])
         unlink(s->path);
     uv_close((uv_handle_t *)&s->timer, on_handle_closed);
+    uv_close((uv_handle_t *)&s->turns, on_handle_closed);
     uv_close(&s->listener.h, on_handle_closed);
 }

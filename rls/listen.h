@@ -1,7 +1,8 @@
 /*
  * rls_srv: the gRPC front door's libuv shell. It listens on server.grpc (host:port, or a unix
- * socket path), moves bytes between each connection's socket and its rls_conn (h2.h), reads
- * the clock, and fires one timer for grpc-timeout deadlines. Nothing is decided here.
+ * socket path), moves bytes between each connection's socket and its rls_conn (h2.h) one turn
+ * of work at a time, reads the clock, fires the timers of grpc-timeout deadlines and of each
+ * connection's own (preface, idle), and keeps the connection budget. Nothing is decided here.
  */
 #ifndef TT_RLS_LISTEN_H
 #define TT_RLS_LISTEN_H
@@ -16,7 +17,7 @@ typedef struct rls_srv rls_srv_t;
 typedef struct rls_srv_options {
     const char *addr;         /* host:port, or an absolute unix socket path */
     unsigned socket_mode;     /* a unix socket's permission bits (0: 0660) */
-    unsigned max_connections; /* beyond it a new connection is closed at once */
+    unsigned max_connections; /* at it, a new one closes the one longest without a call */
     rls_conn_config_t conn;   /* the door and the config, borrowed */
 } rls_srv_options_t;
 

@@ -80,22 +80,36 @@ static void drain(rls_conn_t *c)
     check(total < (64u << 20));
 }
 
+/* Feeds in[0, len) a turn at a time, as the shell does, draining between turns. */
+static int feed(rls_conn_t *c, const uint8_t *in, size_t len, int64_t now)
+{
+    for (;;) {
+        size_t used;
+        int rc = rls_conn_recv(c, in, len, now, &used);
+        check(used <= len);
+        drain(c);
+        if (rc != RLS_RECV_MORE)
+            return rc;
+        in += used;
+        len -= used;
+    }
+}
+
 static void connection(door_t *door, const uint8_t *data, size_t size)
 {
     static const uint8_t preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0";
     cfg_config_t *live = cfg;
     rls_conn_config_t cc = {.door = door_rls(door), .cfg = &live, .max_streams = 64};
-    rls_conn_t *c = rls_conn_new(&cc, &who);
-    check(c != NULL);
     int64_t now = T0;
-    int rc = rls_conn_recv(c, preface, sizeof(preface) - 1, now);
+    rls_conn_t *c = rls_conn_new(&cc, &who, now);
+    check(c != NULL);
+    int rc = feed(c, preface, sizeof(preface) - 1, now);
     drain(c);
     size_t at = 0;
     while (rc == 0 && at < size) {
         const uint8_t *cut = memchr(data + at, 0xF5, size - at);
         size_t len = cut ? (size_t)(cut - (data + at)) : size - at;
-        rc = rls_conn_recv(c, data + at, len, now);
-        drain(c);
+        rc = feed(c, data + at, len, now);
         now += 7 * 1000000; /* 7 ms a read: deadlines do expire */
         rls_conn_tick(c, now);
         drain(c);

@@ -179,6 +179,11 @@ int h2raw_open_tcp(h2raw_conn_t *c, int port)
     return opened(c, fd);
 }
 
+int h2raw_open_fd(h2raw_conn_t *c, int fd)
+{
+    return opened(c, fd);
+}
+
 void h2raw_close(h2raw_conn_t *c)
 {
     if (c->fd >= 0)

@@ -89,6 +89,8 @@ typedef struct h2raw_conn {
 /* Connects (blocking socket) to a unix socket path or 127.0.0.1:port. 0 or -1. */
 int h2raw_open_unix(h2raw_conn_t *c, const char *path);
 int h2raw_open_tcp(h2raw_conn_t *c, int port);
+/* On a descriptor already connected (one end of a socketpair, for a server without a socket). */
+int h2raw_open_fd(h2raw_conn_t *c, int fd);
 void h2raw_close(h2raw_conn_t *c);
 
 /* Writes all of p (blocking). 0, or -1 when the peer is gone. */
