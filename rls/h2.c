@@ -37,8 +37,9 @@ typedef struct stream {
     size_t held; /* body bytes not yet given back to the flow-control windows */
     size_t list; /* the current field block's size, as RFC 9113 §6.5.2 counts it */
     uint8_t prefix[GRPC_PREFIX];
-    rls_answer_t ans; /* the response message, sent after prefix */
-    size_t sent;      /* bytes of prefix + message written */
+    uint8_t *body; /* the response message, sent after prefix (malloc'd) */
+    size_t body_len;
+    size_t sent; /* bytes of prefix + message written */
     struct stream *prev, *next;
 } stream_t;
 
@@ -62,7 +63,7 @@ struct rls_conn {
 static void stream_free(stream_t *st)
 {
     free(st->in);
-    rls_answer_free(&st->ans);
+    free(st->body);
     free(st);
 }
 
@@ -105,7 +106,7 @@ static void percent_encode(char *dst, size_t size, const char *src)
 /* A trailers-only answer: the status in the response headers, the stream ended. */
 static int answer_error(rls_conn_t *c, stream_t *st, int status, const char *message)
 {
-    char code[16], msg[3 * sizeof(st->ans.message) + 1];
+    char code[16], msg[3 * sizeof(((rls_answer_t *)0)->message) + 1];
     int code_len = snprintf(code, sizeof(code), "%d", status);
     percent_encode(msg, sizeof(msg), message);
     nghttp2_nv nva[] = {
@@ -126,7 +127,7 @@ static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
 {
     (void)user;
     stream_t *st = src->ptr;
-    size_t total = GRPC_PREFIX + st->ans.len, n = 0;
+    size_t total = GRPC_PREFIX + st->body_len, n = 0;
     while (n < length && st->sent < total) {
         size_t at = st->sent, chunk;
         if (at < GRPC_PREFIX) {
@@ -134,7 +135,7 @@ static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
             memcpy(buf + n, st->prefix + at, chunk);
         } else {
             chunk = total - at < length - n ? total - at : length - n;
-            memcpy(buf + n, st->ans.body + (at - GRPC_PREFIX), chunk);
+            memcpy(buf + n, st->body + (at - GRPC_PREFIX), chunk);
         }
         n += chunk;
         st->sent += chunk;
@@ -150,7 +151,7 @@ static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
 
 static int answer_ok(rls_conn_t *c, stream_t *st)
 {
-    uint32_t len = (uint32_t)st->ans.len;
+    uint32_t len = (uint32_t)st->body_len;
     st->prefix[0] = 0;
     st->prefix[1] = (uint8_t)(len >> 24);
     st->prefix[2] = (uint8_t)(len >> 16);
@@ -186,13 +187,19 @@ static int complete(rls_conn_t *c, stream_t *st)
         return answer_error(c, st, RLS_INVALID_ARGUMENT,
                             "exactly one length-prefixed request message is expected");
     const uint8_t *msg = st->in + GRPC_PREFIX;
+    rls_answer_t ans;
     int status =
         st->method == RLS_METHOD_HEALTH_CHECK
-            ? rls_health_check(msg, len, &st->ans)
-            : rls_should_rate_limit(c->cfg.door, &c->who, *c->cfg.cfg, msg, len, c->now, &st->ans);
+            ? rls_health_check(msg, len, &ans)
+            : rls_should_rate_limit(c->cfg.door, &c->who, *c->cfg.cfg, msg, len, c->now, &ans);
     give_back(c, st);
-    if (status != RLS_OK)
-        return answer_error(c, st, status, st->ans.message);
+    if (status != RLS_OK) {
+        int rc = answer_error(c, st, status, ans.message);
+        rls_answer_free(&ans);
+        return rc;
+    }
+    st->body = ans.body; /* the stream's now, freed with it */
+    st->body_len = ans.len;
     return answer_ok(c, st);
 }
 

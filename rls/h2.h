@@ -41,7 +41,7 @@
 
 #include "rls.h"
 
-#define RLS_MAX_STREAMS 1024      /* concurrent streams per connection (SETTINGS) */
+#define RLS_MAX_STREAMS 256       /* concurrent streams per connection (SETTINGS) */
 #define RLS_HEADER_LIST_MAX 16384 /* SETTINGS_MAX_HEADER_LIST_SIZE, enforced */
 #define RLS_STREAM_WINDOW                                                                          \
     (5 + RLS_MESSAGE_MAX + 1)            /* a stream's window: a message at the bound              \

@@ -22,6 +22,7 @@
  */
 #include "listen.h"
 
+#include <malloc.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@
 #define OUT_LOW (64u << 10)
 #define DEADLINE_MS 10
 #define READ_BUF (64u << 10)
+#define TRIM_MS 1000 /* after a connection closes, when the heap's free pages go back */
 
 typedef union handle {
     uv_handle_t h;
@@ -53,6 +55,7 @@ struct rls_srv {
     handle_t listener;
     uv_timer_t timer;
     uv_idle_t turns; /* runs while some connection has input left from its last turn */
+    uv_timer_t trim; /* armed when a connection closes: free heap pages back to the kernel */
     bool timing, stopped;
     int open_handles;         /* the listener, the timers and every connection not yet closed */
     conn_t *oldest, *newest;  /* by last completed call, see above */
@@ -99,6 +102,18 @@ static void on_handle_closed(uv_handle_t *h)
     maybe_free(s);
 }
 
+/* Streams and bodies are small allocations from the heap: freed, they stay the process's (the
+ * allocator keeps them for the next ones) unless handed back. A client that held a connection
+ * full of them should not leave the daemon that much bigger, so a second after connections
+ * close the heap's free pages go back (glibc's malloc_trim; at most once a second). */
+static void on_trim(uv_timer_t *t)
+{
+    (void)t;
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+}
+
 static void on_conn_closed(uv_handle_t *h)
 {
     conn_t *c = h->data;
@@ -109,6 +124,8 @@ static void on_conn_closed(uv_handle_t *h)
     free(c->rest);
     free(c);
     s->open_handles--;
+    if (!s->stopped && !uv_is_active((uv_handle_t *)&s->trim))
+        uv_timer_start(&s->trim, on_trim, TRIM_MS, 0);
     maybe_free(s);
 }
 
@@ -559,7 +576,9 @@ int rls_srv_start(rls_srv_t **out, uv_loop_t *loop, const rls_srv_options_t *opt
     s->timer.data = s;
     uv_idle_init(loop, &s->turns);
     s->turns.data = s;
-    s->open_handles = 3; /* the timer, the turns and the listener */
+    uv_timer_init(loop, &s->trim);
+    s->trim.data = s;
+    s->open_handles = 4; /* the timers, the turns and the listener */
     *out = s;
     int rc = bind_listener(s, opt->addr);
     s->listener.h.data = s;
@@ -588,5 +607,6 @@ void rls_srv_stop(rls_srv_t *s)
         unlink(s->path);
     uv_close((uv_handle_t *)&s->timer, on_handle_closed);
     uv_close((uv_handle_t *)&s->turns, on_handle_closed);
+    uv_close((uv_handle_t *)&s->trim, on_handle_closed);
     uv_close(&s->listener.h, on_handle_closed);
 }
