@@ -291,6 +291,8 @@ static void apply(h2raw_conn_t *c, const h2raw_frame_t *f)
 /* Drops the frame handed over last time from the input. */
 static void drop_consumed(h2raw_conn_t *c)
 {
+    if (!c->consumed)
+        return;
     memmove(c->in, c->in + c->consumed, c->in_len - c->consumed);
     c->in_len -= c->consumed;
     c->consumed = 0;
