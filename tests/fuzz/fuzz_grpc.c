@@ -8,7 +8,11 @@
  *         deadlines ticked between reads; whatever the connection writes is drained.
  * Properties beyond "no crash, no UB, no leak": an answer is OK with a body or an error status
  * with a message, never both; an error answer changed no counter (the engine's held counters
- * before and after agree); the connection's output never grows without being drained.
+ * before and after agree); the connection's output never grows without being drained. And what
+ * one client may cost (issue 34), after every turn: no field block past RLS_HEADER_LIST_MAX was
+ * accepted (RFC 9113's count); a turn took at most RLS_TURN_INPUT bytes and did at most
+ * RLS_TURN_WORK plus one field, one stream and one decision; the bodies held stay within the
+ * connection's window (RLS_CONN_BODY_MAX); the streams open within max_streams.
  * Run longer, from a fuzz build tree:
  *   tests/fuzz/fuzz_grpc -max_total_time=600 -max_len=65536 corpus/ ../tests/fuzz/grpc
  */
@@ -80,6 +84,21 @@ static void drain(rls_conn_t *c)
     check(total < (64u << 20));
 }
 
+#define MAX_STREAMS 64
+#define FIELD_MAX (65536 + 32) /* nghttp2 refuses a longer field (NGHTTP2_HD_MAX_NV) */
+
+/* What a connection may hold and do, checked after every turn. */
+static void check_bounds(const rls_conn_t *c, size_t used)
+{
+    rls_conn_stats_t st;
+    rls_conn_stats(c, &st);
+    check(used <= RLS_TURN_INPUT);
+    check(st.turn_work <= RLS_TURN_WORK + FIELD_MAX + RLS_STREAM_WORK + RLS_CALL_WORK);
+    check(st.header_list_max <= RLS_HEADER_LIST_MAX);
+    check(st.body_held <= RLS_CONN_BODY_MAX);
+    check(st.streams <= MAX_STREAMS);
+}
+
 /* Feeds in[0, len) a turn at a time, as the shell does, draining between turns. */
 static int feed(rls_conn_t *c, const uint8_t *in, size_t len, int64_t now)
 {
@@ -87,6 +106,7 @@ static int feed(rls_conn_t *c, const uint8_t *in, size_t len, int64_t now)
         size_t used;
         int rc = rls_conn_recv(c, in, len, now, &used);
         check(used <= len);
+        check_bounds(c, used);
         drain(c);
         if (rc != RLS_RECV_MORE)
             return rc;
@@ -99,7 +119,7 @@ static void connection(door_t *door, const uint8_t *data, size_t size)
 {
     static const uint8_t preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0";
     cfg_config_t *live = cfg;
-    rls_conn_config_t cc = {.door = door_rls(door), .cfg = &live, .max_streams = 64};
+    rls_conn_config_t cc = {.door = door_rls(door), .cfg = &live, .max_streams = MAX_STREAMS};
     int64_t now = T0;
     rls_conn_t *c = rls_conn_new(&cc, &who, now);
     check(c != NULL);
