@@ -5,8 +5,11 @@
  * SECONDS. Prints calls/s, errors and, per call, p50/p99 latency. bench/bench_grpc.sh runs it
  * beside `tokentriage bench` on the socket.
  *
- * usage: bench_grpc UNIX_PATH CONCURRENCY SECONDS KEYS
+ * usage: bench_grpc UNIX_PATH|tcp:PORT CONCURRENCY SECONDS KEYS
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <nghttp2/nghttp2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,7 +132,7 @@ static int cmp(const void *a, const void *b)
 int main(int argc, char **argv)
 {
     if (argc != 5) {
-        fprintf(stderr, "usage: bench_grpc UNIX_PATH CONCURRENCY SECONDS KEYS\n");
+        fprintf(stderr, "usage: bench_grpc UNIX_PATH|tcp:PORT CONCURRENCY SECONDS KEYS\n");
         return 2;
     }
     long conc = atol(argv[2]);
@@ -163,12 +166,25 @@ int main(int argc, char **argv)
         envoy__service__ratelimit__v3__rate_limit_request__pack(&r, msgs[i] + 5);
         lens[i] = n + 5;
     }
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", argv[1]);
-    fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-        perror("connect");
-        return 1;
+    if (strncmp(argv[1], "tcp:", 4) == 0) { /* server.grpc on loopback TCP */
+        struct sockaddr_in sa = {.sin_family = AF_INET,
+                                 .sin_port = htons((uint16_t)atoi(argv[1] + 4)),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+            perror("connect");
+            return 1;
+        }
+    } else {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", argv[1]);
+        fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+            perror("connect");
+            return 1;
+        }
     }
     nghttp2_session_callbacks *cb;
     nghttp2_session_callbacks_new(&cb);
