@@ -1,13 +1,16 @@
 /* See daemon.h. */
 #include "daemon.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -72,10 +75,24 @@ int tt_daemon_start_binary(tt_daemon_t *d, const char *binary, const char *limit
 }
 
 /* Under valgrind a daemon starts and stops ~20x slower: the deadlines stretch with it. */
-static int slow(void)
+int tt_slowdown(void)
 {
     const char *vg = getenv("TT_VALGRIND");
     return vg && *vg ? 20 : 1;
+}
+
+int tt_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
 }
 
 int tt_daemon_spawn(tt_daemon_t *d, bool wait)
@@ -104,7 +121,8 @@ int tt_daemon_spawn(tt_daemon_t *d, bool wait)
         execl(bin, "tokentriage", "serve", "-c", d->config, (char *)NULL);
         _exit(127);
     }
-    for (long long deadline = tt_now_ms() + 10000 * slow(); tt_now_ms() < deadline; pause_ms(5)) {
+    for (long long deadline = tt_now_ms() + 10000 * tt_slowdown(); tt_now_ms() < deadline;
+         pause_ms(5)) {
         int st;
         if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
             d->exit_status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -124,7 +142,7 @@ int tt_daemon_spawn(tt_daemon_t *d, bool wait)
                 return 0;
         }
     }
-    fprintf(stderr, "tokentriage serve did not answer within %d s\n", 10 * slow());
+    fprintf(stderr, "tokentriage serve did not answer within %d s\n", 10 * tt_slowdown());
     return -1;
 }
 
@@ -172,7 +190,7 @@ int tt_daemon_kill(tt_daemon_t *d, int sig)
     int status = -1;
     if (d->pid > 0) {
         kill(d->pid, sig);
-        long long deadline = tt_now_ms() + 10000 * slow();
+        long long deadline = tt_now_ms() + 10000 * tt_slowdown();
         int st;
         while (waitpid(d->pid, &st, WNOHANG) == 0) {
             if (tt_now_ms() >= deadline) {

@@ -61,4 +61,11 @@ long tt_daemon_rss_kib(const tt_daemon_t *d);
 /* Milliseconds on a monotonic clock, for deadlines. */
 long long tt_now_ms(void);
 
+/* How many times slower the daemons run here: 20 under valgrind (TT_VALGRIND), else 1. A test's
+ * own deadlines stretch with it. */
+int tt_slowdown(void);
+
+/* A loopback TCP port nobody listens on right now: bound to port 0, read back, let go. */
+int tt_free_port(void);
+
 #endif

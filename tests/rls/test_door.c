@@ -37,30 +37,12 @@ static void stop(void)
 
 TestSuite(rls_door, .fini = stop, .timeout = 120);
 
-/* Under valgrind the daemon runs ~20x slower: the deadlines stretch with it. */
-static int slow(void)
-{
-    const char *vg = getenv("TT_VALGRIND");
-    return vg && *vg ? 20 : 1;
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    getsockname(fd, (struct sockaddr *)&sa, &len);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
-
 /* The daemon with gRPC and HTTP on loopback TCP, and `more` server lines. */
 static void start_with(const char *more)
 {
     char extra[512];
-    grpc_port = free_port();
-    http_port = free_port();
+    grpc_port = tt_free_port();
+    http_port = tt_free_port();
     snprintf(extra, sizeof(extra), "  grpc: 127.0.0.1:%d\n  http: 127.0.0.1:%d\n%s", grpc_port,
              http_port, more);
     cr_assert_eq(tt_daemon_start(&d, LIMITS, extra), 0);
@@ -74,7 +56,8 @@ static void greet(h2raw_conn_t *c)
     h2raw_preface(&out);
     cr_assert_eq(h2raw_send(c, out.p, out.len), 0);
     h2raw_buf_free(&out);
-    cr_assert_eq(h2raw_ping(c, 1, 5000 * slow()), 0, "the server answers a PING after the preface");
+    cr_assert_eq(h2raw_ping(c, 1, 5000 * tt_slowdown()), 0,
+                 "the server answers a PING after the preface");
 }
 
 /* One ShouldRateLimit for key=`key` on stream id; returns key_rpm's remaining, or -1 when the
@@ -123,12 +106,12 @@ Test(rls_door, an_amplified_header_block_is_refused_and_the_connection_serves_on
     free(msg);
     cr_assert_eq(h2raw_send(&c, out.p, out.len), 0);
     h2raw_result_t r;
-    cr_assert_eq(h2raw_wait(&c, 1, 10000 * slow(), &r), 0, "stream 1 ends");
+    cr_assert_eq(h2raw_wait(&c, 1, 10000 * tt_slowdown(), &r), 0, "stream 1 ends");
     cr_assert(r.reset, "the amplified call was answered (grpc-status %d) instead of refused",
               r.grpc_status);
     cr_assert_eq(r.rst_code, ENHANCE_YOUR_CALM, "RST_STREAM code %u", r.rst_code);
     free(r.message);
-    cr_assert_eq(rls_call(&c, 3, "amplified", 5000 * slow()), 59999,
+    cr_assert_eq(rls_call(&c, 3, "amplified", 5000 * tt_slowdown()), 59999,
                  "the next call on the connection is answered, and the refused one spent nothing");
     h2raw_buf_free(&block);
     h2raw_buf_free(&out);
@@ -194,12 +177,12 @@ Test(rls_door, connections_sending_amplified_headers_do_not_stall_the_other_door
     for (int i = 0; i < ATTACKERS; i++)
         cr_assert_eq(pthread_create(&th[i], NULL, attacker, NULL), 0);
     /* the attack is under way: a few megabytes taken by the daemon */
-    long long until = tt_now_ms() + 20000 * slow();
+    long long until = tt_now_ms() + 20000 * tt_slowdown();
     while (atomic_load(&attack_bytes) < (4u << 20) && tt_now_ms() < until)
         usleep(1000);
     cr_assert_geq(atomic_load(&attack_bytes), 4u << 20, "the attackers could not send");
 
-    int deadline = 1000 * slow();
+    int deadline = 1000 * tt_slowdown();
     tt_client_t *sock = tt_daemon_client(&d);
     cr_assert_not_null(sock);
     tt_set_timeout(sock, deadline);
@@ -270,8 +253,8 @@ static size_t fill_bodies(h2raw_conn_t *c, uint32_t streams, size_t cap)
         }
         /* everything sent so far is read by the server once this PING is answered; a second
          * one brings every WINDOW_UPDATE queued while it was read */
-        cr_assert_eq(h2raw_ping(c, 2 * (uint64_t)round, 10000 * slow()), 0);
-        cr_assert_eq(h2raw_ping(c, 2 * (uint64_t)round + 1, 10000 * slow()), 0);
+        cr_assert_eq(h2raw_ping(c, 2 * (uint64_t)round, 10000 * tt_slowdown()), 0);
+        cr_assert_eq(h2raw_ping(c, 2 * (uint64_t)round + 1, 10000 * tt_slowdown()), 0);
         if (total == before)
             break;
     }
@@ -313,7 +296,7 @@ Test(rls_door, a_connection_holds_no_more_request_body_than_its_budget)
 #ifndef __SANITIZE_ADDRESS__ /* ASan's quarantine keeps what was freed */
     /* the memory goes back once they are closed */
     long after = 0;
-    for (long long until = tt_now_ms() + 5000 * slow(); tt_now_ms() < until; usleep(20000))
+    for (long long until = tt_now_ms() + 5000 * tt_slowdown(); tt_now_ms() < until; usleep(20000))
         if ((after = tt_daemon_rss_kib(&d)) - before < 8 * 1024)
             break;
     cr_log_info("RSS %ld KiB after they closed", after);
@@ -321,7 +304,7 @@ Test(rls_door, a_connection_holds_no_more_request_body_than_its_budget)
 #endif
     h2raw_conn_t g;
     greet(&g);
-    cr_assert_eq(rls_call(&g, 1, "after", 5000 * slow()), 59999);
+    cr_assert_eq(rls_call(&g, 1, "after", 5000 * tt_slowdown()), 59999);
     h2raw_close(&g);
 }
 
@@ -360,17 +343,18 @@ Test(rls_door, idle_connections_at_the_cap_do_not_lock_out_calls)
     for (int i = 0; i < 5; i++) {
         h2raw_conn_t g;
         greet(&g);
-        cr_assert_eq(rls_call(&g, 1, "envoy", 5000 * slow()), 59999 - i, "call %d", i);
+        cr_assert_eq(rls_call(&g, 1, "envoy", 5000 * tt_slowdown()), 59999 - i, "call %d", i);
         h2raw_result_t r;
         /* an empty HealthCheckRequest: service "" */
-        cr_assert_eq(h2raw_call(&g, 3, H2RAW_HEALTH, NULL, 0, 5000 * slow(), &r), 0);
+        cr_assert_eq(h2raw_call(&g, 3, H2RAW_HEALTH, NULL, 0, 5000 * tt_slowdown(), &r), 0);
         cr_assert_eq(r.grpc_status, 0, "health check %d: %d %s", i, r.grpc_status, r.grpc_message);
         free(r.message);
         h2raw_close(&g);
     }
     /* the first ones in were the ones to go */
     for (int i = 0; i < 5; i++)
-        cr_assert(closed_within(idle[i].fd, 5000 * slow()), "idle connection %d still open", i);
+        cr_assert(closed_within(idle[i].fd, 5000 * tt_slowdown()), "idle connection %d still open",
+                  i);
     for (int i = 0; i < 40; i++)
         h2raw_close(&idle[i]);
 }
@@ -386,10 +370,10 @@ Test(rls_door, a_connection_silent_before_its_preface_is_closed_at_the_deadline)
     cr_assert_eq(h2raw_send(&half, "PRI * HTTP/2.0\r\n", 16), 0);
     greet(&ok);
     long long t0 = tt_now_ms();
-    cr_assert(closed_within(silent.fd, 15000 * slow()), "a silent connection stays open");
-    cr_assert(closed_within(half.fd, 5000 * slow()), "half a preface stays open");
+    cr_assert(closed_within(silent.fd, 15000 * tt_slowdown()), "a silent connection stays open");
+    cr_assert(closed_within(half.fd, 5000 * tt_slowdown()), "half a preface stays open");
     cr_log_info("silent connections closed after %lld ms", tt_now_ms() - t0);
-    cr_assert_eq(rls_call(&ok, 1, "kept", 5000 * slow()), 59999,
+    cr_assert_eq(rls_call(&ok, 1, "kept", 5000 * tt_slowdown()), 59999,
                  "the greeted idle connection is kept and served");
     h2raw_close(&silent);
     h2raw_close(&half);

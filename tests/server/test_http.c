@@ -30,23 +30,11 @@ static void stop(void)
 
 TestSuite(http, .fini = stop, .timeout = 60);
 
-/* A port nobody listens on right now: bind port 0, read it back, let it go. */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    getsockname(fd, (struct sockaddr *)&sa, &len);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
-
 /* Starts the daemon with HTTP on a free port and `more` server lines (or ""). */
 static void start_with(const char *more)
 {
     char extra[256];
-    port = free_port();
+    port = tt_free_port();
     snprintf(extra, sizeof(extra), "  http: 127.0.0.1:%d\n%s", port, more);
     cr_assert_eq(tt_daemon_start(&d, LIMITS, extra), 0);
 }

@@ -39,22 +39,11 @@ static void stop(void)
 
 TestSuite(http_decide, .fini = stop, .timeout = 60);
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    getsockname(fd, (struct sockaddr *)&sa, &len);
-    close(fd);
-    return ntohs(sa.sin_port);
-}
-
 /* The daemon with HTTP on host:<free port>, the header mapping, and `more` server lines. */
 static void start_on(const char *host, const char *limits, const char *more)
 {
     char extra[512];
-    port = free_port();
+    port = tt_free_port();
     snprintf(extra, sizeof(extra),
              "  http: %s:%d\n  http_subject: { team: X-Team, key: X-Api-Key }\n"
              "  http_tokens: X-Tokens\n%s",
