@@ -14,7 +14,7 @@ logs=$(mktemp -d /tmp/tt-valgrind-XXXXXX)
 trap 'rm -rf "$logs"' EXIT
 rc=0
 TT_VALGRIND=$logs ctest --test-dir "$dir" --output-on-failure --timeout 1800 \
-  -R '^test_(integration_.*|server_srv|server_http|server_http_decide|redis_daemons|redis_cluster_daemons|membership_fleet|membership_restart|membership_pushpull|share_fleet|demand_processes)$' \
+  -R '^test_(integration_.*|rls_door|server_srv|server_http|server_http_decide|redis_daemons|redis_cluster_daemons|membership_fleet|membership_restart|membership_pushpull|share_fleet|demand_processes)$' \
   || rc=1
 n=$(ls "$logs" | wc -l)
 bad=$(grep -l 'ERROR SUMMARY: [1-9]' "$logs"/vg.*.log || true)
