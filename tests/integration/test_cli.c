@@ -3,7 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "daemon.h"
 
@@ -151,4 +154,101 @@ Test(cli, decide_exit_status_says_the_verdict)
     cr_assert(strstr(out, "\"verdict\":\"deny\""), "%s", out);
     cr_assert_eq(runf("decide -s /nonexistent/tt.sock --subject team=b --exit-status", d.socket),
                  69, "an error keeps its own code");
+}
+
+/*
+ * tokentriage acquire: a concurrency lease held while a command runs. key_one admits one lease
+ * per key at a time, so a second acquire while the first runs is the proof that it holds.
+ */
+#define ONE_AT_A_TIME                                                                              \
+    LIMITS "    - id: key_one\n      attach: { level: key }\n      type: concurrency\n"            \
+           "      amount: 1\n"
+
+#define BIN TT_BINARY_DIR "/cmd/tokentriage"
+
+Test(cli, acquire_holds_the_lease_while_the_command_runs_and_exits_with_its_status)
+{
+    cr_assert_eq(tt_daemon_start(&d, ONE_AT_A_TIME, NULL), 0);
+    char args[1024];
+    /* inside the first lease, a second acquire on the same key is denied and runs nothing */
+    snprintf(args, sizeof(args),
+             "acquire -s %s --subject key=k -- sh -c '%s acquire -s %s --subject key=k -- echo "
+             "ran; echo inner=$?; exit 7'",
+             d.socket, BIN, d.socket);
+    cr_assert_eq(run(args), 7, "acquire exits with its command's status: %s", out);
+    cr_assert_str_eq(out, "inner=75\n", "denied: exit 75 (EX_TEMPFAIL), the command not run");
+    /* once the command is done the lease is released: the next one goes */
+    cr_assert_eq(runf("acquire -s %s --subject key=k -- echo ran", d.socket), 0);
+    cr_assert_str_eq(out, "ran\n");
+    cr_assert_eq(runf("acquire -s %s --subject key=k -- /nonexistent/cmd", d.socket), 127);
+    cr_assert_eq(runf("acquire -s %s --subject key=k -- sh -c 'kill -TERM $$'", d.socket),
+                 128 + SIGTERM, "a command killed by a signal: 128 + its number, as a shell says");
+    cr_assert_eq(runf("acquire -s %s --subject key=k", d.socket), 64, "no command");
+    cr_assert_eq(runf("acquire -s %s --subject key=k -- sh -c 'exit 3' -s /nonexistent", d.socket),
+                 3, "options after -- are the command's (acquire would exit 69 on that socket)");
+}
+
+/* Starts `tokentriage acquire ... -- sleep 60` in a process group of its own. */
+static pid_t acquire_in_background(void)
+{
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        setpgid(0, 0);
+        execl(BIN, BIN, "acquire", "-s", d.socket, "--subject", "key=k", "--", "sleep", "60",
+              (char *)NULL);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    return pid;
+}
+
+/* Polls (deadline 10 s) until `acquire -- true` on key k exits with `want`. */
+static bool acquire_exits(int want)
+{
+    for (long long end = tt_now_ms() + 10000; tt_now_ms() < end;) {
+        if (runf("acquire -s %s --subject key=k -- true", d.socket) == want)
+            return true;
+        nanosleep(&(struct timespec){0, 20 * 1000000}, NULL);
+    }
+    return false;
+}
+
+Test(cli, the_lease_dies_with_the_acquire_process)
+{
+    cr_assert_eq(tt_daemon_start(&d, ONE_AT_A_TIME, NULL), 0);
+    pid_t pid = acquire_in_background();
+    cr_assert(acquire_exits(75), "the background acquire never held the lease");
+    kill(pid, SIGKILL); /* no release sent: only the connection's end frees the slot */
+    int st;
+    waitpid(pid, &st, 0);
+    cr_assert(acquire_exits(0), "the lease outlived its acquire process");
+    kill(-pid, SIGKILL); /* the orphaned sleep */
+}
+
+Test(cli, acquire_hands_a_termination_to_its_command)
+{
+    cr_assert_eq(tt_daemon_start(&d, ONE_AT_A_TIME, NULL), 0);
+    pid_t pid = acquire_in_background();
+    cr_assert(acquire_exits(75));
+    kill(pid, SIGTERM);
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM,
+              "sleep got the SIGTERM and acquire said so: status %d", st);
+    cr_assert_eq(kill(-pid, 0), -1, "nothing of the group is left running");
+    cr_assert(acquire_exits(0));
+}
+
+/* Who reaches a concurrency limit: acquire only. serve says so at start, fleet lists them. */
+Test(cli, serve_and_fleet_name_the_limits_only_acquire_reaches)
+{
+    cr_assert_eq(tt_daemon_start(&d, ONE_AT_A_TIME, NULL), 0);
+    cr_assert(tt_daemon_log_has(&d, "limits=key_one", 5000));
+    cr_assert(tt_daemon_log_has(&d, "reached only by acquire", 1000));
+    cr_assert_eq(runf("fleet -s %s", d.socket), 0);
+    cr_assert(strstr(out, "key_one"), "%s", out);
+    cr_assert(strstr(out, "only acquire"), "%s", out);
+    cr_assert_eq(runf("fleet -s %s --json", d.socket), 0);
+    cr_assert(strstr(out, "\"acquire_only\":[\"key_one\"]"), "%s", out);
 }
