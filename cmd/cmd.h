@@ -31,5 +31,6 @@ int cmd_fleet(int argc, char **argv);
 int cmd_members(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_state(int argc, char **argv);
+int cmd_acquire(int argc, char **argv);
 
 #endif

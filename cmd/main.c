@@ -33,6 +33,7 @@ static const struct command {
     {"decide", cmd_decide, "ask once whether a request may go"},
     {"settle", cmd_settle, "correct a tpm reservation with the tokens really used"},
     {"charge", cmd_charge, "count tokens known after the fact"},
+    {"acquire", cmd_acquire, "run a command holding a concurrency lease"},
     {"fleet", cmd_fleet, "every limit with the fleet-wide bound its store discloses"},
     {"members", cmd_members, "the replicas this one knows"},
     {"simulate", cmd_simulate, "replay arrivals through one limit, offline"},

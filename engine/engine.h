@@ -306,6 +306,11 @@ typedef struct gov_fleet_entry {
  * config has (may exceed cap). */
 size_t gov_fleet(gov_engine_t *e, int64_t now, gov_fleet_entry_t *out, size_t cap);
 
+/* The limits only acquire reaches (type concurrency, posture on: decide and the HTTP and gRPC
+ * doors never count them), in config order: up to `cap` ids (valid until the next reload).
+ * Returns how many the config has. fleet lists them; serve logs them at start. */
+size_t gov_fleet_acquire_only(const gov_engine_t *e, const char **ids, size_t cap);
+
 /* ---- metrics ----------------------------------------------------------------------------- */
 
 /* What happened to one limit in a decision, counted per limit. */

@@ -1,5 +1,6 @@
 /*
- * Fleet: every rate-class limit with the bound its store discloses (SPEC section 6).
+ * Fleet: every rate-class limit with the bound its store discloses (SPEC section 6), and the
+ * concurrency limits, which only acquire reaches.
  */
 #include <string.h>
 
@@ -9,6 +10,20 @@ static int64_t sat_mul(int64_t a, int64_t b)
 {
     int64_t r;
     return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+size_t gov_fleet_acquire_only(const gov_engine_t *e, const char **ids, size_t cap)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < e->set->n; i++) {
+        const cfg_limit_t *l = &e->set->limits[i].cfg;
+        if (l->type != CFG_TYPE_CONCURRENCY || !cfg_limit_counts(l) || !l->posture.on)
+            continue;
+        if (k < cap)
+            ids[k] = l->id;
+        k++;
+    }
+    return k;
 }
 
 size_t gov_fleet(gov_engine_t *e, int64_t now, gov_fleet_entry_t *out, size_t cap)

@@ -682,6 +682,19 @@ static int start(daemon_t *d)
              "--tokens 1000",
              path);
     srv_log(SRV_LOG_INFO, "try", "command", hint, NULL);
+    const char *acquire_only[16];
+    size_t na = gov_fleet_acquire_only(d->engine, acquire_only, 16);
+    char ids[512] = "";
+    for (size_t i = 0, used = 0; i < na && i < 16; i++) {
+        int w = snprintf(ids + used, sizeof(ids) - used, "%s%s", i ? "," : "", acquire_only[i]);
+        if (w > 0 && used + (size_t)w < sizeof(ids))
+            used += (size_t)w;
+    }
+    if (na) /* the surprise of issue 31: decide never counts these */
+        srv_log(SRV_LOG_INFO,
+                "reached only by acquire: concurrency limits that decide, /v1/decide and gRPC "
+                "never count (tokentriage acquire, the clients' acquire)",
+                "limits", ids, NULL);
     return EX_OK_;
 }
 

@@ -207,7 +207,12 @@ static void fleet(dispatch_t *s, stream_t *c, uint64_t seq)
     int64_t age = s->snapshot_age ? s->snapshot_age(s->snapshot_age_ud, c->now_wall_ns) : -1;
     proto_out_t *out = stream_answer_buf(c);
     const char *doubt = s->doubt ? s->doubt(s->doubt_ud) : NULL;
-    if (!out || proto_enc_fleet(out, seq, s->node, replicas, doubt, age, rows, (uint32_t)n))
+    static const char *acquire_only[GOV_LIMITS_MAX];
+    size_t na = gov_fleet_acquire_only(s->engine, acquire_only, GOV_LIMITS_MAX);
+    if (na > GOV_LIMITS_MAX)
+        na = GOV_LIMITS_MAX;
+    if (!out || proto_enc_fleet(out, seq, s->node, replicas, doubt, age, rows, (uint32_t)n,
+                                acquire_only, (uint32_t)na))
         c->failed = true;
 }
 

@@ -228,7 +228,8 @@ int proto_enc_error(proto_out_t *out, uint64_t seq, const char *code, const char
  * snapshot_age_ms: the age of the last good snapshot of the counters (SPEC §11), -1 for none
  * (state off, or nothing written or restored yet). */
 int proto_enc_fleet(proto_out_t *out, uint64_t seq, const char *node, int64_t n, const char *doubt,
-                    int64_t snapshot_age_ms, const proto_fleet_limit_t *rows, uint32_t nrows);
+                    int64_t snapshot_age_ms, const proto_fleet_limit_t *rows, uint32_t nrows,
+                    const char *const *acquire_only, uint32_t n_acquire_only);
 int proto_enc_members(proto_out_t *out, uint64_t seq, int64_t live, const proto_member_t *rows,
                       uint32_t nrows);
 

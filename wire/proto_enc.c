@@ -370,13 +370,15 @@ struct fleet_head {
     const char *node;
     int64_t n, snapshot_age_ms;
     const char *doubt;
+    const char *const *acquire_only; /* "acquire_only": [ids], only when there are some */
+    uint32_t n_acquire_only;
 };
 
 static void fleet_body(proto_out_t *out, uint64_t seq, const void *ctx,
                        const proto_fleet_limit_t *rows, uint32_t nrows, bool truncated)
 {
     const struct fleet_head *h = ctx;
-    open_answer(out, 6 + (h->doubt != NULL), seq);
+    open_answer(out, 6 + (h->doubt != NULL) + (h->n_acquire_only > 0), seq);
     W_KEY(out, "node");
     w_cstr(out, h->node);
     W_KEY(out, "n");
@@ -443,6 +445,12 @@ static void fleet_body(proto_out_t *out, uint64_t seq, const void *ctx,
             w_bool(out, l->moving);
         }
     }
+    if (h->n_acquire_only) {
+        W_KEY(out, "acquire_only");
+        w_array(out, h->n_acquire_only);
+        for (uint32_t i = 0; i < h->n_acquire_only; i++)
+            w_cstr(out, h->acquire_only[i]);
+    }
 }
 
 static void members_body(proto_out_t *out, uint64_t seq, const void *ctx,
@@ -499,9 +507,10 @@ static void members_body(proto_out_t *out, uint64_t seq, const void *ctx,
     } while (0)
 
 int proto_enc_fleet(proto_out_t *out, uint64_t seq, const char *node, int64_t n, const char *doubt,
-                    int64_t snapshot_age_ms, const proto_fleet_limit_t *rows, uint32_t nrows)
+                    int64_t snapshot_age_ms, const proto_fleet_limit_t *rows, uint32_t nrows,
+                    const char *const *acquire_only, uint32_t n_acquire_only)
 {
-    const struct fleet_head head = {node, n, snapshot_age_ms, doubt};
+    const struct fleet_head head = {node, n, snapshot_age_ms, doubt, acquire_only, n_acquire_only};
     FIT_ROWS(out, seq, &head, rows, nrows, fleet_body);
 }
 

@@ -360,7 +360,7 @@ Test(proto, a_demand_mode_fleet_row_carries_its_division_figures_and_others_do_n
          .largest_lease = 190,
          .moving = true}};
     out.len = 0;
-    cr_assert_eq(proto_enc_fleet(&out, 9, "r0", 4, NULL, 2500, rows, 2), 0);
+    cr_assert_eq(proto_enc_fleet(&out, 9, "r0", 4, NULL, 2500, rows, 2, NULL, 0), 0);
     wire_reader_t r = {.pos = out.data, .end = out.data + out.len};
     proto_out_t json = {0};
     cr_assert_eq(json_from_msgpack(&r, &json), 0);
