@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cmd.h"
 #include "json.h"
@@ -151,80 +152,155 @@ int cli_print_json(const tt_response_t *r)
     return EX_OK_;
 }
 
-#define MAX_ROWS 256
-#define MAX_COLS 24 /* fleet: 21 in demand mode */
-#define CELL 64
-
 /* One scalar as text: strings as they are, other values as their JSON. */
 static void cell_text(wire_reader_t *rd, char *cell)
 {
     proto_str_t s;
     if (wire_read_str(rd, &s) == 0) {
-        snprintf(cell, CELL, "%.*s", (int)s.len, s.ptr);
+        snprintf(cell, CLI_CELL, "%.*s", (int)s.len, s.ptr);
         return;
     }
     proto_out_t out = {0};
     if (json_from_msgpack(rd, &out) == 0 && proto_out_append(&out, "", 1) == 0)
-        snprintf(cell, CELL, "%s", (char *)out.data);
+        snprintf(cell, CLI_CELL, "%s", (char *)out.data);
     else
-        snprintf(cell, CELL, "?");
+        snprintf(cell, CLI_CELL, "?");
     proto_out_free(&out);
 }
 
-void cli_print_table(const tt_response_t *r, const char *key)
+int cli_table_column(cli_table_t *t, const char *name, size_t len)
 {
-    static char cells[MAX_ROWS + 1][MAX_COLS][CELL];
-    wire_reader_t rd = {.pos = r->raw, .end = r->raw + r->raw_len};
-    uint32_t n, rows = 0, cols = 0;
+    char head[CLI_CELL];
+    snprintf(head, sizeof(head), "%.*s", (int)len, name);
+    for (char *p = head; *p; p++)
+        *p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+    for (size_t c = 0; c < t->cols; c++)
+        if (strcmp(t->head[c], head) == 0)
+            return (int)c;
+    if (t->cols == CLI_COLS)
+        return -1;
+    memcpy(t->head[t->cols], head, sizeof(head));
+    return (int)t->cols++;
+}
+
+int cli_table_row(cli_table_t *t)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 16;
+        void *rows = realloc(t->rows, cap * sizeof(*t->rows));
+        if (!rows)
+            return -1;
+        t->rows = rows;
+        t->cap = cap;
+    }
+    memset(t->rows[t->n], 0, sizeof(*t->rows));
+    return (int)t->n++;
+}
+
+void cli_table_set(cli_table_t *t, int row, int col, const char *text)
+{
+    if (row >= 0 && col >= 0)
+        snprintf(t->rows[row][col], CLI_CELL, "%s", text);
+}
+
+int cli_table_read_map(cli_table_t *t, int row, wire_reader_t *rd)
+{
+    uint32_t nf;
+    if (wire_read_map(rd, &nf))
+        return -1;
+    for (uint32_t f = 0; f < nf; f++) {
+        proto_str_t name;
+        if (wire_read_str(rd, &name))
+            return -1;
+        int col = cli_table_column(t, name.ptr, name.len);
+        if (col >= 0)
+            cell_text(rd, t->rows[row][col]);
+        else if (wire_skip(rd))
+            return -1;
+    }
+    return 0;
+}
+
+int cli_table_read(cli_table_t *t, const uint8_t *raw, size_t len, const char *key)
+{
+    wire_reader_t rd = {.pos = raw, .end = raw + len};
+    uint32_t n;
     if (wire_read_map(&rd, &n))
-        return;
+        return -1;
     for (uint32_t i = 0; i < n; i++) {
         proto_str_t k;
         if (wire_read_str(&rd, &k))
-            return;
+            return -1;
         if (!wire_str_eq(k, key)) {
             if (wire_skip(&rd))
-                return;
+                return -1;
             continue;
         }
         uint32_t nrows;
         if (wire_read_array(&rd, &nrows))
-            return;
-        for (uint32_t row = 0; row < nrows; row++) {
-            uint32_t nf;
-            if (wire_read_map(&rd, &nf))
-                return;
-            for (uint32_t f = 0; f < nf; f++) {
-                proto_str_t name;
-                if (wire_read_str(&rd, &name))
-                    return;
-                if (row == 0 && f < MAX_COLS) {
-                    snprintf(cells[0][f], CELL, "%.*s", (int)name.len, name.ptr);
-                    for (char *p = cells[0][f]; *p; p++)
-                        *p = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
-                    cols = f + 1;
-                }
-                if (row < MAX_ROWS && f < MAX_COLS)
-                    cell_text(&rd, cells[row + 1][f]);
-                else if (wire_skip(&rd))
-                    return;
-            }
-            if (row < MAX_ROWS)
-                rows = row + 1;
+            return -1;
+        for (uint32_t r = 0; r < nrows; r++) {
+            int row = cli_table_row(t);
+            if (row < 0 || cli_table_read_map(t, row, &rd))
+                return -1;
         }
-        break;
+        return 0;
     }
-    size_t width[MAX_COLS] = {0};
-    for (uint32_t row = 0; row <= rows; row++)
-        for (uint32_t c = 0; c < cols; c++)
-            if (strlen(cells[row][c]) > width[c])
-                width[c] = strlen(cells[row][c]);
-    for (uint32_t row = 0; row <= rows; row++) {
-        for (uint32_t c = 0; c < cols; c++)
-            printf(c + 1 < cols ? "%-*s  " : "%-*s", c + 1 < cols ? (int)width[c] : 0,
-                   cells[row][c]);
-        printf("\n");
+    return 0;
+}
+
+const char *cli_table_get(const cli_table_t *t, size_t row, const char *column)
+{
+    for (size_t c = 0; c < t->cols; c++)
+        if (strcasecmp(t->head[c], column) == 0)
+            return t->rows[row][c];
+    return "";
+}
+
+void cli_table_print(const cli_table_t *t, const bool *rows, const bool *cols)
+{
+    size_t width[CLI_COLS] = {0};
+    for (size_t c = 0; c < t->cols; c++) {
+        if (cols && !cols[c])
+            continue;
+        width[c] = strlen(t->head[c]);
+        for (size_t r = 0; r < t->n; r++)
+            if ((!rows || rows[r]) && strlen(t->rows[r][c]) > width[c])
+                width[c] = strlen(t->rows[r][c]);
     }
+    size_t last = 0;
+    for (size_t c = 0; c < t->cols; c++)
+        if (!cols || cols[c])
+            last = c;
+    char line[CLI_COLS * (CLI_CELL + 2) + 1];
+    for (size_t r = 0; r <= t->n; r++) {
+        if (r > 0 && rows && !rows[r - 1])
+            continue;
+        size_t k = 0;
+        for (size_t c = 0; c <= last && c < t->cols; c++) {
+            if (cols && !cols[c])
+                continue;
+            const char *cell = r == 0 ? t->head[c] : t->rows[r - 1][c];
+            k += (size_t)snprintf(line + k, sizeof(line) - k, "%-*s", (int)width[c] + 2, cell);
+        }
+        while (k > 0 && line[k - 1] == ' ') /* no trailing blanks after empty cells */
+            k--;
+        printf("%.*s\n", (int)k, line);
+    }
+}
+
+void cli_table_free(cli_table_t *t)
+{
+    free(t->rows);
+    *t = (cli_table_t){0};
+}
+
+void cli_print_table(const tt_response_t *r, const char *key)
+{
+    cli_table_t t = {0};
+    cli_table_read(&t, r->raw, r->raw_len, key);
+    cli_table_print(&t, NULL, NULL);
+    cli_table_free(&t);
 }
 
 /* The listing being printed by cli_run_listing's human form. */

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "tokentriage.h"
+#include "wire.h"
 
 #include <getopt.h>
 
@@ -67,8 +68,34 @@ int cli_fail(int rc, const tt_response_t *r, const char *cmd);
 int cli_print_json(const tt_response_t *r);
 
 /* Prints the array of maps under `key` of the answer as an aligned table, columns in the
- * first row's key order. */
+ * order their keys first appear. */
 void cli_print_table(const tt_response_t *r, const char *key);
+
+/* A table of text cells: a column per key (upper-cased), a row per map. Cells are cut at
+ * CLI_CELL - 1 bytes; keys past CLI_COLS are dropped. */
+#define CLI_CELL 64
+#define CLI_COLS 32
+typedef struct cli_table {
+    size_t cols;
+    char head[CLI_COLS][CLI_CELL];
+    char (*rows)[CLI_COLS][CLI_CELL];
+    size_t n, cap;
+} cli_table_t;
+
+/* The column named `name` (name[0, len)), added at the end if new; -1 when the table is full. */
+int cli_table_column(cli_table_t *t, const char *name, size_t len);
+/* Appends an empty row; its index, or -1 (out of memory). */
+int cli_table_row(cli_table_t *t);
+void cli_table_set(cli_table_t *t, int row, int col, const char *text);
+/* Reads one msgpack map into `row`, a column per key. 0 or -1 (not a map). */
+int cli_table_read_map(cli_table_t *t, int row, wire_reader_t *rd);
+/* A row per map of the array under `key` of the answer map raw[0, len). 0 or -1. */
+int cli_table_read(cli_table_t *t, const uint8_t *raw, size_t len, const char *key);
+/* The cell of `column` (any case) in `row`; "" when there is no such column. */
+const char *cli_table_get(const cli_table_t *t, size_t row, const char *column);
+/* Prints the header and the rows: only rows[r] and cols[c] that are true (NULL: all). */
+void cli_table_print(const cli_table_t *t, const bool *rows, const bool *cols);
+void cli_table_free(cli_table_t *t);
 
 /* Prints an answer (JSON with --json, else human(r)) or the error, closes c, and returns the
  * exit code. */

@@ -304,6 +304,13 @@ static void engine_metrics(proto_out_t *out, void *ud)
         (unsigned long long)g.reservations_expired, (unsigned long long)g.reservations_evicted);
 }
 
+/* GET /v1/fleet: the socket's `fleet` answer, for `fleet --all` on another replica. */
+static int fleet_http(void *ud, proto_out_t *body)
+{
+    daemon_t *d = ud;
+    return dispatch_fleet(d->dispatch, body, 0, tt_wall_ns());
+}
+
 static bool ready(void *ud, const char **why)
 {
     daemon_t *d = ud;
@@ -630,6 +637,7 @@ static int start(daemon_t *d)
     status_rates_init(&d->status.rates, 0);
     srv_status_tick(&d->status, d->status.applied_ns); /* the baseline */
     srv_set_status(d->srv, srv_status_page, &d->status);
+    srv_set_fleet(d->srv, fleet_http, d);
     if (d->cfg->share.present) {
         tt_err_t merr;
         char detail[sizeof merr.path + sizeof merr.message + 2];

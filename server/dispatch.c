@@ -167,11 +167,11 @@ static void engine_call(dispatch_t *s, stream_t *c, const proto_request_t *req)
     answer(s, c, req, &p->req.result);
 }
 
-static void fleet(dispatch_t *s, stream_t *c, uint64_t seq)
+int dispatch_fleet(dispatch_t *s, proto_out_t *out, uint64_t seq, int64_t now)
 {
     static gov_fleet_entry_t entries[GOV_LIMITS_MAX];
     static proto_fleet_limit_t rows[GOV_LIMITS_MAX];
-    size_t n = gov_fleet(s->engine, c->now_wall_ns, entries, GOV_LIMITS_MAX);
+    size_t n = gov_fleet(s->engine, now, entries, GOV_LIMITS_MAX);
     if (n > GOV_LIMITS_MAX)
         n = GOV_LIMITS_MAX;
     int64_t replicas = 1;
@@ -204,15 +204,20 @@ static void fleet(dispatch_t *s, stream_t *c, uint64_t seq)
             .moving = e->moving,
         };
     }
-    int64_t age = s->snapshot_age ? s->snapshot_age(s->snapshot_age_ud, c->now_wall_ns) : -1;
-    proto_out_t *out = stream_answer_buf(c);
+    int64_t age = s->snapshot_age ? s->snapshot_age(s->snapshot_age_ud, now) : -1;
     const char *doubt = s->doubt ? s->doubt(s->doubt_ud) : NULL;
     static const char *acquire_only[GOV_LIMITS_MAX];
     size_t na = gov_fleet_acquire_only(s->engine, acquire_only, GOV_LIMITS_MAX);
     if (na > GOV_LIMITS_MAX)
         na = GOV_LIMITS_MAX;
-    if (!out || proto_enc_fleet(out, seq, s->node, replicas, doubt, age, rows, (uint32_t)n,
-                                acquire_only, (uint32_t)na))
+    return proto_enc_fleet(out, seq, s->node, replicas, doubt, age, rows, (uint32_t)n, acquire_only,
+                           (uint32_t)na);
+}
+
+static void fleet(dispatch_t *s, stream_t *c, uint64_t seq)
+{
+    proto_out_t *out = stream_answer_buf(c);
+    if (!out || dispatch_fleet(s, out, seq, c->now_wall_ns))
         c->failed = true;
 }
 

@@ -560,7 +560,8 @@ hdoor_route_t hdoor_route(const hdoor_env_t *env, const hreq_request_t *req, hdo
     } ops[] = {{"/healthz", HDOOR_HEALTHZ},
                {"/readyz", HDOOR_READYZ},
                {"/metrics", HDOOR_METRICS},
-               {"/status", HDOOR_STATUS}};
+               {"/status", HDOOR_STATUS},
+               {"/v1/fleet", HDOOR_FLEET}};
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
         if (!str_eq(path, ops[i].path))
             continue;
@@ -573,6 +574,7 @@ hdoor_route_t hdoor_route(const hdoor_env_t *env, const hreq_request_t *req, hdo
     }
     hdoor_respond_text(
         out, 404, "Not Found",
-        "not found: try /status, /v1/decide, /v1/settle, /metrics, /healthz, /readyz\n", f);
+        "not found: try /status, /v1/fleet, /v1/decide, /v1/settle, /metrics, /healthz, /readyz\n",
+        f);
     return HDOOR_ANSWERED;
 }

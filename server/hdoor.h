@@ -3,8 +3,8 @@
  * bytes of the answer. No socket, no clock, no engine; the libuv shell (http.c) calls the
  * engine and moves the bytes.
  *
- * Routes: GET|HEAD /healthz, /readyz, /metrics, /status (the page, status.h); /v1/decide and
- * POST /v1/settle.
+ * Routes: GET|HEAD /healthz, /readyz, /metrics, /status (the page, status.h), /v1/fleet (the
+ * socket's `fleet` answer, msgpack); /v1/decide and POST /v1/settle.
  *
  * /v1/decide reads its subject from the query (`?team=t-1&key=k-1&tokens=1200`) and from the
  * request headers server.http_subject maps to levels (`X-Team` -> team), its tokens from
@@ -79,6 +79,7 @@ typedef enum hdoor_route {
     HDOOR_READYZ,
     HDOOR_METRICS,
     HDOOR_STATUS,
+    HDOOR_FLEET,
     HDOOR_DECIDE,
     HDOOR_SETTLE,
 } hdoor_route_t;

@@ -249,6 +249,20 @@ static void flush(http_conn_t *c)
     c->writing = true;
 }
 
+/* /status and /v1/fleet: the body a hook makes, 404 without one, 503 when it fails. */
+static void answer_view(proto_out_t *out, srv_status_fn fn, void *ud, const char *type,
+                        const char *extra, hdoor_frame_t f)
+{
+    proto_out_t body = {0};
+    if (!fn)
+        hdoor_respond_text(out, 404, "Not Found", "not served here\n", f);
+    else if (fn(ud, &body) != 0 || body.failed)
+        hdoor_respond_text(out, 503, "Service Unavailable", "the answer could not be made\n", f);
+    else
+        hdoor_respond(out, 200, "OK", type, extra, body.data, body.len, f);
+    proto_out_free(&body);
+}
+
 static void answer_ops(http_conn_t *c, hdoor_route_t route, hdoor_frame_t f)
 {
     srv_t *s = c->http->srv;
@@ -263,15 +277,10 @@ static void answer_ops(http_conn_t *c, hdoor_route_t route, hdoor_frame_t f)
                           body.data, body.len, f);
         proto_out_free(&body);
     } else if (route == HDOOR_STATUS) {
-        proto_out_t body = {0};
-        if (!s->status)
-            hdoor_respond_text(out, 404, "Not Found", "no status page here\n", f);
-        else if (s->status(s->status_ud, &body) != 0 || body.failed)
-            hdoor_respond_text(out, 503, "Service Unavailable", "the page could not be made\n", f);
-        else
-            hdoor_respond(out, 200, "OK", "text/html; charset=utf-8", STATUS_HEADERS, body.data,
-                          body.len, f);
-        proto_out_free(&body);
+        answer_view(out, s->status, s->status_ud, "text/html; charset=utf-8", STATUS_HEADERS, f);
+    } else if (route == HDOOR_FLEET) {
+        answer_view(out, s->fleet, s->fleet_ud, "application/msgpack",
+                    "Cache-Control: no-store\r\n", f);
     } else if (route == HDOOR_HEALTHZ) {
         hdoor_respond_text(out, 200, "OK", "ok\n", f);
     } else {

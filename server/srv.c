@@ -413,6 +413,12 @@ void srv_set_status(srv_t *s, srv_status_fn fn, void *ud)
     s->status_ud = ud;
 }
 
+void srv_set_fleet(srv_t *s, srv_status_fn fn, void *ud)
+{
+    s->fleet = fn;
+    s->fleet_ud = ud;
+}
+
 void srv_stop(srv_t *s)
 {
     if (s->stopping)

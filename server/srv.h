@@ -91,6 +91,10 @@ typedef int (*srv_status_fn)(void *ud, proto_out_t *body);
 /* Without one, /status is 404. */
 void srv_set_status(srv_t *s, srv_status_fn fn, void *ud);
 
+/* GET /v1/fleet: appends the `fleet` answer (the socket's msgpack map) to body, for `tokentriage
+ * fleet --all` on another replica. Same type as the page's hook; without one, 404. */
+void srv_set_fleet(srv_t *s, srv_status_fn fn, void *ud);
+
 /* Stops listening, removes the socket file and closes every connection (their leases are
  * released). The handles close on the loop: run it until it is empty, then srv_free(). */
 void srv_stop(srv_t *s);

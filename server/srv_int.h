@@ -37,6 +37,8 @@ struct srv {
     void *ready_ud;
     srv_status_fn status; /* GET /status; NULL: 404 */
     void *status_ud;
+    srv_status_fn fleet; /* GET /v1/fleet; NULL: 404 */
+    void *fleet_ud;
     srv_conn_t *conns;
     unsigned nconns;
     uint64_t next_conn_id;

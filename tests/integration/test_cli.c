@@ -97,7 +97,13 @@ Test(cli, fleet_and_members_print_tables)
     cr_assert_eq(tt_daemon_start(&d, LIMITS, NULL), 0);
     cr_assert_eq(runf("fleet -s %s", d.socket), 0);
     cr_assert(strstr(out, "sees 1 replica\n"), "%s", out);
+    /* one table per store, without the columns it has no use for (issue 30 item 8) */
+    cr_assert(strstr(out, "\nlocal limits\nID        TYPE  ALGORITHM"), "%s", out);
+    cr_assert(strstr(out, "team_rpm  rpm   gcra"), "%s", out);
+    cr_assert_null(strstr(out, "DIVISOR_MIN"), "%s", out);
+    cr_assert_eq(runf("fleet -s %s --wide", d.socket), 0);
     cr_assert(strstr(out, "team_rpm  rpm   local  gcra"), "%s", out);
+    cr_assert(strstr(out, "DIVISOR_MIN"), "%s", out);
     cr_assert_eq(runf("members -s %s", d.socket), 0);
     cr_assert(strstr(out, "alive"), "%s", out);
     cr_assert_eq(runf("members -s %s --json", d.socket), 0);

@@ -27,14 +27,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 sys.path.insert(0, HERE)
-import fleet_monitoring as fm  # noqa: E402
+from status_page import DEADLINE_S, fm, running_fleet  # noqa: E402  (the same fleet and limits)
 from ttcheck import check, summary, wait_for  # noqa: E402
-
-fm.LIMITS = """\
-    - { id: team_rpm, attach: { level: team }, type: rpm, amount: 600, period: 1m, burst: 30, store: share }
-    - { id: key_rpm, attach: { level: key }, type: rpm, amount: 120, period: 1m, burst: 10 }
-"""
-DEADLINE_S = 60.0
 
 
 def run(fleet, *args):
@@ -57,19 +51,12 @@ def main():
         print("SKIP: needs root for network namespaces", file=sys.stderr)
         return 77
     work = tempfile.mkdtemp(prefix="tt-fleet-all-")
-    fleet = fm.Fleet(fleetctl, tt, os.path.join(src, "clients", "python"), work)
-    peer = None
+    fleet = peer = None
     try:
-        fleet.setup("")
-        if not fleet.netns:
+        fleet = running_fleet(src, tt, fleetctl, work, "")
+        if not fleet:
             print("SKIP: no network namespaces here", file=sys.stderr)
             return 77
-        for i in range(fm.REPLICAS):
-            fleet.cmd(f"start {i}")
-        every = {r["name"]: "alive" for r in fleet.info}
-        wait_for("every replica ready, seeing the others alive",
-                 lambda: all(fleet.ready(i) and fleet.sees(i, every) for i in range(fm.REPLICAS)),
-                 DEADLINE_S, every_s=0.2)
 
         rc, out, err = run(fleet, "--all")
         check(rc == 0, f"fleet --all answers (rc {rc}; {err.strip()})")
@@ -130,7 +117,8 @@ def main():
         if peer:
             peer.kill()
             peer.wait()
-        fleet.close()
+        if fleet:
+            fleet.close()
         shutil.rmtree(work, ignore_errors=True)
     return summary("fleet_all")
 

@@ -39,6 +39,23 @@ fm.SUBJECT = {"team": "t-1", "key": "k-1"}
 DEADLINE_S = 60.0
 
 
+def running_fleet(src, tt, fleetctl, work, options):
+    """fleet_monitoring's Fleet with the limits above, every replica started and seeing the others
+    alive (fleet_all.py's too); None where network namespaces cannot be made."""
+    fleet = fm.Fleet(fleetctl, tt, os.path.join(src, "clients", "python"), work)
+    fleet.setup(options)
+    if not fleet.netns:
+        fleet.close()
+        return None
+    for i in range(fm.REPLICAS):
+        fleet.cmd(f"start {i}")
+    every = {r["name"]: "alive" for r in fleet.info}
+    wait_for("every replica ready, seeing the others alive",
+             lambda: all(fleet.ready(i) and fleet.sees(i, every) for i in range(fm.REPLICAS)),
+             DEADLINE_S, every_s=0.2)
+    return fleet
+
+
 class Browser:
     """status_page.cjs: one JSON line per command."""
 
@@ -74,22 +91,16 @@ def main():
         return 77
     work = tempfile.mkdtemp(prefix="tt-status-page-")
     os.makedirs(shots, exist_ok=True)
-    fleet = fm.Fleet(fleetctl, tt, os.path.join(src, "clients", "python"), work)
-    traffic = browser = None
+    fleet = traffic = browser = None
     try:
-        fleet.setup("state")
-        if not fleet.netns:
+        fleet = running_fleet(src, tt, fleetctl, work, "state")
+        if not fleet:
             print("SKIP: no network namespaces here", file=sys.stderr)
             return 77
         # the bridge's own address: the browser, in the bridge's namespace, reaches the replicas
         subprocess.run(["ip", "-n", fleet.hub, "addr", "add", f"{fm.HUB_IP}/24", "dev", "br0"],
                        check=True)
-        for i in range(fm.REPLICAS):
-            fleet.cmd(f"start {i}")
         every = {r["name"]: "alive" for r in fleet.info}
-        wait_for("every replica ready, seeing the others alive",
-                 lambda: all(fleet.ready(i) and fleet.sees(i, every) for i in range(fm.REPLICAS)),
-                 DEADLINE_S, every_s=0.2)
         traffic = fm.Traffic(fleet)
         traffic.start()
         url = f"http://{fleet.info[0]['http']}/status"
@@ -143,7 +154,8 @@ def main():
         if traffic:
             traffic.stop_flag.set()
             traffic.join(5)
-        fleet.close()
+        if fleet:
+            fleet.close()
         shutil.rmtree(work, ignore_errors=True)
     return summary("status_page")
 
