@@ -48,12 +48,13 @@ for ((r = 1; r <= runs; r++)); do
       sleep 1 # under way: the connections made, the first megabytes sent
     fi
     t0=$(bench_cpu_ticks "$pid")
+    none='{"calls":0,"errors":1,"p99_us":-1}' # a client that got no answer at all
     s=$("$build/bench/loadgen" --proto msgpack --socket "$tmp/tt.sock" -c 1 -p 1 -k 10000 \
-      -d "$duration" -w 200)
+      -d "$duration" -w 200 || echo "$none")
     h=$("$build/bench/loadgen" --proto http --socket "tcp:$hport" -c 1 -p 1 -k 10000 \
-      -d "$duration" -w 200)
+      -d "$duration" -w 200 || echo "$none")
     g=$(timeout $((duration / 1000 + 30)) "$build/bench/bench_grpc" "tcp:$gport" 1 "$secs" 10000 ||
-      echo '{"calls":0,"errors":1,"p99_us":-1}')
+      echo "$none")
     t1=$(bench_cpu_ticks "$pid")
     rss=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
     if [ -n "$apid" ]; then
