@@ -47,11 +47,11 @@
     (5 + RLS_MESSAGE_MAX + 1)            /* a stream's window: a message at the bound              \
                                             and its prefix fit, one byte more is seen */
 #define RLS_CONN_BODY_MAX (128 * 1024)   /* request body bytes one connection may hold */
-#define RLS_TURN_WORK (128 * 1024)       /* work units one rls_conn_recv may do (see h2.c) */
+#define RLS_TURN_WORK (256 * 1024)       /* work units one rls_conn_recv may do (see h2.c) */
 #define RLS_TURN_INPUT (16 * 1024)       /* and bytes it may take */
 #define RLS_REFUSED_MAX 4                /* header lists past the bound before the GOAWAY */
 #define RLS_STREAM_WORK 256              /* work units a stream's opening counts for */
-#define RLS_CALL_WORK 8192               /* and a call's decision */
+#define RLS_CALL_WORK 6144               /* and a call's decision */
 #define RLS_PREFACE_NS (5 * RA_NS_PER_S) /* from the accept to the client's SETTINGS */
 #define RLS_IDLE_NS (60 * RA_NS_PER_S)   /* no open stream: shut down gracefully */
 #define RLS_GRACE_NS RA_NS_PER_S         /* from the GOAWAY notice to the final GOAWAY */
