@@ -27,6 +27,7 @@ test=(
   libcriterion-dev                                   # the C tests (TT_TESTS=ON)
   clang libclang-rt-14-dev                           # the libFuzzer targets (TT_FUZZ=ON)
   python3 python3-msgpack python3-yaml               # the Python client, its tests, ttcheck.py
+  python3-venv python3-pip python3-setuptools python3-wheel # pip install clients/python, offline
   protobuf-compiler python3-grpcio python3-protobuf  # tests/rls: Envoy's own messages from Python
   redis-server redis-tools                           # the redis store's tests, Cluster, Sentinel
   openssl                                            # certificates the redis TLS tests make

@@ -63,8 +63,12 @@ def main():
         rc, out = run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv], env=env)
         if not check(rc == 0, f"a venv is made (Debian: python3-venv) {out[-500:]}"):
             return summary("python package")
-        rc, out = run([py, "-m", "pip", "install", "--no-index", "--no-build-isolation",
-                       os.path.join(src, "clients", "python")], env=env, cwd=work)
+        # pip builds in the tree it is given: a copy, so the source tree stays clean
+        tree = os.path.join(work, "python")
+        shutil.copytree(os.path.join(src, "clients", "python"), tree,
+                        ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+        rc, out = run([py, "-m", "pip", "install", "--no-index", "--no-build-isolation", tree],
+                      env=env, cwd=work)
         if not check(rc == 0, f"pip install clients/python works offline:\n{out[-3000:]}"):
             return summary("python package")
         rc, out = run([py, "-c", "import tokentriage, tokentriage_client, msgpack; "
