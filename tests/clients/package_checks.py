@@ -1,23 +1,19 @@
 """The installed tokentriage package against a running daemon (run by test_python_package.py
-with the venv's python; the daemon's limits are that file's CONFIG: team_rpm 3 a minute,
+with the venv's python; the daemon's limits are test_python_client.py's CONFIG: team_rpm 3 a minute,
 team_tpm 100000 a minute with a burst of 20000, key_one one lease per key).
 
 usage: package_checks.py SOCKET HEADER_VECTORS
 """
 
 import asyncio
+import os
 import sys
 
 import tokentriage as tt
 
-FAILED = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        FAILED.append(what)
-    return ok
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from test_header_vectors import read_cases  # noqa: E402  (beside this file)
+from ttcheck import check, summary  # noqa: E402
 
 
 def raises(kind, fn, what):
@@ -49,28 +45,7 @@ async def araises(kind, coro, what):
 
 def header_vectors(path):
     """Every case of tests/vectors/headers.txt through tt.render_headers, in order."""
-    cases, cur = [], None
-    for line in open(path):
-        line = line.rstrip("\n")
-        if line.startswith("#"):
-            continue
-        if not line:
-            cur = None
-            continue
-        if line.startswith("> "):
-            name, value = line[2:].split(": ", 1)
-            cur[2].append((name, value))
-            continue
-        f = line.split(" ")
-        if f[0] == "case":
-            cur = (f[1], {}, [])
-            cases.append(cur)
-        elif f[0] == "policy":
-            cur[1]["policy"] = [f[1], f[2]] + [int(x) for x in f[3:7]]
-        elif f[0] in ("requests", "tokens"):
-            cur[1][f[0]] = [int(x) for x in f[1:4]]
-        elif f[0] == "retry":
-            cur[1]["retry"] = int(f[1])
+    cases = read_cases(path)
     bad = [name for name, numbers, want in cases
            if list(tt.render_headers(numbers).items()) != want]
     check(len(cases) > 10 and not bad,
@@ -165,8 +140,7 @@ def main():
     header_vectors(vectors)
     blocking(sock)
     asyncio.run(concurrent(sock))
-    print(f"{'FAILED' if FAILED else 'passed'}: package checks ({len(FAILED)} failure(s))")
-    return 1 if FAILED else 0
+    return summary("package checks")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ usage: test_python_client.py TOKENTRIAGE CLIENTS_DIR
 """
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -24,7 +23,7 @@ import sys
 import tempfile
 import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from ttcheck import check, connectable, failed, summary, wait_for  # noqa: E402
+from ttcheck import check, connectable, summary, tear_down, wait_for  # noqa: E402
 
 DEADLINE_S = 10.0
 
@@ -46,6 +45,10 @@ governance:
       amount: 100000
       period: 1m
       burst: 20000
+    - id: key_one
+      attach: {{ level: key }}
+      type: concurrency
+      amount: 1
 """
 
 
@@ -155,12 +158,7 @@ def main():
     except Exception as e:
         check(False, f"{type(e).__name__}: {e}")
     finally:
-        if daemon and daemon.poll() is None:
-            daemon.kill()
-            daemon.wait()
-        if failed() and os.path.exists(os.path.join(work, "serve.log")):
-            print(open(os.path.join(work, "serve.log")).read()[-3000:])
-        shutil.rmtree(work, ignore_errors=True)
+        tear_down(daemon, work, os.path.join(work, "serve.log"))
     return summary("python client")
 
 

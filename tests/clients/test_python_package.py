@@ -19,31 +19,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from ttcheck import check, connectable, failed, stop, summary, wait_for  # noqa: E402
+from ttcheck import check, connectable, stop, summary, tear_down, wait_for  # noqa: E402
+from test_python_client import CONFIG  # noqa: E402  (the same limits; key_one for leases)
 
-CONFIG = """\
-server:
-  socket: {sock}
-  http: ""
-governance:
-  keys: {{ disclose_limits: true }}
-  limits:
-    - id: team_rpm
-      attach: {{ level: team }}
-      type: rpm
-      amount: 3
-      period: 1m
-    - id: team_tpm
-      attach: {{ level: team }}
-      type: tpm
-      amount: 100000
-      period: 1m
-      burst: 20000
-    - id: key_one
-      attach: {{ level: key }}
-      type: concurrency
-      amount: 1
-"""
 
 
 def run(argv, **kw):
@@ -106,12 +84,7 @@ def main():
     except Exception as e:
         check(False, f"{type(e).__name__}: {e}")
     finally:
-        if daemon and daemon.poll() is None:
-            daemon.kill()
-            daemon.wait()
-        if failed() and os.path.exists(os.path.join(work, "serve.log")):
-            print(open(os.path.join(work, "serve.log")).read()[-3000:])
-        shutil.rmtree(work, ignore_errors=True)
+        tear_down(daemon, work, os.path.join(work, "serve.log"))
     return summary("python package")
 
 

@@ -83,3 +83,16 @@ def stop(daemon, log=None, what="the daemon"):
     if FAILED and log:
         with open(log) as f:
             print(f.read()[-3000:])
+
+
+def tear_down(daemon, work, log_path):
+    """The end of a test that ran a daemon in a scratch directory: kills it if it still runs,
+    prints the tail of its log when a check failed, removes the directory."""
+    import os
+    import shutil
+    if daemon and daemon.poll() is None:
+        daemon.kill()
+        daemon.wait()
+    if failed() and os.path.exists(log_path):
+        print(open(log_path).read()[-3000:])
+    shutil.rmtree(work, ignore_errors=True)

@@ -10,7 +10,7 @@ import os
 
 import msgpack
 
-from .errors import ProtocolError, error_from
+from .errors import LeaseDenied, ProtocolError, TokentriageError, error_from
 from .headers import render_headers
 
 DEFAULT_SOCKET = "/run/tokentriage/tokentriage.sock"
@@ -95,3 +95,69 @@ def checked(answer, seq):
         err = answer["error"] if isinstance(answer["error"], dict) else {}
         raise error_from(err.get("code", "error"), err.get("message", ""))
     return answer
+
+
+class Reservation:
+    """A tpm decision and its settle as a block: `with client.reservation(...)` on a Client,
+    `async with` on an AsyncClient. Set `actual` to the tokens the call used and the block's
+    end settles it; left unset, the estimate stays charged."""
+
+    def __init__(self, client, subject, tokens):
+        self._client, self._subject, self._tokens = client, subject, tokens
+        self.decision = None
+        self.actual = None
+
+    admit = property(lambda self: self.decision.admit)
+    headers = property(lambda self: self.decision.headers)
+
+    def _settles(self):
+        return self.decision.admit and self.decision.reservation and self.actual is not None
+
+    def __enter__(self):
+        self.decision = self._client.decide(self._subject, tokens=self._tokens)
+        return self
+
+    def __exit__(self, *exc):
+        if self._settles():
+            self._client.settle(self.decision.reservation, self.actual)
+
+    async def __aenter__(self):
+        self.decision = await self._client.decide(self._subject, tokens=self._tokens)
+        return self
+
+    async def __aexit__(self, *exc):
+        if self._settles():
+            await self._client.settle(self.decision.reservation, self.actual)
+
+
+class Lease:
+    """A concurrency lease held for a block (`with` on a Client, `async with` on an
+    AsyncClient): LeaseDenied on entry when every slot is held, released at the end."""
+
+    def __init__(self, client, subject):
+        self._client, self._subject = client, subject
+        self.decision = None
+
+    def _held(self, decision):
+        self.decision = decision
+        if not decision.admit:
+            raise LeaseDenied(decision)
+        return decision
+
+    def __enter__(self):
+        return self._held(self._client.acquire(self._subject))
+
+    def __exit__(self, *exc):
+        try:
+            self._client.release(self.decision.lease)
+        except TokentriageError:
+            pass  # a broken connection released it already
+
+    async def __aenter__(self):
+        return self._held(await self._client.acquire(self._subject))
+
+    async def __aexit__(self, *exc):
+        try:
+            await self._client.release(self.decision.lease)
+        except TokentriageError:
+            pass  # a broken connection released it already

@@ -7,8 +7,8 @@ it first connects on."""
 import asyncio
 import collections
 
-from ._core import Codec, Decision, checked, socket_path
-from .errors import LeaseDenied, ProtocolError, TokentriageError, Unavailable
+from ._core import Codec, Decision, Lease, Reservation, checked, socket_path
+from .errors import ProtocolError, TokentriageError, Unavailable
 
 
 class AsyncClient:
@@ -151,11 +151,11 @@ class AsyncClient:
     def reservation(self, subject, tokens):
         """`async with client.reservation(subject, tokens=estimate) as r:` as
         Client.reservation: set r.actual and the block's end settles it."""
-        return AsyncReservation(self, subject, tokens)
+        return Reservation(self, subject, tokens)
 
     def lease(self, subject):
         """`async with client.lease(subject) as d:` as Client.lease."""
-        return AsyncLease(self, subject)
+        return Lease(self, subject)
 
     async def ping(self):
         return await self.call("ping")
@@ -166,38 +166,3 @@ class AsyncClient:
     async def members(self):
         return await self.call("members")
 
-
-class AsyncReservation:
-    def __init__(self, client, subject, tokens):
-        self._client, self._subject, self._tokens = client, subject, tokens
-        self.decision = None
-        self.actual = None
-
-    admit = property(lambda self: self.decision.admit)
-    headers = property(lambda self: self.decision.headers)
-
-    async def __aenter__(self):
-        self.decision = await self._client.decide(self._subject, tokens=self._tokens)
-        return self
-
-    async def __aexit__(self, *exc):
-        if self.decision.admit and self.decision.reservation and self.actual is not None:
-            await self._client.settle(self.decision.reservation, self.actual)
-
-
-class AsyncLease:
-    def __init__(self, client, subject):
-        self._client, self._subject = client, subject
-        self.decision = None
-
-    async def __aenter__(self):
-        self.decision = await self._client.acquire(self._subject)
-        if not self.decision.admit:
-            raise LeaseDenied(self.decision)
-        return self.decision
-
-    async def __aexit__(self, *exc):
-        try:
-            await self._client.release(self.decision.lease)
-        except TokentriageError:
-            pass  # a broken connection released it already

@@ -3,8 +3,8 @@ worker thread needs). Not thread-safe: one Client per thread or worker process."
 
 import socket
 
-from ._core import Codec, Decision, checked, socket_path
-from .errors import LeaseDenied, ProtocolError, TokentriageError, Unavailable
+from ._core import Codec, Decision, Lease, Reservation, checked, socket_path
+from .errors import ProtocolError, Unavailable
 
 
 class Client:
@@ -119,42 +119,3 @@ class Client:
     def members(self):
         return self.call("members")
 
-
-class Reservation:
-    """A tpm decision and its settle, as a block (Client.reservation)."""
-
-    def __init__(self, client, subject, tokens):
-        self._client, self._subject, self._tokens = client, subject, tokens
-        self.decision = None
-        self.actual = None
-
-    admit = property(lambda self: self.decision.admit)
-    headers = property(lambda self: self.decision.headers)
-
-    def __enter__(self):
-        self.decision = self._client.decide(self._subject, tokens=self._tokens)
-        return self
-
-    def __exit__(self, *exc):
-        if self.decision.admit and self.decision.reservation and self.actual is not None:
-            self._client.settle(self.decision.reservation, self.actual)
-
-
-class Lease:
-    """A concurrency lease held for a block (Client.lease)."""
-
-    def __init__(self, client, subject):
-        self._client, self._subject = client, subject
-        self.decision = None
-
-    def __enter__(self):
-        self.decision = self._client.acquire(self._subject)
-        if not self.decision.admit:
-            raise LeaseDenied(self.decision)
-        return self.decision
-
-    def __exit__(self, *exc):
-        try:
-            self._client.release(self.decision.lease)
-        except TokentriageError:
-            pass  # a broken connection released it already
