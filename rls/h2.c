@@ -33,6 +33,7 @@ typedef struct stream {
     bool answered;    /* a response (or an error) is queued: later input is ignored */
     bool ended;       /* the client's END_STREAM came: the request is whole */
     int64_t deadline; /* 0: none */
+    int64_t opened;   /* its HEADERS came */
     uint8_t *in;      /* the request body as received (prefix + message), bounded */
     size_t in_len, in_cap;
     size_t held; /* body bytes not yet given back to the flow-control windows */
@@ -226,6 +227,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     st->id = f->hd.stream_id;
     st->method = -1;
+    st->opened = c->now;
     st->next = c->streams;
     if (c->streams)
         c->streams->prev = st;
@@ -490,7 +492,8 @@ ssize_t rls_conn_send(rls_conn_t *c, const uint8_t **out)
     return n < 0 ? -1 : n;
 }
 
-int64_t rls_conn_deadline(const rls_conn_t *c)
+/* The connection's own next deadline: the preface, idleness, the grace after the notice. */
+static int64_t own_deadline(const rls_conn_t *c)
 {
     if (c->closing || c->final_goaway)
         return INT64_MAX;
@@ -499,6 +502,21 @@ int64_t rls_conn_deadline(const rls_conn_t *c)
     if (c->notice)
         return c->notice + RLS_GRACE_NS;
     return c->st.streams ? INT64_MAX : c->quiet + RLS_IDLE_NS;
+}
+
+/* When a request still arriving must be whole by (RLS_REQUEST_NS after its HEADERS). */
+static int64_t request_deadline(const stream_t *st)
+{
+    return st->answered || st->ended ? INT64_MAX : st->opened + RLS_REQUEST_NS;
+}
+
+int64_t rls_conn_deadline(const rls_conn_t *c)
+{
+    int64_t at = c->closing ? INT64_MAX : own_deadline(c);
+    for (const stream_t *st = c->streams; st && !c->closing; st = st->next)
+        if (request_deadline(st) < at)
+            at = request_deadline(st);
+    return at;
 }
 
 void rls_conn_shutdown(rls_conn_t *c, const char *why)
@@ -514,7 +532,7 @@ void rls_conn_shutdown(rls_conn_t *c, const char *why)
  * GOAWAY notice (streams it sends meanwhile are served), then the final GOAWAY. */
 static void tick_connection(rls_conn_t *c, int64_t now)
 {
-    if (now < rls_conn_deadline(c))
+    if (now < own_deadline(c))
         return;
     if (!c->greeted) {
         c->closing = true;
@@ -532,6 +550,10 @@ size_t rls_conn_tick(rls_conn_t *c, int64_t now)
     size_t waiting = 0;
     c->now = now;
     for (stream_t *st = c->streams; st; st = st->next) {
+        if (now >= request_deadline(st)) { /* dripped, or never ended: as HTTP's 408 */
+            answer_error(c, st, RLS_DEADLINE_EXCEEDED, "the request did not arrive whole in time");
+            continue;
+        }
         if (st->answered || !st->deadline)
             continue;
         if (now >= st->deadline)

@@ -27,9 +27,10 @@
  *   RLS_CONN_BODY_MAX (and RLS_STREAM_WINDOW per stream); streams at most max_streams; closed
  *   streams are not kept (nghttp2's priority history is off).
  * - Time: the preface and first SETTINGS must come within RLS_PREFACE_NS of the accept; a
- *   connection with no open stream for RLS_IDLE_NS is shut down gracefully (a GOAWAY notice,
- *   then after RLS_GRACE_NS the final GOAWAY: a call sent meanwhile is still answered).
- *   rls_conn_deadline says when rls_conn_tick must next run for these.
+ *   call's request must be whole within RLS_REQUEST_NS of its HEADERS (else DEADLINE_EXCEEDED,
+ *   as the HTTP door answers 408); a connection with no open stream for RLS_IDLE_NS is shut down
+ *   gracefully (a GOAWAY notice, then after RLS_GRACE_NS the final GOAWAY: a call sent
+ *   meanwhile is still answered). rls_conn_deadline says when rls_conn_tick must next run.
  */
 #ifndef TT_RLS_H2_H
 #define TT_RLS_H2_H
@@ -44,17 +45,18 @@
 #define RLS_MAX_STREAMS 256       /* concurrent streams per connection (SETTINGS) */
 #define RLS_HEADER_LIST_MAX 16384 /* SETTINGS_MAX_HEADER_LIST_SIZE, enforced */
 #define RLS_STREAM_WINDOW                                                                          \
-    (5 + RLS_MESSAGE_MAX + 1)            /* a stream's window: a message at the bound              \
-                                            and its prefix fit, one byte more is seen */
-#define RLS_CONN_BODY_MAX (128 * 1024)   /* request body bytes one connection may hold */
-#define RLS_TURN_WORK (256 * 1024)       /* work units one rls_conn_recv may do (see h2.c) */
-#define RLS_TURN_INPUT (16 * 1024)       /* and bytes it may take */
-#define RLS_REFUSED_MAX 4                /* header lists past the bound before the GOAWAY */
-#define RLS_STREAM_WORK 256              /* work units a stream's opening counts for */
-#define RLS_CALL_WORK 6144               /* and a call's decision */
-#define RLS_PREFACE_NS (5 * RA_NS_PER_S) /* from the accept to the client's SETTINGS */
-#define RLS_IDLE_NS (60 * RA_NS_PER_S)   /* no open stream: shut down gracefully */
-#define RLS_GRACE_NS RA_NS_PER_S         /* from the GOAWAY notice to the final GOAWAY */
+    (5 + RLS_MESSAGE_MAX + 1)             /* a stream's window: a message at the bound             \
+                                             and its prefix fit, one byte more is seen */
+#define RLS_CONN_BODY_MAX (128 * 1024)    /* request body bytes one connection may hold */
+#define RLS_TURN_WORK (256 * 1024)        /* work units one rls_conn_recv may do (see h2.c) */
+#define RLS_TURN_INPUT (16 * 1024)        /* and bytes it may take */
+#define RLS_REFUSED_MAX 4                 /* header lists past the bound before the GOAWAY */
+#define RLS_STREAM_WORK 256               /* work units a stream's opening counts for */
+#define RLS_CALL_WORK 6144                /* and a call's decision */
+#define RLS_PREFACE_NS (5 * RA_NS_PER_S)  /* from the accept to the client's SETTINGS */
+#define RLS_IDLE_NS (60 * RA_NS_PER_S)    /* no open stream: shut down gracefully */
+#define RLS_REQUEST_NS (10 * RA_NS_PER_S) /* from a call's HEADERS to its END_STREAM */
+#define RLS_GRACE_NS RA_NS_PER_S          /* from the GOAWAY notice to the final GOAWAY */
 
 typedef struct rls_conn rls_conn_t;
 
@@ -92,8 +94,9 @@ ssize_t rls_conn_send(rls_conn_t *c, const uint8_t **out);
  * waiting on a deadline. */
 size_t rls_conn_tick(rls_conn_t *c, int64_t now);
 
-/* When rls_conn_tick must next run for the connection's own deadlines; INT64_MAX for none
- * (calls with a grpc-timeout are the shell's to poll, rls_conn_tick's answer says how many). */
+/* When rls_conn_tick must next run for the connection's own deadlines and its requests'; INT64_MAX
+ * for none (calls with a grpc-timeout are the shell's to poll, rls_conn_tick's answer says how
+ * many). */
 int64_t rls_conn_deadline(const rls_conn_t *c);
 
 /* Queues a final GOAWAY (NO_ERROR) saying why, for a connection the shell is about to close. */

@@ -440,8 +440,8 @@ Test(h2, an_idle_connection_is_shut_down_gracefully)
     h2raw_buf_t block = {0}, out = {0};
     h2raw_grpc_fields(&block, H2RAW_RLS);
     h2raw_headers(&out, 1, &block, false);
-    send_bytes(&out); /* an open call: no idle deadline while it lasts */
-    cr_assert_eq(rls_conn_deadline(srv), INT64_MAX);
+    send_bytes(&out); /* an open call: no idle deadline while it lasts, only its request's */
+    cr_assert_eq(rls_conn_deadline(srv), T0 + RLS_REQUEST_NS);
     out.len = 0;
     static const uint8_t cancel[4] = {0, 0, 0, 8};
     h2raw_frame(&out, H2_RST_STREAM, 0, 1, cancel, 4);
@@ -479,4 +479,27 @@ Test(h2, an_idle_connection_is_shut_down_gracefully)
     cr_assert(rls_conn_done(srv));
     h2raw_buf_free(&block);
     h2raw_buf_free(&out);
+}
+
+/* A call whose request does not come whole within RLS_REQUEST_NS of its HEADERS (no
+ * grpc-timeout, a body dripped or never ended) is answered DEADLINE_EXCEEDED, as the HTTP door
+ * answers 408, then reset without error; its stream and body are gone. */
+Test(h2, a_request_not_whole_in_time_is_answered_deadline_exceeded)
+{
+    greet();
+    partial_body(1, 100, true);
+    cr_assert_eq(rls_conn_deadline(srv), T0 + RLS_REQUEST_NS);
+    rls_conn_tick(srv, T0 + RLS_REQUEST_NS - 1);
+    rls_conn_stats(srv, &st);
+    cr_assert_eq(st.calls, 0);
+    now = T0 + RLS_REQUEST_NS;
+    rls_conn_tick(srv, now);
+    h2raw_result_t r = wait_stream(1);
+    cr_assert_eq(r.grpc_status, RLS_DEADLINE_EXCEEDED, "%d %s", r.grpc_status, r.grpc_message);
+    cr_assert(strstr(r.grpc_message, "did not arrive whole"), "%s", r.grpc_message);
+    ping(3); /* the reset that followed the answer has been read */
+    rls_conn_stats(srv, &st);
+    cr_assert_eq(st.streams, 0);
+    cr_assert_eq(st.body_held, 0);
+    cr_assert_eq(rls_conn_deadline(srv), now + RLS_IDLE_NS, "idle from then on");
 }
