@@ -28,18 +28,29 @@ static void pause_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-static int write_config(tt_daemon_t *d, const char *limits_yaml, const char *server_extra)
+int tt_daemon_config_text(const tt_daemon_t *d, const char *limits_yaml, const char *server_extra,
+                          char *buf, size_t size)
 {
-    char tmp[320];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", d->config);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return -1;
     /* HTTP off unless the test asks for it (many daemons run at once) */
     bool http = server_extra && strstr(server_extra, "http:");
-    fprintf(f, "server:\n  socket: %s\n%s%s", d->socket, http ? "" : "  http: \"\"\n",
-            server_extra ? server_extra : "");
-    fprintf(f, "governance:\n  keys: { disclose_limits: true }\n  limits:\n%s", limits_yaml);
+    int n = snprintf(buf, size,
+                     "server:\n  socket: %s\n%s%sgovernance:\n  keys: { disclose_limits: true }\n"
+                     "  limits:\n%s",
+                     d->socket, http ? "" : "  http: \"\"\n", server_extra ? server_extra : "",
+                     limits_yaml);
+    return n < 0 || (size_t)n >= size ? -1 : n;
+}
+
+static int write_config(tt_daemon_t *d, const char *limits_yaml, const char *server_extra)
+{
+    static char text[1 << 16];
+    char tmp[320];
+    int n = tt_daemon_config_text(d, limits_yaml, server_extra, text, sizeof(text));
+    snprintf(tmp, sizeof(tmp), "%s.tmp", d->config);
+    FILE *f = n < 0 ? NULL : fopen(tmp, "w");
+    if (!f)
+        return -1;
+    fwrite(text, 1, (size_t)n, f);
     fclose(f);
     return rename(tmp, d->config); /* a reload never reads half a file */
 }
@@ -58,8 +69,7 @@ int tt_daemon_start(tt_daemon_t *d, const char *limits_yaml, const char *server_
     return tt_daemon_start_binary(d, NULL, limits_yaml, server_extra);
 }
 
-int tt_daemon_start_binary(tt_daemon_t *d, const char *binary, const char *limits_yaml,
-                           const char *server_extra)
+int tt_daemon_prepare(tt_daemon_t *d, const char *binary)
 {
     memset(d, 0, sizeof(*d));
     d->binary = binary;
@@ -69,7 +79,13 @@ int tt_daemon_start_binary(tt_daemon_t *d, const char *binary, const char *limit
     snprintf(d->config, sizeof(d->config), "%s/config.yaml", d->dir);
     snprintf(d->socket, sizeof(d->socket), "%s/tt.sock", d->dir);
     snprintf(d->log, sizeof(d->log), "%s/stderr.log", d->dir);
-    if (write_config(d, limits_yaml, server_extra))
+    return 0;
+}
+
+int tt_daemon_start_binary(tt_daemon_t *d, const char *binary, const char *limits_yaml,
+                           const char *server_extra)
+{
+    if (tt_daemon_prepare(d, binary) || write_config(d, limits_yaml, server_extra))
         return -1;
     return tt_daemon_spawn(d, true);
 }

@@ -31,10 +31,19 @@ int tt_daemon_start(tt_daemon_t *d, const char *limits_yaml, const char *server_
 int tt_daemon_start_binary(tt_daemon_t *d, const char *binary, const char *limits_yaml,
                            const char *server_extra);
 
+/* Makes the private directory and fills in the paths, writing no config and starting nothing:
+ * for a test that lays the config out itself, then calls tt_daemon_spawn. */
+int tt_daemon_prepare(tt_daemon_t *d, const char *binary);
+
 /* Starts the binary again on the same directory (after a crash, or to see a second daemon
  * refused). Waits for readiness when wait is true; returns 0, or -1 when it did not come up
  * (d->exit_status then holds its exit status, if it exited). */
 int tt_daemon_spawn(tt_daemon_t *d, bool wait);
+
+/* The config text tt_daemon_start and tt_daemon_rewrite write for these arguments, into buf:
+ * its length, or -1 when it does not fit. */
+int tt_daemon_config_text(const tt_daemon_t *d, const char *limits_yaml, const char *server_extra,
+                          char *buf, size_t size);
 
 /* Rewrites the config (same arguments) and sends SIGHUP when the daemon runs; the caller polls
  * for the effect. */

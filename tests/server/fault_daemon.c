@@ -8,6 +8,7 @@
  *   dispatch  the request handler cannot be made (out of memory)
  *   getrandom the kernel gives no random bytes (ENOSYS: a seccomp filter, an old kernel)
  *   getrandom_eintr  the first two calls are interrupted by a signal (EINTR), then it answers
+ *   inotify   no directory can be watched (uv_fs_event_start: ENOSPC, max_user_watches spent)
  *
  * test_reload.c and test_start.c show what the daemon must do then.
  */
@@ -16,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+
+#include <uv.h>
 
 #include "daemon.h"
 #include "dispatch.h"
@@ -68,6 +71,15 @@ ssize_t __wrap_getrandom(void *buf, size_t len, unsigned flags)
         return -1;
     }
     return __real_getrandom(buf, len, flags);
+}
+
+int __real_uv_fs_event_start(uv_fs_event_t *h, uv_fs_event_cb cb, const char *path, unsigned flags);
+int __wrap_uv_fs_event_start(uv_fs_event_t *h, uv_fs_event_cb cb, const char *path, unsigned flags);
+int __wrap_uv_fs_event_start(uv_fs_event_t *h, uv_fs_event_cb cb, const char *path, unsigned flags)
+{
+    if (fault("inotify"))
+        return UV_ENOSPC;
+    return __real_uv_fs_event_start(h, cb, path, flags);
 }
 
 int main(int argc, char **argv)
