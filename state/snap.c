@@ -9,6 +9,7 @@
  * before any callback) catches a file whose checksum was made to match.
  */
 #include "snap.h"
+#include "tt_hash.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -79,10 +80,7 @@ uint32_t st_crc32c(uint32_t crc, const void *data, size_t len)
 
 uint64_t st_fingerprint(const char *scope, size_t len)
 {
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (uint8_t)scope[i]) * UINT64_C(0x100000001b3);
-    return h;
+    return tt_fnv1a64(TT_FNV1A64_BASIS, scope, len);
 }
 
 /* ---- little-endian fields -------------------------------------------------------------------- */
