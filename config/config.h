@@ -56,6 +56,8 @@ enum {
 #define CFG_DEFAULT_MAX_CONNECTIONS 1024
 #define CFG_DEFAULT_SNAPSHOT_INTERVAL_NS (INT64_C(5) * 1000000000)
 #define CFG_SNAPSHOT_INTERVAL_MIN_NS (INT64_C(100) * 1000000)
+#define CFG_DEFAULT_CONFIG_POLL_NS (INT64_C(5) * 1000000000) /* the config watch's poll */
+#define CFG_CONFIG_POLL_MIN_NS (INT64_C(100) * 1000000)
 #define CFG_DEFAULT_SHARE_BIND "0.0.0.0:7946"
 #define CFG_DEFAULT_PARTITION_HOLD_NS (INT64_C(60) * 1000000000)
 #define CFG_DEFAULT_JOIN_TIMEOUT_NS (INT64_C(10) * 1000000000)
@@ -94,6 +96,10 @@ typedef struct cfg_server {
     int64_t max_connections;              /* concurrent socket clients */
     char state_dir[CFG_PATH_MAX + 1];     /* counters across restarts (SPEC 11); "" = off */
     int64_t snapshot_interval_ns;         /* 0: a snapshot only at stop */
+    /* reload when the config file (or the keyring file) changes: inotify on their directories,
+     * and a poll every config_poll_ns behind it (docs/configuration.md, "Reload") */
+    bool config_watch;
+    int64_t config_poll_ns;
     /* SO_PEERCRED allow-list: when either list is non-empty, a peer is served only when its
      * uid is in allow_uids or its gid in allow_gids; both empty = the file mode alone decides */
     uint32_t allow_uids[CFG_ALLOW_MAX];

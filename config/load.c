@@ -36,6 +36,8 @@ static void set_defaults(cfg_config_t *cfg)
     cfg->server.max_counters = CFG_DEFAULT_MAX_COUNTERS;
     cfg->server.max_connections = CFG_DEFAULT_MAX_CONNECTIONS;
     cfg->server.snapshot_interval_ns = CFG_DEFAULT_SNAPSHOT_INTERVAL_NS;
+    cfg->server.config_watch = true;
+    cfg->server.config_poll_ns = CFG_DEFAULT_CONFIG_POLL_NS;
     cfg->disclose_limits = true;
     snprintf(cfg->share.bind, sizeof(cfg->share.bind), "%s", CFG_DEFAULT_SHARE_BIND);
     cfg->share.partition_hold_ns = CFG_DEFAULT_PARTITION_HOLD_NS;

@@ -22,6 +22,8 @@ static const char *const server_keys[] = {"socket",
                                           "allow_gids",
                                           "state_dir",
                                           "snapshot_interval",
+                                          "config_watch",
+                                          "config_poll",
                                           "grpc",
                                           "grpc_domains",
                                           "grpc_charge_domains",
@@ -222,6 +224,11 @@ void cfg__load_server(struct cfg__ctx *c, const cfg_node_t *n)
         s->snapshot_interval_ns > 0 && s->snapshot_interval_ns < CFG_SNAPSHOT_INTERVAL_MIN_NS)
         cfg__err(c, "server.snapshot_interval", v,
                  "must be 0 (a snapshot only at stop) or at least 100ms");
+    if ((v = cfg__at(m, "config_watch")))
+        cfg__get_bool(c, v, "server.config_watch", &s->config_watch);
+    if ((v = cfg__at(m, "config_poll")))
+        cfg__get_duration(c, v, "server.config_poll", CFG_CONFIG_POLL_MIN_NS,
+                          INT64_C(3600) * 1000000000, &s->config_poll_ns);
     if ((v = cfg__at(m, "allow_uids")))
         get_ids(c, v, "allow_uids", s->allow_uids, &s->n_allow_uids);
     if ((v = cfg__at(m, "allow_gids")))

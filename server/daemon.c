@@ -41,6 +41,7 @@
 #include "srv.h"
 #include "tt_clock.h"
 #include "tokentriage.h"
+#include "watch.h"
 
 #define EX_OK_ 0
 #define EX_UNAVAILABLE_ 69
@@ -67,6 +68,7 @@ typedef struct daemon {
     demand_node_t *demand; /* beside it when shared_state.share.division is demand */
     rds_gov_t redis;       /* the redis store, when shared_state.redis is configured */
     st_node_t *state;      /* the state directory, when server.state_dir is set */
+    srv_watch_t *watch;    /* the config and keyring files, when server.config_watch */
     char (*addrs)[64];     /* the members answer's address strings */
     size_t addrs_cap;
     char doubt[400];         /* the last n_in_doubt text */
@@ -186,14 +188,19 @@ static void reload_commit(daemon_t *d, reload_t *r)
     d->status.applied_ns = tt_wall_ns();
 }
 
-static void reload(daemon_t *d)
+/* One reload, asked for by `trigger` (SIGHUP, or the watch that saw `changed` change). */
+static void reload(daemon_t *d, const char *trigger, const char *changed)
 {
     const char *path = d->opt->config_path;
-    srv_log(SRV_LOG_INFO, "reload requested", "config", path ? path : "<default>", NULL);
+    srv_log(SRV_LOG_INFO, "reload requested", "config", path ? path : "<default>", "trigger",
+            trigger, changed ? "changed" : NULL, changed, NULL);
     reload_t r = {0};
     char why[320], msg[400];
     bool ok = reload_prepare(d, &r, why, sizeof(why)) == 0;
     srv_metrics_reload(d->metrics, ok);
+    /* what was just read is what the watch has seen, applied or refused: a refused file is not
+     * tried again until it changes */
+    srv_watch_sync(d->watch);
     if (!ok) {
         mb_keyring_wipe(&r.keyring);
         d->status.refused++;
@@ -221,7 +228,7 @@ static void on_signal(uv_signal_t *h, int signum)
 {
     daemon_t *d = h->data;
     if (signum == SIGHUP) {
-        reload(d);
+        reload(d, "SIGHUP", NULL);
         return;
     }
     srv_log(SRV_LOG_INFO, "stopping", "signal", signum == SIGTERM ? "SIGTERM" : "SIGINT", NULL);
@@ -229,6 +236,7 @@ static void on_signal(uv_signal_t *h, int signum)
     srv_stop(d->srv);
     rls_srv_stop(d->grpc);
     st_node_stop(d->state, true, tt_wall_ns()); /* no decision runs any more: nothing is lost */
+    srv_watch_close(d->watch);
     if (d->mb)
         mb_leave(d->mb, left, d);
     uv_close((uv_handle_t *)&d->sighup, NULL);
@@ -522,10 +530,47 @@ static void redis_event(void *data, rds_event_t event, const char *node, const c
     }
 }
 
+static void on_watch(void *ctx, const char *changed)
+{
+    reload(ctx, "watch", changed);
+}
+
+static void watch_metrics(proto_out_t *out, void *ud)
+{
+    srv_watch_metrics(ud, metrics_line, out);
+}
+
+/*
+ * server.config_watch: the config file, and a sealed replica's keyring file (read again on every
+ * reload), reload when they change. `seen` is the config file's fingerprint from before it was
+ * read, so an update racing the start is not lost. -1 when out of memory.
+ */
+static int start_watch(daemon_t *d, uint64_t seen)
+{
+    const cfg_server_t *s = &d->cfg->server;
+    const char *ring = d->cfg->share.present ? d->cfg->share.keyring_file : "";
+    if (!s->config_watch || !d->opt->config_path)
+        return 0;
+    srv_watch_options_t o = {.poll_ns = s->config_poll_ns};
+    if (srv_watch_new(&d->watch, &d->loop, &o) != 0 ||
+        srv_watch_add(d->watch, d->opt->config_path, false, &seen, on_watch, d) != 0 ||
+        (ring[0] && srv_watch_add(d->watch, ring, false, NULL, on_watch, d) != 0))
+        return -1;
+    srv_metrics_add_source(d->metrics, watch_metrics, d->watch);
+    char every[32];
+    snprintf(every, sizeof every, "%.3gs", (double)s->config_poll_ns / 1e9);
+    srv_log(SRV_LOG_INFO, "config watch", "config", d->opt->config_path, "keyring",
+            ring[0] ? ring : "none", "inotify", srv_watch_inotify(d->watch) ? "yes" : "no", "poll",
+            every, NULL);
+    return 0;
+}
+
 static int start(daemon_t *d)
 {
     const srv_daemon_options_t *opt = d->opt;
     char why[320];
+    /* before the file is read: a change while it is read is a change the watch then sees */
+    uint64_t seen = opt->config_path ? srv_watch_fingerprint(opt->config_path, false) : 0;
     if (!(d->cfg = load(opt->config_path, "config", why, sizeof(why))))
         return EX_CONFIG_;
     /* what validate --arm checks too: the keyring, the socket's directory, the listeners'
@@ -556,6 +601,10 @@ static int start(daemon_t *d)
         return EX_SOFTWARE_;
     }
     srv_metrics_add_source(d->metrics, engine_metrics, d);
+    if (start_watch(d, seen) != 0) {
+        srv_log(SRV_LOG_ERROR, "cannot start", "detail", "config watch: out of memory", NULL);
+        return EX_SOFTWARE_;
+    }
     d->info = (srv_info_metrics_t){.version = opt->version, .commit = opt->commit, .cfg = &d->cfg};
     srv_metrics_add_source(d->metrics, srv_info_metrics_render, &d->info);
     if (door_new(&d->door, d->engine, d->metrics) != 0) {
@@ -727,6 +776,8 @@ int srv_daemon_run(const srv_daemon_options_t *opt)
         rds_gov_close(&d.redis);
     if (rc != EX_OK_)
         st_node_stop(d.state, false, 0);
+    if (rc != EX_OK_)
+        srv_watch_close(d.watch);
     /* let every handle finish closing, then free what they pointed at */
     uv_run(&d.loop, UV_RUN_DEFAULT);
     uv_loop_close(&d.loop);
@@ -738,6 +789,7 @@ int srv_daemon_run(const srv_daemon_options_t *opt)
     demand_node_free(d.demand);
     st_node_free(d.state);
     srv_status_free(&d.status);
+    srv_watch_free(d.watch);
     free(d.addrs);
     gov_engine_destroy(d.engine);
     srv_metrics_free(d.metrics);

@@ -256,6 +256,34 @@ Test(schema, a_relative_state_dir_and_a_too_short_interval_are_named)
     free(text);
 }
 
+/* The config watch (issue 31 item 2): on with a 5 s poll unless told otherwise. */
+Test(schema, the_config_watch_is_on_with_a_five_second_poll_unless_told)
+{
+    cfg_config_t *cfg;
+    char *text = load_text("governance:\n  limits: []\n", 0, &cfg);
+    cr_assert_str_eq(text, "");
+    cr_assert(cfg->server.config_watch);
+    cr_assert_eq(cfg->server.config_poll_ns, INT64_C(5000000000));
+    free(text);
+    cfg_free(cfg);
+    text = load_text("server:\n  config_watch: false\n  config_poll: 1s\n"
+                     "governance:\n  limits: []\n",
+                     0, &cfg);
+    cr_assert_str_eq(text, "");
+    cr_assert_not(cfg->server.config_watch);
+    cr_assert_eq(cfg->server.config_poll_ns, INT64_C(1000000000));
+    free(text);
+    cfg_free(cfg);
+    text = load_text("server:\n  config_watch: sometimes\n  config_poll: 10ms\n"
+                     "governance:\n  limits: []\n",
+                     0, &cfg);
+    cr_assert_null(cfg);
+    cr_assert(strstr(text, "server.config_watch:"), "%s", text);
+    cr_assert(strstr(text, "server.config_poll: 10ms is shorter than the shortest allowed, 100ms"),
+              "%s", text);
+    free(text);
+}
+
 Test(schema, posture_and_ledger_periods_compile)
 {
     cfg_config_t *cfg;

@@ -69,3 +69,19 @@ Test(restart, redis_credentials_apply_on_reload_and_tls_after_a_restart)
     cfg_free(a);
     cfg_free(b);
 }
+
+/* The config watch is built at start: turning it off or changing its poll needs a restart. */
+Test(restart, the_config_watch_applies_at_start)
+{
+    cfg_config_t *a = load("", 10, "equal", "");
+    static const char *const servers[] = {"server:\n  config_watch: false\n",
+                                          "server:\n  config_poll: 1s\n"};
+    for (int i = 0; i < 2; i++) {
+        cfg_config_t *b = load(servers[i], 10, "equal", "");
+        const char *names[CFG_RESTART_SECTIONS];
+        cr_assert_eq(changed(a, b, names), 1, "%s", servers[i]);
+        cr_expect_str_eq(names[0], "server");
+        cfg_free(b);
+    }
+    cfg_free(a);
+}

@@ -52,16 +52,24 @@ static int http_port(void)
     return atoi(p + strlen("127.0.0.1:"));
 }
 
-/* tokentriage_reloads_total{result=...} from /metrics, or -1. */
-static long long reloads(int port, const char *result)
+/* A value of /metrics (`series` then a space), or -1. */
+static long long metric(int port, const char *series)
 {
     static httpc_response_t r;
-    char name[80];
-    snprintf(name, sizeof name, "tokentriage_reloads_total{result=\"%s\"} ", result);
+    char name[160];
+    snprintf(name, sizeof name, "\n%s ", series);
     if (httpc_get(port, "/metrics", &r) != 200)
         return -1;
     const char *p = strstr(r.body, name);
     return p ? atoll(p + strlen(name)) : -1;
+}
+
+/* tokentriage_reloads_total{result=...} from /metrics, or -1. */
+static long long reloads(int port, const char *result)
+{
+    char name[80];
+    snprintf(name, sizeof name, "tokentriage_reloads_total{result=\"%s\"}", result);
+    return metric(port, name);
 }
 
 /* Polls /metrics (with a deadline, never a blind sleep) until no reload is in progress: the
@@ -187,18 +195,6 @@ static void start_on_volume(const char *binary, const char *limits, const char *
         cr_assert_eq(symlink("..data/gossip.keys", path), 0);
     }
     cr_assert_eq(tt_daemon_spawn(&d, true), 0, "the daemon did not start on the volume");
-}
-
-/* A value of /metrics (`series` then a space), or -1. */
-static long long metric(int port, const char *series)
-{
-    static httpc_response_t r;
-    char name[160];
-    snprintf(name, sizeof name, "\n%s ", series);
-    if (httpc_get(port, "/metrics", &r) != 200)
-        return -1;
-    const char *p = strstr(r.body, name);
-    return p ? atoll(p + strlen(name)) : -1;
 }
 
 /* Decides for team t until the answer names limit `id`, every decision admitted and answered
