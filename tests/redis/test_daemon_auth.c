@@ -3,7 +3,8 @@
  * password read from password_file: Redis decides; the password rotated in Redis alone makes the
  * next connection fail with WRONGPASS (logged with the address, never the password; decisions
  * follow the posture, fail closed here, and Redis counts none of them); the new password written
- * to the file and a SIGHUP make the next connection succeed.
+ * to the file and a SIGHUP make the next connection succeed, and so does the file alone (the
+ * config watch).
  */
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -77,10 +78,11 @@ static void wait_admitted(const char *id)
         cr_assert_lt(rh_now_ms(), deadline, "Redis never decided through the daemon");
 }
 
-Test(daemon_auth, a_rotated_password_file_takes_effect_on_the_next_connection_after_a_reload)
+/* Redis' password changes; the daemon's connection is cut and it comes back with the old one,
+ * refused: decisions fail closed and Redis counts none. */
+static void rotate_in_redis(void)
 {
     wait_admitted("k-before");
-    /* Redis' password changes; the daemon's connection is cut and it comes back with the old */
     redisReply *r = admin("first-Secret", "CONFIG SET requirepass second-Secret");
     cr_assert(r && r->type == REDIS_REPLY_STATUS);
     freeReplyObject(r);
@@ -94,11 +96,10 @@ Test(daemon_auth, a_rotated_password_file_takes_effect_on_the_next_connection_af
     r = admin("second-Secret", "KEYS *k-during*");
     cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 0, "Redis counted a refusal");
     freeReplyObject(r);
-    /* the Secret is updated and the daemon reloaded: its next connection authenticates */
-    write_secret("second-Secret\n");
-    cr_assert_eq(kill(d.pid, SIGHUP), 0);
-    cr_assert(tt_daemon_log_has(&d, "reload applied", 10000));
-    wait_admitted("k-after");
+}
+
+static void no_password_in_the_log(void)
+{
     size_t len = 0;
     FILE *f = fopen(d.log, "r");
     cr_assert_not_null(f);
@@ -107,4 +108,27 @@ Test(daemon_auth, a_rotated_password_file_takes_effect_on_the_next_connection_af
     fclose(f);
     text[len] = '\0';
     cr_assert_null(strstr(text, "Secret"), "a password reached the log");
+}
+
+Test(daemon_auth, a_rotated_password_file_takes_effect_on_the_next_connection_after_a_reload)
+{
+    rotate_in_redis();
+    /* the Secret is updated and the daemon reloaded: its next connection authenticates */
+    write_secret("second-Secret\n");
+    cr_assert_eq(kill(d.pid, SIGHUP), 0);
+    cr_assert(tt_daemon_log_has(&d, "reload applied", 10000));
+    wait_admitted("k-after");
+    no_password_in_the_log();
+}
+
+/* The config watch (issue 31 item 2) reads a password file that changed with no signal: a
+ * rotated Secret reaches the daemon as its file changes. */
+Test(daemon_auth, a_rotated_password_file_is_read_again_without_a_signal)
+{
+    rotate_in_redis();
+    write_secret("second-Secret\n");
+    cr_assert(tt_daemon_log_has(&d, "trigger=watch", 10000), "no reload without a signal");
+    cr_assert(tt_daemon_log_has(&d, "reload applied", 10000));
+    wait_admitted("k-after");
+    no_password_in_the_log();
 }
