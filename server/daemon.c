@@ -541,27 +541,33 @@ static void watch_metrics(proto_out_t *out, void *ud)
 }
 
 /*
- * server.config_watch: the config file, and a sealed replica's keyring file (read again on every
- * reload), reload when they change. `seen` is the config file's fingerprint from before it was
- * read, so an update racing the start is not lost. -1 when out of memory.
+ * server.config_watch: the config file, and every other file a reload reads again (a sealed
+ * replica's keyring file, the Redis password files), reload when they change. Called before
+ * any of them is read but the config, whose fingerprint `seen` was taken before it was read, so
+ * an update racing the start is not lost. -1 when out of memory.
  */
 static int start_watch(daemon_t *d, uint64_t seen)
 {
-    const cfg_server_t *s = &d->cfg->server;
-    const char *ring = d->cfg->share.present ? d->cfg->share.keyring_file : "";
-    if (!s->config_watch || !d->opt->config_path)
+    const cfg_config_t *c = d->cfg;
+    if (!c->server.config_watch || !d->opt->config_path)
         return 0;
-    srv_watch_options_t o = {.poll_ns = s->config_poll_ns};
+    const char *also[] = {c->share.present ? c->share.keyring_file : "",
+                          c->redis.present ? c->redis.password_file : "",
+                          c->redis.present ? c->redis.sentinel_password_file : ""};
+    srv_watch_options_t o = {.poll_ns = c->server.config_poll_ns};
     if (srv_watch_new(&d->watch, &d->loop, &o) != 0 ||
-        srv_watch_add(d->watch, d->opt->config_path, false, &seen, on_watch, d) != 0 ||
-        (ring[0] && srv_watch_add(d->watch, ring, false, NULL, on_watch, d) != 0))
+        srv_watch_add(d->watch, d->opt->config_path, false, &seen, on_watch, d) != 0)
         return -1;
+    for (size_t i = 0; i < sizeof also / sizeof also[0]; i++)
+        if (also[i][0] && srv_watch_add(d->watch, also[i], false, NULL, on_watch, d) != 0)
+            return -1;
     srv_metrics_add_source(d->metrics, watch_metrics, d->watch);
     char every[32];
-    snprintf(every, sizeof every, "%.3gs", (double)s->config_poll_ns / 1e9);
+    snprintf(every, sizeof every, "%.3gs", (double)c->server.config_poll_ns / 1e9);
     srv_log(SRV_LOG_INFO, "config watch", "config", d->opt->config_path, "keyring",
-            ring[0] ? ring : "none", "inotify", srv_watch_inotify(d->watch) ? "yes" : "no", "poll",
-            every, NULL);
+            also[0][0] ? also[0] : "none", "redis_password", also[1][0] ? also[1] : "none",
+            "sentinel_password", also[2][0] ? also[2] : "none", "inotify",
+            srv_watch_inotify(d->watch) ? "yes" : "no", "poll", every, NULL);
     return 0;
 }
 
