@@ -68,8 +68,13 @@ static void setup(char *args)
     if (redis)
         snprintf(fleet.shared_extra, sizeof(fleet.shared_extra),
                  "  redis: { address: \"%.64s\", timeout: 100ms }\n", redis);
-    for (int i = 0; fleet.netns && i < n; i++)
-        snprintf(fleet.r[i].http, sizeof(fleet.r[i].http), "%s:9464", fleet.r[i].ip);
+    for (int i = 0; fleet.netns && i < n; i++) {
+        /* through a copy: gcc's -Wrestrict (the Debug sanitizer build) cannot tell two members
+         * of one replica apart when the replica is indexed */
+        char ip[sizeof(fleet.r[i].ip)];
+        memcpy(ip, fleet.r[i].ip, sizeof(ip));
+        snprintf(fleet.r[i].http, sizeof(fleet.r[i].http), "%s:9464", ip);
+    }
     printf("ok %s %s\n", fleet.netns ? "netns" : "loopback", fleet.netns ? fleet.hub : "-");
 }
 
