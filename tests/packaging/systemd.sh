@@ -57,4 +57,53 @@ if wait "$pid"; then echo "ok   KillSignal stops the daemon with status 0"; else
 
 grep -q '^u tokentriage ' "$src/packaging/systemd/tokentriage.sysusers" && echo "ok   sysusers.d creates the tokentriage user" \
   || { echo "FAIL sysusers.d does not create the tokentriage user"; fail=1; }
+
+# The unit declares what it calls: every program its Exec lines run (inside `sh -c` scripts too)
+# is on its "# Calls:" line, and comes from a package scripts/deps.sh's run group installs.
+called=$(python3 - "$unit" <<'PY'
+import re, shlex, sys
+words = set()
+keywords = {"until", "while", "do", "done", "if", "then", "else", "fi", "!", "{", "}"}
+for line in open(sys.argv[1]):
+    m = re.match(r"(ExecStart|ExecStartPre|ExecStartPost|ExecReload|ExecStop|ExecStopPost)=[-@:+!]*(.*)", line)
+    if not m:
+        continue
+    argv = shlex.split(m.group(2))
+    words.add(argv[0])
+    if argv[0].split("/")[-1] in ("sh", "bash", "dash") and "-c" in argv:
+        script = argv[argv.index("-c") + 1]
+        at_start = True
+        for tok in shlex.shlex(script, posix=True, punctuation_chars=True):
+            if tok in (";", "&&", "||", "|", "&") or tok in keywords:
+                at_start = True
+                continue
+            if at_start and "=" not in tok:
+                words.add(tok)
+            at_start = False
+print("\n".join(sorted(words)))
+PY
+)
+names=$(for w in $called; do basename "$w"; done | sort -u)
+declared=$(sed -n 's/^# Calls: //p' "$unit" | tr ',' '\n' | sed 's/ *(.*//; s/^ *//; s/ *$//' | { grep -v '^$' || true; } | sort -u)
+if [ -n "$declared" ] && [ "$names" = "$declared" ]; then
+  echo "ok   the unit declares the programs it calls: $(echo $names)"
+else
+  echo "FAIL the unit calls $(echo $names) but its '# Calls:' line names '$(echo $declared)'"; fail=1
+fi
+have=$(apt-cache depends --recurse --installed --no-recommends --no-suggests --no-conflicts \
+  --no-breaks --no-replaces --no-enhances $("$src/scripts/deps.sh" --list run 2>/dev/null) 2>/dev/null |
+  grep -v '^ ' | sed 's/:.*//' | sort -u)
+for p in $called; do
+  [ "$(basename "$p")" = tokentriage ] && continue # the daemon itself: cmake --install
+  case $p in /*) path=$p ;; *) path=$(type -P "$p" || true) ;; esac # a program, not a builtin
+  pkg=""
+  for q in "$path" "$(readlink -f "$path")" "${path#/usr}" "/usr${path}"; do # usr-merge: one is dpkg's
+    pkg=$(dpkg-query -S "$q" 2>/dev/null | grep -v '^diversion' | head -1 | sed 's/:.*//; s/,.*//') || true
+    [ -n "$pkg" ] && break
+  done
+  essential=$(dpkg-query -W -f='${Essential}' "$pkg" 2>/dev/null || true)
+  if [ -n "$pkg" ] && { grep -qx "$pkg" <<<"$have" || [ "$essential" = yes ]; }; then
+    echo "ok   $p comes from $pkg, $([ "$essential" = yes ] && echo "essential on Debian" || echo "which scripts/deps.sh run installs")"
+  else echo "FAIL $p (${path:-not found}, package ${pkg:-none}) is not installed by scripts/deps.sh run"; fail=1; fi
+done
 exit $fail
