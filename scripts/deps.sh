@@ -14,7 +14,8 @@ run=(
   libuv1 libyaml-0-2 libsodium23 libhiredis0.14 # event loop, config, gossip AEAD, the redis store
   libhttp-parser2.9 libnghttp2-14 libprotobuf-c1 # HTTP door, gRPC door (h2c, protobuf)
   libssl3 # the redis store's TLS (OpenSSL: redis/tls.c, redis/conn.c)
-  curl # the README's /metrics look, the systemd unit's ExecStartPost /readyz poll
+  curl    # the README's /metrics look, the systemd unit's ExecStartPost /readyz poll
+  procps  # kill: the systemd unit's ExecReload (SIGHUP)
 )
 build=(
   build-essential cmake pkg-config # the compiler, CMake, finding the libraries below
