@@ -106,8 +106,8 @@ static int make_netns(fleet_t *f)
         fleet_replica_t *r = &f->r[i];
         char peer[24];
         snprintf(r->ns, sizeof(r->ns), NS_PREFIX "%d-%d", pid, i);
-        snprintf(r->veth, sizeof(r->veth), "tts%dh%d", pid % 100000, i % 10);
-        snprintf(peer, sizeof(peer), "tts%dn%d", pid % 100000, i % 10);
+        snprintf(r->veth, sizeof(r->veth), "tts%dh%d", pid % 100000, i);
+        snprintf(peer, sizeof(peer), "tts%dn%d", pid % 100000, i);
         snprintf(r->ip, sizeof(r->ip), "10.77.0.%d", i + 1);
         char cidr[32];
         snprintf(cidr, sizeof(cidr), "%s/24", r->ip);
@@ -141,25 +141,34 @@ static void unmake_netns(fleet_t *f)
     f->hub[0] = '\0';
 }
 
+/* Loopback: replica i at 127.A.B.(i + 1), A and B from the pid (A from 1: never 127.0.0.x), so
+ * every replica has the same ports as in a namespace and concurrent runs never share an
+ * address or race for a port. Linux routes all of 127.0.0.0/8 to lo. */
 static void make_loopback(fleet_t *f)
 {
-    int base = 20000 + (int)(getpid() % 20000);
+    int pid = (int)getpid();
     for (int i = 0; i < f->n; i++) {
         fleet_replica_t *r = &f->r[i];
         r->ns[0] = r->veth[0] = '\0';
-        snprintf(r->ip, sizeof(r->ip), "127.0.0.1");
-        r->port = base + 2 * i;
-        snprintf(r->http, sizeof(r->http), "127.0.0.1:%d", base + 2 * i + 1);
+        snprintf(r->ip, sizeof(r->ip), "127.%d.%d.%d", 1 + (pid / 250) % 250, pid % 250, i + 1);
+        r->port = FLEET_GOSSIP_PORT;
+        snprintf(r->http, sizeof(r->http), "%s:%d", r->ip, FLEET_HTTP_PORT);
     }
 }
 
 int fleet_setup(fleet_t *f, int n)
+{
+    return fleet_setup_on(f, n, getenv("TT_FLEET_LOOPBACK") != NULL);
+}
+
+int fleet_setup_on(fleet_t *f, int n, bool loopback)
 {
     memset(f, 0, sizeof(*f));
     if (n < 1 || n > FLEET_MAX)
         return -1;
     f->n = n;
     snprintf(f->join_timeout, sizeof(f->join_timeout), "2s");
+    snprintf(f->snapshot_interval, sizeof(f->snapshot_interval), "1s");
     snprintf(f->dir, sizeof(f->dir), "/tmp/" DIR_PREFIX "%d-XXXXXX", (int)getpid());
     if (!mkdtemp(f->dir)) {
         perror("fleet: mkdtemp");
@@ -173,7 +182,7 @@ int fleet_setup(fleet_t *f, int n)
         snprintf(r->sock, sizeof(r->sock), "%.200s/r%d/tt.sock", f->dir, i);
     }
     reap_dead_runs();
-    f->netns = getenv("TT_FLEET_LOOPBACK") == NULL;
+    f->netns = !loopback;
     if (f->netns && make_netns(f) != 0) {
         fprintf(stderr, "fleet: network namespaces unavailable, falling back to loopback\n");
         unmake_netns(f); /* whatever part of them was made */
@@ -192,27 +201,63 @@ static const char *valgrind_dir(void)
     return vg && *vg ? vg : NULL;
 }
 
+/* The run's keyring (one key of 32 random bytes, standard padded base64) at path; 0 or -1. */
+static int write_keyring(const char *path)
+{
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    uint8_t key[33] = {0};
+    FILE *u = fopen("/dev/urandom", "rb");
+    size_t got = u ? fread(key, 1, 32, u) : 0;
+    if (u)
+        fclose(u);
+    if (got != 32)
+        return -1;
+    char text[48];
+    size_t k = 0;
+    for (int i = 0; i < 33; i += 3) {
+        uint32_t v = (uint32_t)key[i] << 16 | (uint32_t)key[i + 1] << 8 | key[i + 2];
+        for (int j = 0; j < 4; j++)
+            text[k++] = b64[(v >> (18 - 6 * j)) & 63];
+    }
+    text[43] = '='; /* 32 bytes: 43 characters and one pad */
+    text[44] = '\n';
+    FILE *c = fopen(path, "w");
+    if (!c)
+        return -1;
+    bool ok = fwrite(text, 1, 45, c) == 45;
+    return fclose(c) == 0 && ok ? 0 : -1;
+}
+
 int fleet_start(fleet_t *f, int i, const char *limits_yaml)
 {
     fleet_replica_t *r = &f->r[i];
-    char conf[320], log[320];
+    char conf[320], log[320], keyring[300] = "";
     snprintf(conf, sizeof(conf), "%s/tokentriage.yaml", r->dir);
     snprintf(log, sizeof(log), "%s/log", r->dir);
+    if (f->sealed) {
+        snprintf(keyring, sizeof(keyring), "%.250s/gossip.keys", f->dir);
+        if (access(keyring, R_OK) != 0 && write_keyring(keyring) != 0)
+            return -1;
+    }
     FILE *c = fopen(conf, "w");
     if (!c)
         return -1;
+    fprintf(c, "server:\n  socket: %s\n  http: %s\n", r->sock, r->http);
+    if (f->state)
+        fprintf(c, "  state_dir: %s/state\n  snapshot_interval: %s\n", r->dir,
+                f->snapshot_interval);
     fprintf(c,
-            "server:\n  socket: %s\n  http: %s\n%s%s%s"
             "governance:\n  limits:\n%s"
             "shared_state:\n  share:\n    node_id: %s\n    bind: %s:%d\n"
-            "    advertise: %s:%d\n    partition_hold: 60s\n    join_timeout: %s\n%s    seeds: [",
-            r->sock, r->http, f->state ? "  state_dir: " : "", f->state ? r->dir : "",
-            f->state ? "/state\n  snapshot_interval: 1s\n" : "", limits_yaml, r->name,
-            f->netns ? "0.0.0.0" : "127.0.0.1", r->port, r->ip, r->port, f->join_timeout,
-            f->share_extra);
+            "    advertise: %s:%d\n    partition_hold: 60s\n    join_timeout: %s\n%s",
+            limits_yaml, r->name, f->netns ? "0.0.0.0" : r->ip, r->port, r->ip, r->port,
+            f->join_timeout, f->share_extra);
+    if (keyring[0])
+        fprintf(c, "    keyring_file: %s\n    cluster: fleet\n", keyring);
+    fprintf(c, "    seeds: [");
     const char *sep = "";
-    for (int j = 0; j < f->n; j++) {
-        if (j == i)
+    for (int j = 0; j < (f->n_seeds ? f->n_seeds : f->n); j++) {
+        if (j == i && !f->n_seeds)
             continue;
         fprintf(c, "%s%s:%d", sep, f->r[j].ip, f->r[j].port);
         sep = ", ";
@@ -253,6 +298,19 @@ static void reap(fleet_t *f, int i)
         usleep(10000);
     }
     r->pid = 0;
+}
+
+void fleet_kill(fleet_t *f, int i, int sig)
+{
+    if (f->r[i].pid > 0)
+        kill(f->r[i].pid, sig);
+}
+
+bool fleet_exited(fleet_t *f, int i)
+{
+    if (f->r[i].pid > 0 && waitpid(f->r[i].pid, NULL, WNOHANG) == f->r[i].pid)
+        f->r[i].pid = 0;
+    return f->r[i].pid <= 0;
 }
 
 void fleet_signal(fleet_t *f, int i, int sig)
@@ -383,4 +441,33 @@ int fleet_query(tt_client_t *c, const char *id, fleet_row_t *out)
     }
     msgpack_unpacked_destroy(&u);
     return rc;
+}
+
+int fleet_members(tt_client_t *c, uint64_t live[FLEET_MAX / 64])
+{
+    memset(live, 0, FLEET_MAX / 64 * sizeof(live[0]));
+    tt_response_t r;
+    if (tt_members(c, &r) != 0)
+        return -1;
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    int count = -1;
+    if (msgpack_unpack_next(&u, (const char *)r.raw, r.raw_len, NULL) == MSGPACK_UNPACK_SUCCESS) {
+        count = (int)get_int(&u.data, "live");
+        const msgpack_object *ms = map_get(&u.data, "members");
+        for (uint32_t k = 0; ms && ms->type == MSGPACK_OBJECT_ARRAY && k < ms->via.array.size;
+             k++) {
+            const msgpack_object *id = map_get(&ms->via.array.ptr[k], "id");
+            const msgpack_object *st = map_get(&ms->via.array.ptr[k], "state");
+            char name[16] = "";
+            int i;
+            if (id && id->type == MSGPACK_OBJECT_STR && id->via.str.size < sizeof(name))
+                memcpy(name, id->via.str.ptr, id->via.str.size);
+            if (sscanf(name, "r%d", &i) == 1 && i >= 0 && i < FLEET_MAX && st &&
+                (key_is(st, "alive") || key_is(st, "suspect")))
+                live[i / 64] |= UINT64_C(1) << (i % 64);
+        }
+    }
+    msgpack_unpacked_destroy(&u);
+    return count;
 }
