@@ -129,7 +129,7 @@ int64_t mb__now(mb_t *mb)
 }
 
 static void on_timer(uv_timer_t *t);
-static void resolve_seed(mb_t *mb, size_t seed);
+static void resolve_seed(mb_t *mb, size_t seed, bool absent);
 
 void mb__pump(mb_t *mb)
 {
@@ -143,7 +143,7 @@ void mb__pump(mb_t *mb)
         uv_buf_t b = uv_buf_init((char *)ob->arena + d->off, d->len);
         uv_udp_try_send(&mb->udp, &b, 1, (const struct sockaddr *)&ss); /* UDP: loss is fine */
     }
-    bool pp = ob->pp_wanted, pp_seed = ob->pp_seed;
+    bool pp = ob->pp_wanted, pp_seed = ob->pp_seed, pp_absent = ob->pp_absent;
     swim_addr_t pp_to = ob->pp_to;
     swim_outbox_clear(mb->core);
     if (pp && !mb->leaving) {
@@ -152,7 +152,7 @@ void mb__pump(mb_t *mb)
             mb__from_swim(&pp_to, &ss);
             mb__pushpull_to(mb, (const struct sockaddr *)&ss);
         } else if (mb->cfg.n_seeds) {
-            resolve_seed(mb, (size_t)randombytes_uniform((uint32_t)mb->cfg.n_seeds));
+            resolve_seed(mb, (size_t)randombytes_uniform((uint32_t)mb->cfg.n_seeds), pp_absent);
         }
     }
     /* Events go out from the outermost pump only. A subscriber may call back into membership
@@ -230,13 +230,15 @@ static void on_udp(uv_udp_t *udp, ssize_t nread, const uv_buf_t *buf, const stru
 typedef struct resolve {
     uv_getaddrinfo_t req;
     mb_t *mb;
+    bool absent; /* only an address no live member holds (the core looks for an island) */
 } resolve_t;
 
-static bool is_self(const mb_t *mb, const struct sockaddr *sa)
+/* An address worth dialling: not ours, and with `absent` not a live member's. */
+static bool dialable(const mb_t *mb, const struct sockaddr *sa, bool absent)
 {
     swim_addr_t a;
     mb__to_swim(sa, &a);
-    return swim_addr_eq(&a, &mb->self_addr);
+    return !swim_addr_eq(&a, &mb->self_addr) && !(absent && swim_addr_live(mb->core, &a));
 }
 
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
@@ -252,10 +254,10 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
          * in tests/k8s); a random 3-out graph is connected with high probability. */
         int n = 0;
         for (struct addrinfo *ai = res; ai; ai = ai->ai_next)
-            n += !is_self(mb, ai->ai_addr);
+            n += dialable(mb, ai->ai_addr, r->absent);
         int want = swim_joined(mb->core) ? 1 : JOIN_FANOUT;
         for (struct addrinfo *ai = res; ai && want > 0; ai = ai->ai_next)
-            if (!is_self(mb, ai->ai_addr)) {
+            if (dialable(mb, ai->ai_addr, r->absent)) {
                 if ((int)randombytes_uniform((uint32_t)n) < want) { /* selection sampling */
                     mb__pushpull_to(mb, ai->ai_addr);
                     want--;
@@ -271,7 +273,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         mb->closed(mb->closed_ud, mb);
 }
 
-static void resolve_seed(mb_t *mb, size_t seed)
+static void resolve_seed(mb_t *mb, size_t seed, bool absent)
 {
     const char *s = mb->cfg.seeds[seed];
     char host[CFG_ADDR_MAX + 1];
@@ -290,6 +292,7 @@ static void resolve_seed(mb_t *mb, size_t seed)
     if (!r)
         return;
     r->mb = mb;
+    r->absent = absent;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM};
     if (uv_getaddrinfo(mb->loop, &r->req, on_resolved, host, colon + 1, &hints)) {
         free(r);
@@ -317,7 +320,18 @@ static void on_join_timer(uv_timer_t *t)
     }
     if (!mb->solo) {
         for (size_t s = 0; s < mb->cfg.n_seeds; s++)
-            resolve_seed(mb, s);
+            resolve_seed(mb, s, false);
+        /* and members this node knew before its restart (mb_known_load): with the seeds down
+         * together, a restarted seed that dialled only the seeds found only other restarted
+         * members, and they made a second fleet beside the first (issue 35) */
+        for (int k = 0; k < JOIN_FANOUT; k++) {
+            swim_addr_t a;
+            struct sockaddr_storage ss;
+            if (!swim_known_pick(mb->core, &a))
+                break;
+            mb__from_swim(&a, &ss);
+            mb__pushpull_to(mb, (const struct sockaddr *)&ss);
+        }
         uv_timer_start(&mb->join_timer, on_join_timer, JOIN_RETRY_MS, 0);
     }
 }
@@ -513,7 +527,8 @@ int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, tt_err_t *err)
         mb->solo = true;
     mb__log("info", "membership started: node %s at %s, %s, %zu seeds", cfg->node_id, mb->advertise,
             mb->keyring.n ? "sealed" : "PLAINTEXT", cfg->n_seeds);
-    on_join_timer(&mb->join_timer);
+    /* the first try when the loop runs: the caller may hand over the members it knew first */
+    uv_timer_start(&mb->join_timer, on_join_timer, 0, 0);
     mb__pump(mb);
     *out = mb;
     return 0;
@@ -584,6 +599,24 @@ int mb_set_meta(mb_t *mb, const uint8_t *meta, size_t len)
     if (rc == 0)
         mb__pump(mb);
     return rc;
+}
+
+int mb_known_save(const mb_t *mb, uint8_t **out, size_t *len)
+{
+    return swim_known_save(mb->core, out, len);
+}
+
+int mb_known_load(mb_t *mb, const uint8_t *bytes, size_t len, tt_err_t *err)
+{
+    int n = swim_known_load(mb->core, bytes, len, err);
+    if (n >= 0)
+        mb__log("info", "remembered %d members of the fleet this node left; joining them too", n);
+    return n;
+}
+
+size_t mb_known_missing(const mb_t *mb)
+{
+    return swim_known_missing(mb->core);
 }
 
 int mb_send_app(mb_t *mb, const char *to_id, size_t to_len, const uint8_t *payload, size_t len)
@@ -693,6 +726,17 @@ void mb_metrics_write(const mb_t *mb, void (*emit)(void *ud, const char *line), 
            FIRST_FRAME_MS, UNAUTH_PER_SOURCE, (unsigned long long)mb->pp_refused[PP_DEADLINE],
            (unsigned long long)mb->pp_refused[PP_SOURCE],
            (unsigned long long)mb->pp_refused[PP_EVICTED]);
+    metric(emit, ud,
+           "# HELP tokentriage_gossip_rejoin_total Looking for another island of the fleet (for "
+           "a minute after the start and after a member dies or leaves): pings to the address of a "
+           "member recently dead, left or known before the restart, push-pulls asked of a seed no "
+           "live member holds, and merges with a process such a ping found.\n"
+           "# TYPE tokentriage_gossip_rejoin_total counter\n"
+           "tokentriage_gossip_rejoin_total{kind=\"ping\"} %llu\n"
+           "tokentriage_gossip_rejoin_total{kind=\"seed\"} %llu\n"
+           "tokentriage_gossip_rejoin_total{kind=\"merge\"} %llu\n",
+           (unsigned long long)c->rejoin_pings, (unsigned long long)c->rejoin_seeds,
+           (unsigned long long)c->rejoin_merges);
     metric(emit, ud,
            "# HELP tokentriage_members_down_total Live members declared dead in this "
            "replica's view (failure detection; leaves are not counted).\n"

@@ -55,6 +55,19 @@ int mb_health(const mb_t *mb);
 bool mb_duplicate(const mb_t *mb, uint64_t *gen, char *addr, size_t cap);
 /* Sets this node's metadata payload (<= SWIM_META_MAX bytes); gossiped with a new version. */
 int mb_set_meta(mb_t *mb, const uint8_t *meta, size_t len);
+/*
+ * The members this node knew, to keep in its state directory so a restart finds the fleet it
+ * left (the daemon writes and reads the file; swim_proto.h draws it). mb_known_save: this node's
+ * live members now, into a new buffer (the caller frees it); 0 or SWIM_ENOMEM. mb_known_load:
+ * remembers the members of such a file, written by this node (id and cluster label checked),
+ * before the loop runs: the join dials them beside the seeds, and for a minute after the start
+ * the members it does not find are looked for at their addresses. Returns how many, or a
+ * negative code with err naming what was wrong (a bad file remembers nothing).
+ * mb_known_missing: remembered members the table does not hold (the share store's gate).
+ */
+int mb_known_save(const mb_t *mb, uint8_t **out, size_t *len);
+int mb_known_load(mb_t *mb, const uint8_t *bytes, size_t len, tt_err_t *err);
+size_t mb_known_missing(const mb_t *mb);
 /* True once a push-pull completed or a peer reached us; solo: join_timeout passed without. */
 bool mb_joined(const mb_t *mb);
 bool mb_solo(const mb_t *mb);

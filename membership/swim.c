@@ -62,6 +62,20 @@
  *    probed probe_retries (2) more times at once, in a second probe slot, before it is
  *    suspected (probe_finish). Push-pull's interval is stretched to keep it within
  *    pushpull_bytes_per_s, as its message grows with N (pushpull_interval).
+ *  - Islands (issue 35). A fleet can split into two that each know nothing of the other: a
+ *    rolling restart took every static seed down at once, the first seed back found only other
+ *    restarted members, and they made a second fleet that grew as the first shrank, each side
+ *    converged on itself. Three things keep one fleet. A restart with state remembers the
+ *    members it knew (swim_known_load; the shell keeps the file) and the join dials them beside
+ *    the seeds. For rejoin_window_ns after our start and after any member dies or leaves, once
+ *    a rejoin interval and with probability 4 / live (about four tries a second fleet-wide,
+ *    whatever N), we ping one member dead or left within the window, or remembered and not in
+ *    the table, at its address, or push-pull with a seed address no live member holds; a ping
+ *    answered by a process the table did not hold live has found another island, and a
+ *    push-pull with it merges the tables (swim__rejoin_tick). Serf reconnects to failed
+ *    members the same way (reconnect.go), and memberlist gossips to the dead for a while. And
+ *    a leave of a member we never knew is kept (not counted, no event): a restarted member
+ *    learns which of the members it remembers left while it was down.
  *  - Application payloads (APP) ride the same sealed datagrams, for the share store.
  *  - Dead and left members stay in the table for `reclaim_ns` (60 s): long enough that a
  *    replayed old datagram (the replay window is 30 s) cannot resurrect them, and that a
@@ -137,6 +151,8 @@ void swim_config_default(swim_config_t *cfg)
     cfg->probe_retries = 2;
     cfg->probe_retry_above = 32;
     cfg->pushpull_bytes_per_s = 256;
+    cfg->rejoin_window_ns = 60000 * MS;
+    cfg->rejoin_interval_ns = 1000 * MS;
     cfg->label = "";
 }
 
@@ -212,7 +228,8 @@ int swim_new(swim_core_t **out, const swim_config_t *cfg, int64_t now, tt_err_t 
         field = "keys", why = "at most 16";
     else if (cfg->probe_interval_ns <= 0 || cfg->probe_timeout_ns <= 0 ||
              cfg->probe_timeout_ns > cfg->probe_interval_ns || cfg->gossip_interval_ns <= 0 ||
-             cfg->pushpull_interval_ns <= 0)
+             cfg->pushpull_interval_ns <= 0 || cfg->rejoin_window_ns < 0 ||
+             cfg->rejoin_interval_ns <= 0)
         field = "intervals", why = "must be positive, probe timeout within the probe interval";
     else if (cfg->indirect_checks < 0 || cfg->gossip_nodes < 0 || cfg->retransmit_mult < 1 ||
              cfg->suspicion_mult < 1 || cfg->suspicion_max_mult < 1 || cfg->awareness_max < 1 ||
@@ -251,6 +268,9 @@ int swim_new(swim_core_t **out, const swim_config_t *cfg, int64_t now, tt_err_t 
         now + cfg->pushpull_interval_ns + swim__rnd_below(c, cfg->pushpull_interval_ns);
     c->next_reclaim = now + RECLAIM_EVERY_NS;
     c->reclaim_due = INT64_MAX;
+    c->started = now;
+    c->rejoin_until = now + cfg->rejoin_window_ns;
+    c->next_rejoin = now + cfg->rejoin_interval_ns + swim__rnd_below(c, cfg->rejoin_interval_ns);
     *out = c;
     return 0;
 }
@@ -281,6 +301,7 @@ void swim_free(swim_core_t *c)
     free(c->out.dgram);
     free(c->arena);
     free(c->ev);
+    free(c->known);
     free(c);
 }
 
@@ -305,6 +326,8 @@ int swim_tick(swim_core_t *c, int64_t now)
         swim__gossip_tick(c, now);
     if (now >= c->next_pushpull)
         swim__want_pushpull(c, now);
+    if (now >= c->next_rejoin)
+        swim__rejoin_tick(c, now);
     if (now >= c->next_reclaim) {
         c->next_reclaim = now + RECLAIM_EVERY_NS;
         swim__reclaim(c, now);
@@ -321,6 +344,7 @@ int64_t swim_next_deadline(const swim_core_t *c)
         return t;
     MIN(c->next_pushpull);
     MIN(c->next_reclaim);
+    MIN(c->next_rejoin);
     if (c->meta_again)
         MIN(c->meta_again);
 #undef MIN
@@ -376,6 +400,101 @@ bool swim_app_take(swim_core_t *c, const char **from, size_t *from_len, const ui
     *payload = c->app;
     *len = c->app_len;
     return true;
+}
+
+int swim_remember(swim_core_t *c, const char *id, size_t len, uint64_t generation,
+                  const swim_addr_t *addr)
+{
+    if (!id || len < 1 || len > SWIM_ID_MAX || memchr(id, 0, len) || !addr ||
+        (addr->family != 4 && addr->family != 6) || c->n_known >= SWIM_REMEMBER_MAX)
+        return SWIM_EINVAL;
+    if (!swim__grow((void **)&c->known, &c->known_cap, c->n_known + 1, sizeof *c->known))
+        return SWIM_ENOMEM;
+    remembered_t *k = &c->known[c->n_known++];
+    k->gen = generation;
+    k->addr = *addr;
+    k->id_len = (uint8_t)len;
+    memcpy(k->id, id, len);
+    k->id[len] = 0;
+    return 0;
+}
+
+static void known_of_table(const void *ctx, size_t i, swim_known_t *k)
+{
+    const swim_core_t *c = ctx;
+    const member_t *m = &c->m[c->scratch[i]];
+    *k = (swim_known_t){
+        .id = swim__id_of(c, m), .id_len = m->id_len, .generation = m->gen, .addr = m->addr};
+}
+
+int swim_known_save(const swim_core_t *c, uint8_t **out, size_t *len)
+{
+    swim_core_t *w = (swim_core_t *)c; /* scratch only: the table is not changed */
+    size_t n = 0;
+    for (size_t i = 1; i < c->n && n < SWIM_REMEMBER_MAX; i++)
+        if (swim__is_live(c->m[i].state))
+            w->scratch[n++] = (int32_t)i;
+    size_t cap = 64 + 2 * SWIM_ID_MAX + SWIM_LABEL_MAX + n * (SWIM_ID_MAX + 40);
+    swim_wbuf_t b = {malloc(cap), 0, cap, false};
+    if (!b.p)
+        return SWIM_ENOMEM;
+    swim_known_encode(&b, c->ids, c->m[0].id_len, c->label, c->label_len, n, known_of_table, c);
+    if (b.overflow) { /* cannot happen: cap bounds every entry */
+        free(b.p);
+        return SWIM_ESPACE;
+    }
+    *out = b.p;
+    *len = b.len;
+    return 0;
+}
+
+typedef struct load_ctx {
+    swim_core_t *c;
+    int rc, n;
+} load_ctx_t;
+
+static void remember_one(void *ud, const swim_known_t *k)
+{
+    load_ctx_t *l = ud;
+    int rc = l->rc ? l->rc : swim_remember(l->c, k->id, k->id_len, k->generation, &k->addr);
+    l->rc = rc;
+    l->n += rc == 0;
+}
+
+int swim_known_load(swim_core_t *c, const uint8_t *bytes, size_t len, tt_err_t *err)
+{
+    load_ctx_t l = {c, 0, 0};
+    int rc = swim_known_decode(bytes, len, c->ids, c->m[0].id_len, c->label, c->label_len,
+                               remember_one, &l, err);
+    if (rc == 0 && l.rc)
+        rc = tt_err_set(err, l.rc, "members", "%d remembered, then: %s", l.n, swim_strerror(l.rc));
+    return rc ? rc : l.n;
+}
+
+size_t swim_known_missing(const swim_core_t *c)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < c->n_known; k++)
+        n += swim__find(c, c->known[k].id, c->known[k].id_len) < 0;
+    return n;
+}
+
+bool swim_known_pick(swim_core_t *c, swim_addr_t *addr)
+{
+    size_t seen = 0;
+    for (size_t k = 0; k < c->n_known; k++)
+        if (swim__find(c, c->known[k].id, c->known[k].id_len) < 0 &&
+            swim__rnd_below(c, (int64_t)++seen) == 0)
+            *addr = c->known[k].addr;
+    return seen > 0;
+}
+
+bool swim_addr_live(const swim_core_t *c, const swim_addr_t *a)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (swim__is_live(c->m[i].state) && swim_addr_eq(&c->m[i].addr, a))
+            return true;
+    return false;
 }
 
 int swim_leave(swim_core_t *c, int64_t now)
@@ -454,7 +573,7 @@ void swim_outbox_clear(swim_core_t *c)
 {
     c->out.n = 0;
     c->arena_len = 0;
-    c->out.pp_wanted = false;
+    c->out.pp_wanted = c->out.pp_absent = false;
     if (c->arena_cap > OUTBOX_KEEP) {
         /* a burst (a join announced to every member: up to N datagrams) is not kept for good */
         free(c->arena);

@@ -104,6 +104,8 @@ typedef struct swim_config {
     int probe_retries;            /* 2: above probe_retry_above live members, a failed probe of */
     int probe_retry_above;        /* 32: a member alive to us is retried this often first */
     int pushpull_bytes_per_s;     /* 256: push-pull's share of a member's bytes (see above) */
+    int64_t rejoin_window_ns;     /* 60 s: after our start, and after a member dies or leaves, */
+    int64_t rejoin_interval_ns;   /* 1 s: we look for an island once an interval (swim.c) */
     /* Keyring: keys[0] seals, every key opens. nkeys 0 = plaintext. */
     const uint8_t (*keys)[SWIM_KEY_BYTES];
     size_t nkeys;
@@ -163,9 +165,12 @@ typedef struct swim_outbox {
     swim_datagram_t *dgram;
     size_t n;
     const uint8_t *arena;
-    /* The core wants a push-pull exchange: with a member at pp_to, or with a seed. */
+    /* The core wants a push-pull exchange: with a member at pp_to, or with a seed; with
+     * pp_absent, only with a seed address no live member holds (swim_addr_live), and none when
+     * every one is held: looking for an island, not refreshing a neighbour. */
     bool pp_wanted;
     bool pp_seed;
+    bool pp_absent;
     swim_addr_t pp_to;
 } swim_outbox_t;
 
@@ -177,8 +182,11 @@ typedef struct swim_counters {
     uint64_t tx_overflow; /* datagrams not queued: outbox full */
     uint64_t pushpull_in, pushpull_out;
     uint64_t refutes, suspicions;
-    uint64_t downs;       /* live members declared dead in this view (SWIM_EV_DOWN) */
-    uint64_t dup_reports; /* two live processes with one id seen here, each told */
+    uint64_t downs;         /* live members declared dead in this view (SWIM_EV_DOWN) */
+    uint64_t dup_reports;   /* two live processes with one id seen here, each told */
+    uint64_t rejoin_pings;  /* pings to a recently dead, left or remembered member's address */
+    uint64_t rejoin_seeds;  /* push-pulls asked with a seed address no live member holds */
+    uint64_t rejoin_merges; /* push-pulls with a process one of those pings found (an island) */
 } swim_counters_t;
 
 /* Builds a core; *out is owned by the caller and freed with swim_free. */
@@ -225,6 +233,32 @@ int swim_send_app(swim_core_t *core, int64_t now, const char *to, size_t to_len,
  */
 bool swim_app_take(swim_core_t *core, const char **from, size_t *from_len, const uint8_t **payload,
                    size_t *len);
+
+/*
+ * A member this node knew before it restarted (the shell keeps them in its state directory):
+ * for rejoin_window_ns after the start, while the table does not hold its id, it is pinged at
+ * its address like a recently dead or left member (swim.c, "Islands"). At most
+ * SWIM_REMEMBER_MAX; 0, SWIM_EINVAL (a bad id or address, or the list full) or SWIM_ENOMEM.
+ */
+#define SWIM_REMEMBER_MAX 4096
+int swim_remember(swim_core_t *core, const char *id, size_t len, uint64_t generation,
+                  const swim_addr_t *addr);
+/*
+ * The members file (swim_proto.h draws it): swim_known_save writes this node's live members
+ * (self excluded) into a new buffer *out (the caller frees it); swim_known_load remembers the
+ * members of a file this node saved before (swim_remember each), after checking all of it, and
+ * returns how many, or a negative code with err naming what was wrong (nothing remembered).
+ */
+int swim_known_save(const swim_core_t *core, uint8_t **out, size_t *len);
+int swim_known_load(swim_core_t *core, const uint8_t *bytes, size_t len, tt_err_t *err);
+/* Remembered members whose id the table does not hold, in any state: the fleet this node left,
+ * not found yet. */
+size_t swim_known_missing(const swim_core_t *core);
+/* The address of a remembered member the table does not hold, chosen at random (the shell dials
+ * it to join); false when there is none. */
+bool swim_known_pick(swim_core_t *core, swim_addr_t *addr);
+/* True when a live member (alive or suspect, self included) has address a. */
+bool swim_addr_live(const swim_core_t *core, const swim_addr_t *a);
 
 /* Graceful leave: marks self left and tells every live member at once. */
 int swim_leave(swim_core_t *core, int64_t now);

@@ -333,6 +333,73 @@ void swim__want_pushpull(swim_core_t *c, int64_t now)
         c->out.pp_to = c->m[c->scratch[0]].addr;
 }
 
+/*
+ * Islands (issue 35; see swim.c). For rejoin_window_ns after our start and after any member
+ * died or left, once a rejoin interval: a ping to one member dead or left within the window, or
+ * known before our restart and absent from the table (swim_remember), at its address; or, every
+ * other time, a push-pull with a seed address no live member holds. A ping that a process our
+ * table does not hold live answers (swim__rejoin_answered) found another island: the push-pull
+ * with it merges the two tables, and each side's gossip carries the other's members on.
+ * Each member tries with probability REJOIN_FLEET / live, so the fleet makes about
+ * REJOIN_FLEET tries an interval whatever its size, and a member's cost falls with N.
+ */
+#define REJOIN_FLEET 4
+
+static bool rejoin_member(const swim_core_t *c, const member_t *m, int64_t now)
+{
+    return (m->state == SWIM_DEAD || m->state == SWIM_LEFT) &&
+           now - m->state_since < c->cfg.rejoin_window_ns;
+}
+
+void swim__rejoin_tick(swim_core_t *c, int64_t now)
+{
+    c->next_rejoin = now + c->cfg.rejoin_interval_ns;
+    if (c->leaving || !c->joined || now >= c->rejoin_until ||
+        (c->live > REJOIN_FLEET && swim__rnd_below(c, c->live) >= REJOIN_FLEET))
+        return;
+    if (c->rejoin_round++ & 1) {
+        if (!c->out.pp_wanted) {
+            c->out.pp_wanted = c->out.pp_seed = c->out.pp_absent = true;
+            c->ctr.rejoin_seeds++;
+        }
+        return;
+    }
+    /* one candidate, each as likely (reservoir sampling over the table and the remembered) */
+    int32_t pick = -1;
+    size_t seen = 0, known = SIZE_MAX;
+    for (size_t i = 1; i < c->n; i++)
+        if (rejoin_member(c, &c->m[i], now) && swim__rnd_below(c, (int64_t)++seen) == 0)
+            pick = (int32_t)i;
+    for (size_t k = 0; now - c->started < c->cfg.rejoin_window_ns && k < c->n_known; k++)
+        if (swim__find(c, c->known[k].id, c->known[k].id_len) < 0 &&
+            swim__rnd_below(c, (int64_t)++seen) == 0)
+            known = k;
+    if (!seen)
+        return;
+    c->rejoin_seq = ++c->probe_seq;
+    c->ctr.rejoin_pings++;
+    if (known != SIZE_MAX) {
+        const remembered_t *k = &c->known[known];
+        swim__send_probe(c, now, &k->addr, SWIM_PING, c->rejoin_seq, k->id, k->id_len, k->gen, NULL,
+                         -1);
+    } else {
+        const member_t *m = &c->m[pick];
+        swim__send_probe(c, now, &m->addr, SWIM_PING, c->rejoin_seq, swim__id_of(c, m), m->id_len,
+                         m->gen, NULL, -1);
+    }
+}
+
+/* Our last rejoin ping was answered by a process the table did not hold live (a new generation,
+ * or an id it did not have): push-pull with it, once. */
+void swim__rejoin_answered(swim_core_t *c, int64_t now, const swim_addr_t *from)
+{
+    c->rejoin_seq = 0;
+    c->ctr.rejoin_merges++;
+    c->out.pp_wanted = true;
+    c->out.pp_seed = c->out.pp_absent = false;
+    c->out.pp_to = *from;
+}
+
 void swim__gossip_tick(swim_core_t *c, int64_t now)
 {
     c->next_gossip = now + c->cfg.gossip_interval_ns;

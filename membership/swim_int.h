@@ -82,6 +82,14 @@ typedef struct relay {
     int64_t nack_at, expire;
 } relay_t;
 
+/* A member known before our restart (swim_remember). */
+typedef struct remembered {
+    uint64_t gen;
+    swim_addr_t addr;
+    uint8_t id_len;
+    char id[SWIM_ID_MAX + 1];
+} remembered_t;
+
 struct swim_core {
     swim_config_t cfg;
     char label[SWIM_LABEL_MAX + 1];
@@ -128,6 +136,14 @@ struct swim_core {
     } fetched[FETCH_RECENT];
     unsigned pushpull_round;
     size_t pp_len; /* our last push-pull message, in bytes */
+    /* islands (swim_gossip.c, swim__rejoin_tick) */
+    int64_t started;      /* swim_new's now */
+    int64_t rejoin_until; /* we look for islands until then */
+    int64_t next_rejoin;
+    unsigned rejoin_round;
+    uint32_t rejoin_seq; /* the probe sequence of our last rejoin ping; 0 none */
+    remembered_t *known; /* swim_remember */
+    size_t n_known, known_cap;
 
     swim_outbox_t out;
     size_t out_cap;
@@ -221,6 +237,8 @@ void swim__tell_live(swim_core_t *c, int64_t now, size_t max);
 void swim__want_pushpull(swim_core_t *c, int64_t now);
 void swim__gossip_tick(swim_core_t *c, int64_t now);
 void swim__announce(swim_core_t *c, int64_t now);
+void swim__rejoin_tick(swim_core_t *c, int64_t now);
+void swim__rejoin_answered(swim_core_t *c, int64_t now, const swim_addr_t *from);
 
 /* swim_detect.c */
 bool swim__susp_room(swim_core_t *c);

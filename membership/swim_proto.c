@@ -313,6 +313,82 @@ int swim_msg_decode(swim_msg_t *m, const uint8_t *body, size_t len, tt_err_t *er
     return rd_msg(&r, m) ? failed(err) : 0;
 }
 
+/* ---- the members file ---- */
+
+void swim_known_encode(swim_wbuf_t *w, const char *node, size_t node_len, const char *label,
+                       size_t label_len, size_t n,
+                       void (*get)(const void *ctx, size_t i, swim_known_t *m), const void *ctx)
+{
+    msgpack_packer pk;
+    packer(&pk, w);
+    msgpack_pack_array(&pk, 4);
+    msgpack_pack_uint8(&pk, SWIM_KNOWN_VERSION);
+    pack_str(&pk, node, node_len);
+    pack_str(&pk, label, label_len);
+    msgpack_pack_array(&pk, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) {
+        swim_known_t m;
+        get(ctx, i, &m);
+        msgpack_pack_array(&pk, 3);
+        pack_str(&pk, m.id, m.id_len);
+        msgpack_pack_uint64(&pk, m.generation);
+        pack_addr(&pk, &m.addr);
+    }
+}
+
+/* One pass over the file: checks it whole when each is NULL, hands the members over when not. */
+static int known_walk(wire_reader_t *r, const char *node, size_t node_len, const char *label,
+                      size_t label_len, void (*each)(void *ud, const swim_known_t *m), void *ud)
+{
+    uint64_t version = 0;
+    wire_str_t id, lab;
+    uint32_t n = 0;
+    if (rd_tuple(r, 4, "") || rd_uint(r, UINT64_MAX, &version, "version"))
+        return SWIM_EMALFORMED;
+    if (version != SWIM_KNOWN_VERSION)
+        return FAIL(r, "version", "%llu, this daemon reads %d", (unsigned long long)version,
+                    SWIM_KNOWN_VERSION);
+    if (wire_want_str(r, 1, SWIM_ID_MAX, &id, "node_id") < 0 ||
+        wire_want_str(r, 0, SWIM_LABEL_MAX, &lab, "cluster") < 0)
+        return SWIM_EMALFORMED;
+    if (id.len != node_len || memcmp(id.ptr, node, node_len) != 0)
+        return FAIL(r, "node_id", "written by \"%.*s\", this node is \"%.*s\"", (int)id.len, id.ptr,
+                    (int)node_len, node);
+    if (lab.len != label_len || memcmp(lab.ptr, label, label_len) != 0)
+        return FAIL(r, "cluster", "written in cluster \"%.*s\", this one is \"%.*s\"", (int)lab.len,
+                    lab.ptr, (int)label_len, label);
+    if (wire_want_array(r, &n, "members") < 0)
+        return SWIM_EMALFORMED;
+    if (n > SWIM_REMEMBER_MAX)
+        return FAIL(r, "members", "%u, at most %d", n, SWIM_REMEMBER_MAX);
+    for (uint32_t i = 0; i < n; i++) {
+        char path[24];
+        snprintf(path, sizeof path, "members[%u]", i);
+        r->path = path;
+        swim_known_t m;
+        if (rd_tuple(r, 3, "") || rd_id(r, &m.id, &m.id_len, "id") ||
+            rd_uint(r, UINT64_MAX, &m.generation, "generation") || rd_addr(r, &m.addr, "addr"))
+            return SWIM_EMALFORMED;
+        r->path = NULL;
+        if (each)
+            each(ud, &m);
+    }
+    if (r->pos != r->end)
+        return FAIL(r, "", "%zu trailing bytes", (size_t)(r->end - r->pos));
+    return 0;
+}
+
+int swim_known_decode(const uint8_t *bytes, size_t len, const char *node, size_t node_len,
+                      const char *label, size_t label_len,
+                      void (*each)(void *ud, const swim_known_t *m), void *ud, tt_err_t *err)
+{
+    wire_reader_t r = {.pos = bytes, .end = bytes + len, .err = err};
+    if (known_walk(&r, node, node_len, label, label_len, NULL, NULL))
+        return failed(err);
+    r = (wire_reader_t){.pos = bytes, .end = bytes + len};
+    return known_walk(&r, node, node_len, label, label_len, each, ud);
+}
+
 /* ---- the seal ---- */
 
 static void make_ad(uint8_t *ad, uint8_t mode, const char *label, size_t label_len)

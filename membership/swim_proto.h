@@ -157,6 +157,34 @@ int swim_open(const uint8_t (*keys)[SWIM_KEY_BYTES], size_t nkeys, const char *l
               size_t label_len, const uint8_t *in, size_t len, uint8_t *scratch,
               const uint8_t **body, size_t *blen, tt_err_t *err);
 
+/*
+ * The members file: what a node knew of the fleet when it last saved, kept in its state
+ * directory so that a restart finds the fleet it left (swim_known_save / swim_known_load):
+ *
+ *   [ version: 1, node_id: str, cluster: str (the label; "" without one),
+ *     members: array (<= SWIM_REMEMBER_MAX) of [ id: str, generation: uint, addr: bin(7|19) ] ]
+ *
+ * One entry per member alive or suspect at the save, self excluded. A file another node or
+ * another cluster wrote is refused (a state directory handed from one to another).
+ */
+#define SWIM_KNOWN_VERSION 1
+typedef struct swim_known {
+    const char *id;
+    size_t id_len;
+    uint64_t generation;
+    swim_addr_t addr;
+} swim_known_t;
+/* Appends the file to w: n members from get(ctx, i, &member). */
+void swim_known_encode(swim_wbuf_t *w, const char *node, size_t node_len, const char *label,
+                       size_t label_len, size_t n,
+                       void (*get)(const void *ctx, size_t i, swim_known_t *m), const void *ctx);
+/* Decodes and validates the whole file, then calls each(ud, member) per member (pointers into
+ * bytes, for the call). 0, or SWIM_EMALFORMED naming the field (`members[3].addr`) or saying
+ * whose file it is, having called nothing. */
+int swim_known_decode(const uint8_t *bytes, size_t len, const char *node, size_t node_len,
+                      const char *label, size_t label_len,
+                      void (*each)(void *ud, const swim_known_t *m), void *ud, tt_err_t *err);
+
 /* 64-bit FNV-1a of an id: the `from` field and the member index key. */
 uint64_t swim_id_hash(const char *id, size_t len);
 

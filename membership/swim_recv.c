@@ -143,8 +143,12 @@ void swim__apply(swim_core_t *c, int64_t now, const swim_update_t *u)
         /* News of the death of a stranger, or a suspicion of one (a push-pull turns the
          * sender's DEAD into SUSPECT): counting it would add a dead member to N for a whole
          * suspicion timeout, with a spurious UP. memberlist ignores these too; if the member
-         * lives, its own datagrams or its refutation bring it in. */
-        if (u->state != SWIM_ALIVE)
+         * lives, its own datagrams or its refutation bring it in. A leave is kept, quietly (no
+         * event, not counted, not gossiped on, reclaimed as any): a member that left while we
+         * were down is then known for what it is, not missing (a restarted replica's share
+         * store waits for the members it last knew, and tries the addresses of those that
+         * left: swim__rejoin_tick). */
+        if (u->state != SWIM_ALIVE && u->state != SWIM_LEFT)
             return;
         i = swim__add_member(c, now, u->id, u->id_len, u->meta_len);
         if (i < 0)
@@ -153,6 +157,10 @@ void swim__apply(swim_core_t *c, int64_t now, const swim_update_t *u)
         m->gen = u->generation;
         m->inc = u->incarnation;
         copy_alive(m, u);
+        if (u->state == SWIM_LEFT) {
+            swim__set_state(c, now, i, SWIM_LEFT);
+            return;
+        }
         swim__broadcast(c, i, 0);
         swim__emit(c, SWIM_EV_UP, m);
         return;
@@ -390,6 +398,10 @@ int swim_receive(swim_core_t *c, int64_t now, const swim_addr_t *from, const uin
             swim__send_simple(c, now, from, SWIM_ACK, msg.probe_seq, 0);
         return 0;
     }
+    /* whether the table held the sender live before what it says is applied (a rejoin ping's
+     * answer from anyone else found an island) */
+    bool held = sender >= 0 && c->m[sender].gen == msg.sender_gen &&
+                swim__is_live((swim_state_t)c->m[sender].state);
     apply_all(c, now, &msg, false); /* first, so an ack carries our refutation */
     int32_t i = note_new_sender(c, &msg, sender);
     if (sender > 0)
@@ -403,8 +415,13 @@ int swim_receive(swim_core_t *c, int64_t now, const swim_addr_t *from, const uin
                               msg.target_gen == self->gen ? -1 : 0);
         break;
     case SWIM_ACK:
+        /* an answer to our rejoin ping from a process the table did not hold live: an island */
+        if (c->rejoin_seq && msg.probe_seq == c->rejoin_seq && !held)
+            swim__rejoin_answered(c, now, from);
+        swim__on_ack(c, now, msg.probe_seq, false);
+        break;
     case SWIM_NACK:
-        swim__on_ack(c, now, msg.probe_seq, msg.kind == SWIM_NACK);
+        swim__on_ack(c, now, msg.probe_seq, true);
         break;
     case SWIM_PING_REQ:
         swim__on_ping_req(c, now, &msg, from);

@@ -140,6 +140,8 @@ void swim__set_state(swim_core_t *c, int64_t now, int32_t i, swim_state_t s)
         m->state_since = now;
     if (!swim__is_live(s) && m->state_since + c->cfg.reclaim_ns < c->reclaim_due)
         c->reclaim_due = m->state_since + c->cfg.reclaim_ns;
+    if (!swim__is_live(s) && now + c->cfg.rejoin_window_ns > c->rejoin_until)
+        c->rejoin_until = now + c->cfg.rejoin_window_ns; /* a place an island may grow */
     c->live += (int)swim__is_live(s) - (int)swim__is_live(m->state);
     m->state = s;
 }

@@ -69,6 +69,7 @@ typedef struct daemon {
     rds_gov_t redis;       /* the redis store, when shared_state.redis is configured */
     st_node_t *state;      /* the state directory, when server.state_dir is set */
     srv_watch_t *watch;    /* the config and keyring files, when server.config_watch */
+    srv_members_t *known;  /* the members membership last knew, kept there */
     char (*addrs)[64];     /* the members answer's address strings */
     size_t addrs_cap;
     char doubt[400];         /* the last n_in_doubt text */
@@ -237,6 +238,7 @@ static void on_signal(uv_signal_t *h, int signum)
     rls_srv_stop(d->grpc);
     st_node_stop(d->state, true, tt_wall_ns()); /* no decision runs any more: nothing is lost */
     srv_watch_close(d->watch);
+    srv_members_stop(d->known, true); /* the members of the moment, before we leave them */
     if (d->mb)
         mb_leave(d->mb, left, d);
     uv_close((uv_handle_t *)&d->sighup, NULL);
@@ -701,7 +703,8 @@ static int start(daemon_t *d)
                     tt_err_format(&merr, detail, sizeof detail), NULL);
             return EX_CONFIG_;
         }
-        dispatch_set_members(d->dispatch, members_rows, d);
+        /* a restart finds the fleet it left: the members it knew, beside the seeds */
+        int known = srv_members_open(&d->known, &d->loop, d->state, d->mb);
         dispatch_set_doubt(d->dispatch, n_doubt, d);
         d->status.members = members_rows;
         d->status.members_ud = d;
@@ -709,8 +712,10 @@ static int start(daemon_t *d)
         d->status.doubt_ud = d;
         srv_metrics_add_source(d->metrics, membership_metrics, d);
         gerr = (tt_err_t){0};
-        if (share_node_new(&d->share, &d->cfg->share, tt_wall_ns(), &gerr) ||
-            share_node_attach(d->share, &d->loop, d->mb)) {
+        dispatch_set_members(d->dispatch, members_rows, d);
+        if (share_node_new(&d->share, &d->cfg->share, tt_wall_ns(), &gerr) == 0)
+            share_node_remember(d->share, (uint32_t)known, tt_wall_ns());
+        if (!d->share || share_node_attach(d->share, &d->loop, d->mb)) {
             srv_log(SRV_LOG_ERROR, "share store", "detail",
                     gerr.code ? tt_err_format(&gerr, err, sizeof(err)) : "cannot start", NULL);
             return EX_SOFTWARE_;
@@ -784,6 +789,8 @@ int srv_daemon_run(const srv_daemon_options_t *opt)
         st_node_stop(d.state, false, 0);
     if (rc != EX_OK_)
         srv_watch_close(d.watch);
+    if (rc != EX_OK_)
+        srv_members_stop(d.known, false);
     /* let every handle finish closing, then free what they pointed at */
     uv_run(&d.loop, UV_RUN_DEFAULT);
     uv_loop_close(&d.loop);
@@ -793,6 +800,7 @@ int srv_daemon_run(const srv_daemon_options_t *opt)
     mb_free(d.mb);
     share_node_free(d.share);
     demand_node_free(d.demand);
+    srv_members_free(d.known);
     st_node_free(d.state);
     srv_status_free(&d.status);
     srv_watch_free(d.watch);

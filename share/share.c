@@ -53,8 +53,20 @@
  * the replica does not know N at all; share_limiter says SHARE_EUNARMED and posture.fail
  * decides. Once armed it never unarms: a later partition is what the hold is for.
  *
- * The divisor gossiped to peers (share_meta_encode) is the one in use: the live count when
- * armed, the held peak when held, 0 when unarmed. Six bytes, versioned (share.h).
+ * A restart's memory (share_remember, issue 35). A replica that restarts with state knows how
+ * many peers it had (membership keeps them in the state directory). A view that holds only some
+ * of them may be an island: the rest may be a fleet of their own, each side dividing the whole
+ * amount by what it sees, each converged on itself (a rolling restart that took every static
+ * seed down at once did exactly that: 2.3x the amount for half a minute). So until every
+ * remembered peer is in the view in some state (share_view_t.unheard counts the others), or
+ * until the detection window of a fleet that size has passed (a peer that died meanwhile is
+ * never heard of again), each one not found counts in N, as a suspect does, with an unknown
+ * divisor in the bounds: the replica under-admits a little for a few seconds in an ordinary
+ * restart, and never claims the fleet's bound from part of it.
+ *
+ * The divisor gossiped to peers (share_meta_encode) is the one in use: the live count (and a
+ * restart's unheard peers) when armed, the held peak when held, 0 when unarmed. Six bytes,
+ * versioned (share.h).
  *
  * detect_within_s (share_detect_within_ns). A dead peer's share goes unused while survivors
  * still count it, i.e. until each survivor has marked it dead. SWIM (SPEC §7) probes members in
@@ -261,29 +273,45 @@ void share_update(share_core_t *c, const share_view_t *v, int64_t now)
 
     if (c->state == SHARE_UNARMED && (v->joined || now - c->started_ns >= c->cfg.join_timeout_ns))
         c->state = SHARE_ARMED;
+    /* a restart's remembered members not found yet: in N, their divisors unknown */
+    c->unheard =
+        now < c->recall_until ? (v->unheard < c->remembered ? v->unheard : c->remembered) : 0;
+    c->unknown += c->unheard;
     if (c->state == SHARE_UNARMED) {
         c->divisor = 0;
         c->unknown++; /* self, dividing by nothing yet */
         return;
     }
     uint64_t peak = c->peaks[0].value - c->left_total; /* >= live: value is in the window */
+    uint64_t counted = (uint64_t)c->live + c->unheard;
     if (c->cfg.partition_hold_ns > 0 && 2 * (uint64_t)c->live <= peak) {
         c->state = SHARE_HELD;
+        if (peak < counted)
+            peak = counted;
         c->divisor = peak > SHARE_DIVISOR_MAX ? SHARE_DIVISOR_MAX : (uint32_t)peak;
     } else {
         c->state = SHARE_ARMED;
-        c->divisor = c->live;
+        c->divisor = counted > SHARE_DIVISOR_MAX ? SHARE_DIVISOR_MAX : (uint32_t)counted;
     }
     group_add(c, c->divisor, SHARE_GROUPS_MAX); /* self, with the divisor it really uses */
 }
 
 int64_t share_next_deadline(const share_core_t *c)
 {
+    int64_t t = INT64_MAX;
     if (c->state == SHARE_UNARMED)
-        return c->started_ns + c->cfg.join_timeout_ns;
-    if (c->state == SHARE_HELD)
-        return c->peaks[0].seen_ns + c->cfg.partition_hold_ns;
-    return INT64_MAX;
+        t = c->started_ns + c->cfg.join_timeout_ns;
+    else if (c->state == SHARE_HELD)
+        t = c->peaks[0].seen_ns + c->cfg.partition_hold_ns;
+    if (c->unheard && c->recall_until < t)
+        t = c->recall_until;
+    return t;
+}
+
+void share_remember(share_core_t *c, uint32_t members, int64_t now)
+{
+    c->remembered = members > SHARE_DIVISOR_MAX ? SHARE_DIVISOR_MAX : members;
+    c->recall_until = members ? now + share_detect_within_ns(&c->cfg.swim, members + 1, 0) : now;
 }
 
 /* ---- limits and disclosure ----------------------------------------------------------------- */
@@ -384,6 +412,7 @@ int share_disclose(const share_core_t *c, const cfg_limit_t *limit, share_disclo
         bound_group(limit, c->unknown, 1, &sustained, &burst);
     out->sustained_bound = sustained;
     out->burst_bound = burst;
+    out->unheard = c->unheard;
     out->converged = c->state == SHARE_ARMED && out->divisors_unknown == 0 &&
                      out->divisor_min == c->live && out->divisor_max == c->live;
     return 0;

@@ -59,6 +59,9 @@ typedef struct share_view {
     size_t count;
     bool joined; /* membership has joined the cluster (or has no seed to join) */
     uint64_t left_total;
+    /* Members this replica knew before its restart (share_remember) that the view does not
+     * hold in any state: the fleet it left, not found yet (membership's mb_known_missing). */
+    uint32_t unheard;
 } share_view_t;
 
 /*
@@ -131,6 +134,11 @@ typedef struct share_core {
     uint32_t unknown;
     int health; /* this replica's Lifeguard score (share_set_health): its probes run (health + 1)x
                  */
+    /* A restart's memory of the fleet (share_remember): until recall_until, the remembered
+     * members the view does not hold count in N and keep the view from claiming the fleet. */
+    uint32_t remembered;
+    int64_t recall_until;
+    uint32_t unheard; /* of them, not in the view now (0 once recall_until has passed) */
 } share_core_t;
 
 /* What `fleet` and /metrics disclose for one share limit. Units are the limit's (requests or
@@ -148,6 +156,7 @@ typedef struct share_disclosure {
     int64_t burst_bound;       /* sum over live members of max(ceil(burst / N_m), unit) */
     int64_t detect_within_s;   /* how long a dead peer's share can go unused */
     bool converged;            /* every live member divides by the live count */
+    uint32_t unheard;          /* members known before a restart, not found yet: in n, unknown */
 } share_disclosure_t;
 
 /* Fills the defaults: partition_hold 60 s, join_timeout 5 s, SWIM per SPEC §7. */
@@ -164,8 +173,19 @@ int share_init(share_core_t *core, const share_config_t *cfg, int64_t now, tt_er
  */
 void share_update(share_core_t *core, const share_view_t *view, int64_t now);
 
+/*
+ * A restart with state: this replica knew `members` peers when it stopped (membership keeps
+ * them in the state directory). Until they are in the view (in any state: alive, suspect, dead
+ * or left; share_view_t.unheard counts the rest), or until the detection window of a fleet that
+ * size has passed from `now`, each one not found counts in N (as a suspect does: counting too
+ * many only under-uses) with an unknown divisor in the bounds, so the view is not `converged`:
+ * a replica that rejoined only part of the fleet (another island) does not claim the fleet's
+ * bound. Call once, after share_init and before the first share_update.
+ */
+void share_remember(share_core_t *core, uint32_t members, int64_t now);
+
 /* When share_update must next run even if the view does not change (a hold expiring, the join
- * timeout), or INT64_MAX when nothing is pending. */
+ * timeout, the end of a restart's recall), or INT64_MAX when nothing is pending. */
 int64_t share_next_deadline(const share_core_t *core);
 
 static inline share_state_t share_state(const share_core_t *core)

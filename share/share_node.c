@@ -106,7 +106,8 @@ int share_node_refresh(share_node_t *n, const share_members_t *m, size_t left_ev
     share_view_t view = {.members = n->members,
                          .count = used,
                          .joined = n->solo || m->joined,
-                         .left_total = n->left_total};
+                         .left_total = n->left_total,
+                         .unheard = m->unheard};
     share_update(&n->core, &view, now);
 
     uint8_t meta[SHARE_META_LEN];
@@ -116,6 +117,11 @@ int share_node_refresh(share_node_t *n, const share_members_t *m, size_t left_ev
     memcpy(n->meta, meta, sizeof(meta));
     n->meta_set = true;
     return 1;
+}
+
+void share_node_remember(share_node_t *n, uint32_t members, int64_t now)
+{
+    share_remember(&n->core, members, now);
 }
 
 const uint8_t *share_node_meta(const share_node_t *n)
@@ -151,10 +157,12 @@ static int mb_get(const void *ctx, size_t i, swim_member_view_t *v)
 
 share_members_t share_node_members(const mb_t *mb)
 {
+    size_t unheard = mb_known_missing(mb);
     return (share_members_t){.ctx = mb,
                              .count = mb_member_count(mb),
                              .get = mb_get,
-                             .joined = mb_joined(mb) || mb_solo(mb)};
+                             .joined = mb_joined(mb) || mb_solo(mb),
+                             .unheard = unheard > UINT32_MAX ? UINT32_MAX : (uint32_t)unheard};
 }
 
 static void on_timer(uv_timer_t *t);
@@ -270,6 +278,7 @@ FIELD(divisor_max)
 FIELD(divisors_unknown)
 FIELD(detect_within_s)
 FIELD(converged)
+FIELD(unheard)
 #undef FIELD
 
 static const gauge_t gauges[] = {
@@ -288,6 +297,10 @@ static const gauge_t gauges[] = {
     {"share_detect_within_seconds", "How long a dead peer's share can go unused.",
      read_detect_within_s},
     {"share_converged", "1 when every live member divides by the live count.", read_converged},
+    {"share_unheard",
+     "Members this replica knew before its restart that its view does not hold yet (counted in "
+     "N, their divisors unknown).",
+     read_unheard},
 };
 
 void share_node_metrics(share_node_t *n, const cfg_limit_t *limits, size_t count,

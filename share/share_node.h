@@ -45,6 +45,7 @@ typedef struct share_members {
     size_t count;
     int (*get)(const void *ctx, size_t i, swim_member_view_t *v);
     bool joined;
+    uint32_t unheard; /* members known before a restart the table does not hold (share.h) */
 } share_members_t;
 
 /*
@@ -54,6 +55,10 @@ typedef struct share_members {
  */
 int share_node_refresh(share_node_t *node, const share_members_t *members, size_t left_events,
                        int64_t now);
+
+/* A restart with state: this replica knew `members` peers when it stopped (share_remember). Call
+ * before share_node_attach. */
+void share_node_remember(share_node_t *node, uint32_t members, int64_t now);
 
 /* This replica's metadata payload, SHARE_META_LEN bytes (share.h documents the layout). */
 const uint8_t *share_node_meta(const share_node_t *node);

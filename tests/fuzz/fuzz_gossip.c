@@ -12,30 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "swim.h"
+#include "fuzz_swim.h"
 #include "swim_proto.h"
-
-#define T0 (INT64_C(1700000000) * 1000000000)
-
-static void check(int ok)
-{
-    if (!ok)
-        __builtin_trap();
-}
-
-static swim_core_t *core(void)
-{
-    swim_config_t cfg;
-    swim_config_default(&cfg);
-    cfg.id = "rx";
-    cfg.generation = 1;
-    cfg.addr = (swim_addr_t){.family = 4, .port = 7946, .ip = {10, 0, 0, 1}};
-    swim_core_t *c;
-    tt_err_t err;
-    check(swim_new(&c, &cfg, T0, &err) == 0);
-    swim_outbox_clear(c);
-    return c;
-}
 
 static void consistent(swim_core_t *c)
 {
@@ -62,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size > SWIM_FRAME_HEAD && swim_msg_decode(&m, data + 2, size - 2, &err) == 0)
         if (m.sent_ns > T0 / 2 && m.sent_ns < T0 * 2) /* a sane clock: the core assumes one */
             now = m.sent_ns;
-    swim_core_t *c = core();
+    swim_core_t *c = fuzz_core();
     swim_addr_t from = {.family = 4, .port = 7946, .ip = {10, 0, 0, 2}};
     int rc = swim_receive(c, now, &from, data, size, &err);
     const char *from_id;
@@ -78,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     consistent(c);
     swim_free(c);
 
-    c = core();
+    c = fuzz_core();
     rc = swim_pushpull_receive(c, now, data, size, &err);
     if (rc < 0)
         check(swim_member_count(c) == 1);

@@ -206,6 +206,10 @@ static void drain(sim_t *s, int i)
             pp_to = (int)(rnd(s) % (uint64_t)s->n);
         else
             pp_to = 0;
+        /* a seed no live member holds, as the shell picks one: none when it is held */
+        if (ob->pp_seed && ob->pp_absent && pp_to >= 0 &&
+            swim_addr_live(n->core, &s->nodes[pp_to].addr))
+            pp_to = -1;
     }
     swim_outbox_clear(n->core);
     if (pp_to >= 0 && pp_to != i)
@@ -403,7 +407,7 @@ static swim_addr_t new_addr(sim_t *s, int node)
     return a;
 }
 
-static void boot(sim_t *s, int i, int seed)
+static void boot(sim_t *s, int i, int seed, bool in_place)
 {
     node_t *n = &s->nodes[i];
     char id[32];
@@ -412,7 +416,7 @@ static void boot(sim_t *s, int i, int seed)
     swim_config_default(&cfg);
     cfg.id = id;
     cfg.generation = ++n->gen;
-    cfg.addr = n->addr = new_addr(s, i);
+    cfg.addr = n->addr = in_place ? n->addr : new_addr(s, i);
     cfg.seed = rnd(s);
     const uint8_t(*keys)[SWIM_KEY_BYTES] = (const uint8_t(*)[SWIM_KEY_BYTES])s->key;
     if (s->o.sealed) {
@@ -441,7 +445,7 @@ int sim_add(sim_t *s, int seed)
     int i = s->n++;
     memset(&s->nodes[i], 0, sizeof s->nodes[i]);
     s->group[i] = 0;
-    boot(s, i, seed);
+    boot(s, i, seed, false);
     return i;
 }
 
@@ -460,7 +464,14 @@ void sim_restart(sim_t *s, int i, int seed)
 {
     swim_free(s->nodes[i].core);
     s->nodes[i].core = NULL;
-    boot(s, i, seed);
+    boot(s, i, seed, false);
+}
+
+void sim_restart_in_place(sim_t *s, int i, int seed)
+{
+    swim_free(s->nodes[i].core);
+    s->nodes[i].core = NULL;
+    boot(s, i, seed, true);
 }
 
 void sim_leave(sim_t *s, int i)

@@ -55,6 +55,8 @@ void sim_add_many(sim_t *s, int n);
 void sim_kill(sim_t *s, int i);
 /* Restarts a killed or live node: same id, new generation, new address; joins via seed. */
 void sim_restart(sim_t *s, int i, int seed);
+/* The same on the node's own address (a process restarted on its host, a static seed). */
+void sim_restart_in_place(sim_t *s, int i, int seed);
 /* Graceful leave; the process exits half a second later. */
 void sim_leave(sim_t *s, int i);
 /* Pauses a node until now + d. */

@@ -462,3 +462,102 @@ Test(swim_proto, a_keyring_is_one_base64_key_per_line_and_errors_name_the_line)
                  SWIM_EKEYRING);
     cr_assert_str_eq(err.path, "line 1");
 }
+
+/* ---- the members file (a restart's memory of the fleet) -------------------------------------- */
+
+/* A core "rx" under `label` that has heard of three peers: p1 and p2 alive, p3 left. */
+static swim_core_t *knowing(const char *label)
+{
+    swim_core_t *c = receiver(NULL, 0, label);
+    const char *ids[] = {"p1", "p2", "p3"};
+    for (int i = 0; i < 3; i++) {
+        swim_update_t u = {.state = SWIM_ALIVE,
+                           .id = ids[i],
+                           .id_len = 2,
+                           .generation = 10 + (uint64_t)i,
+                           .addr = addr(2 + i)};
+        uint8_t dgram[SWIM_DATAGRAM_MAX] = {SWIM_WIRE_VERSION, SWIM_MODE_PLAIN};
+        swim_wbuf_t w = {dgram + 2, 0, sizeof dgram - 2, false};
+        swim_enc_head(&w, ids[i], 2, u.generation, NOW, 1, SWIM_GOSSIP);
+        swim_msg_t om = {.kind = SWIM_GOSSIP};
+        swim_enc_msg(&w, &om);
+        size_t at = swim_enc_array_open(&w);
+        swim_enc_update(&w, &u);
+        if (i == 2) { /* p3 says it leaves */
+            u.state = SWIM_LEFT;
+            u.incarnation = 1;
+            swim_enc_update(&w, &u);
+        }
+        swim_enc_array_close(&w, at, i == 2 ? 2 : 1);
+        cr_assert_eq(swim_receive(c, NOW, &u.addr, dgram, 2 + w.len, NULL), 0);
+    }
+    return c;
+}
+
+Test(swim_proto, the_members_file_keeps_the_live_members_and_a_restart_remembers_them)
+{
+    swim_core_t *c = knowing("");
+    uint8_t *file;
+    size_t len;
+    cr_assert_eq(swim_known_save(c, &file, &len), 0);
+    /* the next process of rx: a fresh core, which holds none of them yet */
+    swim_core_t *next = receiver(NULL, 0, "");
+    tt_err_t err;
+    cr_assert_eq(swim_known_load(next, file, len, &err), 2, "p1 and p2: p3 had left");
+    cr_assert_eq(swim_known_missing(next), 2);
+    swim_addr_t a;
+    cr_assert(swim_known_pick(next, &a));
+    swim_addr_t a2 = addr(2), a3 = addr(3);
+    cr_assert(swim_addr_eq(&a, &a2) || swim_addr_eq(&a, &a3));
+    free(file);
+    swim_free(c);
+    swim_free(next);
+}
+
+Test(swim_proto, a_members_file_of_another_node_or_cluster_or_damaged_remembers_nothing)
+{
+    swim_core_t *c = knowing("prod");
+    uint8_t *file;
+    size_t len;
+    cr_assert_eq(swim_known_save(c, &file, &len), 0);
+    tt_err_t err;
+    swim_core_t *other = receiver(NULL, 0, "staging");
+    cr_assert_eq(swim_known_load(other, file, len, &err), SWIM_EMALFORMED);
+    cr_assert_str_eq(err.path, "cluster");
+    cr_assert(strstr(err.message, "\"prod\""), "%s", err.message);
+    for (size_t cut = 0; cut < len; cut++) /* every truncation */
+        cr_assert_lt(swim_known_load(other, file, cut, NULL), 0, "cut at %zu", cut);
+    file[len - 1] ^= 0xff; /* the last address's last byte: still decodes, a valid address */
+    file[0] = 0x95;        /* five elements, not four */
+    cr_assert_eq(swim_known_load(other, file, len, &err), SWIM_EMALFORMED);
+    cr_assert(strstr(err.message, "5 elements"), "%s", err.message);
+    cr_assert_eq(swim_known_missing(other), 0, "nothing remembered");
+    free(file);
+    swim_free(c);
+    swim_free(other);
+}
+
+static void one_member(const void *ctx, size_t i, swim_known_t *m)
+{
+    *m = (swim_known_t){.id = "p1", .id_len = 2, .generation = 1, .addr = addr(2)};
+}
+
+Test(swim_proto, the_members_file_names_the_field_that_was_wrong)
+{
+    uint8_t b[256];
+    swim_wbuf_t w = {b, 0, sizeof b, false};
+    swim_known_encode(&w, "rx", 2, "", 0, 1, one_member, NULL);
+    swim_core_t *c = receiver(NULL, 0, "");
+    tt_err_t err;
+    b[w.len - 7] = 9; /* the address's family byte, first of its 7 */
+    cr_assert_eq(swim_known_load(c, b, w.len, &err), SWIM_EMALFORMED);
+    cr_assert_str_eq(err.path, "members[0].addr", "%s: %s", err.path, err.message);
+    cr_assert_str_eq(err.message, "family 9 with 7 bytes");
+    b[w.len - 7] = 4;
+    b[1] = 2; /* version 2 */
+    cr_assert_eq(swim_known_load(c, b, w.len, &err), SWIM_EMALFORMED);
+    cr_assert_str_eq(err.path, "version");
+    b[1] = 1;
+    cr_assert_eq(swim_known_load(c, b, w.len, &err), 1);
+    swim_free(c);
+}

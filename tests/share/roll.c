@@ -375,7 +375,7 @@ int roll_run(const roll_options_t *o, roll_result_t *out)
         if (next < o->n && now >= roll0 + (int64_t)next * o->step_ms) {
             txk[next] = tx_bytes(f, next);
             fleet_kill(f, next, SIGTERM);
-            stopped_at[next] = fleet_now_ms();
+            stopped_at[next] = roll0 + (int64_t)next * o->step_ms; /* as scheduled */
             next++;
             down++;
         }

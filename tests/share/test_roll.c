@@ -42,32 +42,26 @@ static void run(roll_options_t *o)
 }
 
 #ifndef TT_ROLL_SCALE
-Test(roll, ten_replicas_restarted_one_a_second_with_three_static_seeds_stay_one_fleet,
-     .timeout = 240)
-{
-    roll_options_t o = {.n = 10,
-                        .seeds = 3,
-                        .step_ms = 1000,
-                        .down_ms = 3000,
-                        .steady_ms = 10000,
-                        .settle_ms = 10000,
-                        .poll_ms = 500,
-                        .ask = 4.8};
-    run(&o);
-}
-
+#define SUITE roll
+#define NAME ten_replicas_restarted_one_a_second_with_three_static_seeds_stay_one_fleet
+#define REPLICAS 10
+#define STEADY_MS 10000
 #else
-Test(roll_scale, thirty_two_replicas_restarted_one_a_second_with_three_static_seeds_stay_one_fleet,
-     .timeout = 600)
+#define SUITE roll_scale
+#define NAME thirty_two_replicas_restarted_one_a_second_with_three_static_seeds_stay_one_fleet
+#define REPLICAS 32
+#define STEADY_MS 15000
+#endif
+
+Test(SUITE, NAME, .timeout = 600)
 {
-    roll_options_t o = {.n = 32,
+    roll_options_t o = {.n = REPLICAS,
                         .seeds = 3,
                         .step_ms = 1000,
                         .down_ms = 3000,
-                        .steady_ms = 15000,
-                        .settle_ms = 15000,
+                        .steady_ms = STEADY_MS,
+                        .settle_ms = STEADY_MS,
                         .poll_ms = 500,
                         .ask = 4.8};
     run(&o);
 }
-#endif

@@ -414,6 +414,85 @@ Test(share, an_unknown_divisor_is_bounded_as_the_whole_amount)
     cr_assert_not(d.converged);
 }
 
+/* ---- a restart's memory of the fleet (share_remember, issue 35) ------------------------------ */
+
+/* A core restarted at T0 remembering `remembered` peers, that has seen `f` with `unheard` of
+ * them missing. */
+static share_core_t restarted(fake_view_t *f, uint32_t remembered, uint32_t unheard)
+{
+    share_core_t c = core_at(60 * S, T0);
+    share_remember(&c, remembered, T0);
+    f->v.unheard = unheard;
+    share_update(&c, &f->v, T0);
+    return c;
+}
+
+/* A replica restarted with state knew 9 peers; it has found 4 of them (and itself): the 5 it has
+ * not found may be a fleet of their own beside it. They count in N, with unknown divisors, and
+ * the view claims nothing of the fleet's bound until they are found. */
+Test(share, members_known_before_a_restart_and_not_found_count_in_n_and_keep_the_view_open)
+{
+    fake_view_t f;
+    view_init(&f, 4, 5);
+    share_core_t c = restarted(&f, 9, 5);
+    cfg_limit_t l = share_test_limit(CFG_TYPE_RPM, 1000, 60 * S, 100);
+    share_disclosure_t d = disclosed(&c, &l);
+    cr_assert_eq(d.state, SHARE_ARMED);
+    cr_assert_eq(d.live, 5);
+    cr_assert_eq(d.n, 10, "the five not found count: dividing by 10, not 5");
+    cr_assert_eq(d.unheard, 5);
+    cr_assert_eq(d.divisors_unknown, 5);
+    cr_assert_not(d.converged, "a view short of the fleet it left is not the fleet's");
+    cr_assert_eq(d.sustained_bound, 4 * 200 + 100 + 5 * 1000,
+                 "peers at 5, self at 10, the five unknown bounded as the whole amount each");
+    cr_assert_eq(share_next_deadline(&c), T0 + share_detect_within_ns(&c.cfg.swim, 10, 0));
+
+    /* found: the view is the fleet's again */
+    f.v.unheard = 0;
+    for (size_t i = 5; i <= 9; i++)
+        peer_set(&f, i, SHARE_MEMBER_ALIVE, SHARE_ARMED, 10);
+    for (size_t i = 1; i <= 4; i++)
+        peer_set(&f, i, SHARE_MEMBER_ALIVE, SHARE_ARMED, 10);
+    share_update(&c, &f.v, T0 + S);
+    d = disclosed(&c, &l);
+    cr_assert_eq(d.n, 10);
+    cr_assert_eq(d.unheard, 0);
+    cr_assert(d.converged);
+    cr_assert_eq(d.sustained_bound, 1000);
+    cr_assert_eq(share_next_deadline(&c), INT64_MAX);
+}
+
+/* Members that are gone for good (dead before the restart, not seen since) are waited for no
+ * longer than failure detection would take to drop them. */
+Test(share, members_not_found_are_waited_for_no_longer_than_the_detection_window)
+{
+    fake_view_t f;
+    view_init(&f, 2, 3);
+    share_core_t c = restarted(&f, 4, 2);
+    cr_assert_eq(share_divisor(&c), 5);
+    int64_t window = share_detect_within_ns(&c.cfg.swim, 5, 0);
+    share_update(&c, &f.v, T0 + window - 1);
+    cr_assert_eq(share_divisor(&c), 5);
+    share_update(&c, &f.v, T0 + window);
+    cr_assert_eq(share_divisor(&c), 3);
+    cfg_limit_t l = share_test_limit(CFG_TYPE_RPM, 300, 60 * S, 60);
+    share_disclosure_t d = disclosed(&c, &l);
+    cr_assert_eq(d.unheard, 0);
+    cr_assert(d.converged);
+}
+
+/* A view's figure above what this replica remembered is a shell's mistake: it counts no more. */
+Test(share, unheard_is_at_most_what_was_remembered_and_nothing_without_a_restart)
+{
+    fake_view_t f;
+    view_init(&f, 2, 3);
+    f.v.unheard = 7;
+    share_core_t c = core_seeing(&f, 60 * S); /* nothing remembered */
+    cr_assert_eq(share_divisor(&c), 3);
+    share_core_t r = restarted(&f, 2, 7);
+    cr_assert_eq(share_divisor(&r), 5);
+}
+
 Test(share, an_unarmed_replica_discloses_itself_as_unknown)
 {
     share_core_t c = core_at(60 * S, T0);
