@@ -385,6 +385,12 @@ size_t gov_engine_regions(const gov_engine_t *e, void **addr, size_t *len, size_
  * cap, GOV_ENOMEM. */
 int gov_engine_restore(gov_engine_t *e, size_t limit, const char *key, size_t key_len,
                        int64_t state, int64_t now);
+/* The same for a counter of a snapshot taken at written_ns (wall clock): a share counter
+ * resumes the debt it had then (its TAT as far ahead of now as it was of written_ns), since its
+ * peers spent its share of the downtime; a local one's downtime counts as elapsed (SPEC §11).
+ * gov_engine_restore is this with written_ns = now. */
+int gov_engine_restore_at(gov_engine_t *e, size_t limit, const char *key, size_t key_len,
+                          int64_t state, int64_t written_ns, int64_t now);
 
 /* ---- errors ------------------------------------------------------------------------------ */
 

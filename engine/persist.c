@@ -44,6 +44,32 @@ size_t gov_engine_regions(const gov_engine_t *e, void **addr, size_t *len, size_
 int gov_engine_restore(gov_engine_t *e, size_t limit, const char *key, size_t key_len,
                        int64_t state, int64_t now)
 {
+    return gov_engine_restore_at(e, limit, key, key_len, state, now, now);
+}
+
+/*
+ * A share counter resumes the debt it had when its snapshot was taken (issue 35): the replica's
+ * peers counted it out while it was down (a leave at once, a death within detect_within) and
+ * divided the amount by one fewer, so they spent its share of the downtime; a bucket refilled
+ * for the downtime would spend it again (burst / N more per restart, above the bound the fleet
+ * discloses). So a TAT ahead of the snapshot's time comes back as far ahead of now. A bucket
+ * full at the snapshot stays full. What that gives up: after a crash the dead replica's share
+ * went unused until detection, and this does not hand it back (the fleet under-admits, never
+ * over). docs/share.md, "A restart's counters".
+ */
+static int64_t share_resumed(const cfg_limit_t *l, int64_t state, int64_t written_ns, int64_t now)
+{
+    int64_t resumed;
+    if (l->store != CFG_STORE_SHARE || l->limiter.algorithm != RA_GCRA || state <= written_ns ||
+        now <= written_ns || __builtin_add_overflow(state, now - written_ns, &resumed) ||
+        !ra_state_reachable(&l->limiter, resumed))
+        return state;
+    return resumed;
+}
+
+int gov_engine_restore_at(gov_engine_t *e, size_t limit, const char *key, size_t key_len,
+                          int64_t state, int64_t written_ns, int64_t now)
+{
     if (limit >= e->set->n || e->set->limits[limit].ident.index < 0 ||
         !gov_limit_persists(&e->set->limits[limit].cfg))
         return GOV_EINVAL;
@@ -59,6 +85,7 @@ int gov_engine_restore(gov_engine_t *e, size_t limit, const char *key, size_t ke
      * membership has joined. */
     if (!ra_state_reachable(&l->cfg.limiter, state))
         return GOV_ERANGE;
+    state = share_resumed(&l->cfg, state, written_ns, now);
     if (ra_state_is_idle(&l->cfg.limiter, state, now))
         return 1;
     gov_table_t *t = &e->table;

@@ -697,6 +697,7 @@ typedef struct restore {
     gov_engine_t *e;
     const cfg_config_t *cfg;
     int64_t now;
+    int64_t written; /* the snapshot's written_ns: a share counter resumes its debt of then */
     bool foreign;
     char scope[ST_SCOPE_MAX + 1];
     int16_t to[ST_LIMITS_MAX]; /* snapshot limit -> config index, -1: dropped */
@@ -733,7 +734,7 @@ static void on_counter(void *ctx, uint32_t limit, const char *key, size_t len, i
         r->n->dropped++;
         return;
     }
-    int rc = gov_engine_restore(r->e, (size_t)r->to[limit], key, len, state, r->now);
+    int rc = gov_engine_restore_at(r->e, (size_t)r->to[limit], key, len, state, r->written, r->now);
     if (rc == 0)
         r->n->restored++;
     else if (rc == 1)
@@ -818,7 +819,10 @@ void st_node_restore(st_node_t *n, gov_engine_t *e, const cfg_config_t *cfg, int
         rc = ST_EIO;
     st_header_t h;
     if (!rc) {
-        *r = (restore_t){.n = n, .e = e, .cfg = cfg, .now = now};
+        *r = (restore_t){.n = n, .e = e, .cfg = cfg, .now = now, .written = now};
+        st_header_t head;
+        if (st_dec_header(buf, len, &head, NULL) == 0) /* st_decode checks it again, whole */
+            r->written = head.written_ns;
         st_visit_t v = {.scope = on_scope, .limit = on_limit, .counter = on_counter};
         tt_err_t err;
         if ((rc = st_decode(buf, len, &v, r, &h, &err)) != 0) {
