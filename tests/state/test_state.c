@@ -44,24 +44,26 @@ static void collect(void *ctx, const char *text)
     strncat(metrics, text, sizeof(metrics) - strlen(metrics) - 1);
 }
 
-static void setup(void)
+/* A fresh directory, loop and event record, and `yaml` loaded and armed as the config. */
+static void setup_with(const char *yaml)
 {
     snprintf(dir, sizeof(dir), "/tmp/tt-st-XXXXXX");
     cr_assert_not_null(mkdtemp(dir));
     uv_loop_init(&loop);
     memset(seen, 0, sizeof(seen));
     events[0] = 0;
-    static const char yaml[] = "governance:\n  limits:\n"
-                               "    - { id: hourly, attach: { level: team }, type: rpm, "
-                               "amount: 10, period: 1h }\n"
-                               "    - { id: per_key, attach: { level: key }, type: rpm, "
-                               "amount: 5, period: 1h }\n"
-                               "    - { id: conc, attach: { level: team }, type: concurrency, "
-                               "amount: 3 }\n";
     cfg_report_t rep = {0};
-    cr_assert_eq(cfg_load_string("<test>", yaml, sizeof(yaml) - 1, &cfg, &rep), 0);
+    cr_assert_eq(cfg_load_string("<test>", yaml, strlen(yaml), &cfg, &rep), 0);
     cr_assert_eq(cfg_arm(cfg, &rep), 0);
     cfg_report_free(&rep);
+}
+
+static void setup(void)
+{
+    setup_with("governance:\n  limits:\n"
+               "    - { id: hourly, attach: { level: team }, type: rpm, amount: 10, period: 1h }\n"
+               "    - { id: per_key, attach: { level: key }, type: rpm, amount: 5, period: 1h }\n"
+               "    - { id: conc, attach: { level: team }, type: concurrency, amount: 3 }\n");
 }
 
 static void teardown(void)
@@ -641,4 +643,61 @@ Test(state_node, a_named_file_needs_a_usable_directory)
     uv_run(&loop, UV_RUN_DEFAULT);
     st_node_free(n);
     cr_assert_eq(chmod(dir, 0700), 0);
+}
+
+/* ---- a share counter across a restart (issue 35) ---------------------------------------------
+ * While a replica was down its peers divided by one fewer and spent its share of the rate, so a
+ * counter that came back refilled for the downtime would spend that share a second time: a share
+ * counter resumes the debt it had when the snapshot was taken (docs/share.md, "A restart's
+ * counters"). A local counter's downtime counts as elapsed, as SPEC §11 says. */
+
+static void setup_share(void)
+{
+    setup_with("governance:\n  limits:\n"
+               "    - { id: fleet, attach: { level: team }, type: rpm, amount: 60, period: 1h, "
+               "burst: 60, store: share }\n"
+               "    - { id: node, attach: { level: key }, type: rpm, amount: 60, period: 1h, "
+               "burst: 60 }\n"
+               "shared_state:\n  share: { node_id: r0 }\n");
+}
+
+typedef struct found {
+    int64_t state[2]; /* by limit; 0: not held */
+} found_t;
+
+static void collect_state(void *ctx, size_t limit, const char *key, size_t key_len, int64_t state)
+{
+    found_t *f = ctx;
+    if (limit < 2)
+        f->state[limit] = state;
+}
+
+Test(state_share, a_share_counter_resumes_its_debt_after_the_downtime_and_a_local_one_refills,
+     .init = setup_share, .fini = teardown, .timeout = 60)
+{
+    /* one unit is 60 s here (60 an hour) and the tolerance an hour: a TAT 50 s ahead is a debt
+     * of 50 s, which 30 s of downtime would refill to 20 s */
+    const int64_t S = 1000000000, t0 = INT64_C(1700000000) * S;
+    gov_engine_t *e = engine(0);
+    int64_t written = t0, tat = t0 + 50 * S, now = t0 + 30 * S;
+    cr_assert_eq(gov_engine_restore(e, 0, "t-1", 3, tat, written), 0);
+    cr_assert_eq(gov_engine_restore(e, 1, "k-1", 3, tat, written), 0);
+    st_node_t *n = node(0);
+    st_node_start(n, e, &cfg);
+    st_node_stop(n, true, written); /* the snapshot at SIGTERM */
+    uv_run(&loop, UV_RUN_DEFAULT);
+    st_node_free(n);
+    gov_engine_destroy(e);
+
+    e = engine(0);
+    n = node(0);
+    st_node_restore(n, e, cfg, now);
+    found_t f = {{0, 0}};
+    gov_engine_each_counter(e, now, collect_state, &f);
+    cr_assert_eq(f.state[0], tat + 30 * S,
+                 "the share counter came back %lld s ahead of now, not 50: refilled for the "
+                 "downtime its peers spent",
+                 (long long)((f.state[0] - now) / S));
+    cr_assert_eq(f.state[1], tat, "a local counter's downtime counts as elapsed");
+    finish(n, e);
 }
