@@ -109,7 +109,7 @@ static int make_netns(fleet_t *f)
         snprintf(r->veth, sizeof(r->veth), "tts%dh%d", pid % 100000, i);
         snprintf(peer, sizeof(peer), "tts%dn%d", pid % 100000, i);
         snprintf(r->ip, sizeof(r->ip), "10.77.0.%d", i + 1);
-        char cidr[32];
+        char cidr[sizeof(r->ip) + 4];
         snprintf(cidr, sizeof(cidr), "%s/24", r->ip);
         if (RUN("ip", "netns", "add", r->ns) != 0 ||
             RUN("ip", "link", "add", r->veth, "type", "veth", "peer", "name", peer) != 0 ||
@@ -150,9 +150,10 @@ static void make_loopback(fleet_t *f)
     for (int i = 0; i < f->n; i++) {
         fleet_replica_t *r = &f->r[i];
         r->ns[0] = r->veth[0] = '\0';
-        snprintf(r->ip, sizeof(r->ip), "127.%d.%d.%d", 1 + (pid / 250) % 250, pid % 250, i + 1);
+        int a = 1 + (pid / 250) % 250, b = pid % 250;
+        snprintf(r->ip, sizeof(r->ip), "127.%d.%d.%d", a, b, i + 1);
+        snprintf(r->http, sizeof(r->http), "127.%d.%d.%d:%d", a, b, i + 1, FLEET_HTTP_PORT);
         r->port = FLEET_GOSSIP_PORT;
-        snprintf(r->http, sizeof(r->http), "%s:%d", r->ip, FLEET_HTTP_PORT);
     }
 }
 
