@@ -302,3 +302,33 @@ Test(cmd_validate, json_prints_every_finding_with_its_position_and_code)
     cr_assert(strstr(r.out, "{\"severity\":\"warning\",\"code\":null,"), "%s", r.out);
     done(&r);
 }
+
+#define REDIS "shared_state:\n  redis: { address: \"127.0.0.1:6379\", "
+
+Test(cmd_validate, arm_refuses_a_missing_redis_password_file_as_serve_does)
+{
+    host_t h;
+    host_config(&h, SERVER REDIS "password_file: %1$s/redis-password }\n");
+    both_refuse(&h, "Error: shared_state.redis.password_file: cannot read %s/redis-password: No "
+                    "such file or directory\n");
+    host_done(&h);
+}
+
+Test(cmd_validate, arm_refuses_an_empty_redis_password_file_as_serve_does)
+{
+    host_t h;
+    host_config(&h, SERVER REDIS "password_file: %1$s/redis-password }\n");
+    host_file(&h, "redis-password", "\n");
+    both_refuse(&h, "Error: shared_state.redis.password_file: %s/redis-password: it is empty");
+    host_done(&h);
+}
+
+Test(cmd_validate, arm_refuses_a_redis_ca_file_that_is_no_certificate_as_serve_does)
+{
+    host_t h;
+    host_config(&h, SERVER REDIS "tls: { ca_file: %1$s/ca.pem } }\n");
+    host_file(&h, "ca.pem", "not a certificate\n");
+    both_refuse(&h,
+                "Error: shared_state.redis.tls.ca_file: %s/ca.pem: cannot load CA certificates");
+    host_done(&h);
+}
