@@ -91,6 +91,19 @@ int rds_credentials_from_config(const cfg_redis_t *redis, rds_credentials_t *out
     return rc;
 }
 
+int rds_tls_check(const cfg_redis_t *redis, tt_err_t *err)
+{
+    if (!redis->tls.present)
+        return 0;
+    rds_options_t o;
+    rds_tls_options_t tls;
+    rds_options_from_config(redis, &o, &tls);
+    rds_tls_t *t;
+    int rc = rds_tls_new(&tls, &t, err);
+    rds_tls_free(t);
+    return rc;
+}
+
 void rds_gov_set_credentials(rds_gov_t *g, const rds_credentials_t *c)
 {
     if (g->store != NULL)

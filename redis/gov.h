@@ -27,6 +27,11 @@ void rds_options_from_config(const cfg_redis_t *redis, rds_options_t *out, rds_t
  * and again at every reload (the caller wipes *out when done with it). */
 int rds_credentials_from_config(const cfg_redis_t *redis, rds_credentials_t *out, tt_err_t *err);
 
+/* Whether shared_state.redis.tls can be used as configured: its files load and agree (the
+ * store's own loader, rds_tls_new, whose context is then dropped). 0, or RDS_ETLS naming the
+ * field and OpenSSL's reason. For validate --arm and serve's checks before it listens. */
+int rds_tls_check(const cfg_redis_t *redis, tt_err_t *err);
+
 /* A reload's commit: the next connections authenticate with `c` (copied). */
 void rds_gov_set_credentials(rds_gov_t *g, const rds_credentials_t *c);
 

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "gov.h" /* redis/: the store's own readers of its files */
 #include "mb.h"
 #include "srv.h"
 #include "state.h"
@@ -60,6 +61,12 @@ int srv_preflight(const cfg_config_t *cfg, const char *socket_flag, bool serving
         mb_keyring_t kr;
         check(&f, mb_keyring_read(sh->keyring_file, &kr, &err), &err);
         mb_keyring_wipe(&kr);
+    }
+    if (cfg->redis.present) { /* the password files and the TLS files, as the store reads them */
+        rds_credentials_t cred;
+        check(&f, rds_credentials_from_config(&cfg->redis, &cred, &err), &err);
+        rds_credentials_wipe(&cred);
+        check(&f, rds_tls_check(&cfg->redis, &err), &err);
     }
     char detail[200];
     if (!serving && cfg->server.state_dir[0] &&

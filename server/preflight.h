@@ -7,6 +7,8 @@
  *   - the listeners' addresses: server.http, shared_state.share.bind and .advertise are numeric
  *     ip:port (mb_want_addr: the parser the listeners bind with);
  *   - the gossip keyring: shared_state.share.keyring_file read and parsed (mb_keyring_read);
+ *   - the redis store's files: password_file and sentinel_password_file read
+ *     (rds_credentials_from_config, then wiped), the tls files loaded (rds_tls_check);
  *   - the state directory (st_dir_check): unusable, the daemon runs without state, so this is
  *     a warning; the daemon itself leaves it to st_node_open, which runs the same check and logs.
  * The host is this one, the user the caller: run `validate --arm` where and as whom the daemon
