@@ -340,6 +340,12 @@ static void feed(rds_conn_t *c, const char *data, size_t len)
     }
 }
 
+void rds__conn_feed(rds_conn_t *c, const char *data, size_t len)
+{
+    if (!c->closing)
+        feed(c, data, len);
+}
+
 static void tls_handshake(rds_conn_t *c);
 
 static void tls_read(rds_conn_t *c)

@@ -204,6 +204,10 @@ void rds__replies_attach(rds_replies_t *r, redisReader *reader);
 /* After a reply was handled: its objects are done with. */
 void rds__replies_done(rds_replies_t *r);
 
+/* conn.c: bytes handed to a connection's reader as if read from its socket (plaintext), for the
+ * fuzz target (tests/fuzz/fuzz_redis_conn.c), which has no server. */
+void rds__conn_feed(rds_conn_t *c, const char *data, size_t len);
+
 /* topology.c */
 int rds__topology_parse(rds_store_t *s, const rds_options_t *o, tt_err_t *err);
 void rds__topology_start(rds_store_t *s);
