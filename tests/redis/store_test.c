@@ -38,6 +38,13 @@ bool rs_failed_twice(void *store)
     return st.disconnects >= 2;
 }
 
+static bool failed_thrice(void *store)
+{
+    rds_stats_t st;
+    rds_store_stats(store, &st);
+    return st.disconnects >= 3;
+}
+
 static void on_done(void *arg, const rds_outcome_t *o)
 {
     rs_tally_t *t = arg;
@@ -79,7 +86,7 @@ long long rs_dbsize(const rh_server_t *server)
 void rs_expect_refused(uv_loop_t *loop, rds_store_t *s, rs_events_t *e, const rh_server_t *server,
                        const char *address, const char *want)
 {
-    cr_assert(rh_run_until(loop, rs_failed_twice, s, 10000), "did not fail its handshakes");
+    cr_assert(rh_run_until(loop, failed_thrice, s, 10000), "did not fail its handshakes");
     rds_stats_t st;
     rds_store_stats(s, &st);
     cr_assert_not(st.ready);
@@ -87,7 +94,9 @@ void rs_expect_refused(uv_loop_t *loop, rds_store_t *s, rs_events_t *e, const rh
     cr_assert(strstr(st.last_error, want), "want \"%s\": %s", want, st.last_error);
     cr_assert_null(strstr(st.last_error, "secret"), "a password leaked: %s", st.last_error);
     cr_assert_str_eq(e->last, st.last_error);
-    cr_assert_eq(e->node_down, 1, "told %d times: %s", e->node_down, e->last);
+    /* a reason is told once while it repeats; on a loaded machine a handshake may also miss its
+     * deadline now and then, a second reason, so: fewer tellings than failures */
+    cr_assert(e->node_down >= 1 && e->node_down < 3, "told %d times: %s", e->node_down, e->last);
     cr_assert_eq(e->up, 0);
     rs_tally_t t = {0};
     cr_assert_eq(rs_steps(loop, s, "team:refused", 1, &t), RDS_EUNAVAILABLE);

@@ -24,6 +24,37 @@
 static rc_cluster_t cluster;
 static uv_loop_t loop;
 
+#ifdef TT_CLUSTER_TLS
+/* test_redis_cluster_tls: the same tests on a cluster the store reaches over TLS with a
+ * password (CLUSTER SLOTS and MOVED then name the TLS ports); the checks use the plain ports */
+#include "certs.h"
+static rt_certs_t certs;
+
+static void setup(void)
+{
+    uv_loop_init(&loop);
+    cr_assert_eq(rt_certs_make(&certs), 0);
+    rc_options_t o = {.password = "cluster-pw",
+                      .cert = certs.server.pem,
+                      .key = certs.server.key,
+                      .ca = certs.ca};
+    cr_assert_eq(rc_start_with(&cluster, &o), 0, "the cluster did not start");
+}
+
+static void teardown(void)
+{
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(&loop), 0, "a handle was left open");
+    rc_stop(&cluster);
+    rt_certs_remove(&certs);
+}
+
+/* Node i as the store names it: its TLS address. */
+static const char *store_name(int i)
+{
+    return cluster.tls_address[i];
+}
+#else
 static void setup(void)
 {
     uv_loop_init(&loop);
@@ -37,6 +68,12 @@ static void teardown(void)
     rc_stop(&cluster);
 }
 
+static const char *store_name(int i)
+{
+    return cluster.node[i].address;
+}
+#endif
+
 TestSuite(cluster, .init = setup, .fini = teardown, .timeout = 90);
 
 static rds_store_t *open_cluster(int64_t timeout_ns)
@@ -47,6 +84,12 @@ static rds_store_t *open_cluster(int64_t timeout_ns)
                        .backoff_max_ns = 100 * MS};
     for (int i = 0; i < 3; i++)
         o.cluster[i] = cluster.seeds[i];
+#ifdef TT_CLUSTER_TLS
+    rds_credentials_t cred = {.redis = {.password = "cluster-pw", .password_len = 10}};
+    rds_tls_options_t tls = {.ca_file = certs.ca, .server_name = "redis.test", .verify = true};
+    o.credentials = &cred;
+    o.tls = &tls;
+#endif
     return rs_store_new(&loop, &o);
 }
 
@@ -249,9 +292,19 @@ Test(cluster, a_resharding_under_load_is_followed_through_moved_and_ask_losing_n
     keys_in_low_slots(l, 400, 300);
     driver_t d;
     drive(&d, l, 32);
-    const char *argv[] = {"redis-cli",       "--cluster", "reshard",       cluster.node[0].address,
-                          "--cluster-from",  from,        "--cluster-to",  to,
-                          "--cluster-slots", "300",       "--cluster-yes", NULL};
+    const char *argv[24] = {"redis-cli"};
+    int n = 1;
+#ifdef TT_CLUSTER_TLS
+    /* over TLS, so that the nodes it reads (and has MIGRATE to) are named by their TLS ports */
+    const char *tls[] = {"--tls", "--cacert",       certs.ca,
+                         "-a",    cluster.password, "--no-auth-warning"};
+    for (size_t i = 0; i < sizeof(tls) / sizeof(tls[0]); i++)
+        argv[n++] = tls[i];
+#endif
+    const char *rest[] = {
+        "--cluster", "reshard",         store_name(0), "--cluster-from", from, "--cluster-to",
+        to,          "--cluster-slots", "300",         "--cluster-yes",  NULL};
+    memcpy(argv + n, rest, sizeof(rest));
     program_t reshard = {.status = -2};
     cr_assert_eq(rh_spawn_program(argv, &reshard.pid), 0);
     bool ended = rh_run_until(&loop, program_ended, &reshard, 60000);
@@ -418,11 +471,10 @@ Test(cluster, a_primary_killed_follows_the_posture_then_resumes_on_its_promoted_
     cr_assert(rh_run_until(&loop, rs_ready, s, 5000), "the store is whole again");
     rds_node_stats_t nodes[8];
     size_t n = rds_store_nodes(s, nodes, 8);
-    char promoted_at[32];
-    snprintf(promoted_at, sizeof(promoted_at), "127.0.0.1:%d", cluster.node[f.promoted].port);
+    const char *promoted_at = store_name(f.promoted);
     bool found = false;
     for (size_t i = 0; i < n && i < 8; i++) {
-        cr_assert_str_neq(nodes[i].node, cluster.node[0].address, "the dead primary is dropped");
+        cr_assert_str_neq(nodes[i].node, store_name(0), "the dead primary is dropped");
         found = found || strcmp(nodes[i].node, promoted_at) == 0;
     }
     cr_assert(found, "the promoted replica is connected");
@@ -439,7 +491,8 @@ static int replica_of(int primary)
         bool mine = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
                     strcmp(r->element[0]->str, "slave") == 0 &&
                     r->element[2]->type == REDIS_REPLY_INTEGER &&
-                    r->element[2]->integer == cluster.node[primary].port;
+                    (r->element[2]->integer == cluster.node[primary].port || /* or the TLS port */
+                     r->element[2]->integer == atoi(strrchr(store_name(primary), ':') + 1));
         freeReplyObject(r);
         if (c)
             redisFree(c);
@@ -492,7 +545,7 @@ Test(cluster, the_map_follows_a_failover_on_its_own_with_no_call_made)
         done = rh_run_until(&loop, promoted_everywhere, who, 8000);
     }
     cr_assert(done, "the failover never happened");
-    promoted_t p = {s, cluster.node[replica].address};
+    promoted_t p = {s, store_name(replica)};
     cr_assert(rh_run_until(&loop, store_uses, &p, 15000),
               "the store did not learn of the new primary without a call");
     rds_stats_t before;

@@ -20,6 +20,33 @@
 static rh_server_t server;
 static uv_loop_t loop;
 
+#ifdef TT_STORE_TLS
+/* test_redis_store_tls: the same tests with the store over TLS (the server's tls-port, verified
+ * against the test's CA); the fake servers stay plain unix sockets */
+#include "certs.h"
+static rt_certs_t certs;
+static const char *tls_args[16];
+static char tls_storage[512], tls_address[32];
+#define STORE_ADDRESS tls_address
+
+static void setup(void)
+{
+    uv_loop_init(&loop);
+    cr_assert_eq(rt_certs_make(&certs), 0);
+    int port = rh_free_port();
+    rt_server_args(&certs, &certs.server, port, "optional", tls_args, tls_storage);
+    snprintf(tls_address, sizeof(tls_address), "127.0.0.1:%d", port);
+    cr_assert_eq(rh_start_with(&server, tls_args, NULL), 0, "redis-server did not start");
+}
+
+static void teardown(void)
+{
+    cr_assert_eq(rh_suite_stop(&server, &loop), 0, "a handle was left open");
+    rt_certs_remove(&certs);
+}
+#else
+#define STORE_ADDRESS server.address
+
 static void setup(void)
 {
     cr_assert_eq(rh_suite_start(&server, &loop), 0, "redis-server did not start");
@@ -29,6 +56,7 @@ static void teardown(void)
 {
     cr_assert_eq(rh_suite_stop(&server, &loop), 0, "a handle was left open");
 }
+#endif
 
 TestSuite(store, .init = setup, .fini = teardown, .timeout = 60);
 
@@ -55,6 +83,11 @@ static rds_store_t *open_store(const char *address, int64_t timeout_ns)
                        .timeout_ns = timeout_ns,
                        .backoff_min_ns = 10 * MS,
                        .backoff_max_ns = 100 * MS};
+#ifdef TT_STORE_TLS
+    rds_tls_options_t tls = {.ca_file = certs.ca, .verify = true};
+    if (strcmp(address, tls_address) == 0)
+        o.tls = &tls;
+#endif
     rds_store_t *s;
     tt_err_t err;
     cr_assert_eq(rds_store_new(&loop, &o, &s, &err), 0, "%s", err.message);
@@ -130,7 +163,7 @@ static ra_limiter_t team_rpm(void) /* 300/1m burst 60: T = 200 ms, tau = 12 s */
 
 Test(store, decides_through_redis_and_denies_past_the_burst)
 {
-    rds_store_t *s = open_store(server.address, 500 * MS);
+    rds_store_t *s = open_store(STORE_ADDRESS, 500 * MS);
     cr_assert(run_until(is_ready, s, 5000), "never became ready");
     ra_limiter_t l = team_rpm();
     tally_t t = {0};
@@ -167,8 +200,8 @@ Test(store, a_unix_socket_address_works_too)
 
 Test(store, two_stores_on_one_redis_enforce_one_counter)
 {
-    rds_store_t *a = open_store(server.address, 500 * MS);
-    rds_store_t *b = open_store(server.address, 500 * MS);
+    rds_store_t *a = open_store(STORE_ADDRESS, 500 * MS);
+    rds_store_t *b = open_store(STORE_ADDRESS, 500 * MS);
     cr_assert(run_until(is_ready, a, 5000) && run_until(is_ready, b, 5000));
     ra_limiter_t l = team_rpm();
     tally_t t = {0};
@@ -188,7 +221,7 @@ Test(store, two_stores_on_one_redis_enforce_one_counter)
 Test(store, refuses_at_once_while_not_connected)
 {
     rh_kill(&server);
-    rds_store_t *s = open_store(server.address, 50 * MS);
+    rds_store_t *s = open_store(STORE_ADDRESS, 50 * MS);
     ra_limiter_t l = team_rpm();
     tally_t t = {0};
     cr_assert_eq(send_step(s, &l, "team:a", &t), RDS_EUNAVAILABLE);
@@ -209,7 +242,7 @@ static bool killed_and_answered(void *arg)
 Test(store, redis_killed_mid_load_fails_within_the_timeout_then_reconnects_and_resumes)
 {
     const int64_t timeout = 100 * MS;
-    rds_store_t *s = open_store(server.address, timeout);
+    rds_store_t *s = open_store(STORE_ADDRESS, timeout);
     cr_assert(run_until(is_ready, s, 5000));
     ra_limiter_t l;
     ra_limiter_init(&l, RA_GCRA, 1000000, 60000 * MS, 1000000);
@@ -248,7 +281,7 @@ static bool a_reconnect_failed(void *arg)
 
 Test(store, a_redis_down_through_several_reconnect_attempts_is_found_again)
 {
-    rds_store_t *s = open_store(server.address, 50 * MS);
+    rds_store_t *s = open_store(STORE_ADDRESS, 50 * MS);
     cr_assert(run_until(is_ready, s, 5000));
     rh_kill(&server);
     cr_assert(run_until(is_not_ready, s, 2000));
@@ -262,7 +295,7 @@ Test(store, a_redis_down_through_several_reconnect_attempts_is_found_again)
 Test(store, a_paused_redis_times_out_and_the_stalled_connection_is_remade)
 {
     const int64_t timeout = 80 * MS;
-    rds_store_t *s = open_store(server.address, timeout);
+    rds_store_t *s = open_store(STORE_ADDRESS, timeout);
     cr_assert(run_until(is_ready, s, 5000));
     ra_limiter_t l = team_rpm();
     rh_pause(&server, true);
@@ -284,7 +317,7 @@ Test(store, a_paused_redis_times_out_and_the_stalled_connection_is_remade)
 
 Test(store, a_key_holding_garbage_is_an_error_not_a_decision)
 {
-    rds_store_t *s = open_store(server.address, 500 * MS);
+    rds_store_t *s = open_store(STORE_ADDRESS, 500 * MS);
     cr_assert(run_until(is_ready, s, 5000));
     ra_limiter_t l = team_rpm();
     char key[RDS_KEY_MAX];
@@ -322,7 +355,7 @@ Test(store, in_flight_calls_are_bounded)
 
 Test(store, closing_answers_every_call_in_flight)
 {
-    rds_store_t *s = open_store(server.address, 500 * MS);
+    rds_store_t *s = open_store(STORE_ADDRESS, 500 * MS);
     cr_assert(run_until(is_ready, s, 5000));
     ra_limiter_t l = team_rpm();
     tally_t t = {0};
@@ -379,7 +412,7 @@ static void expect_each_answered_once(const once_t *x, int n)
 
 Test(store, pipelined_calls_share_script_calls_and_are_decided_in_order)
 {
-    rds_store_t *s = open_store(server.address, 2000 * MS);
+    rds_store_t *s = open_store(STORE_ADDRESS, 2000 * MS);
     cr_assert(run_until(is_ready, s, 5000));
     ra_limiter_t l = team_rpm(); /* burst 60 */
     once_t x[100] = {0};
@@ -409,7 +442,7 @@ static bool a_client_postponed(void *arg)
 
 Test(store, a_batch_across_a_connection_loss_answers_each_call_once)
 {
-    rds_store_t *s = open_store(server.address, 2000 * MS);
+    rds_store_t *s = open_store(STORE_ADDRESS, 2000 * MS);
     cr_assert(run_until(is_ready, s, 5000));
     ra_limiter_t l = team_rpm();
     /* Redis reads the batches but runs no script until the pause ends, so they are in flight
@@ -462,7 +495,7 @@ Test(store, bad_addresses_are_named)
 
 Test(store, a_batch_timed_out_answers_each_call_once)
 {
-    rds_store_t *s = open_store(server.address, 80 * MS);
+    rds_store_t *s = open_store(STORE_ADDRESS, 80 * MS);
     cr_assert(run_until(is_ready, s, 5000));
     ra_limiter_t l = team_rpm();
     rh_pause(&server, true);
@@ -482,7 +515,7 @@ Test(store, a_batch_timed_out_answers_each_call_once)
 
 Test(store, a_batch_answered_noscript_is_sent_again_as_eval_and_each_call_answered_once)
 {
-    rds_store_t *s = open_store(server.address, 2000 * MS);
+    rds_store_t *s = open_store(STORE_ADDRESS, 2000 * MS);
     cr_assert(run_until(is_ready, s, 5000));
     redisContext *c = rh_connect(&server);
     freeReplyObject(redisCommand(c, "SCRIPT FLUSH"));
@@ -518,7 +551,7 @@ static bool redis_is_busy(void *arg)
 
 Test(store, a_batch_answered_busy_answers_each_call_once_with_the_error)
 {
-    rds_store_t *s = open_store(server.address, 2000 * MS);
+    rds_store_t *s = open_store(STORE_ADDRESS, 2000 * MS);
     cr_assert(run_until(is_ready, s, 5000));
     redisContext *c = rh_connect(&server);
     freeReplyObject(redisCommand(c, "CONFIG SET busy-reply-threshold 10"));
@@ -902,7 +935,7 @@ static int active_idle_handles(void)
  * batch is open, else the daemon spins. */
 Test(store, the_flush_idle_handle_runs_only_while_a_batch_is_open)
 {
-    rds_store_t *s = open_store(server.address, 2000 * MS);
+    rds_store_t *s = open_store(STORE_ADDRESS, 2000 * MS);
     cr_assert(run_until(is_ready, s, 5000));
     cr_assert_eq(active_idle_handles(), 0, "idle before any call");
     ra_limiter_t l = team_rpm();
