@@ -5,16 +5,18 @@
  * waiting for its reply; 64: pipelined), each completion sends the next.
  *
  *   bench_redis ADDRESS [--depth N] [--seconds S] [--algorithm gcra|fixed_window|sliding_window]
- *               [--keys K]
+ *               [--keys K] [--tls CA_FILE]
  *
  * ADDRESS is host:port or a unix socket path, or cluster:HOST:PORT[,HOST:PORT...] for the seeds
- * of a Redis Cluster (bench/bench_cluster.sh runs one beside a single Redis). Prints one line
- * of results.
+ * of a Redis Cluster (bench/bench_cluster.sh runs one beside a single Redis). --tls speaks TLS,
+ * verifying the server against CA_FILE (bench/bench_tls.sh runs both beside each other). Prints
+ * one line of results, with this process's CPU per decision (the daemon's side of it).
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "gov.h"
@@ -99,7 +101,7 @@ int main(int argc, char **argv)
                         "[--algorithm A] [--keys K]\n");
         return 64;
     }
-    const char *address = argv[1], *alg = "gcra";
+    const char *address = argv[1], *alg = "gcra", *ca = NULL;
     int depth = 1, keys = 1000;
     double seconds = 3;
     for (int i = 2; i + 1 < argc; i += 2) {
@@ -111,6 +113,8 @@ int main(int argc, char **argv)
             alg = argv[i + 1];
         else if (strcmp(argv[i], "--keys") == 0)
             keys = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--tls") == 0)
+            ca = argv[i + 1];
     }
     if (depth < 1 || depth > 4096 || keys < 1 || seconds <= 0) {
         fprintf(stderr, "bench_redis: depth 1..4096, keys >= 1, seconds > 0\n");
@@ -140,7 +144,8 @@ int main(int argc, char **argv)
     }
     uv_loop_t *loop = uv_default_loop();
     rds_gov_t g;
-    rds_options_t o = {.timeout_ns = 1000 * INT64_C(1000000)};
+    rds_tls_options_t tls = {.ca_file = ca, .verify = true};
+    rds_options_t o = {.timeout_ns = 1000 * INT64_C(1000000), .tls = ca ? &tls : NULL};
     char seeds[1024];
     if (strncmp(address, "cluster:", 8) == 0) { /* seeds, comma-separated */
         snprintf(seeds, sizeof(seeds), "%s", address + 8);
@@ -170,6 +175,8 @@ int main(int argc, char **argv)
     }
     bench_t b = {.e = e, .loop = loop, .keys = keys};
     slot_t *slots = calloc((size_t)depth, sizeof(*slots));
+    struct rusage before, after;
+    getrusage(RUSAGE_SELF, &before);
     uint64_t start = uv_hrtime();
     b.stop_at_ns = start + (uint64_t)(seconds * 1e9);
     b.in_flight = depth;
@@ -180,12 +187,20 @@ int main(int argc, char **argv)
     while (b.in_flight > 0)
         uv_run(loop, UV_RUN_ONCE);
     double took = (double)(uv_hrtime() - start) / 1e9;
+    getrusage(RUSAGE_SELF, &after);
+    double cpu = (double)(after.ru_utime.tv_sec - before.ru_utime.tv_sec + after.ru_stime.tv_sec -
+                          before.ru_stime.tv_sec) *
+                     1e6 +
+                 (double)(after.ru_utime.tv_usec - before.ru_utime.tv_usec +
+                          after.ru_stime.tv_usec - before.ru_stime.tv_usec);
     rds_stats_t st;
     rds_store_stats(g.store, &st);
-    printf("redis store%s, %s, depth %d, %d keys: %.0f decisions/s (%" PRIu64 " in %.2f s; "
-           "%" PRIu64 " admitted, %" PRIu64 " not answered by redis, %" PRIu64 " timeouts)\n",
-           o.n_cluster ? " (cluster)" : "", alg, depth, keys, (double)b.done / took, b.done, took,
-           b.admitted, b.failed, st.timeouts);
+    printf("redis store%s%s, %s, depth %d, %d keys: %.0f decisions/s (%" PRIu64 " in %.2f s; "
+           "%" PRIu64 " admitted, %" PRIu64 " not answered by redis, %" PRIu64 " timeouts); "
+           "%.2f us CPU per decision\n",
+           o.n_cluster ? " (cluster)" : "", ca ? " over TLS" : "", alg, depth, keys,
+           (double)b.done / took, b.done, took, b.admitted, b.failed, st.timeouts,
+           b.done ? cpu / (double)b.done : 0);
     rds_gov_close(&g);
     uv_run(loop, UV_RUN_DEFAULT);
     gov_engine_destroy(e);
