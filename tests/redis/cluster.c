@@ -125,7 +125,7 @@ static const char *const *node_args(rc_cluster_t *c, int i, const rc_options_t *
         int port;
         do /* the cluster bus listens 10000 above the TLS port, which Redis wants <= 55535 */
             port = rh_free_port();
-        while (port > 55535);
+        while (port > 55535 || !rh_port_free(port + 10000));
         snprintf(c->storage[i], sizeof(c->storage[i]), "%d", port);
         snprintf(c->tls_address[i], sizeof(c->tls_address[i]), "127.0.0.1:%d", port);
         const char *tls[] = {"--tls-port",         c->storage[i], "--tls-cert-file",    o->cert,
@@ -154,7 +154,12 @@ int rc_start_with(rc_cluster_t *c, const rc_options_t *o)
     argv[n++] = "--cluster";
     argv[n++] = "create";
     for (int i = 0; i < RC_NODES; i++) {
-        if (rh_start_with(&c->node[i], node_args(c, i, o), NULL) != 0) {
+        /* with TLS, a node that did not start may have met its bus port (TLS port + 10000)
+         * taken: node_args draws another TLS port each time */
+        int started = -1;
+        for (int attempt = 0; attempt < (o->cert ? 5 : 1) && started != 0; attempt++)
+            started = rh_start_with(&c->node[i], node_args(c, i, o), NULL);
+        if (started != 0) {
             fprintf(stderr, "cluster node %d did not start\n", i);
             rc_stop(c);
             return -1;

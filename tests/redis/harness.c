@@ -39,6 +39,18 @@ int rh_free_port(void)
     return port;
 }
 
+bool rh_port_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
 static bool answers_ping(const rh_server_t *s)
 {
     redisContext *c = rh_connect(s);

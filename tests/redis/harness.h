@@ -28,6 +28,9 @@ typedef struct rh_server {
 /* A loopback port the kernel just handed out (for a second port of a server: tls-port). */
 int rh_free_port(void);
 
+/* Whether `port` on loopback can be bound right now (a cluster's bus port, 10000 above). */
+bool rh_port_free(int port);
+
 /* Starts a server and waits (at most 10 s) until it answers PING. 0 or -1. */
 int rh_start(rh_server_t *s);
 
