@@ -263,3 +263,28 @@ Test(asks, a_charged_window_overrun_is_a_denial_with_a_retry)
     cr_expect(retry && strcmp(retry, "40") == 0, "Retry-After: %s", retry ? retry : "(none)");
     gov_engine_destroy(e);
 }
+
+/* A combination's key longer than the table's largest chunk (two ids of 200 bytes): counted like
+ * any other, without touching memory beyond the id arena's size classes. */
+Test(combo, a_combination_of_long_ids_is_counted)
+{
+    cfg_limit_t ls[] = {rpm("pair", "a,b", 2, MIN, 0), rpm("other", "a", 5, MIN, 0)};
+    gov_engine_t *e = mk_engine(ls, 2, true);
+    char x[201], y[201];
+    memset(x, 'x', 200);
+    memset(y, 'y', 200);
+    x[200] = y[200] = '\0';
+    gov_subject_t s;
+    subj(&s, "a", x, "b", y, NULL);
+    gov_result_t r = decide(e, &s, GOV_NO_TOKENS, T0);
+    cr_assert(r.admit);
+    r = decide(e, &s, GOV_NO_TOKENS, T0);
+    cr_assert(r.admit);
+    r = decide(e, &s, GOV_NO_TOKENS, T0);
+    cr_assert_not(r.admit, "the pair's counter holds 2");
+    cr_assert_str_eq(r.limit, "pair");
+    y[0] = 'z'; /* another pair: its own counter */
+    subj(&s, "a", x, "b", y, NULL);
+    cr_assert(decide(e, &s, GOV_NO_TOKENS, T0).admit);
+    gov_engine_destroy(e);
+}
