@@ -6,6 +6,7 @@
  * Ownership: the engine owns the live configuration generation (gen.c), the counter table,
  * the lease pool and every pending request's memory; it borrows the hooks' contexts.
  */
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,8 @@ int gov_engine_create(gov_engine_t **out, const gov_options_t *opt, const cfg_li
                       size_t n, bool disclose, tt_err_t *err)
 {
     *out = NULL;
+    if (sodium_init() < 0) /* the folded keys' hash (gov__key_fold); safe to call again */
+        return tt_err_set(err, GOV_ENOMEM, "", "libsodium could not be initialised");
     gov_options_t o = opt ? *opt : (gov_options_t){0};
     if (!o.max_counters)
         o.max_counters = GOV_DEFAULT_MAX_COUNTERS;

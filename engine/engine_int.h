@@ -29,6 +29,8 @@
 #define RECLAIM_AT_CAP 1024 /* slots examined before an operation at the cap */
 /* A combination's counter key: each id as a 2-byte big-endian length and its bytes. */
 #define COMBO_KEY_MAX (CFG_ATTACH_LEVELS_MAX * (2 + GOV_ID_MAX))
+#define GOV_KEY_DIGEST 32 /* bytes of the BLAKE2b that ends a folded counter key */
+_Static_assert(GOV_ID_MAX == GOV_KEY_MAX, "a subject id fits the counter table as it is");
 
 #define TYPE_BIT(t) (1u << (t))
 #define RATE_TYPES (TYPE_BIT(CFG_TYPE_RPM) | TYPE_BIT(CFG_TYPE_TPM))
@@ -176,6 +178,15 @@ void gov__probes_select(probe_t *p, size_t *n, const gov_probe_set_t *keep,
 
 /* Builds set->index from its limits and levels; -1 when out of memory. */
 int gov__set_index(gov_set_t *set);
+
+/*
+ * A counter key longer than the counter table holds (GOV_ID_MAX bytes: its id arena's largest
+ * chunk, the snapshot's key bound) is folded in place to exactly GOV_ID_MAX bytes: its first
+ * GOV_ID_MAX - GOV_KEY_DIGEST bytes and a BLAKE2b of all of it (libsodium's generichash, the
+ * same on every replica and across restarts). Two long keys share a counter only if BLAKE2b
+ * collides. Returns the length to use; shorter keys are left as they are.
+ */
+size_t gov__key_fold(char *key, size_t len);
 
 /* Resolves the subject against `set` and collects the limits of `types` that apply, in config
  * order. A negative GOV_E* code with out->error on a malformed subject. */

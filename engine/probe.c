@@ -4,6 +4,7 @@
  * its one key), the limiter in force for each, and its local counter. Shared by decide, settle
  * and acquire.
  */
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,16 @@
 #include "engine_int.h"
 
 static const uint8_t no_key[1] = {0};
+
+size_t gov__key_fold(char *key, size_t len)
+{
+    if (len <= GOV_ID_MAX)
+        return len;
+    unsigned char digest[GOV_KEY_DIGEST];
+    crypto_generichash(digest, sizeof(digest), (const unsigned char *)key, len, NULL, 0);
+    memcpy(key + GOV_ID_MAX - GOV_KEY_DIGEST, digest, GOV_KEY_DIGEST);
+    return GOV_ID_MAX;
+}
 
 /* For each subject pair, the config level it names (index into gov_set_t.levels) or -1. */
 typedef struct gov_resolved {
@@ -201,7 +212,8 @@ static inline __attribute__((always_inline)) int add(gov_set_t *set, const gov_s
     if (l->n_levels > 1) {
         q->pair = -1;
         q->key = set->combo_keys + n * COMBO_KEY_MAX;
-        q->key_len = combo_key(set->combo_keys + n * COMBO_KEY_MAX, l, s, res);
+        q->key_len = gov__key_fold(set->combo_keys + n * COMBO_KEY_MAX,
+                                   combo_key(set->combo_keys + n * COMBO_KEY_MAX, l, s, res));
     } else if (pair < 0 || !s->pairs[pair].id_len) {
         q->key = (const char *)no_key;
     } else {

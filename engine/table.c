@@ -470,6 +470,8 @@ int gov_table_get(gov_table_t *t, int ident, uint64_t hash, const char *key, siz
     }
     if (t->count >= t->max || t->count + 1 > (t->mask + 1) / 4 * 3)
         return -1;
+    if (len > GOV_KEY_MAX) /* the arena's largest chunk: callers fold longer keys first */
+        return -2;
     uint32_t ref = 0;
     if (len && !(ref = arena_put(t, key, len)))
         return -2;

@@ -20,6 +20,7 @@
 
 #define GOV_IDENTS_MAX 1024 /* identities held at once (limits of the live config + dying ones) */
 #define GOV_ARENA_CLASSES 6 /* id chunks of 8, 16, 32, 64, 128, 256 bytes */
+#define GOV_KEY_MAX 256     /* the longest key the table holds: its largest chunk */
 #define GOV_SLOT_NONE SIZE_MAX
 
 typedef struct gov_slot {
@@ -84,8 +85,8 @@ size_t gov_table_find_ref(gov_table_t *t, int ident, uint64_t hash, uint32_t ref
 
 /*
  * Finds (ident, key) or inserts it with state 0. Returns 0 and sets *slot, -1 at the cap,
- * -2 when out of memory. Never grows nor shifts the slot array (so slot numbers held by the
- * caller stay valid): call gov_table_reserve first.
+ * -2 when out of memory or the key is longer than GOV_KEY_MAX. Never grows nor shifts the slot
+ * array (so slot numbers held by the caller stay valid): call gov_table_reserve first.
  */
 int gov_table_get(gov_table_t *t, int ident, uint64_t hash, const char *key, size_t len,
                   size_t *slot);
