@@ -249,7 +249,8 @@ void cfg_free(cfg_config_t *cfg);
 int cfg_load_grpc_config_dir(cfg_config_t *cfg, const char *dir, cfg_report_t *report);
 
 /* One envoy ratelimit config file's text, `name` standing for its file, appended the same way
- * (what the directory reader does per file; the fuzz target and the tests call it). */
+ * (what the directory reader does per file; the fuzz target and the tests call it), with the
+ * override counters when the config had none. */
 int cfg_load_envoy_string(cfg_config_t *cfg, const char *name, const char *text, size_t len,
                           cfg_report_t *report);
 

@@ -405,6 +405,7 @@ static int append(cfg_config_t *cfg, struct batch *b)
 int cfg_load_envoy_string(cfg_config_t *cfg, const char *name, const char *text, size_t len,
                           cfg_report_t *report)
 {
+    size_t before = cfg->n_limits;
     cfg_doc_t doc;
     int rc = cfg__yaml_load(name, text, len, CFG_YAML_LITERAL, &doc, report);
     if (rc < 0) {
@@ -455,7 +456,12 @@ int cfg_load_envoy_string(cfg_config_t *cfg, const char *name, const char *text,
         return CFG_ENOMEM;
     }
     batch_free(&b);
-    return c.errors ? CFG_EINVALID : 0;
+    if (c.errors)
+        return CFG_EINVALID;
+    rc = cfg__add_overrides(cfg, report);
+    if (rc < 0) /* all or nothing: the file's rules go with it */
+        cfg->n_limits = before;
+    return rc;
 }
 
 static int by_name(const void *a, const void *b)

@@ -10,9 +10,12 @@
  */
 #include "engine_int.h"
 
-static void asks_step(gov_engine_t *e, probe_t *q, bool charge, int64_t now, int64_t *undo)
+void gov__asks_step(gov_engine_t *e, probe_t *q, bool charge, int64_t now, int64_t *undo)
 {
-    if (gov__limiter_in_force(e, q, q->cost, now) < 0)
+    int in_force = gov__limiter_in_force(e, q, q->cost, now);
+    if (q->amount >= 0) /* a descriptor's own limit: the counter's limiter with its amount */
+        q->lim.amount = q->lim.burst = q->amount;
+    if (in_force < 0)
         gov__store_failed(e, q);
     else
         gov__local_step(e, q, now, q->cost);
@@ -75,10 +78,10 @@ int gov_decide_asks(gov_engine_t *e, const gov_ask_t *asks, size_t n_asks, unsig
         return rc;
     bool charge = flags & GOV_ASK_CHARGE, blocked = false;
     for (size_t i = 0; i < n; i++) {
-        asks_step(e, &p[i], charge, now, &undo[i]);
+        gov__asks_step(e, &p[i], charge, now, &undo[i]);
         blocked = blocked || gov__blocks(&p[i]);
     }
-    bool keep = charge || !blocked;
+    bool keep = charge || (flags & GOV_ASK_INDEPENDENT) || !blocked;
     for (size_t i = n; i-- > 0 && !keep;)
         if (p[i].slot != GOV_SLOT_NONE)
             e->table.slots[p[i].slot].state = undo[i];

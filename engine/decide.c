@@ -78,6 +78,10 @@ void gov__fill_from(gov_result_t *out, const probe_t *p)
     out->remaining = p->r.remaining;
     out->retry_after_s = p->r.retry_after_s;
     out->reset_after_s = p->r.reset_after_s;
+    /* the limit as written (envoy_window keeps its plain amount in burst: a share's or a
+     * descriptor's own limit is told as the amount the limiter was given) */
+    out->limit_amount = p->lim.algorithm == RA_ENVOY_WINDOW ? p->lim.burst : p->l->cfg.amount;
+    out->limit_period_ns = p->l->cfg.period_ns;
 }
 
 /* The result's limit, remaining and reset from the state an admitted probe left in place, its

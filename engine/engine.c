@@ -50,6 +50,10 @@ void gov__result_init(gov_result_t *out)
     out->already_settled = false;
     out->lease = 0;
     out->reservation = 0;
+    out->limit_amount = out->limit_period_ns = 0;
+    out->met = GOV_MET_NONE;
+    out->rule_flags = 0;
+    out->rule_name[0] = '\0';
 }
 
 const char *gov_strcode(int err)

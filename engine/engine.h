@@ -110,7 +110,25 @@ typedef struct gov_result {
     uint64_t lease;       /* gov_acquire: the lease id, on admit (never 0) */
     uint64_t reservation; /* gov_decide: on an admitted decision that charged a tpm limit, the id
                              to settle it with (opaque, not guessable); 0 when none */
+    /* The limit `limit` names, as a status reports it (Envoy's current_limit): its amount per
+     * period (a descriptor's own limit: that one). 0 and 0 when no limit is named. */
+    int64_t limit_amount, limit_period_ns;
+    /* gov_decide_domain, on a domain with rules: what the ask met (GOV_MET_*), the rule's flags
+     * (CFG_RULE_QUOTA, CFG_RULE_DETAILED) and its name ("" when unnamed). */
+    uint8_t met;
+    uint8_t rule_flags;
+    char rule_name[CFG_RULE_NAME_MAX + 1];
 } gov_result_t;
+
+/* What a descriptor of a domain with rules met (gov_result_t.met). */
+enum {
+    GOV_MET_NONE = 0,  /* no rule (or a domain without rules: then the levels decided) */
+    GOV_MET_LIMIT,     /* a rule with a limit: verdict, remaining and reset are its own */
+    GOV_MET_UNLIMITED, /* a rule with unlimited: true: OK, nothing counted */
+    GOV_MET_ALLOW,     /* a rule without a limit (allow: true, envoy's whitelisted descriptor) */
+    GOV_MET_REPLACED,  /* a rule another descriptor's rule replaces: switched off, not counted */
+    GOV_MET_OVERRIDE,  /* the descriptor's own limit (RateLimitDescriptor.limit) */
+};
 
 /* Renders out->headers from out->disclosed (nothing for an error). The engine itself only
  * fills the numbers: a caller that hands out header strings renders them once, here. */
@@ -206,6 +224,11 @@ int gov_decide(gov_engine_t *e, const gov_subject_t *s, int64_t tokens, int64_t 
 typedef struct gov_ask {
     gov_subject_t subject;
     int64_t cost;
+    /* The descriptor's own limit (Envoy's RateLimitDescriptor.limit), read by gov_decide_domain
+     * on a domain with rules: its unit's proto number (cfg_units; 0: none) and requests per
+     * unit. It is counted per domain and descriptor in the rls_override_<unit> counters. */
+    int override_unit;
+    int64_t override_amount;
 } gov_ask_t;
 
 enum {
@@ -217,6 +240,10 @@ enum {
      * cost as settle charges an overrun (gcra/token_bucket; a window keeps what it holds).
      * The verdicts still report every denial. */
     GOV_ASK_CHARGE = 2,
+    /* Each ask counted on its own: an admitted one is kept even when another is over (envoy
+     * ratelimit's default, server.grpc_stop_cache_key_increment_when_overlimit: false). A
+     * denied one is not counted. */
+    GOV_ASK_INDEPENDENT = 4,
 };
 
 /*
@@ -231,6 +258,23 @@ enum {
  */
 int gov_decide_asks(gov_engine_t *e, const gov_ask_t *asks, size_t n, unsigned flags, int64_t now,
                     gov_result_t *results);
+
+/*
+ * The descriptors of `domain` decided as one request (the gRPC door, SPEC §12). On a domain the
+ * live configuration has rules for, each ask meets at most one rule through the matching tree
+ * (engine/match.h; its subject's pairs are the descriptor's entries, key and value, in order),
+ * or its own limit (override_unit) in the rls_override_<unit> counter of its domain and entries.
+ * A rule's `replaces` switches off, for this request, the rules of the other asks named so
+ * (results[i].met GOV_MET_REPLACED, nothing counted). Then two-phase as gov_decide_asks: nothing
+ * is kept when a hard rule is over, or when every quota_mode rule met is over (quota rules alone
+ * do not block); GOV_ASK_INDEPENDENT keeps every admitted ask regardless, GOV_ASK_CHARGE charges
+ * everything. A soft (shadow) rule never blocks; its status is its own (admitted, remaining 0
+ * and its reset when over). results[i] says what the ask met (met, rule_flags, rule_name,
+ * limit_amount, limit_period_ns). On a domain without rules: gov_decide_asks with
+ * GOV_ASK_EXACT (and `flags`), met GOV_MET_NONE.
+ */
+int gov_decide_domain(gov_engine_t *e, const char *domain, size_t domain_len, const gov_ask_t *asks,
+                      size_t n, unsigned flags, int64_t now, gov_result_t *results);
 
 /*
  * Settles a reservation (SPEC section 5): every tpm limit the decision charged (admitted and

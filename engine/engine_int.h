@@ -116,6 +116,7 @@ typedef struct probe {
     bool observed;  /* r came from a local counter that may be disclosed */
     bool unit_step; /* r is the step of one unit on `state`: what a unit probe reads there */
     int64_t cost;   /* gov_decide_asks: its ask's cost */
+    int64_t amount; /* gov_decide_domain: a descriptor's own limit's amount; -1 otherwise */
     bool local;     /* settle: a redis limit whose decision was counted by its local fallback
                        limiter, so the correction goes there, not to redis */
 } probe_t;
@@ -227,6 +228,10 @@ typedef enum gov_finish_mode {
     GOV_FINISH_WRITTEN, /* the admitted probes' states are in the table */
     GOV_FINISH_UNDONE,  /* nothing was kept */
 } gov_finish_mode_t;
+
+/* One probe of gov_decide_asks or gov_decide_domain stepped at once: its admitted state written
+ * (the old one in *undo), or with `charge` its denied cost charged too (asks.c). */
+void gov__asks_step(gov_engine_t *e, probe_t *q, bool charge, int64_t now, int64_t *undo);
 
 /* Verdict, commit, metrics, result and disclosure over the evaluated probes. */
 void gov__decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, int64_t now,

@@ -208,7 +208,8 @@ static inline __attribute__((always_inline)) int add(gov_set_t *set, const gov_s
     if (n == GOV_APPLY_MAX)
         return -1;
     probe_t *q = &p[n];
-    *q = (probe_t){.l = l, .pair = pair, .slot = GOV_SLOT_NONE, .lim = l->cfg.limiter};
+    *q =
+        (probe_t){.l = l, .pair = pair, .slot = GOV_SLOT_NONE, .lim = l->cfg.limiter, .amount = -1};
     if (l->n_levels > 1) {
         q->pair = -1;
         q->key = set->combo_keys + n * COMBO_KEY_MAX;

@@ -88,9 +88,8 @@ Test(envoy, a_file_becomes_rules_as_envoy_ratelimit_reads_it)
     char *text = envoy(cfg, "basic.yaml", basic, &rc);
     cr_assert_eq(rc, 0, "%s", text);
     free(text);
-    /* 10 nodes with a rate_limit and 1 whitelisted (the override counters come with a
-     * directory or a whole config) */
-    cr_expect_eq(cfg->n_limits, 11);
+    /* 10 nodes with a rate_limit, 1 whitelisted, and the 7 override counters */
+    cr_expect_eq(cfg->n_limits, 11 + CFG_UNITS);
     const cfg_limit_t *l = rule_at(cfg, "shop.tenant_acme.user");
     cr_assert_not_null(l);
     cr_expect_eq(l->algorithm, RA_ENVOY_WINDOW);
