@@ -19,6 +19,14 @@ const cfg_unit_t *cfg_unit_of_period(int64_t period_ns)
     return NULL;
 }
 
+const cfg_unit_t *cfg_unit_of_number(int number)
+{
+    for (size_t i = 0; i < CFG_UNITS; i++)
+        if (cfg_units[i].number == number)
+            return &cfg_units[i];
+    return NULL;
+}
+
 /* Where the replaces start: past every entry. */
 static size_t entries_end(const cfg_rule_t *r)
 {

@@ -112,6 +112,8 @@ extern const cfg_unit_t cfg_units[CFG_UNITS];
 
 /* The unit of exactly this period, or NULL. */
 const cfg_unit_t *cfg_unit_of_period(int64_t period_ns);
+/* The unit of this proto number, or NULL (0, UNKNOWN, and numbers Envoy does not define). */
+const cfg_unit_t *cfg_unit_of_number(int number);
 
 /* The path of a rule as envoy ratelimit names it in its stats: domain.key_value.key...
  * (the values of exact and glob entries; a key-only entry is its key). Into buf; returns buf. */

@@ -81,7 +81,7 @@ int gov_decide_asks(gov_engine_t *e, const gov_ask_t *asks, size_t n_asks, unsig
         gov__asks_step(e, &p[i], charge, now, &undo[i]);
         blocked = blocked || gov__blocks(&p[i]);
     }
-    bool keep = charge || (flags & GOV_ASK_INDEPENDENT) || !blocked;
+    bool keep = charge || !blocked;
     for (size_t i = n; i-- > 0 && !keep;)
         if (p[i].slot != GOV_SLOT_NONE)
             e->table.slots[p[i].slot].state = undo[i];

@@ -8,10 +8,10 @@
  * overall code: OVER_LIMIT when a rate limit is over, or when every quota-mode limit is. We do
  * the same in that order, with one difference of means: the counting is two-phase, as every
  * decision here is, so a request that will be answered OVER_LIMIT keeps nothing anywhere
- * (envoy ratelimit's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT); GOV_ASK_INDEPENDENT keeps each
- * admitted descriptor regardless (its default). A descriptor's counter is keyed by the values
- * of the entries its rule counts per value (key-only entries, and globs whose values do not
- * share one counter); the rule's identity already says which domain and path it counts.
+ * (envoy ratelimit's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT); GOV_ASK_CHARGE counts every
+ * descriptor met, over or not (its default: INCRBY on every key). A descriptor's counter is keyed
+ * by the values of the entries its rule counts per value (key-only entries, and globs whose values
+ * do not share one counter); the rule's identity already says which domain and path it counts.
  */
 #include <string.h>
 
@@ -77,10 +77,10 @@ static int check_ask(const gov_ask_t *a, gov_result_t *out)
 /* The limit of set that counts a descriptor's own limit of this unit, or -1. */
 static int override_limit(const gov_set_t *set, int unit)
 {
-    for (size_t i = 0; i < set->n; i++) {
+    const cfg_unit_t *u = cfg_unit_of_number(unit);
+    for (size_t i = 0; u && i < set->n; i++) {
         const cfg_limit_t *l = &set->limits[i].cfg;
-        if ((l->rule.flags & CFG_RULE_OVERRIDE) && cfg_unit_of_period(l->period_ns) &&
-            cfg_unit_of_period(l->period_ns)->number == unit)
+        if ((l->rule.flags & CFG_RULE_OVERRIDE) && l->period_ns == u->seconds * RA_NS_PER_S)
             return (int)i;
     }
     return -1;
@@ -97,11 +97,21 @@ static bool replaced(const gov_limit_t *l, const char *const *names, const size_
 }
 
 int gov_decide_domain(gov_engine_t *e, const char *domain, size_t domain_len, const gov_ask_t *asks,
-                      size_t n, unsigned flags, int64_t now, gov_result_t *results)
+                      size_t n, unsigned flags, int64_t now, gov_result_t *results,
+                      gov_verdict_t *overall)
 {
     gov_set_t *set = e->set;
-    if (!gov_rules_has_domain(set->rules, domain, domain_len))
-        return gov_decide_asks(e, asks, n, flags | GOV_ASK_EXACT, now, results);
+    gov_verdict_t v = GOV_ADMIT;
+    if (!overall)
+        overall = &v;
+    *overall = GOV_ADMIT;
+    if (!gov_rules_has_domain(set->rules, domain, domain_len)) {
+        int rc = gov_decide_asks(e, asks, n, flags | GOV_ASK_EXACT, now, results);
+        for (size_t i = 0; rc == 0 && i < n && *overall != GOV_DENY; i++)
+            if (results[i].verdict != GOV_ADMIT)
+                *overall = results[i].verdict;
+        return rc;
+    }
     if (n == 0)
         return GOV_EINVAL;
     for (size_t a = 0; a < n; a++)
@@ -196,7 +206,8 @@ int gov_decide_domain(gov_engine_t *e, const char *domain, size_t domain_len, co
         }
     }
     blocked = blocked || (quota > 0 && quota_over == quota);
-    bool keep = charge || (flags & GOV_ASK_INDEPENDENT) || !blocked;
+    *overall = blocked ? GOV_DENY : GOV_ADMIT;
+    bool keep = charge || !blocked;
     for (size_t i = np; i-- > 0 && !keep;)
         if (p[i].slot != GOV_SLOT_NONE)
             e->table.slots[p[i].slot].state = undo[i];

@@ -236,14 +236,13 @@ enum {
      * descriptor matching): `level: team` answers [team], `levels: [a, b]` answers [a, b];
      * global limits never. Without it an ask applies what gov_decide would. */
     GOV_ASK_EXACT = 1,
-    /* Counted after the fact: everything is charged whatever the verdicts, a denied limit's
-     * cost as settle charges an overrun (gcra/token_bucket; a window keeps what it holds).
-     * The verdicts still report every denial. */
+    /* Counted whatever the verdicts: everything is charged, a denied limit's cost as settle
+     * charges an overrun (gcra/token_bucket, envoy_window; the catalogue's windows keep what
+     * they hold). The verdicts still report every denial. Used for counts taken after the fact
+     * (server.grpc_charge_domains) and for envoy ratelimit's default, which increments every
+     * matched descriptor even when one is over (grpc_stop_cache_key_increment_when_overlimit:
+     * false). */
     GOV_ASK_CHARGE = 2,
-    /* Each ask counted on its own: an admitted one is kept even when another is over (envoy
-     * ratelimit's default, server.grpc_stop_cache_key_increment_when_overlimit: false). A
-     * denied one is not counted. */
-    GOV_ASK_INDEPENDENT = 4,
 };
 
 /*
@@ -267,14 +266,16 @@ int gov_decide_asks(gov_engine_t *e, const gov_ask_t *asks, size_t n, unsigned f
  * A rule's `replaces` switches off, for this request, the rules of the other asks named so
  * (results[i].met GOV_MET_REPLACED, nothing counted). Then two-phase as gov_decide_asks: nothing
  * is kept when a hard rule is over, or when every quota_mode rule met is over (quota rules alone
- * do not block); GOV_ASK_INDEPENDENT keeps every admitted ask regardless, GOV_ASK_CHARGE charges
- * everything. A soft (shadow) rule never blocks; its status is its own (admitted, remaining 0
- * and its reset when over). results[i] says what the ask met (met, rule_flags, rule_name,
- * limit_amount, limit_period_ns). On a domain without rules: gov_decide_asks with
- * GOV_ASK_EXACT (and `flags`), met GOV_MET_NONE.
+ * do not block); GOV_ASK_CHARGE counts everything, over or not (envoy ratelimit's default). A soft
+ * (shadow) rule never blocks; its status is its own (admitted, remaining 0 and its reset when
+ * over). results[i] says what the ask met (met, rule_flags, rule_name, limit_amount,
+ * limit_period_ns). *overall (when not NULL) is the request's verdict: deny when it was refused (a
+ * hard rule over, or every quota rule), else admit. On a domain without rules: gov_decide_asks with
+ * GOV_ASK_EXACT (and `flags`), met GOV_MET_NONE, *overall the first verdict that is not admit.
  */
 int gov_decide_domain(gov_engine_t *e, const char *domain, size_t domain_len, const gov_ask_t *asks,
-                      size_t n, unsigned flags, int64_t now, gov_result_t *results);
+                      size_t n, unsigned flags, int64_t now, gov_result_t *results,
+                      gov_verdict_t *overall);
 
 /*
  * Settles a reservation (SPEC section 5): every tpm limit the decision charged (admitted and

@@ -105,6 +105,16 @@ static int build_asks(const request_t *req, gov_ask_t *asks, rls_answer_t *out)
             a->subject.pairs[k] = (gov_pair_t){key, strlen(key), value, strlen(value)};
         }
         a->cost = cost;
+        a->override_unit = 0;
+        a->override_amount = 0;
+        if (d->limit) { /* the descriptor's own limit (RateLimitDescriptor.limit) */
+            if (!cfg_unit_of_number(d->limit->unit))
+                return failf(out, RLS_INVALID_ARGUMENT,
+                             "descriptors[%zu].limit.unit: %d is not a unit (SECOND .. YEAR, WEEK)",
+                             i, (int)d->limit->unit);
+            a->override_unit = (int)d->limit->unit;
+            a->override_amount = d->limit->requests_per_unit;
+        }
         if (d->hits_addend) {
             if (d->hits_addend->value > (uint64_t)GOV_TOKENS_MAX)
                 return failf(out, RLS_INVALID_ARGUMENT,
@@ -118,12 +128,12 @@ static int build_asks(const request_t *req, gov_ask_t *asks, rls_answer_t *out)
 
 /*
  * The current limit as Envoy states it: requests_per_unit per unit. A period of exactly one
- * unit is reported as is; any other is reported in the largest unit (second, minute, hour,
- * day) not longer than the period, at the sustained rate amount x unit / period rounded down:
- * 100 per 30 s reads as 3 per SECOND, 150 per 90 s as 100 per MINUTE. The exact policy is in the
- * Ratelimit-Policy header.
+ * unit (envoy's: second, minute, hour, day, week, month of 30 days, year of 365) is reported as
+ * is; any other is reported in the largest of second, minute, hour and day not longer than the
+ * period, at the sustained rate amount x unit / period rounded down: 100 per 30 s reads as 3 per
+ * SECOND, 150 per 90 s as 100 per MINUTE. The exact policy is in the Ratelimit-Policy header.
  */
-static void current_limit(const cfg_limit_t *l, limit_t *rl)
+static void current_limit(int64_t amount, int64_t period_ns, limit_t *rl)
 {
     static const struct {
         int64_t s;
@@ -134,13 +144,18 @@ static void current_limit(const cfg_limit_t *l, limit_t *rl)
         {60, ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__RATE_LIMIT__UNIT__MINUTE},
         {1, ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__RATE_LIMIT__UNIT__SECOND},
     };
+    const cfg_unit_t *exact = cfg_unit_of_period(period_ns);
+    if (exact) {
+        rl->requests_per_unit = amount > UINT32_MAX ? UINT32_MAX : (uint32_t)amount;
+        rl->unit = exact->number;
+        return;
+    }
     size_t u = 0;
-    while (u + 1 < sizeof(units) / sizeof(units[0]) && units[u].s * RA_NS_PER_S > l->period_ns)
+    while (u + 1 < sizeof(units) / sizeof(units[0]) && units[u].s * RA_NS_PER_S > period_ns)
         u++;
-    __int128 per = (__int128)l->amount * units[u].s * RA_NS_PER_S / l->period_ns;
+    __int128 per = (__int128)amount * units[u].s * RA_NS_PER_S / period_ns;
     rl->requests_per_unit = per > UINT32_MAX ? UINT32_MAX : (uint32_t)per;
     rl->unit = units[u].unit;
-    rl->name = (char *)l->id;
 }
 
 /* Which result's headers travel: the denial with the longest retry, else the admitted ask
@@ -164,6 +179,53 @@ static int headers_from(const gov_result_t *r, size_t n)
     return best;
 }
 
+/* envoy ratelimit's response headers (LIMIT_RESPONSE_HEADERS_ENABLED): of the status closest
+ * to its limit, the lowest remaining among those with a current limit, an OVER_LIMIT one of a
+ * rate (not quota) limit taking it whatever its remaining (the last such), as its service picks
+ * it. -1 when no status has a current limit. */
+static int envoy_headers_from(const status_t *const *st, const gov_result_t *r, size_t n)
+{
+    int best = -1;
+    uint32_t lowest = UINT32_MAX;
+    for (size_t i = 0; i < n; i++) {
+        if (!st[i]->current_limit)
+            continue;
+        if (st[i]->code == ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT &&
+            !(r[i].rule_flags & CFG_RULE_QUOTA)) {
+            best = (int)i;
+            lowest = 0;
+        } else if (st[i]->limit_remaining < lowest) {
+            best = (int)i;
+            lowest = st[i]->limit_remaining;
+        }
+    }
+    return best;
+}
+
+/* One status from what its descriptor met (rls.h has the table). */
+static void status_of_result(const gov_result_t *r, status_t *s, limit_t *lim, duration_t *reset)
+{
+    s->code = r->admit ? ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OK
+                       : ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT;
+    if (r->met == GOV_MET_UNLIMITED) { /* as envoy ratelimit: OK, the most there is, no limit */
+        s->limit_remaining = UINT32_MAX;
+        return;
+    }
+    if (!r->limit[0] || r->met == GOV_MET_REPLACED || r->met == GOV_MET_ALLOW)
+        return; /* no limit met: OK with no current limit, as envoy ratelimit answers */
+    envoy__service__ratelimit__v3__rate_limit_response__rate_limit__init(lim);
+    current_limit(r->limit_amount, r->limit_period_ns, lim);
+    /* a rule's name as written (envoy's current_limit.name, "" when unnamed); a limit attached
+     * to levels is named by its id */
+    lim->name = (char *)(r->met == GOV_MET_NONE ? r->limit : r->rule_name);
+    s->current_limit = lim;
+    int64_t rem = !r->admit || r->remaining < 0 ? 0 : r->remaining; /* OVER_LIMIT: 0, as envoy */
+    s->limit_remaining = rem > UINT32_MAX ? UINT32_MAX : (uint32_t)rem;
+    tokentriage__wire__duration__init(reset);
+    reset->seconds = r->reset_after_s;
+    s->duration_until_reset = reset;
+}
+
 /* Packs the response for `n` results. Returns 0 or a status. */
 static int respond(const cfg_config_t *cfg, const gov_result_t *r, size_t n, rls_answer_t *out)
 {
@@ -171,39 +233,54 @@ static int respond(const cfg_config_t *cfg, const gov_result_t *r, size_t n, rls
     status_t st[GOV_ASKS_MAX], *stp[GOV_ASKS_MAX];
     limit_t lim[GOV_ASKS_MAX];
     duration_t reset[GOV_ASKS_MAX];
-    header_t hv[GOV_HEADERS_MAX], *hvp[GOV_HEADERS_MAX];
-    bool over = false;
+    header_t hv[GOV_HEADERS_MAX + 3], *hvp[GOV_HEADERS_MAX + 3];
+    char values[3][24];
+    size_t over = 0, quota = 0, quota_over = 0;
     for (size_t i = 0; i < n; i++) {
         status_t *s = &st[i];
         envoy__service__ratelimit__v3__rate_limit_response__descriptor_status__init(s);
         stp[i] = s;
-        over = over || !r[i].admit;
-        s->code = r[i].admit ? ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OK
-                             : ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT;
-        const cfg_limit_t *l = r[i].limit[0] ? cfg_find_limit(cfg, r[i].limit) : NULL;
-        if (!l)
-            continue; /* no limit matched: OK with no current limit, as envoy ratelimit does */
-        envoy__service__ratelimit__v3__rate_limit_response__rate_limit__init(&lim[i]);
-        current_limit(l, &lim[i]);
-        s->current_limit = &lim[i];
-        int64_t rem = r[i].remaining < 0 ? 0 : r[i].remaining;
-        s->limit_remaining = rem > UINT32_MAX ? UINT32_MAX : (uint32_t)rem;
-        tokentriage__wire__duration__init(&reset[i]);
-        reset[i].seconds = r[i].reset_after_s;
-        s->duration_until_reset = &reset[i];
+        status_of_result(&r[i], s, &lim[i], &reset[i]);
+        bool is_over =
+            s->code == ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT;
+        if (r[i].rule_flags & CFG_RULE_QUOTA) {
+            quota++;
+            quota_over += is_over;
+        } else {
+            over += is_over;
+        }
     }
-    resp.overall_code = over ? ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT
-                             : ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OK;
+    /* OVER_LIMIT when a rate limit is over, or every quota_mode rule is; never in shadow mode */
+    bool refused =
+        (over > 0 || (quota > 0 && quota_over == quota)) && !cfg->server.grpc_shadow_mode;
+    resp.overall_code = refused
+                            ? ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT
+                            : ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OK;
     resp.n_statuses = n;
     resp.statuses = stp;
+    size_t k = 0;
     int h = headers_from(r, n);
-    for (uint32_t k = 0; h >= 0 && k < r[h].n_headers; k++) {
+    for (uint32_t j = 0; h >= 0 && j < r[h].n_headers; j++, k++) {
         envoy__service__ratelimit__v3__header_value__init(&hv[k]);
-        hv[k].key = (char *)r[h].headers[k].name;
-        hv[k].value = (char *)r[h].headers[k].value;
+        hv[k].key = (char *)r[h].headers[j].name;
+        hv[k].value = (char *)r[h].headers[j].value;
         hvp[k] = &hv[k];
-        resp.n_response_headers_to_add = k + 1;
     }
+    int e = cfg->server.grpc_limit_headers ? envoy_headers_from((const status_t *const *)stp, r, n)
+                                           : -1;
+    if (e >= 0) { /* envoy ratelimit's three, beside ours */
+        snprintf(values[0], sizeof(values[0]), "%u", st[e].current_limit->requests_per_unit);
+        snprintf(values[1], sizeof(values[1]), "%u", st[e].limit_remaining);
+        snprintf(values[2], sizeof(values[2]), "%lld",
+                 (long long)st[e].duration_until_reset->seconds);
+        for (size_t j = 0; j < 3; j++, k++) {
+            envoy__service__ratelimit__v3__header_value__init(&hv[k]);
+            hv[k].key = (char *)cfg->server.grpc_limit_header[j];
+            hv[k].value = values[j];
+            hvp[k] = &hv[k];
+        }
+    }
+    resp.n_response_headers_to_add = k;
     resp.response_headers_to_add = hvp;
     out->len = envoy__service__ratelimit__v3__rate_limit_response__get_packed_size(&resp);
     out->body = malloc(out->len ? out->len : 1);
@@ -235,8 +312,11 @@ int rls_should_rate_limit(const rls_door_t *door, const rls_caller_t *who, const
         unsigned flags = GOV_ASK_EXACT;
         if (listed(srv->grpc_charge_domains, srv->n_grpc_charge_domains, req->domain))
             flags |= GOV_ASK_CHARGE;
+        if (!srv->grpc_stop_cache_key_increment_when_overlimit) /* envoy ratelimit's default */
+            flags |= GOV_ASK_CHARGE;
         size_t n = req->n_descriptors;
-        int g = door->decide(door->ud, who, asks, n, flags, now, res);
+        int g =
+            door->decide(door->ud, who, req->domain, strlen(req->domain), asks, n, flags, now, res);
         if (g < 0) {
             size_t at = 0;
             while (at + 1 < n && res[at].status == 0)
@@ -259,7 +339,10 @@ int rls_health_check(const uint8_t *msg, size_t len, rls_answer_t *out)
         grpc__health__v1__health_check_request__unpack(NULL, len, msg);
     if (!req)
         return failf(out, RLS_INVALID_ARGUMENT, "HealthCheckRequest: not a valid protobuf message");
-    bool known = !req->service[0] || strcmp(req->service, RLS_SERVICE) == 0;
+    /* the names envoy ratelimit's deployments probe: "" (the server), "ratelimit" (its own
+     * health checker's name) and the service's */
+    bool known = !req->service[0] || strcmp(req->service, "ratelimit") == 0 ||
+                 strcmp(req->service, RLS_SERVICE) == 0;
     if (!known)
         failf(out, RLS_NOT_FOUND, "service \"%.64s\" is not served here", req->service);
     grpc__health__v1__health_check_request__free_unpacked(req, NULL);

@@ -52,12 +52,13 @@ typedef struct rls_caller {
     bool tcp; /* the connection came over TCP (not a unix socket) */
 } rls_caller_t;
 
-/* The engine call a request's descriptors are decided with: `decide` answers the asks for `who`
- * as gov_decide_asks does (0, or a negative code with the error in the result of the ask it
- * concerns). The daemon's is server/door.c's (door_rls). */
+/* The engine call a request's descriptors are decided with: `decide` answers the asks of
+ * `domain` for `who` as gov_decide_domain does (0, or a negative code with the error in the
+ * result of the ask it concerns). The daemon's is server/door.c's (door_rls). */
 typedef struct rls_door {
-    int (*decide)(void *ud, const rls_caller_t *who, const gov_ask_t *asks, size_t n,
-                  unsigned flags, int64_t now, gov_result_t *results);
+    int (*decide)(void *ud, const rls_caller_t *who, const char *domain, size_t domain_len,
+                  const gov_ask_t *asks, size_t n, unsigned flags, int64_t now,
+                  gov_result_t *results);
     void *ud;
 } rls_door_t;
 

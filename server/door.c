@@ -80,16 +80,14 @@ int door_call(door_t *d, const door_caller_t *who, const door_args_t *a, door_re
     return rc;
 }
 
-int door_decide_asks(door_t *d, const door_caller_t *who, const gov_ask_t *asks, size_t n,
-                     unsigned flags, int64_t now, gov_result_t *results)
+int door_decide_asks(door_t *d, const door_caller_t *who, const char *domain, size_t domain_len,
+                     const gov_ask_t *asks, size_t n, unsigned flags, int64_t now,
+                     gov_result_t *results)
 {
     uint64_t start = uv_hrtime();
     srv_metrics_request(d->metrics, who->door, PROTO_OP_DECIDE);
-    int rc = gov_decide_asks(d->engine, asks, n, flags, now, results);
     gov_verdict_t v = GOV_ADMIT;
-    for (size_t i = 0; rc == 0 && i < n && v != GOV_DENY; i++)
-        if (results[i].verdict != GOV_ADMIT)
-            v = results[i].verdict;
+    int rc = gov_decide_domain(d->engine, domain, domain_len, asks, n, flags, now, results, &v);
     int status = rc;
     for (size_t i = 0; rc < 0 && i < n && status == rc; i++)
         if (results[i].status < 0)
@@ -111,12 +109,13 @@ bool door_level_known(const door_t *d, const char *level, size_t len)
     return gov_level_known(d->engine, level, len);
 }
 
-static int rls_decide(void *ud, const rls_caller_t *who, const gov_ask_t *asks, size_t n,
-                      unsigned flags, int64_t now, gov_result_t *results)
+static int rls_decide(void *ud, const rls_caller_t *who, const char *domain, size_t domain_len,
+                      const gov_ask_t *asks, size_t n, unsigned flags, int64_t now,
+                      gov_result_t *results)
 {
     (void)who;
     door_caller_t caller = {.door = SRV_DOOR_GRPC};
-    return door_decide_asks(ud, &caller, asks, n, flags, now, results);
+    return door_decide_asks(ud, &caller, domain, domain_len, asks, n, flags, now, results);
 }
 
 int door_new(door_t **out, gov_engine_t *engine, srv_metrics_t *metrics)
