@@ -39,4 +39,27 @@ static inline size_t tt_fmt_i64(char out[TT_FMT_I64_MAX], int64_t v)
     return sizeof(tmp) - n;
 }
 
+/*
+ * A Prometheus label value from bytes anyone may have written (a Redis node's host name, a
+ * descriptor's value): '\\', '"' and a newline escaped as the text format says, any other byte
+ * outside printable ASCII written '?', so a scrape never meets invalid UTF-8; cut to fit `size`
+ * (NUL included). Returns out.
+ */
+static inline char *tt_fmt_label(char *out, size_t size, const char *in, size_t len)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < len && k + 3 < size; i++) {
+        unsigned char c = (unsigned char)in[i];
+        if (c == '\\' || c == '"' || c == '\n') {
+            out[k++] = '\\';
+            out[k++] = c == '\n' ? 'n' : (char)c;
+        } else {
+            out[k++] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+        }
+    }
+    if (size)
+        out[k] = '\0';
+    return out;
+}
+
 #endif

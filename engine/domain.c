@@ -216,6 +216,8 @@ int gov_decide_domain(gov_engine_t *e, const char *domain, size_t domain_len, co
         bool counted = probe_of[a] != SIZE_MAX;
         gov__decide_finish(e, set, counted ? &p[probe_of[a]] : NULL, counted, now,
                            keep ? GOV_FINISH_WRITTEN : GOV_FINISH_UNDONE, r);
+        if (counted && r->met == GOV_MET_LIMIT)
+            gov__detail_count(e, p[probe_of[a]].l, &asks[a].subject, p[probe_of[a]].outcome);
         gov_result_render(r); /* the gRPC front door answers with the strings */
     }
     if (e->table.count > held)

@@ -137,6 +137,7 @@ void gov_engine_destroy(gov_engine_t *e)
     gov_table_free(&e->table);
     gov_leases_free(&e->leases);
     gov_resv_free(&e->resv); /* drops the records and their references to generations */
+    gov__details_free(e);
     free(e);
 }
 

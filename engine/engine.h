@@ -400,6 +400,25 @@ typedef struct gov_metrics {
 
 void gov_engine_metrics(gov_engine_t *e, gov_metrics_t *out);
 
+/* The rule language's detailed series (detailed_metric, value_to_metric): per rule and the key
+ * envoy ratelimit names its stats with (domain.key_value...), at most GOV_DETAIL_MAX of them for
+ * the process's life. */
+#define GOV_DETAIL_MAX 2048
+#define GOV_DETAIL_KEY_MAX 256 /* bytes of a series' key, cut there */
+
+typedef struct gov_detail {
+    const char *limit; /* the rule's limit id */
+    const char *key;   /* its stats key, not NUL-terminated */
+    size_t key_len;
+    uint64_t outcomes[GOV_OUT_COUNT];
+} gov_detail_t;
+
+typedef void (*gov_detail_fn)(void *ctx, const gov_detail_t *d);
+
+/* Calls fn for every detailed series (borrowed for the call); returns how many counts found no
+ * room for their series. */
+uint64_t gov_engine_each_detail(gov_engine_t *e, gov_detail_fn fn, void *ctx);
+
 /* Fills up to `cap` entries in config order. Returns how many limits the config has. Counts
  * of a limit kept across a reload carry over. */
 size_t gov_engine_limit_metrics(gov_engine_t *e, gov_limit_metrics_t *out, size_t cap);

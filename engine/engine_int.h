@@ -86,8 +86,13 @@ typedef struct gov_set {
     gov_limit_t limits[];
 } gov_set_t;
 
+/* The detailed series (detail.c): GOV_DETAIL_MAX in a table of twice as many slots. */
+#define GOV_DETAIL_SLOTS (2 * GOV_DETAIL_MAX)
+typedef struct gov_details gov_details_t;
+
 struct gov_engine {
     gov_set_t *set;
+    gov_details_t *details; /* NULL until a rule counts its first detailed series */
     gov_table_t table;
     gov_leases_t leases;
     gov_resv_t resv;
@@ -251,6 +256,14 @@ uint64_t gov__reservation_open(gov_engine_t *e, gov_set_t *set, const gov_subjec
                                const gov_probe_set_t *local, int64_t now);
 /* Frees a reservation's record (the pool's drop). */
 void gov__reservation_drop(void *record);
+
+/* ---- detail.c ---------------------------------------------------------------------------- */
+
+/* Counts one outcome of rule l for the descriptor s under its stats key, when the rule keeps
+ * detailed series (detailed_metric, value_to_metric); nothing otherwise. */
+void gov__detail_count(gov_engine_t *e, const gov_limit_t *l, const gov_subject_t *s,
+                       gov_outcome_t outcome);
+void gov__details_free(gov_engine_t *e);
 
 /* ---- pending.c --------------------------------------------------------------------------- */
 

@@ -16,6 +16,7 @@
 #include "slots.h"
 #include "store.h" /* engine/store.h: the redis hook */
 #include "tt_clock.h"
+#include "tt_fmt.h" /* tt_fmt_label: host names come from Redis (CLUSTER SLOTS, MOVED) */
 
 static void count_unavailable(rds_gov_t *g, const gov_redis_op_t *op)
 {
@@ -133,22 +134,6 @@ void rds_gov_close(rds_gov_t *g)
     gov_engine_set_redis(g->engine, NULL, NULL);
 }
 
-/* A node's name as a Prometheus label value: host names come from Redis (CLUSTER SLOTS,
- * MOVED), so '\\', '"' and newlines are escaped. */
-static void label_value(char *out, size_t outsz, const char *in)
-{
-    size_t k = 0;
-    for (; *in && k + 3 < outsz; in++) {
-        if (*in == '\\' || *in == '"' || *in == '\n') {
-            out[k++] = '\\';
-            out[k++] = *in == '\n' ? 'n' : *in;
-        } else {
-            out[k++] = *in;
-        }
-    }
-    out[k] = '\0';
-}
-
 /* Per node: one family per call of emit, then one sample per node and call. */
 static void node_metrics(const rds_store_t *store, void (*emit)(void *ud, const char *line),
                          void *ud)
@@ -175,7 +160,7 @@ static void node_metrics(const rds_store_t *store, void (*emit)(void *ud, const 
         emit(ud, line);
         for (size_t i = 0; i < n; i++) {
             const rds_node_stats_t *st = &nodes[i];
-            label_value(label, sizeof(label), st->node);
+            tt_fmt_label(label, sizeof(label), st->node, strlen(st->node));
             const char *role = st->sentinel ? "sentinel" : "redis";
             const char *name = families[f].name;
             if (f == 3)

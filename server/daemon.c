@@ -40,6 +40,7 @@
 #include "listen.h" /* rls/: the gRPC front door */
 #include "srv.h"
 #include "tt_clock.h"
+#include "tt_fmt.h"
 #include "tokentriage.h"
 #include "watch.h"
 
@@ -255,6 +256,21 @@ static void on_tick(uv_timer_t *t)
     srv_status_tick(&d->status, now);
 }
 
+/* One detailed series of the rule language: its non-zero outcomes. */
+static void detail_metric(void *ctx, const gov_detail_t *m)
+{
+    char key[2 * GOV_DETAIL_KEY_MAX + 8];
+    tt_fmt_label(key, sizeof(key), m->key, m->key_len);
+    for (int o = 0; o < GOV_OUT_COUNT; o++)
+        if (m->outcomes[o])
+            srv_metrics_printf(
+                ctx,
+                "tokentriage_rls_detailed_total{limit=\"%s\",key=\"%s\",verdict=\"%s\"} "
+                "%llu\n",
+                m->limit, key, gov_outcome_name((gov_outcome_t)o),
+                (unsigned long long)m->outcomes[o]);
+}
+
 /* /metrics: the engine's families, decisions by limit and outcome first. */
 static void engine_metrics(proto_out_t *out, void *ud)
 {
@@ -283,6 +299,17 @@ static void engine_metrics(proto_out_t *out, void *ud)
         srv_metrics_printf(out, "tokentriage_store_errors_total{limit=\"%s\",store=\"%s\"} %llu\n",
                            lm[i].id, cfg_store_name(lm[i].store),
                            (unsigned long long)lm[i].store_errors);
+    srv_metrics_printf(out, "# HELP tokentriage_rls_detailed_total Evaluations of the gRPC "
+                            "door's rules with detailed_metric or value_to_metric, by rule, the "
+                            "key envoy ratelimit names its stats with, and outcome.\n"
+                            "# TYPE tokentriage_rls_detailed_total counter\n");
+    uint64_t dropped = gov_engine_each_detail(d->engine, detail_metric, out);
+    srv_metrics_printf(out,
+                       "# HELP tokentriage_rls_detailed_dropped_total Detailed counts that "
+                       "found no room: the series are bounded (%d).\n"
+                       "# TYPE tokentriage_rls_detailed_dropped_total counter\n"
+                       "tokentriage_rls_detailed_dropped_total %llu\n",
+                       GOV_DETAIL_MAX, (unsigned long long)dropped);
     gov_metrics_t g;
     gov_engine_metrics(d->engine, &g);
     srv_metrics_printf(

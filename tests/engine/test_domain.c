@@ -48,7 +48,7 @@ static gov_ask_t d(size_t n, const char *const *kv)
 static void ask(const char *domain, gov_ask_t *a, size_t n, unsigned flags, int64_t now,
                 gov_result_t *out)
 {
-    int rc = gov_decide_domain(engine, domain, strlen(domain), a, n, flags, now, out);
+    int rc = gov_decide_domain(engine, domain, strlen(domain), a, n, flags, now, out, NULL);
     cr_assert_eq(rc, 0, "%d %s", rc, out[0].err.message);
 }
 
@@ -144,11 +144,15 @@ Test(domain, an_over_descriptor_keeps_nothing_unless_independent)
     }
     a[0] = D("key2=s");
     a[1] = D("key3=s");
-    for (int i = 0; i < 15; i++) {
-        ask("another", a, 2, GOV_ASK_INDEPENDENT, T, r);
+    for (int i = 0; i < 15; i++) { /* envoy ratelimit's default: every key counted */
+        ask("another", a, 2, GOV_ASK_CHARGE, T, r);
         cr_assert_eq(r[1].admit, i < 10, "request %d", i);
         cr_assert_eq(r[0].remaining, 20 - (i + 1), "request %d: envoy ratelimit's default", i);
+        cr_assert_eq(r[1].remaining, i < 10 ? 10 - (i + 1) : 0);
     }
+    a[1].cost = 0; /* a check: key3 was counted past its 10 (15), as INCRBY counts */
+    ask("another", &a[1], 1, 0, T, r);
+    cr_assert_not(r[0].admit, "0 more does not fit 15 of 10");
     done();
 }
 
@@ -167,12 +171,15 @@ Test(domain, quota_mode_is_over_only_when_every_quota_rule_is)
     ask("rl", a, 2, 0, T, r);
     cr_assert(r[0].admit && r[1].admit);
     cr_assert(r[0].rule_flags & CFG_RULE_QUOTA);
-    ask("rl", a, 2, 0, T, r);
+    gov_verdict_t overall;
+    cr_assert_eq(gov_decide_domain(engine, "rl", 2, a, 2, 0, T, r, &overall), 0);
     cr_assert_not(r[0].admit, "service_1 is over");
     cr_assert(r[1].admit, "service_2 is not: the request goes, service_2 counted");
-    ask("rl", a, 2, 0, T, r);
+    cr_assert_eq(overall, GOV_ADMIT);
+    cr_assert_eq(gov_decide_domain(engine, "rl", 2, a, 2, 0, T, r, &overall), 0);
     cr_assert_not(r[0].admit);
     cr_assert_not(r[1].admit, "both over: the third is refused");
+    cr_assert_eq(overall, GOV_DENY);
     done();
 }
 
@@ -253,14 +260,61 @@ Test(domain, bad_descriptors_are_refused_and_change_nothing)
     gov_ask_t a[2] = {D("k=v"), D("k=v")};
     gov_result_t r[2];
     a[1].subject.n = 0;
-    cr_assert_eq(gov_decide_domain(engine, "a", 1, a, 2, 0, T, r), GOV_ESUBJECT);
+    cr_assert_eq(gov_decide_domain(engine, "a", 1, a, 2, 0, T, r, NULL), GOV_ESUBJECT);
     a[1] = D("k=v");
     a[1].cost = -1;
-    cr_assert_eq(gov_decide_domain(engine, "a", 1, a, 2, 0, T, r), GOV_ERANGE);
+    cr_assert_eq(gov_decide_domain(engine, "a", 1, a, 2, 0, T, r, NULL), GOV_ERANGE);
     a[1].cost = 1;
     a[1].override_unit = 9;
-    cr_assert_eq(gov_decide_domain(engine, "a", 1, a, 2, 0, T, r), GOV_EINVAL);
+    cr_assert_eq(gov_decide_domain(engine, "a", 1, a, 2, 0, T, r, NULL), GOV_EINVAL);
     ask("a", a, 1, 0, T, r);
     cr_assert_eq(r[0].remaining, 1, "nothing was spent before");
+    done();
+}
+
+static char seen_key[GOV_DETAIL_KEY_MAX + 1];
+static size_t n_seen;
+
+static void on_detail(void *ctx, const gov_detail_t *m)
+{
+    (void)ctx;
+    if (m->outcomes[GOV_OUT_ADMIT] == 1 && strncmp(m->key, "dm.route_draw", 13) == 0)
+        snprintf(seen_key, sizeof(seen_key), "%.*s", (int)m->key_len, m->key);
+    n_seen++;
+}
+
+/* detailed_metric and value_to_metric: the series is keyed as envoy ratelimit names its stats,
+ * and the series are bounded (the rest counted as dropped, not kept) */
+Test(domain, detailed_series_are_keyed_as_envoy_and_bounded)
+{
+    const char *files[] = {"domain: dm\n"
+                           "descriptors:\n"
+                           "  - key: route\n"
+                           "    value_to_metric: true\n"
+                           "    descriptors:\n"
+                           "      - key: http_method\n"
+                           "        descriptors:\n"
+                           "          - { key: subject_id, rate_limit: { unit: minute, "
+                           "requests_per_unit: 60 } }\n"
+                           "  - { key: any, detailed_metric: true, rate_limit: { unit: minute, "
+                           "requests_per_unit: 60 } }\n"};
+    load(files, 1);
+    gov_ask_t a = D("route=draw", "http_method=GET", "subject_id=123");
+    gov_result_t r;
+    ask("dm", &a, 1, 0, T, &r);
+    n_seen = 0;
+    cr_assert_eq(gov_engine_each_detail(engine, on_detail, NULL), 0);
+    cr_assert_str_eq(seen_key, "dm.route_draw.http_method.subject_id",
+                     "value_to_metric on route: its value; the others as written");
+    char v[32];
+    for (int i = 0; i < GOV_DETAIL_MAX + 10; i++) {
+        snprintf(v, sizeof(v), "any=%d", i);
+        gov_ask_t b = d(1, (const char *const[]){v});
+        ask("dm", &b, 1, 0, T, &r);
+    }
+    n_seen = 0;
+    uint64_t dropped = gov_engine_each_detail(engine, on_detail, NULL);
+    cr_assert_eq(n_seen, GOV_DETAIL_MAX, "at most GOV_DETAIL_MAX series");
+    cr_assert_eq(dropped, 11, "the rest counted as dropped");
     done();
 }

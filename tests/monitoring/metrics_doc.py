@@ -5,7 +5,8 @@ and labels, and nothing it never exposes.
 One daemon on loopback runs every part that has metrics of its own: a share limit with demand
 division (membership, share and demand families; alone, it goes solo after join_timeout), a
 redis limit on a private redis-server (the Redis families), a state directory with a 1 s snapshot
-interval (the state families, the snapshot age once one is written). It answers a decision on each
+interval (the state families, the snapshot age once one is written), a rule of the gRPC door with
+detailed_metric (its detailed series, asked once over gRPC). It answers a decision on each
 limit, then /metrics is read until the snapshot age shows, and compared with the page's tables:
   - a family exposed and not listed, or listed and never exposed, fails;
   - so does a type that differs, or a label seen on the samples that the row does not name (and
@@ -22,7 +23,10 @@ import sys
 import tempfile
 import urllib.request
 
+import grpc
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from rlspb import load_messages  # noqa: E402
 from ttcheck import check, free_port, summary, wait_for  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -62,17 +66,20 @@ def main():
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         wait_for("redis-server's socket", lambda: os.path.exists(redis_sock), 10, procs)
         http, gossip = free_port(), free_port()
-        sock = os.path.join(work, "tt.sock")
+        sock, gsock = os.path.join(work, "tt.sock"), os.path.join(work, "grpc.sock")
         with open(os.path.join(work, "tt.yaml"), "w") as f:
             f.write(f"""server:
   socket: {sock}
   http: 127.0.0.1:{http}
+  grpc: {gsock}
   state_dir: {work}/state
   snapshot_interval: 1s
 governance:
   limits:
     - {{ id: team_rpm, attach: {{ level: team }}, type: rpm, amount: 600, period: 1m, store: share }}
     - {{ id: key_rpm, attach: {{ level: key }}, type: rpm, amount: 60, period: 1m, store: redis }}
+    - {{ id: per_user, domain: d, descriptor: [{{ key: user }}], detailed_metric: true, type: rpm,
+        amount: 60, period: 1m }}
 shared_state:
   share: {{ node_id: solo, bind: 127.0.0.1:{gossip}, seeds: [], join_timeout: 1s, division: demand }}
   redis: {{ address: {redis_sock}, timeout: 200ms }}
@@ -91,6 +98,15 @@ shared_state:
         for subject in ("team=t-1", "key=k-1"):
             r = subprocess.run([tt, "decide", "-s", sock, "--subject", subject], capture_output=True, text=True)
             check(r.returncode == 0, f"a decision on {subject} is answered ({r.stderr.strip()[:80]})")
+        pb, _ = load_messages(os.path.join(src, "rls", "proto"), work)
+        with grpc.insecure_channel("unix:" + gsock) as ch:
+            call = ch.unary_unary("/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit",
+                                  request_serializer=pb.RateLimitRequest.SerializeToString,
+                                  response_deserializer=pb.RateLimitResponse.FromString)
+            rq = pb.RateLimitRequest(domain="d")
+            rq.descriptors.add().entries.add(key="user", value="u-1")
+            check(call(rq, timeout=5).overall_code == pb.RateLimitResponse.OK,
+                  "a gRPC decision on the detailed rule is answered")
         text = wait_for("a snapshot to be written (its age on /metrics)",
                         lambda: (lambda t: t if "tokentriage_state_snapshot_age_seconds " in t else None)(
                             http_get(base + "/metrics")), 20, procs)

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 
 import grpc
@@ -40,7 +41,7 @@ U32 = 2**32 - 1
 CONFIG = """\
 server:
   socket: {sock}
-  http: ""
+  http: "{http}"
   grpc: {grpc}
   grpc_config_dir: {rules}
   grpc_config_store: {store}
@@ -60,7 +61,8 @@ class Daemon:
         self.sock = os.path.join(self.dir, "tt.sock")
         self.gsock = os.path.join(self.dir, "grpc.sock")
         self.cfg = os.path.join(self.dir, "tt.yaml")
-        self.settings = dict(sock=self.sock, grpc=self.gsock, rules=rules, store=store,
+        self.http = f"127.0.0.1:{free_port()}"
+        self.settings = dict(sock=self.sock, grpc=self.gsock, http=self.http, rules=rules, store=store,
                              stop="true" if stop else "false", shadow="true" if shadow else "false",
                              extra=extra, shared=shared)
         self.write()
@@ -80,6 +82,10 @@ class Daemon:
         self.call = self.channel.unary_unary(
             RLS, request_serializer=pb.RateLimitRequest.SerializeToString,
             response_deserializer=pb.RateLimitResponse.FromString)
+
+    def metrics(self):
+        with urllib.request.urlopen(f"http://{self.http}/metrics", timeout=5) as r:
+            return r.read().decode()
 
     def reload(self, **settings):
         self.settings.update(settings)
@@ -427,6 +433,18 @@ def main():
             r = ask(d, "rl", [("qux", "x")], [("foo", "a"), ("bay", "b")])
             check(status(r.statuses[0], OK, remaining=U32) and status(r.statuses[1], OK, remaining=U32),
                   f"{tag}: qux and bay are unlimited ({show(r)})")
+
+        # value-included-in-stats-key-when-unspecified.sh's metric, and config_test.go's key7:
+        # detailed_metric keys the rule's counts by the value, as envoy ratelimit's stats keys
+        m = stop_d.metrics()
+        want = ('tokentriage_rls_detailed_total{limit="rls_rl_unspec",'
+                'key="rl.unspec_unspecified_value",verdict="deny"} 1')
+        check(want in m, "detailed_metric: over_limit of rl.unspec_unspecified_value is 1")
+        check('key="test-domain.key7_unspecified_value",verdict="admit"} 1' in m,
+              "detailed_metric: test-domain.key7_unspecified_value counted once")
+        # shadow mode's statistic: the would-be denials of a shadow rule
+        check('tokentriage_decisions_total{limit="rls_rl_foo_baz_shady",verdict="soft_deny"} 3'
+              in m, "shadow_mode: 3 would-be denials of foo.baz_shady counted")
 
         # ---- service tests: the custom response headers (LIMIT_*_HEADER), beside ours ----
         r = ask(default, "another", [("key3", "hdr")], [("nothing", "x")])
