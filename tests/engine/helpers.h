@@ -92,4 +92,19 @@ static inline gov_result_t decide(gov_engine_t *e, const gov_subject_t *s, int64
     return r;
 }
 
+/* A config of envoy ratelimit's files (one string per domain: the rule language), armed; the
+ * caller frees it with cfg_free. */
+static inline cfg_config_t *envoy_config(const char *const *files, size_t n)
+{
+    cfg_config_t *cfg;
+    cfg_report_t r = {0};
+    cr_assert_eq(cfg_load_string("t.yaml", "{}", 2, &cfg, &r), 0);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(cfg_load_envoy_string(cfg, "f.yaml", files[i], strlen(files[i]), &r), 0,
+                     "file %zu: %s", i, r.n ? r.items[0].text : "");
+    cr_assert_eq(cfg_arm(cfg, &r), 0);
+    cfg_report_free(&r);
+    return cfg;
+}
+
 #endif

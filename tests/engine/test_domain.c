@@ -13,13 +13,7 @@ static gov_engine_t *engine;
 /* A config of envoy files, armed, and an engine over it. */
 static void load(const char *const *files, size_t n)
 {
-    cfg_report_t r = {0};
-    cr_assert_eq(cfg_load_string("t.yaml", "{}", 2, &cfg, &r), 0);
-    for (size_t i = 0; i < n; i++)
-        cr_assert_eq(cfg_load_envoy_string(cfg, "f.yaml", files[i], strlen(files[i]), &r), 0,
-                     "file %zu: %s", i, r.n ? r.items[0].text : "");
-    cr_assert_eq(cfg_arm(cfg, &r), 0);
-    cfg_report_free(&r);
+    cfg = envoy_config(files, n);
     tt_err_t err;
     gov_options_t o = {.hash_seed = {1, 2}};
     cr_assert_eq(gov_engine_create_config(&engine, &o, cfg, &err), 0, "%s", err.message);

@@ -3,10 +3,7 @@
  * assert of GetLimit (test/config/config_test.go: TestBasicConfig, TestWildcardConfig, the
  * share_threshold file's repeated key), on our own files in envoy ratelimit's schema.
  */
-#include <criterion/criterion.h>
-#include <string.h>
-
-#include "config.h"
+#include "helpers.h"
 #include "match.h"
 
 static cfg_config_t *cfg;
@@ -15,12 +12,7 @@ static gov_rules_t *rules;
 /* Loads envoy files (one string per domain) into a fresh config and builds the tree. */
 static void load(const char *const *files, size_t n)
 {
-    cfg_report_t r = {0};
-    cr_assert_eq(cfg_load_string("t.yaml", "{}", 2, &cfg, &r), 0);
-    for (size_t i = 0; i < n; i++)
-        cr_assert_eq(cfg_load_envoy_string(cfg, "f.yaml", files[i], strlen(files[i]), &r), 0,
-                     "file %zu: %s", i, r.n ? r.items[0].text : "");
-    cfg_report_free(&r);
+    cfg = envoy_config(files, n);
     tt_err_t err;
     cr_assert_eq(gov_rules_build(cfg->limits, cfg->n_limits, &rules, &err), 0, "%s", err.message);
 }
