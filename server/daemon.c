@@ -590,13 +590,20 @@ static int start_watch(daemon_t *d, uint64_t seen)
     for (size_t i = 0; i < sizeof also / sizeof also[0]; i++)
         if (also[i][0] && srv_watch_add(d->watch, also[i], false, NULL, on_watch, d) != 0)
             return -1;
+    /* envoy ratelimit's config files (the gRPC door's rules): a ConfigMap's ..data swap there
+     * reloads as the config's own change does (the directory a reload may name instead is
+     * watched after a restart) */
+    const char *rules = c->server.grpc_config_dir;
+    if (rules[0] && srv_watch_add(d->watch, rules, true, NULL, on_watch, d) != 0)
+        return -1;
     srv_metrics_add_source(d->metrics, watch_metrics, d->watch);
     char every[32];
     snprintf(every, sizeof every, "%.3gs", (double)c->server.config_poll_ns / 1e9);
     srv_log(SRV_LOG_INFO, "config watch", "config", d->opt->config_path, "keyring",
             also[0][0] ? also[0] : "none", "redis_password", also[1][0] ? also[1] : "none",
-            "sentinel_password", also[2][0] ? also[2] : "none", "inotify",
-            srv_watch_inotify(d->watch) ? "yes" : "no", "poll", every, NULL);
+            "sentinel_password", also[2][0] ? also[2] : "none", "grpc_config_dir",
+            rules[0] ? rules : "none", "inotify", srv_watch_inotify(d->watch) ? "yes" : "no",
+            "poll", every, NULL);
     return 0;
 }
 

@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -479,6 +480,71 @@ def main():
         d.reload()
         wait_for("the file's removal", lambda: ask(d, "reload", [("block", "foo")]).overall_code == OK)
         check(True, "a removed file's rules go with the next reload")
+
+        # ---- a ConfigMap update under load: the watch's ..data swap, a bad file, a good one --
+        watched = Daemon(tt, work, "watched", cm, mode, shared,
+                         extra="  config_watch: true\n  config_poll: 1s")
+        daemons.append(watched)
+        watched.start(pb)
+        errors, answers, running = [], [0], [True]
+
+        def load():  # decisions all along, on a domain the updates leave alone
+            while running[0]:
+                try:
+                    ask(watched, "basic", [("key1", "load")])
+                    answers[0] += 1
+                except grpc.RpcError as e:
+                    errors.append(e.code())
+
+        threads = [threading.Thread(target=load) for _ in range(2)]
+        for t in threads:
+            t.start()
+
+        def swap(version, files):
+            """A ConfigMap update as the kubelet writes it: a new timestamped directory, then
+            ..data renamed onto it; `files` {name: text or None to copy the first version's}."""
+            new = os.path.join(cm, version)
+            os.makedirs(new)
+            for name, text in files.items():
+                if text is None:
+                    shutil.copy(os.path.join(cm, "..2026_01_01", name), new)
+                else:
+                    with open(os.path.join(new, name), "w") as f:
+                        f.write(text)
+                if not os.path.lexists(os.path.join(cm, name)):
+                    os.symlink(os.path.join("..data", name), os.path.join(cm, name))
+            os.symlink(version, os.path.join(cm, "..data_tmp"))
+            os.rename(os.path.join(cm, "..data_tmp"), os.path.join(cm, "..data"))
+            return time.monotonic()
+
+        every = {name: None for name in os.listdir(os.path.join(cm, "..2026_01_01"))}
+        fresh = "domain: fresh\ndescriptors: [{ key: k, rate_limit: { unit: hour, requests_per_unit: 7 } }]\n"
+        t0 = swap("..2026_02_01", dict(every, **{"zz_fresh.yaml": fresh}))
+        wait_for("the new rules", lambda: ask(watched, "fresh", [("k", "v")]).statuses[0]
+                 .current_limit.requests_per_unit == 7, deadline_s=1.5 + 3)
+        took = time.monotonic() - t0
+        check(True, f"a ..data swap: the new rules answer {took:.2f} s later (the stated bound: "
+                    f"config_poll + 0.5 s = 1.5 s; inotify: about 0.5 s)")
+        bad = "domain: fresh\ndescriptors: [{ key: k, rate_limit: { unit: fortnight } }]\n"
+        reloads = lambda: watched.metrics().count('tokentriage_reloads_total{result="failed"} 1')  # noqa: E731
+        swap("..2026_02_02", dict(every, **{"zz_fresh.yaml": bad}))
+        wait_for("the bad file refused", lambda: reloads() == 1, deadline_s=1.5 + 3)
+        r = ask(watched, "fresh", [("k", "v")])
+        check(status(r.statuses[0], OK, 7, U.HOUR, 5),
+              f"a bad file changes nothing: the previous rules still answer ({show(r)})")
+        with open(watched.log) as f:
+            log = f.read()
+        check("invalid rate limit unit 'fortnight'" in log,
+              "the refusal says why (the file's finding in the log)")
+        fixed = fresh.replace("7", "8")
+        swap("..2026_02_03", dict(every, **{"zz_fresh.yaml": fixed}))
+        wait_for("the fixed file", lambda: ask(watched, "fresh", [("k", "v")]).statuses[0]
+                 .current_limit.requests_per_unit == 8, deadline_s=1.5 + 3)
+        running[0] = False
+        for t in threads:
+            t.join()
+        check(not errors and answers[0] > 0,
+              f"under load through three updates: {answers[0]} calls, none failed ({errors[:3]})")
 
         # ---- service tests: global shadow mode ----
         default.reload(shadow="true")
