@@ -194,18 +194,29 @@ Test(cli, acquire_holds_the_lease_while_the_command_runs_and_exits_with_its_stat
                  3, "options after -- are the command's (acquire would exit 69 on that socket)");
 }
 
-/* Starts `tokentriage acquire ... -- sleep 60` in a process group of its own. */
+/* Starts `tokentriage acquire ... -- sh -c 'touch READY; exec sleep 60'` in a process group of
+ * its own, and waits (deadline 10 s) until its command runs: it holds the lease from then on.
+ * (Polling with other acquires instead would race it for the one slot.) */
 static pid_t acquire_in_background(void)
 {
+    char ready[320], script[400];
+    snprintf(ready, sizeof(ready), "%s/ready", d.dir);
+    snprintf(script, sizeof(script), "touch '%s'; exec sleep 60", ready);
+    unlink(ready);
     pid_t pid = fork();
     cr_assert_neq(pid, -1);
     if (pid == 0) {
         setpgid(0, 0);
-        execl(BIN, BIN, "acquire", "-s", d.socket, "--subject", "key=k", "--", "sleep", "60",
+        execl(BIN, BIN, "acquire", "-s", d.socket, "--subject", "key=k", "--", "sh", "-c", script,
               (char *)NULL);
         _exit(127);
     }
     setpgid(pid, pid);
+    for (long long end = tt_now_ms() + 10000; access(ready, F_OK) != 0;) {
+        cr_assert(tt_now_ms() < end, "the background acquire never ran its command");
+        cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0, "the background acquire exited");
+        nanosleep(&(struct timespec){0, 10 * 1000000}, NULL);
+    }
     return pid;
 }
 
@@ -224,7 +235,7 @@ Test(cli, the_lease_dies_with_the_acquire_process)
 {
     cr_assert_eq(tt_daemon_start(&d, ONE_AT_A_TIME, NULL), 0);
     pid_t pid = acquire_in_background();
-    cr_assert(acquire_exits(75), "the background acquire never held the lease");
+    cr_assert(acquire_exits(75), "the background acquire does not hold the lease");
     kill(pid, SIGKILL); /* no release sent: only the connection's end frees the slot */
     int st;
     waitpid(pid, &st, 0);
@@ -236,7 +247,7 @@ Test(cli, acquire_hands_a_termination_to_its_command)
 {
     cr_assert_eq(tt_daemon_start(&d, ONE_AT_A_TIME, NULL), 0);
     pid_t pid = acquire_in_background();
-    cr_assert(acquire_exits(75));
+    cr_assert(acquire_exits(75), "the background acquire does not hold the lease");
     kill(pid, SIGTERM);
     int st;
     cr_assert_eq(waitpid(pid, &st, 0), pid);
