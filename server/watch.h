@@ -73,9 +73,13 @@ int srv_watch_add(srv_watch_t *w, const char *path, bool dir, const uint64_t *ba
  * the watch does not reload again for what was just read. */
 void srv_watch_sync(srv_watch_t *w);
 
-/* Checks made so far (debounces that ended in reading the entries): for tests, which wait for
- * the next one rather than for time. */
-uint64_t srv_watch_checks(const srv_watch_t *w);
+/* What the watch has done so far: checks (debounces that ended in looking at the entries),
+ * polls, and reads of an entry's bytes (the rest is stat). For tests, which wait for the next
+ * check or poll rather than for time. */
+typedef struct srv_watch_stats {
+    uint64_t checks, polls, reads;
+} srv_watch_stats_t;
+srv_watch_stats_t srv_watch_stats(const srv_watch_t *w);
 
 /* True while every directory that should be watched by inotify is. */
 bool srv_watch_inotify(const srv_watch_t *w);

@@ -114,11 +114,11 @@ static void run_until_checks(uint64_t checks)
     uv_timer_init(&loop, &deadline);
     deadline.data = &late;
     uv_timer_start(&deadline, on_deadline, 10000, 0);
-    while (srv_watch_checks(w) < checks && !late)
+    while (srv_watch_stats(w).checks < checks && !late)
         uv_run(&loop, UV_RUN_ONCE);
     uv_close((uv_handle_t *)&deadline, NULL);
     uv_run(&loop, UV_RUN_NOWAIT);
-    cr_assert_geq(srv_watch_checks(w), checks, "no check %llu within 10 s",
+    cr_assert_geq(srv_watch_stats(w).checks, checks, "no check %llu within 10 s",
                   (unsigned long long)checks);
 }
 
@@ -230,4 +230,39 @@ Test(watch, a_fifo_is_fingerprinted_without_blocking, .timeout = 10)
     put(at("config.yaml"), "");
     uint64_t empty = srv_watch_fingerprint(at("config.yaml"), false);
     cr_assert(a != gone && gone != empty && a != empty);
+}
+
+/* The poll reads a file's bytes only when stat says it may have changed (a config of 1 MiB is
+ * about 1.5 ms of FNV-1a on the loop), and a file changed within the last 2 s is read again at
+ * each poll (a coarse time stamp could hide a second write of the same size). So: polls of a
+ * fresh file read it, and once it is older than that, five polls in a row read nothing. */
+Test(watch, the_poll_reads_a_file_only_when_stat_says_it_may_have_changed)
+{
+    put(at("config.yaml"), "v1");
+    new_watch(100);
+    cr_assert_eq(srv_watch_add(w, at("config.yaml"), false, NULL, changed, NULL), 0);
+    bool late = false;
+    uv_timer_t deadline;
+    uv_timer_init(&loop, &deadline);
+    deadline.data = &late;
+    uv_timer_start(&deadline, on_deadline, 10000, 0);
+    uint64_t quiet = 0, polls = 0, reads = 0;
+    while (quiet < 5 && !late) {
+        uv_run(&loop, UV_RUN_ONCE);
+        srv_watch_stats_t st = srv_watch_stats(w);
+        if (st.polls == polls)
+            continue;
+        quiet = st.reads == reads ? quiet + st.polls - polls : 0;
+        polls = st.polls;
+        reads = st.reads;
+    }
+    uv_close((uv_handle_t *)&deadline, NULL);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_geq(quiet, 5, "the poll still reads an unchanged file after %llu polls",
+                  (unsigned long long)polls);
+    cr_assert_gt(reads, 0, "a file changed within 2 s must be read again");
+    /* and a change is still seen: the stat moved */
+    put(at("config.yaml"), "v2");
+    run_until_checks(srv_watch_stats(w).checks + 1);
+    cr_assert_eq(calls, 1);
 }
