@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "helpers.h" /* tests/engine's: limits and engines in a line */
 #include "hdoor.h"
 
 static hdoor_map_t map = {
@@ -215,15 +216,35 @@ Test(hdoor, an_admit_is_200_with_the_headers_and_a_json_body)
               "%s", a);
 }
 
-Test(hdoor, a_deny_is_429_with_retry_after)
+/* A denial as the engine answers it and the door renders it: one request a minute, the second
+ * denied. The Retry-After and the numbers are the product's (gcra: the next one is allowed 60 s
+ * on), not this test's. */
+static gov_result_t engine_denial(void)
 {
-    gov_result_t r = result(false, GOV_DENY);
+    cfg_limit_t l = rpm("team_rpm", "team", 1, 60 * S, 1);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    gov_result_t r;
+    subj(&s, "team", "t-1", NULL);
+    cr_assert_eq(gov_decide(e, &s, 0, T0, &r, NULL, NULL), 0);
+    cr_assert(r.admit);
+    cr_assert_eq(gov_decide(e, &s, 0, T0 + S / 2, &r, NULL, NULL), 0);
+    gov_engine_destroy(e);
+    cr_assert_not(r.admit);
+    gov_result_render(&r); /* as the door does before an answer */
+    return r;
+}
+
+Test(hdoor, a_deny_is_429_with_the_engines_retry_after)
+{
+    gov_result_t r = engine_denial();
     cr_assert_eq(hdoor_respond_decision(&out, &r, 429, (hdoor_frame_t){0}), 0);
     const char *a = answer();
     cr_assert(strstr(a, "HTTP/1.1 429 Too Many Requests\r\n") == a, "%s", a);
-    cr_assert(strstr(a, "\r\nRetry-After: 12\r\n"), "%s", a);
+    cr_assert(strstr(a, "\r\nRetry-After: 60\r\n"), "%s", a);
     cr_assert(strstr(a, "\r\nConnection: close\r\n"), "%s", a);
     cr_assert(strstr(a, "\"verdict\":\"deny\""), "%s", a);
+    cr_assert(strstr(a, "\"retry_after\":60,"), "%s", a);
 }
 
 Test(hdoor, a_deny_takes_the_status_the_request_asked_for)
