@@ -284,6 +284,55 @@ Test(schema, the_config_watch_is_on_with_a_five_second_poll_unless_told)
     free(text);
 }
 
+/* server.record (issue 30 item 10): off unless a file is named; its defaults; what it refuses. */
+Test(schema, the_recording_is_off_unless_a_file_is_named)
+{
+    cfg_config_t *cfg;
+    char *text = load_text("governance:\n  limits: []\n", 0, &cfg);
+    cr_assert_str_eq(text, "");
+    cr_assert_str_eq(cfg->server.record.file, "");
+    free(text);
+    cfg_free(cfg);
+    text = load_text("server:\n  record: { file: /var/lib/tokentriage/traffic.ttr }\n"
+                     "governance:\n  limits: []\n",
+                     0, &cfg);
+    cr_assert_str_eq(text, "");
+    const cfg_record_t *r = &cfg->server.record;
+    cr_assert_str_eq(r->file, "/var/lib/tokentriage/traffic.ttr");
+    cr_assert_eq(r->max_bytes, INT64_C(64) << 20);
+    cr_assert_eq(r->files, 2);
+    cr_assert_eq(r->sample, 1);
+    cr_assert(r->hash_subjects, "subjects are hashed unless said otherwise");
+    cr_assert_str_eq(r->hash_key_file, "");
+    free(text);
+    cfg_free(cfg);
+}
+
+Test(schema, a_bad_recording_is_named)
+{
+    cfg_config_t *cfg;
+    char *text = load_text("server:\n  record: { file: traffic.ttr, max_bytes: 100, files: 17, "
+                           "sample: 0, hash_subjects: maybe, hash_key_file: key, rotate: yes }\n"
+                           "governance:\n  limits: []\n",
+                           0, &cfg);
+    cr_assert_null(cfg);
+    cr_assert(strstr(text, "server.record.file: \"traffic.ttr\" must be an absolute path"), "%s",
+              text);
+    cr_assert(strstr(text, "server.record.max_bytes"), "%s", text);
+    cr_assert(strstr(text, "server.record.files"), "%s", text);
+    cr_assert(strstr(text, "server.record.sample"), "%s", text);
+    cr_assert(strstr(text, "server.record.hash_subjects"), "%s", text);
+    cr_assert(strstr(text, "server.record.hash_key_file: \"key\" must be an absolute path"), "%s",
+              text);
+    cr_assert(strstr(text, "rotate"), "%s", text);
+    free(text);
+    text =
+        load_text("server:\n  record: { max_bytes: 8192 }\ngovernance:\n  limits: []\n", 0, &cfg);
+    cr_assert_null(cfg);
+    cr_assert(strstr(text, "server.record.file: required"), "%s", text);
+    free(text);
+}
+
 Test(schema, posture_and_ledger_periods_compile)
 {
     cfg_config_t *cfg;
