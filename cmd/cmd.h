@@ -23,6 +23,8 @@ int cmd_usage_error(const char *help);
 
 int cmd_validate(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
+/* simulate --config NEW --traffic FILE: recorded decisions replayed (traffic.c). */
+int cmd_simulate_traffic(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_decide(int argc, char **argv);
 int cmd_settle(int argc, char **argv);

@@ -28,7 +28,8 @@
     "before a limit ships. Reads `<t_ms> <cost>` lines (non-decreasing milliseconds since the\n"   \
     "epoch; blank lines and #-comments skipped) from FILE or stdin and writes one JSON object\n"   \
     "per line: t_ms cost admit unfittable remaining retry_after reset_after state. The limit is\n" \
-    "armed first, and refused with the messages of `validate --arm`.\n"                            \
+    "armed first, and refused with the messages of `validate --arm`. Recorded traffic through a\n" \
+    "whole config: tokentriage simulate --config NEW.yaml --traffic FILE (--help there).\n"        \
     "\n"                                                                                           \
     "options:\n"                                                                                   \
     "  --algorithm A        gcra, token_bucket, fixed_window or sliding_window (required)\n"       \
@@ -260,6 +261,9 @@ static int replay(FILE *in, const ra_limiter_t *limiter)
 
 int cmd_simulate(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++) /* the other form: recorded traffic through a whole config */
+        if (strncmp(argv[i], "--traffic", 9) == 0 || strncmp(argv[i], "--config", 8) == 0)
+            return cmd_simulate_traffic(argc, argv);
     struct sim s;
     int rc = parse_args(argc, argv, &s);
     if (rc)

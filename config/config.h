@@ -58,6 +58,9 @@ enum {
 #define CFG_SNAPSHOT_INTERVAL_MIN_NS (INT64_C(100) * 1000000)
 #define CFG_DEFAULT_CONFIG_POLL_NS (INT64_C(5) * 1000000000) /* the config watch's poll */
 #define CFG_CONFIG_POLL_MIN_NS (INT64_C(100) * 1000000)
+#define CFG_DEFAULT_RECORD_MAX_BYTES (INT64_C(64) << 20) /* server.record.max_bytes */
+#define CFG_DEFAULT_RECORD_FILES 2
+#define CFG_RECORD_FILES_MAX 16
 #define CFG_DEFAULT_SHARE_BIND "0.0.0.0:7946"
 #define CFG_DEFAULT_PARTITION_HOLD_NS (INT64_C(60) * 1000000000)
 #define CFG_DEFAULT_JOIN_TIMEOUT_NS (INT64_C(10) * 1000000000)
@@ -82,6 +85,17 @@ typedef struct cfg_http_level {
 } cfg_http_level_t;
 
 /* server: the decision socket and the operations endpoint. */
+/* server.record: a bounded, rotating sample of the decisions' inputs, for `tokentriage simulate
+ * --traffic` (off unless `file` is set). */
+typedef struct cfg_record {
+    char file[CFG_PATH_MAX + 1];          /* absolute; "" = off */
+    int64_t max_bytes;                    /* one file's bound, 4096 .. 2^40 */
+    int64_t files;                        /* kept, the one written included: file, file.1, ... */
+    int64_t sample;                       /* 1 subject in `sample` is recorded (1: all) */
+    bool hash_subjects;                   /* ids written as keyed hashes (default true) */
+    char hash_key_file[CFG_PATH_MAX + 1]; /* the hashes' key; "" = a random key per start */
+} cfg_record_t;
+
 typedef struct cfg_server {
     char socket[CFG_SOCKET_PATH_MAX + 1]; /* default CFG_DEFAULT_SOCKET */
     uint32_t socket_mode;                 /* permission bits, default 0660 */
@@ -100,6 +114,7 @@ typedef struct cfg_server {
      * and a poll every config_poll_ns behind it (docs/configuration.md, "Reload") */
     bool config_watch;
     int64_t config_poll_ns;
+    cfg_record_t record;
     /* SO_PEERCRED allow-list: when either list is non-empty, a peer is served only when its
      * uid is in allow_uids or its gid in allow_gids; both empty = the file mode alone decides */
     uint32_t allow_uids[CFG_ALLOW_MAX];

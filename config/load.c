@@ -38,6 +38,10 @@ static void set_defaults(cfg_config_t *cfg)
     cfg->server.snapshot_interval_ns = CFG_DEFAULT_SNAPSHOT_INTERVAL_NS;
     cfg->server.config_watch = true;
     cfg->server.config_poll_ns = CFG_DEFAULT_CONFIG_POLL_NS;
+    cfg->server.record.max_bytes = CFG_DEFAULT_RECORD_MAX_BYTES;
+    cfg->server.record.files = CFG_DEFAULT_RECORD_FILES;
+    cfg->server.record.sample = 1;
+    cfg->server.record.hash_subjects = true;
     cfg->disclose_limits = true;
     snprintf(cfg->share.bind, sizeof(cfg->share.bind), "%s", CFG_DEFAULT_SHARE_BIND);
     cfg->share.partition_hold_ns = CFG_DEFAULT_PARTITION_HOLD_NS;

@@ -20,6 +20,13 @@ static bool http_differs(const cfg_server_t *a, const cfg_server_t *b)
     return false;
 }
 
+static bool record_differs(const cfg_record_t *a, const cfg_record_t *b)
+{
+    return strcmp(a->file, b->file) != 0 || a->max_bytes != b->max_bytes || a->files != b->files ||
+           a->sample != b->sample || a->hash_subjects != b->hash_subjects ||
+           strcmp(a->hash_key_file, b->hash_key_file) != 0;
+}
+
 static bool server_differs(const cfg_server_t *a, const cfg_server_t *b)
 {
     /* grpc_domains and grpc_charge_domains apply on reload: the front door reads them live */
@@ -31,6 +38,7 @@ static bool server_differs(const cfg_server_t *a, const cfg_server_t *b)
            strcmp(a->state_dir, b->state_dir) != 0 ||
            a->snapshot_interval_ns != b->snapshot_interval_ns ||
            a->config_watch != b->config_watch || a->config_poll_ns != b->config_poll_ns ||
+           record_differs(&a->record, &b->record) ||
            a->n_allow_uids != b->n_allow_uids || a->n_allow_gids != b->n_allow_gids ||
            memcmp(a->allow_uids, b->allow_uids, a->n_allow_uids * sizeof(a->allow_uids[0])) != 0 ||
            memcmp(a->allow_gids, b->allow_gids, a->n_allow_gids * sizeof(a->allow_gids[0])) != 0;

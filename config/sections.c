@@ -24,6 +24,7 @@ static const char *const server_keys[] = {"socket",
                                           "snapshot_interval",
                                           "config_watch",
                                           "config_poll",
+                                          "record",
                                           "grpc",
                                           "grpc_domains",
                                           "grpc_charge_domains",
@@ -34,6 +35,8 @@ static const char *const server_keys[] = {"socket",
                                           "grpc_shadow_mode",
                                           "grpc_limit_headers",
                                           NULL};
+static const char *const record_keys[] = {"file",          "max_bytes",     "files", "sample",
+                                          "hash_subjects", "hash_key_file", NULL};
 static const char *const limit_header_keys[] = {"limit", "remaining", "reset", NULL};
 static const char *const http_decide_names[] = {"loopback", "on", "off", NULL};
 
@@ -41,6 +44,43 @@ static const char *const http_decide_names[] = {"loopback", "on", "off", NULL};
 static int header_char(int ch)
 {
     return isalnum(ch) || (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+/* An absolute path, or "" when empty is allowed: 0, or an error reported. */
+static int get_abs_path(struct cfg__ctx *c, const cfg_node_t *v, const char *path, char *out,
+                        const char *empty)
+{
+    if (cfg__get_string(c, v, path, out, CFG_PATH_MAX, true, NULL, "a path") != 0)
+        return -1;
+    if (out[0] && out[0] != '/') {
+        cfg__err(c, path, v, "\"%s\" must be an absolute path (or \"\" for %s)", out, empty);
+        return -1;
+    }
+    return 0;
+}
+
+/* server.record: the decisions' inputs kept for `simulate --traffic` (docs/operators.md). */
+static void load_record(struct cfg__ctx *c, const cfg_node_t *n)
+{
+    cfg_record_t *r = &c->cfg->server.record;
+    const cfg_node_t *m = cfg__want_map(c, n, "server.record", record_keys), *v;
+    if (!m)
+        return;
+    if ((v = cfg__at(m, "file")))
+        get_abs_path(c, v, "server.record.file", r->file, "no recording");
+    else
+        cfg__err(c, "server.record.file", m, "required: where the recording is written");
+    if ((v = cfg__at(m, "max_bytes")))
+        cfg__get_int(c, v, "server.record.max_bytes", 4096, INT64_C(1) << 40, &r->max_bytes);
+    if ((v = cfg__at(m, "files")))
+        cfg__get_int(c, v, "server.record.files", 1, CFG_RECORD_FILES_MAX, &r->files);
+    if ((v = cfg__at(m, "sample")))
+        cfg__get_int(c, v, "server.record.sample", 1, 1000000, &r->sample);
+    if ((v = cfg__at(m, "hash_subjects")))
+        cfg__get_bool(c, v, "server.record.hash_subjects", &r->hash_subjects);
+    if ((v = cfg__at(m, "hash_key_file")))
+        get_abs_path(c, v, "server.record.hash_key_file", r->hash_key_file,
+                     "a key drawn at each start");
 }
 
 /* server.http_subject: level -> header, and server.http_tokens: one header; no header twice. */
@@ -212,12 +252,8 @@ void cfg__load_server(struct cfg__ctx *c, const cfg_node_t *n)
     if ((v = cfg__at(m, "max_connections")))
         cfg__get_int(c, v, cfg__join(p, "server", "max_connections"), 1, 65536,
                      &s->max_connections);
-    if ((v = cfg__at(m, "state_dir")) &&
-        cfg__get_string(c, v, "server.state_dir", s->state_dir, CFG_PATH_MAX, true, NULL,
-                        "a path") == 0 &&
-        s->state_dir[0] && s->state_dir[0] != '/')
-        cfg__err(c, "server.state_dir", v, "\"%s\" must be an absolute path (or \"\" for no state)",
-                 s->state_dir);
+    if ((v = cfg__at(m, "state_dir")))
+        get_abs_path(c, v, "server.state_dir", s->state_dir, "no state");
     if ((v = cfg__at(m, "snapshot_interval")) &&
         cfg__get_duration(c, v, "server.snapshot_interval", 0, INT64_C(3600) * 1000000000,
                           &s->snapshot_interval_ns) == 0 &&
@@ -229,6 +265,8 @@ void cfg__load_server(struct cfg__ctx *c, const cfg_node_t *n)
     if ((v = cfg__at(m, "config_poll")))
         cfg__get_duration(c, v, "server.config_poll", CFG_CONFIG_POLL_MIN_NS,
                           INT64_C(3600) * 1000000000, &s->config_poll_ns);
+    if ((v = cfg__at(m, "record")))
+        load_record(c, v);
     if ((v = cfg__at(m, "allow_uids")))
         get_ids(c, v, "allow_uids", s->allow_uids, &s->n_allow_uids);
     if ((v = cfg__at(m, "allow_gids")))
@@ -239,12 +277,8 @@ void cfg__load_server(struct cfg__ctx *c, const cfg_node_t *n)
         get_domains(c, v, "grpc_domains", s->grpc_domains, &s->n_grpc_domains);
     if ((v = cfg__at(m, "grpc_charge_domains")))
         get_domains(c, v, "grpc_charge_domains", s->grpc_charge_domains, &s->n_grpc_charge_domains);
-    if ((v = cfg__at(m, "grpc_config_dir")) &&
-        cfg__get_string(c, v, "server.grpc_config_dir", s->grpc_config_dir, CFG_PATH_MAX, true,
-                        NULL, "a path") == 0 &&
-        s->grpc_config_dir[0] && s->grpc_config_dir[0] != '/')
-        cfg__err(c, "server.grpc_config_dir", v,
-                 "\"%s\" must be an absolute path (or \"\" for none)", s->grpc_config_dir);
+    if ((v = cfg__at(m, "grpc_config_dir")))
+        get_abs_path(c, v, "server.grpc_config_dir", s->grpc_config_dir, "none");
     int store;
     if ((v = cfg__at(m, "grpc_config_store")) &&
         cfg__get_enum(c, v, "server.grpc_config_store", "store", cfg__store_names, &store) == 0)

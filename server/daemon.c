@@ -34,6 +34,7 @@
 #include "gov.h" /* redis/: the redis store as the engine's hook */
 #include "info_metrics.h"
 #include "log.h"
+#include "record.h"
 #include "mb.h"
 #include "preflight.h"
 #include "share_node.h"
@@ -76,7 +77,10 @@ typedef struct daemon {
     char doubt[400];         /* the last n_in_doubt text */
     srv_info_metrics_t info; /* build, process and configured limits on /metrics */
     srv_status_src_t status; /* GET /status */
+    rec_t *record;           /* server.record, when set */
 } daemon_t;
+
+static void flush_record(daemon_t *d);
 
 /* Logs every finding of a load or an arm, errors and warnings alike. */
 static void log_report(const cfg_report_t *rep, const char *msg)
@@ -237,6 +241,7 @@ static void on_signal(uv_signal_t *h, int signum)
     rds_gov_close(&d->redis); /* first: what is in flight completes while the server answers */
     srv_stop(d->srv);
     rls_srv_stop(d->grpc);
+    flush_record(d);                            /* what the last decisions recorded */
     st_node_stop(d->state, true, tt_wall_ns()); /* no decision runs any more: nothing is lost */
     srv_watch_close(d->watch);
     srv_members_stop(d->known, true); /* the members of the moment, before we leave them */
@@ -248,12 +253,59 @@ static void on_signal(uv_signal_t *h, int signum)
     uv_close((uv_handle_t *)&d->tick, NULL);
 }
 
+/* Writes the recorded decisions that wait; a file that refuses is logged once, until it takes
+ * a write again. */
+static void flush_record(daemon_t *d)
+{
+    static bool failing;
+    if (!d->record)
+        return;
+    int rc = rec_flush(d->record);
+    if (rc != 0 && !failing)
+        srv_log(SRV_LOG_ERROR, "record: cannot write the recording; its records are lost", "file",
+                rec_path(d->record), NULL);
+    else if (rc == 0 && failing)
+        srv_log(SRV_LOG_INFO, "record: writing again", "file", rec_path(d->record), NULL);
+    failing = rc != 0;
+}
+
+/* /metrics: what the recording kept, dropped and began (server.record). */
+static void record_metrics(proto_out_t *out, void *ud)
+{
+    rec_stats_t st;
+    rec_stats(ud, &st);
+    srv_metrics_printf(
+        out,
+        "# HELP tokentriage_record_records_total Decisions recorded (server.record).\n"
+        "# TYPE tokentriage_record_records_total counter\n"
+        "tokentriage_record_records_total %llu\n"
+        "# HELP tokentriage_record_dropped_total Decisions not recorded: more waiting than the "
+        "recording holds, or a record no file could hold.\n"
+        "# TYPE tokentriage_record_dropped_total counter\n"
+        "tokentriage_record_dropped_total %llu\n"
+        "# HELP tokentriage_record_files_total Recording files begun (a start, each rotation).\n"
+        "# TYPE tokentriage_record_files_total counter\n"
+        "tokentriage_record_files_total %llu\n"
+        "# HELP tokentriage_record_write_errors_total Writes the recording's file refused.\n"
+        "# TYPE tokentriage_record_write_errors_total counter\n"
+        "tokentriage_record_write_errors_total %llu\n",
+        (unsigned long long)st.records, (unsigned long long)st.dropped,
+        (unsigned long long)st.rotations, (unsigned long long)st.write_errors);
+}
+
+static void record_decision(void *ud, int64_t now, const gov_subject_t *s, int64_t tokens,
+                            const gov_result_t *res)
+{
+    rec_decision(ud, now, s, tokens, res);
+}
+
 static void on_tick(uv_timer_t *t)
 {
     daemon_t *d = t->data;
     int64_t now = tt_wall_ns();
     gov_engine_tick(d->engine, now);
     srv_status_tick(&d->status, now);
+    flush_record(d);
 }
 
 /* One detailed series of the rule language: its non-zero outcomes. */
@@ -653,6 +705,22 @@ static int start(daemon_t *d)
         srv_log(SRV_LOG_ERROR, "cannot start", "detail", "door: out of memory", NULL);
         return EX_SOFTWARE_;
     }
+    if (d->cfg->server.record.file[0]) {
+        char node[256];
+        if (d->cfg->share.present && d->cfg->share.node_id[0])
+            snprintf(node, sizeof(node), "%s", d->cfg->share.node_id);
+        else if (gethostname(node, sizeof(node)) != 0)
+            snprintf(node, sizeof(node), "localhost");
+        if (rec_open(&d->record, &d->cfg->server.record, node, tt_wall_ns(), &gerr) != 0) {
+            srv_log(SRV_LOG_ERROR, "cannot start", "detail", tt_err_format(&gerr, err, sizeof(err)),
+                    NULL);
+            return EX_CONFIG_;
+        }
+        door_set_observer(d->door, record_decision, d->record);
+        srv_metrics_add_source(d->metrics, record_metrics, d->record);
+        srv_log(SRV_LOG_INFO, "recording decisions", "file", d->cfg->server.record.file, "hashed",
+                d->cfg->server.record.hash_subjects ? "true" : "false", NULL);
+    }
     if (d->cfg->redis.present) { /* connects in the background; posture.fail covers the wait */
         rds_options_t ro;
         rds_tls_options_t tls;
@@ -838,6 +906,7 @@ int srv_daemon_run(const srv_daemon_options_t *opt)
     st_node_free(d.state);
     srv_status_free(&d.status);
     srv_watch_free(d.watch);
+    rec_close(d.record);
     free(d.addrs);
     gov_engine_destroy(d.engine);
     srv_metrics_free(d.metrics);

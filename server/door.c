@@ -10,7 +10,15 @@ struct door {
     srv_metrics_t *metrics;
     uint64_t batch[SRV_DOOR_COUNT_]; /* answered at once within the batch, observed at its end */
     rls_door_t rls;
+    door_observe_fn observe;
+    void *observe_ud;
 };
+
+void door_set_observer(door_t *d, door_observe_fn fn, void *ud)
+{
+    d->observe = fn;
+    d->observe_ud = ud;
+}
 
 static srv_verdict_t verdict_of(gov_verdict_t v)
 {
@@ -77,6 +85,8 @@ int door_call(door_t *d, const door_caller_t *who, const door_args_t *a, door_re
     }
     if (rc != GOV_PENDING)
         count(d, who->door, a->op, a->start_ns, a->batched, out->status, out->verdict);
+    if (d->observe && a->op == PROTO_OP_DECIDE)
+        d->observe(d->observe_ud, a->now, a->subject, a->tokens, rc == GOV_PENDING ? NULL : out);
     return rc;
 }
 

@@ -62,6 +62,12 @@ typedef struct door_args {
 int door_new(door_t **out, gov_engine_t *engine, srv_metrics_t *metrics);
 void door_free(door_t *d);
 
+/* Told of every decide door_call makes (the recording, server/record.h): its `now`, subject,
+ * tokens and answer (NULL: the engine answers later), borrowed for the call. NULL: none. */
+typedef void (*door_observe_fn)(void *ud, int64_t now, const gov_subject_t *s, int64_t tokens,
+                                const gov_result_t *res);
+void door_set_observer(door_t *d, door_observe_fn fn, void *ud);
+
 /*
  * The one engine call. Answers into req->result and returns 0 or a negative GOV_E* (counted
  * already), or GOV_PENDING: then done(&req->result, ctx) runs once the engine answers, counted

@@ -74,6 +74,7 @@ def main():
   grpc: {gsock}
   state_dir: {work}/state
   snapshot_interval: 1s
+  record: {{ file: {work}/traffic.ttr }}
 governance:
   limits:
     - {{ id: team_rpm, attach: {{ level: team }}, type: rpm, amount: 600, period: 1m, store: share }}

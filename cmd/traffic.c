@@ -1,0 +1,441 @@
+/*
+ * tokentriage simulate --config NEW.yaml --traffic FILE...: recorded decisions (server.record,
+ * server/record.h has the format) replayed through every limit of a new configuration, with the
+ * real engine, offline: what it would have admitted and denied, beside what was.
+ *
+ * Every file is read whole and checked before anything is replayed (a hostile file is refused
+ * with its name, the record and the field, and nothing is printed on stdout): a header of
+ * version 1, then maps whose `t` is an integer, `s` a map of 1..16 levels (config level names)
+ * to ids of 1..256 bytes, `n` absent or 0..2^40, `v` and `l` short strings. Files are replayed in
+ * the order given (the oldest first: FILE.1 before FILE).
+ *
+ * The engine is the daemon's (gov_decide), armed from NEW.yaml as serve arms it. Limits of the
+ * share and redis stores are replayed as one local counter each: the recording is one replica's
+ * traffic, and the fleet's other members, Redis' other clients are not in it. Per limit, with
+ * the deciding limit of each answer (the `limit` a denial names):
+ *   applied       recorded decisions the limit applies to (the subject names its levels)
+ *   was_admitted  of those, admitted when recorded;  was_denied: recorded denials it decided
+ *   now_admitted  of those, admitted by the new config; now_denied: new denials it decides
+ * and a chart of denials over the recording's time, as it was and as it would be.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "config.h"
+#include "engine.h"
+#include "wire.h"
+
+#define FILES_MAX 16
+#define FILE_MAX (INT64_C(1) << 30) /* bytes of one traffic file */
+#define BUCKETS 48                  /* the chart's width */
+
+#define HELP                                                                                       \
+    "usage: tokentriage simulate --config NEW.yaml --traffic FILE [--traffic FILE...] [--json]\n"  \
+    "\n"                                                                                           \
+    "Replays decisions a daemon recorded (server.record) through every limit of NEW.yaml, with\n"  \
+    "the daemon's own engine: per limit, how many the new config would admit and deny beside\n"    \
+    "what was admitted and denied, and a chart of the denials over time. Files are replayed in\n"  \
+    "the order given: the oldest first (traffic.ttr.1, then traffic.ttr). Share and redis\n"       \
+    "limits replay as one local counter (the recording is one replica's traffic).\n"               \
+    "\n"                                                                                           \
+    "options:\n"                                                                                   \
+    "  --config FILE        the configuration to try (armed as serve arms it)\n"                   \
+    "  --traffic FILE       a recording; up to 16, oldest first\n"                                 \
+    "  --json               one JSON object per limit, then one for all decisions\n"               \
+    "  -h, --help           this text\n"                                                           \
+    "\n"                                                                                           \
+    "exit status: 0 replayed, 64 usage, 65 a traffic file refused (named, with the record and\n"   \
+    "what was wrong), 66 a file that cannot be read, 78 a config that does not load or arm.\n"
+
+typedef struct tfile {
+    const char *path;
+    const uint8_t *data; /* mapped */
+    size_t len;
+    const uint8_t *first; /* the first record */
+    bool hashed;
+} tfile_t;
+
+/* One record, its strings pointing into the file. */
+typedef struct trec {
+    int64_t t, tokens;
+    gov_subject_t s;
+    wire_str_t verdict, limit;
+} trec_t;
+
+/* Reads the record at rd into out. 0, or -1 with why (field: message). */
+static int read_record(wire_reader_t *rd, trec_t *out, char *why, size_t size)
+{
+    uint32_t n;
+    *out = (trec_t){.tokens = GOV_NO_TOKENS};
+    bool have_t = false, have_s = false;
+    if (wire_read_map(rd, &n)) {
+        bool map = rd->pos < rd->end &&
+                   ((rd->pos[0] & 0xf0) == 0x80 || rd->pos[0] == 0xde || rd->pos[0] == 0xdf);
+        return snprintf(why, size, map ? "a map cut short" : "not a map"), -1;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        wire_str_t k;
+        if (wire_read_str(rd, &k))
+            return snprintf(why, size, "a key that is not a string"), -1;
+        if (wire_str_eq(k, "t")) {
+            if (wire_read_int(rd, &out->t) || out->t < 0)
+                return snprintf(why, size, "t: not a time (ns since the epoch)"), -1;
+            have_t = true;
+        } else if (wire_str_eq(k, "n")) {
+            if (wire_read_int(rd, &out->tokens) || out->tokens < 0 || out->tokens > GOV_TOKENS_MAX)
+                return snprintf(why, size, "n: tokens must be a whole number from 0 to %lld",
+                                (long long)GOV_TOKENS_MAX),
+                       -1;
+        } else if (wire_str_eq(k, "s")) {
+            uint32_t levels;
+            if (wire_read_map(rd, &levels) || levels < 1 || levels > GOV_SUBJECT_MAX)
+                return snprintf(why, size, "s: a subject is a map of 1 to %d levels",
+                                GOV_SUBJECT_MAX),
+                       -1;
+            for (uint32_t j = 0; j < levels; j++) {
+                wire_str_t level, id;
+                if (wire_read_str(rd, &level) || level.len < 1 || level.len > CFG_LEVEL_MAX ||
+                    wire_read_str(rd, &id) || id.len < 1 || id.len > GOV_ID_MAX)
+                    return snprintf(why, size,
+                                    "s: level %u: a level of 1 to %d bytes and an id of 1 to %d",
+                                    j + 1, CFG_LEVEL_MAX, GOV_ID_MAX),
+                           -1;
+                out->s.pairs[out->s.n++] = (gov_pair_t){level.ptr, level.len, id.ptr, id.len};
+            }
+            have_s = true;
+        } else if (wire_str_eq(k, "v") || wire_str_eq(k, "l")) {
+            wire_str_t *v = wire_str_eq(k, "v") ? &out->verdict : &out->limit;
+            if (wire_read_str(rd, v) || v->len > CFG_ID_MAX)
+                return snprintf(why, size, "%.*s: a string of at most %d bytes", (int)k.len, k.ptr,
+                                CFG_ID_MAX),
+                       -1;
+        } else if (wire_skip(rd)) { /* a field a later version added */
+            return snprintf(why, size, "%.*s: cut short", (int)k.len, k.ptr), -1;
+        }
+    }
+    if (!have_t || !have_s)
+        return snprintf(why, size, "%s: missing", have_t ? "s" : "t"), -1;
+    return 0;
+}
+
+/* Maps and checks one file whole. 0, or an exit code after saying why on stderr. */
+static int open_file(tfile_t *f, int64_t *t_min, int64_t *t_max, size_t *count)
+{
+    int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        fprintf(stderr, "Error: %s: %s\n", f->path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return EX_NOINPUT_;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size > FILE_MAX) {
+        fprintf(stderr, "Error: %s: %s\n", f->path,
+                S_ISREG(st.st_mode) ? "larger than 1 GiB: not a recording this reads"
+                                    : "not a regular file");
+        close(fd);
+        return EX_DATAERR_;
+    }
+    f->len = (size_t)st.st_size;
+    void *m = f->len ? mmap(NULL, f->len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    close(fd);
+    if (m == MAP_FAILED) {
+        fprintf(stderr, "Error: %s: %s\n", f->path, strerror(errno));
+        return EX_NOINPUT_;
+    }
+    f->data = m;
+    wire_reader_t rd = {.pos = f->data, .end = f->data + f->len};
+    uint32_t n;
+    int64_t version = 0;
+    if (f->len == 0 || wire_read_map(&rd, &n)) {
+        fprintf(stderr, "Error: %s: not a tokentriage traffic file (no header)\n", f->path);
+        return EX_DATAERR_;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        wire_str_t k;
+        bool b;
+        if (wire_read_str(&rd, &k)) {
+            version = 0;
+            break;
+        }
+        if (wire_str_eq(k, "tokentriage_traffic") && wire_read_int(&rd, &version) == 0)
+            continue;
+        if (wire_str_eq(k, "hashed") && wire_read_bool(&rd, &b) == 0) {
+            f->hashed = b;
+            continue;
+        }
+        if (wire_skip(&rd)) {
+            version = 0;
+            break;
+        }
+    }
+    if (version != 1) {
+        if (version > 1)
+            fprintf(stderr,
+                    "Error: %s: a traffic file of version %lld; this tokentriage reads "
+                    "version 1\n",
+                    f->path, (long long)version);
+        else
+            fprintf(stderr, "Error: %s: not a tokentriage traffic file (its header)\n", f->path);
+        return EX_DATAERR_;
+    }
+    f->first = rd.pos;
+    for (size_t k = 1; rd.pos < rd.end; k++) {
+        size_t at = (size_t)(rd.pos - f->data);
+        trec_t r;
+        char why[160];
+        if (read_record(&rd, &r, why, sizeof(why))) {
+            fprintf(stderr, "Error: %s: record %zu: %s (at byte %zu)\n", f->path, k, why, at);
+            return EX_DATAERR_;
+        }
+        *t_min = r.t < *t_min ? r.t : *t_min;
+        *t_max = r.t > *t_max ? r.t : *t_max;
+        (*count)++;
+    }
+    return 0;
+}
+
+/* Does limit l apply to subject s (SPEC §5: the subject names its levels, or it is global)? */
+static bool applies(const cfg_limit_t *l, const gov_subject_t *s)
+{
+    if (!cfg_type_is_rate(l->type) || !l->posture.on || cfg_limit_is_rule(l))
+        return false;
+    if (strcmp(l->level, "global") == 0)
+        return true;
+    for (const char *lv = l->level; *lv;) {
+        size_t len = strcspn(lv, ",");
+        bool named = false;
+        for (size_t i = 0; i < s->n && !named; i++)
+            named = s->pairs[i].level_len == len && memcmp(s->pairs[i].level, lv, len) == 0;
+        if (!named)
+            return false;
+        lv += len + (lv[len] == ',');
+    }
+    return true;
+}
+
+typedef struct tally {
+    uint64_t applied, was_admitted, was_denied, now_admitted, now_denied;
+    uint32_t was[BUCKETS], now[BUCKETS]; /* denials it decided, per bucket of time */
+} tally_t;
+
+static bool denied(wire_str_t v)
+{
+    return wire_str_eq(v, "deny") || wire_str_eq(v, "unfittable");
+}
+
+/* One row of the chart: each bucket's count as a block of eight heights. */
+static void spark(const char *label, const uint32_t *v, uint32_t max)
+{
+    static const char *const blocks[] = {" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
+    int last = BUCKETS;
+    while (last > 0 && v[last - 1] == 0) /* no trailing blanks */
+        last--;
+    printf("    %-10s%s", label, last ? "" : "  (none)");
+    for (int b = 0; b < last; b++)
+        printf("%s", blocks[v[b] == 0 ? 0 : 1 + (int)((uint64_t)(v[b] - 1) * 7 / (max ? max : 1))]);
+    printf("\n");
+}
+
+static void print_human(const cfg_config_t *cfg, const tally_t *t, size_t nfiles, size_t count,
+                        int64_t t_min, int64_t t_max, const uint64_t *totals, uint64_t refused,
+                        bool hashed)
+{
+    printf("replayed %zu decision%s from %zu file%s over %.0f s%s\n", count, count == 1 ? "" : "s",
+           nfiles, nfiles == 1 ? "" : "s", count ? (double)(t_max - t_min) / 1e9 : 0.0,
+           hashed ? " (subjects hashed)" : "");
+    printf("as recorded: %llu admitted, %llu denied; with the new config: %llu admitted, %llu "
+           "denied\n",
+           (unsigned long long)totals[0], (unsigned long long)totals[1],
+           (unsigned long long)totals[2], (unsigned long long)totals[3]);
+    if (refused)
+        printf("%llu decision%s the new config refuses as a request (e.g. a tpm limit now "
+               "applies and the request named no tokens)\n",
+               (unsigned long long)refused, refused == 1 ? "" : "s");
+    printf("\n%-20s %9s %9s %9s %9s %9s\n", "LIMIT", "APPLIED", "WAS_ADMIT", "WAS_DENY",
+           "NOW_ADMIT", "NOW_DENY");
+    for (size_t i = 0; i < cfg->n_limits; i++) {
+        const cfg_limit_t *l = &cfg->limits[i];
+        if (!cfg_type_is_rate(l->type) || cfg_limit_is_rule(l))
+            continue;
+        printf("%-20s %9llu %9llu %9llu %9llu %9llu%s\n", l->id, (unsigned long long)t[i].applied,
+               (unsigned long long)t[i].was_admitted, (unsigned long long)t[i].was_denied,
+               (unsigned long long)t[i].now_admitted, (unsigned long long)t[i].now_denied,
+               l->store != CFG_STORE_LOCAL ? "  (replayed as one local counter)" : "");
+        uint32_t max = 0;
+        for (int b = 0; b < BUCKETS; b++) {
+            max = t[i].was[b] > max ? t[i].was[b] : max;
+            max = t[i].now[b] > max ? t[i].now[b] : max;
+        }
+        if (max) { /* one row each, on one scale: the higher row's tallest block is `max` */
+            spark("denied was", t[i].was, max);
+            spark("denied now", t[i].now, max);
+            printf("    %-10s%-*s%s\n", "", BUCKETS - 13, "first decision", "last decision");
+        }
+    }
+}
+
+static void print_json(const cfg_config_t *cfg, const tally_t *t, size_t count,
+                       const uint64_t *totals, uint64_t refused)
+{
+    for (size_t i = 0; i < cfg->n_limits; i++) {
+        const cfg_limit_t *l = &cfg->limits[i];
+        if (!cfg_type_is_rate(l->type) || cfg_limit_is_rule(l))
+            continue;
+        printf("{\"limit\":\"%s\",\"store\":\"%s\",\"applied\":%llu,\"was_admitted\":%llu,"
+               "\"was_denied\":%llu,\"now_admitted\":%llu,\"now_denied\":%llu}\n",
+               l->id, cfg_store_name(l->store), (unsigned long long)t[i].applied,
+               (unsigned long long)t[i].was_admitted, (unsigned long long)t[i].was_denied,
+               (unsigned long long)t[i].now_admitted, (unsigned long long)t[i].now_denied);
+    }
+    printf("{\"decisions\":%zu,\"was_admitted\":%llu,\"was_denied\":%llu,\"now_admitted\":%llu,"
+           "\"now_denied\":%llu,\"refused\":%llu}\n",
+           count, (unsigned long long)totals[0], (unsigned long long)totals[1],
+           (unsigned long long)totals[2], (unsigned long long)totals[3],
+           (unsigned long long)refused);
+}
+
+/* Loads and arms NEW.yaml as serve does; share and redis limits become local counters. */
+static cfg_config_t *load_config(const char *path)
+{
+    cfg_report_t rep = {0};
+    cfg_config_t *cfg = NULL;
+    int rc = cfg_load_file(path, &cfg, &rep);
+    if (rc == 0)
+        rc = cfg_arm(cfg, &rep);
+    for (size_t i = 0; i < rep.n; i++)
+        fprintf(stderr, "%s: %s\n", rep.items[i].warning ? "Warning" : "Error", rep.items[i].text);
+    cfg_report_free(&rep);
+    if (rc != 0) {
+        cfg_free(cfg);
+        return NULL;
+    }
+    for (size_t i = 0; i < cfg->n_limits; i++)
+        if (cfg->limits[i].store != CFG_STORE_LOCAL && cfg_type_is_rate(cfg->limits[i].type))
+            cfg->limits[i].store = CFG_STORE_LOCAL;
+    return cfg;
+}
+
+static int replay(const cfg_config_t *cfg, tfile_t *files, size_t nfiles, size_t count,
+                  int64_t t_min, int64_t t_max, bool json)
+{
+    gov_engine_t *e;
+    gov_options_t opt = {0};
+    tt_err_t err;
+    if (gov_engine_create_config(&e, &opt, cfg, &err) != 0) {
+        char text[TT_ERR_TEXT_MAX];
+        fprintf(stderr, "Error: %s\n", tt_err_format(&err, text, sizeof(text)));
+        return EX_CONFIG_;
+    }
+    tally_t *t = calloc(cfg->n_limits ? cfg->n_limits : 1, sizeof(*t));
+    if (!t) {
+        gov_engine_destroy(e);
+        return EX_SOFTWARE_;
+    }
+    uint64_t totals[4] = {0}, refused = 0; /* was admit, was deny, now admit, now deny */
+    int64_t span = t_max - t_min + 1;
+    bool hashed = false;
+    for (size_t f = 0; f < nfiles; f++) {
+        hashed |= files[f].hashed;
+        wire_reader_t rd = {.pos = files[f].first, .end = files[f].data + files[f].len};
+        while (rd.pos < rd.end) {
+            trec_t r;
+            char why[160];
+            if (read_record(&rd, &r, why, sizeof(why))) /* checked already: never */
+                break;
+            int b = (int)((__int128)(r.t - t_min) * BUCKETS / span);
+            gov_result_t res;
+            int rc = gov_decide(e, &r.s, r.tokens, r.t, &res, NULL, NULL);
+            bool was_denied = denied(r.verdict);
+            totals[was_denied]++;
+            if (rc < 0) {
+                refused++;
+                continue;
+            }
+            totals[2 + !res.admit]++;
+            for (size_t i = 0; i < cfg->n_limits; i++) {
+                const cfg_limit_t *l = &cfg->limits[i];
+                if (!applies(l, &r.s))
+                    continue;
+                t[i].applied++;
+                t[i].was_admitted += wire_str_eq(r.verdict, "admit");
+                if (was_denied && wire_str_eq(r.limit, l->id)) {
+                    t[i].was_denied++;
+                    t[i].was[b]++;
+                }
+                t[i].now_admitted += res.admit;
+                if (!res.admit && strcmp(res.limit, l->id) == 0) {
+                    t[i].now_denied++;
+                    t[i].now[b]++;
+                }
+            }
+        }
+    }
+    if (json)
+        print_json(cfg, t, count, totals, refused);
+    else
+        print_human(cfg, t, nfiles, count, t_min, t_max, totals, refused, hashed);
+    free(t);
+    gov_engine_destroy(e);
+    return EX_OK_;
+}
+
+int cmd_simulate_traffic(int argc, char **argv)
+{
+    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                         {"traffic", required_argument, NULL, 't'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    const char *config = NULL;
+    tfile_t files[FILES_MAX] = {0};
+    size_t nfiles = 0;
+    bool json = false;
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (ch == 'c')
+            config = optarg;
+        else if (ch == 't' && nfiles < FILES_MAX)
+            files[nfiles++].path = optarg;
+        else if (ch == 'j')
+            json = true;
+        else if (ch == 'h')
+            return cmd_help(HELP);
+        else
+            return cmd_usage_error(HELP);
+    }
+    if (!config || nfiles == 0 || optind != argc) {
+        fprintf(stderr,
+                "tokentriage simulate: --config and at least one --traffic are needed "
+                "(at most %d)\n",
+                FILES_MAX);
+        return cmd_usage_error(HELP);
+    }
+    int64_t t_min = INT64_MAX, t_max = INT64_MIN;
+    size_t count = 0;
+    int rc = EX_OK_;
+    for (size_t i = 0; i < nfiles && rc == EX_OK_; i++)
+        rc = open_file(&files[i], &t_min, &t_max, &count);
+    cfg_config_t *cfg = rc == EX_OK_ ? load_config(config) : NULL;
+    if (rc == EX_OK_ && !cfg)
+        rc = EX_CONFIG_;
+    if (rc == EX_OK_)
+        rc = replay(cfg, files, nfiles, count, count ? t_min : 0, count ? t_max : 0, json);
+    cfg_free(cfg);
+    for (size_t i = 0; i < nfiles; i++)
+        if (files[i].data)
+            munmap((void *)files[i].data, files[i].len);
+    if (fflush(stdout) != 0 && rc == EX_OK_)
+        rc = EX_SOFTWARE_;
+    return rc;
+}
