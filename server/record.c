@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "proto.h"
+#include "tt_io.h"
 
 #define HASH_BYTES 16 /* BLAKE2b-128: 32 hex characters per id */
 
@@ -63,20 +64,6 @@ static void header(const rec_t *r, int64_t now, proto_out_t *out)
     msgpack_pack_int64(&pk, now);
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 /* Ends the current file (renamed aside, the oldest gone) and begins a new one with its header.
  * 0 or -1 with errno. */
 static int rotate(rec_t *r, int64_t now)
@@ -99,7 +86,7 @@ static int rotate(rec_t *r, int64_t now)
         return -1;
     proto_out_t h = {0};
     header(r, now, &h);
-    int rc = h.failed || write_all(r->fd, h.data, h.len) ? -1 : 0;
+    int rc = h.failed || tt_write_all(r->fd, h.data, h.len) ? -1 : 0;
     r->file_bytes = (int64_t)h.len;
     proto_out_free(&h);
     r->st.rotations++;
@@ -255,7 +242,7 @@ int rec_flush(rec_t *r)
 {
     if (!r || r->pending.len == 0)
         return 0;
-    int rc = r->fd >= 0 ? write_all(r->fd, r->pending.data, r->pending.len) : -1;
+    int rc = r->fd >= 0 ? tt_write_all(r->fd, r->pending.data, r->pending.len) : -1;
     if (rc != 0)
         r->st.write_errors++;
     r->pending.len = 0;

@@ -36,6 +36,7 @@
 #define _GNU_SOURCE
 #include "state.h"
 #include "tt_clock.h"
+#include "tt_io.h"
 #include "tt_path.h"
 
 #include <errno.h>
@@ -338,16 +339,7 @@ typedef struct writer {
 /* Writes all of p: 0 or ST_EIO (errno kept). */
 static int write_all(int fd, const uint8_t *p, size_t len)
 {
-    while (len) {
-        ssize_t k = write(fd, p, len);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return ST_EIO;
-        p += k;
-        len -= (size_t)k;
-    }
-    return 0;
+    return tt_write_all(fd, p, len) ? ST_EIO : 0;
 }
 
 static int sink_write(void *ctx, const uint8_t *p, size_t len)
