@@ -3,11 +3,10 @@
  * server/record.h has the format) replayed through every limit of a new configuration, with the
  * real engine, offline: what it would have admitted and denied, beside what was.
  *
- * Every file is read whole and checked before anything is replayed (a hostile file is refused
- * with its name, the record and the field, and nothing is printed on stdout): a header of
- * version 1, then maps whose `t` is an integer, `s` a map of 1..16 levels (config level names)
- * to ids of 1..256 bytes, `n` absent or 0..2^40, `v` and `l` short strings. Files are replayed in
- * the order given (the oldest first: FILE.1 before FILE).
+ * Every file is mapped and checked whole before anything is replayed (record.c's reader: a
+ * hostile file is refused with its name, the record, the field and the byte, and nothing is
+ * printed on stdout). Files are replayed in the order given (the oldest first: FILE.1 before
+ * FILE).
  *
  * The engine is the daemon's (gov_decide), armed from NEW.yaml as serve arms it. Limits of the
  * share and redis stores are replayed as one local counter each: the recording is one replica's
@@ -32,6 +31,7 @@
 #include "cmd.h"
 #include "config.h"
 #include "engine.h"
+#include "record.h"
 #include "wire.h"
 
 #define FILES_MAX 16
@@ -64,69 +64,6 @@ typedef struct tfile {
     bool hashed;
 } tfile_t;
 
-/* One record, its strings pointing into the file. */
-typedef struct trec {
-    int64_t t, tokens;
-    gov_subject_t s;
-    wire_str_t verdict, limit;
-} trec_t;
-
-/* Reads the record at rd into out. 0, or -1 with why (field: message). */
-static int read_record(wire_reader_t *rd, trec_t *out, char *why, size_t size)
-{
-    uint32_t n;
-    *out = (trec_t){.tokens = GOV_NO_TOKENS};
-    bool have_t = false, have_s = false;
-    if (wire_read_map(rd, &n)) {
-        bool map = rd->pos < rd->end &&
-                   ((rd->pos[0] & 0xf0) == 0x80 || rd->pos[0] == 0xde || rd->pos[0] == 0xdf);
-        return snprintf(why, size, map ? "a map cut short" : "not a map"), -1;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        wire_str_t k;
-        if (wire_read_str(rd, &k))
-            return snprintf(why, size, "a key that is not a string"), -1;
-        if (wire_str_eq(k, "t")) {
-            if (wire_read_int(rd, &out->t) || out->t < 0)
-                return snprintf(why, size, "t: not a time (ns since the epoch)"), -1;
-            have_t = true;
-        } else if (wire_str_eq(k, "n")) {
-            if (wire_read_int(rd, &out->tokens) || out->tokens < 0 || out->tokens > GOV_TOKENS_MAX)
-                return snprintf(why, size, "n: tokens must be a whole number from 0 to %lld",
-                                (long long)GOV_TOKENS_MAX),
-                       -1;
-        } else if (wire_str_eq(k, "s")) {
-            uint32_t levels;
-            if (wire_read_map(rd, &levels) || levels < 1 || levels > GOV_SUBJECT_MAX)
-                return snprintf(why, size, "s: a subject is a map of 1 to %d levels",
-                                GOV_SUBJECT_MAX),
-                       -1;
-            for (uint32_t j = 0; j < levels; j++) {
-                wire_str_t level, id;
-                if (wire_read_str(rd, &level) || level.len < 1 || level.len > CFG_LEVEL_MAX ||
-                    wire_read_str(rd, &id) || id.len < 1 || id.len > GOV_ID_MAX)
-                    return snprintf(why, size,
-                                    "s: level %u: a level of 1 to %d bytes and an id of 1 to %d",
-                                    j + 1, CFG_LEVEL_MAX, GOV_ID_MAX),
-                           -1;
-                out->s.pairs[out->s.n++] = (gov_pair_t){level.ptr, level.len, id.ptr, id.len};
-            }
-            have_s = true;
-        } else if (wire_str_eq(k, "v") || wire_str_eq(k, "l")) {
-            wire_str_t *v = wire_str_eq(k, "v") ? &out->verdict : &out->limit;
-            if (wire_read_str(rd, v) || v->len > CFG_ID_MAX)
-                return snprintf(why, size, "%.*s: a string of at most %d bytes", (int)k.len, k.ptr,
-                                CFG_ID_MAX),
-                       -1;
-        } else if (wire_skip(rd)) { /* a field a later version added */
-            return snprintf(why, size, "%.*s: cut short", (int)k.len, k.ptr), -1;
-        }
-    }
-    if (!have_t || !have_s)
-        return snprintf(why, size, "%s: missing", have_t ? "s" : "t"), -1;
-    return 0;
-}
-
 /* Maps and checks one file whole. 0, or an exit code after saying why on stderr. */
 static int open_file(tfile_t *f, int64_t *t_min, int64_t *t_max, size_t *count)
 {
@@ -154,46 +91,16 @@ static int open_file(tfile_t *f, int64_t *t_min, int64_t *t_max, size_t *count)
     }
     f->data = m;
     wire_reader_t rd = {.pos = f->data, .end = f->data + f->len};
-    uint32_t n;
-    int64_t version = 0;
-    if (f->len == 0 || wire_read_map(&rd, &n)) {
-        fprintf(stderr, "Error: %s: not a tokentriage traffic file (no header)\n", f->path);
-        return EX_DATAERR_;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        wire_str_t k;
-        bool b;
-        if (wire_read_str(&rd, &k)) {
-            version = 0;
-            break;
-        }
-        if (wire_str_eq(k, "tokentriage_traffic") && wire_read_int(&rd, &version) == 0)
-            continue;
-        if (wire_str_eq(k, "hashed") && wire_read_bool(&rd, &b) == 0) {
-            f->hashed = b;
-            continue;
-        }
-        if (wire_skip(&rd)) {
-            version = 0;
-            break;
-        }
-    }
-    if (version != 1) {
-        if (version > 1)
-            fprintf(stderr,
-                    "Error: %s: a traffic file of version %lld; this tokentriage reads "
-                    "version 1\n",
-                    f->path, (long long)version);
-        else
-            fprintf(stderr, "Error: %s: not a tokentriage traffic file (its header)\n", f->path);
+    char why[160];
+    if (rec_read_header(&rd, &f->hashed, why, sizeof(why))) {
+        fprintf(stderr, "Error: %s: %s\n", f->path, why);
         return EX_DATAERR_;
     }
     f->first = rd.pos;
     for (size_t k = 1; rd.pos < rd.end; k++) {
         size_t at = (size_t)(rd.pos - f->data);
-        trec_t r;
-        char why[160];
-        if (read_record(&rd, &r, why, sizeof(why))) {
+        rec_entry_t r;
+        if (rec_read_entry(&rd, &r, why, sizeof(why))) {
             fprintf(stderr, "Error: %s: record %zu: %s (at byte %zu)\n", f->path, k, why, at);
             return EX_DATAERR_;
         }
@@ -348,9 +255,9 @@ static int replay(const cfg_config_t *cfg, tfile_t *files, size_t nfiles, size_t
         hashed |= files[f].hashed;
         wire_reader_t rd = {.pos = files[f].first, .end = files[f].data + files[f].len};
         while (rd.pos < rd.end) {
-            trec_t r;
+            rec_entry_t r;
             char why[160];
-            if (read_record(&rd, &r, why, sizeof(why))) /* checked already: never */
+            if (rec_read_entry(&rd, &r, why, sizeof(why))) /* checked already: never */
                 break;
             int b = (int)((__int128)(r.t - t_min) * BUCKETS / span);
             gov_result_t res;

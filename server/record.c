@@ -254,6 +254,94 @@ void rec_stats(const rec_t *r, rec_stats_t *out)
     *out = r ? r->st : (rec_stats_t){0};
 }
 
+/* ---- reading it back ------------------------------------------------------------------- */
+
+int rec_read_header(wire_reader_t *rd, bool *hashed, char *why, size_t size)
+{
+    uint32_t n;
+    int64_t version = 0;
+    *hashed = false;
+    if (wire_read_map(rd, &n)) {
+        snprintf(why, size, "not a tokentriage traffic file (no header)");
+        return -1;
+    }
+    for (uint32_t i = 0; i < n && version >= 0; i++) {
+        wire_str_t k;
+        bool b;
+        if (wire_read_str(rd, &k))
+            version = -1;
+        else if (wire_str_eq(k, "tokentriage_traffic") && wire_read_int(rd, &version) == 0)
+            continue;
+        else if (wire_str_eq(k, "hashed") && wire_read_bool(rd, &b) == 0)
+            *hashed = b;
+        else if (wire_skip(rd))
+            version = -1;
+    }
+    if (version == REC_VERSION)
+        return 0;
+    if (version > REC_VERSION)
+        snprintf(why, size, "a traffic file of version %lld; this tokentriage reads version %d",
+                 (long long)version, REC_VERSION);
+    else
+        snprintf(why, size, "not a tokentriage traffic file (its header)");
+    return -1;
+}
+
+int rec_read_entry(wire_reader_t *rd, rec_entry_t *out, char *why, size_t size)
+{
+    uint32_t n;
+    *out = (rec_entry_t){.tokens = GOV_NO_TOKENS};
+    bool have_t = false, have_s = false;
+    if (wire_read_map(rd, &n)) {
+        bool map = rd->pos < rd->end &&
+                   ((rd->pos[0] & 0xf0) == 0x80 || rd->pos[0] == 0xde || rd->pos[0] == 0xdf);
+        return snprintf(why, size, map ? "a map cut short" : "not a map"), -1;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        wire_str_t k;
+        if (wire_read_str(rd, &k))
+            return snprintf(why, size, "a key that is not a string"), -1;
+        if (wire_str_eq(k, "t")) {
+            if (wire_read_int(rd, &out->t) || out->t < 0)
+                return snprintf(why, size, "t: not a time (ns since the epoch)"), -1;
+            have_t = true;
+        } else if (wire_str_eq(k, "n")) {
+            if (wire_read_int(rd, &out->tokens) || out->tokens < 0 || out->tokens > GOV_TOKENS_MAX)
+                return snprintf(why, size, "n: tokens must be a whole number from 0 to %lld",
+                                (long long)GOV_TOKENS_MAX),
+                       -1;
+        } else if (wire_str_eq(k, "s")) {
+            uint32_t levels;
+            if (wire_read_map(rd, &levels) || levels < 1 || levels > GOV_SUBJECT_MAX)
+                return snprintf(why, size, "s: a subject is a map of 1 to %d levels",
+                                GOV_SUBJECT_MAX),
+                       -1;
+            for (uint32_t j = 0; j < levels; j++) {
+                wire_str_t level, id;
+                if (wire_read_str(rd, &level) || level.len < 1 || level.len > CFG_LEVEL_MAX ||
+                    wire_read_str(rd, &id) || id.len < 1 || id.len > GOV_ID_MAX)
+                    return snprintf(why, size,
+                                    "s: level %u: a level of 1 to %d bytes and an id of 1 to %d",
+                                    j + 1, CFG_LEVEL_MAX, GOV_ID_MAX),
+                           -1;
+                out->s.pairs[out->s.n++] = (gov_pair_t){level.ptr, level.len, id.ptr, id.len};
+            }
+            have_s = true;
+        } else if (wire_str_eq(k, "v") || wire_str_eq(k, "l")) {
+            wire_str_t *v = wire_str_eq(k, "v") ? &out->verdict : &out->limit;
+            if (wire_read_str(rd, v) || v->len > CFG_ID_MAX)
+                return snprintf(why, size, "%.*s: a string of at most %d bytes", (int)k.len, k.ptr,
+                                CFG_ID_MAX),
+                       -1;
+        } else if (wire_skip(rd)) { /* a field a later version added */
+            return snprintf(why, size, "%.*s: cut short", (int)k.len, k.ptr), -1;
+        }
+    }
+    if (!have_t || !have_s)
+        return snprintf(why, size, "%s: missing", have_t ? "s" : "t"), -1;
+    return 0;
+}
+
 const char *rec_path(const rec_t *r)
 {
     return r->path;

@@ -39,6 +39,7 @@
 #include "config.h"
 #include "engine.h"
 #include "tt_err.h"
+#include "wire.h"
 
 #define REC_VERSION 1
 #define REC_PENDING_MAX (1024 * 1024)
@@ -76,5 +77,25 @@ const char *rec_path(const rec_t *r);
 
 /* Flushes and closes. NULL is fine. */
 void rec_close(rec_t *r);
+
+/* ---- reading it back (simulate --traffic): pure, bytes in, every field checked ---------- */
+
+/* One record, its strings pointing into the bytes read. tokens GOV_NO_TOKENS when absent;
+ * verdict and limit empty when absent. */
+typedef struct rec_entry {
+    int64_t t, tokens;
+    gov_subject_t s;
+    wire_str_t verdict, limit;
+} rec_entry_t;
+
+/* Reads the header at rd: 0 (with *hashed), or -1 with why: not a traffic file, or another
+ * version. */
+int rec_read_header(wire_reader_t *rd, bool *hashed, char *why, size_t size);
+
+/* Reads the record at rd: 0, or -1 with why ("FIELD: what is wrong"): not a map, `t` not a time
+ * (an int64 >= 0), `s` not 1..GOV_SUBJECT_MAX levels of 1..CFG_LEVEL_MAX bytes with ids of
+ * 1..GOV_ID_MAX, `n` outside 0..GOV_TOKENS_MAX, `v` or `l` longer than CFG_ID_MAX, a field cut
+ * short. Fields it does not know are skipped (a later version's). */
+int rec_read_entry(wire_reader_t *rd, rec_entry_t *out, char *why, size_t size);
 
 #endif
