@@ -54,7 +54,7 @@ Test(restart, each_start_only_section_that_changed_is_named)
     cfg_free(b);
 }
 
-Test(restart, redis_credentials_apply_on_reload_and_tls_after_a_restart)
+Test(restart, redis_credentials_and_tls_files_apply_on_reload_the_topology_after_a_restart)
 {
     const char *plain = "  redis: { address: \"r:6379\" }\n";
     const char *auth = "  redis: { address: \"r:6379\", username: u, password_file: /s/p }\n";
@@ -64,6 +64,9 @@ Test(restart, redis_credentials_apply_on_reload_and_tls_after_a_restart)
     cr_expect_eq(changed(a, b, names), 0, "the store reads the credentials again on reload");
     cfg_free(b);
     b = load("", 10, "equal", tls);
+    cr_expect_eq(changed(a, b, names), 0, "the store builds its TLS context again on reload");
+    cfg_free(b);
+    b = load("", 10, "equal", "  redis: { address: \"r:6380\", tls: { ca_file: /s/ca.pem } }\n");
     cr_assert_eq(changed(a, b, names), 1);
     cr_expect_str_eq(names[0], "shared_state.redis");
     cfg_free(a);

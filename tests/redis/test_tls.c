@@ -207,3 +207,24 @@ Test(tls, a_tls_file_that_cannot_be_used_is_named_at_start)
     cr_assert_str_eq(err.path, "shared_state.redis.tls.key_file");
     cr_assert(strstr(err.message, "mismatch"), "%s", err.message);
 }
+
+/* A reload's new TLS files (a rotated CA or certificate): the next connection uses them. */
+Test(tls, new_tls_files_reach_the_next_connection)
+{
+    rds_tls_options_t wrong = {.ca_file = certs.other_ca, .verify = true};
+    rs_events_t e = {0};
+    rds_store_t *s = open_store(tls_address, &wrong, &e);
+    cr_assert(rh_run_until(&loop, rs_failed_twice, s, 10000), "the wrong CA was taken");
+    cr_assert_not(rds_store_ready(s));
+    rds_tls_options_t right = {.ca_file = certs.ca, .verify = true};
+    rds_tls_t *t;
+    tt_err_t err;
+    cr_assert_eq(rds_tls_new(&right, &t, &err), 0, "%s", err.message);
+    rds_store_set_tls(s, t); /* the store owns it now */
+    cr_assert(rh_run_until(&loop, rs_ready, s, 10000), "the new CA never reached a connection: %s",
+              e.last);
+    rs_tally_t tally = {0};
+    cr_assert_eq(rs_steps(&loop, s, "team:rotated", 2, &tally), 0);
+    cr_assert_eq(tally.admitted, 2);
+    rds_store_close(s);
+}
