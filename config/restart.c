@@ -68,19 +68,9 @@ static bool share_differs(const cfg_share_t *a, const cfg_share_t *b)
            a->demand_keys != b->demand_keys;
 }
 
-static bool tls_differs(const cfg_redis_tls_t *a, const cfg_redis_tls_t *b)
-{
-    return a->present != b->present || strcmp(a->ca_file, b->ca_file) != 0 ||
-           strcmp(a->cert_file, b->cert_file) != 0 || strcmp(a->key_file, b->key_file) != 0 ||
-           strcmp(a->server_name, b->server_name) != 0 || a->verify != b->verify;
-}
-
-/* The credentials (username, password_file and the Sentinels' pair) are not here: a reload reads
- * them again and the store's next connection uses them (server/daemon.c, docs/redis.md). */
 static bool redis_differs(const cfg_redis_t *a, const cfg_redis_t *b)
 {
-    return a->present != b->present || tls_differs(&a->tls, &b->tls) ||
-           strcmp(a->address, b->address) != 0 ||
+    return a->present != b->present || strcmp(a->address, b->address) != 0 ||
            lists_differ(a->cluster, a->n_cluster, b->cluster, b->n_cluster) ||
            lists_differ(a->sentinels, a->n_sentinels, b->sentinels, b->n_sentinels) ||
            strcmp(a->master, b->master) != 0 || a->timeout_ns != b->timeout_ns;

@@ -59,7 +59,7 @@ struct rds_conn {
     int port;
     size_t max_out, max_in;
     /* TLS: the session between two memory BIOs (rbio: bytes read, wbio: bytes to write) */
-    const rds_tls_t *tls;
+    rds_tls_t *tls; /* a reference of the connection's own */
     SSL *ssl;
     BIO *rbio, *wbio;
     bool transport_up; /* the socket connected */
@@ -95,6 +95,7 @@ static void free_if_done(rds_conn_t *c)
         redisReaderFree(c->reader);
     tt_arena_free(&c->replies.arena);
     SSL_free(c->ssl); /* frees both BIOs */
+    rds_tls_free(c->tls);
     wipe(c->out.data, c->out.cap);
     wipe(c->wbuf.data, c->wbuf.cap);
     free(c->out.data);
@@ -502,7 +503,7 @@ int rds_conn_open(uv_loop_t *loop, const rds_conn_options_t *o, const rds_conn_h
     c->loop = loop;
     c->handler = h;
     c->ctx = ctx;
-    c->tls = o->tls;
+    c->tls = rds_tls_ref(o->tls);
     c->port = o->port;
     c->max_out = o->max_out ? o->max_out : DEFAULT_MAX;
     c->max_in = o->max_in ? o->max_in : DEFAULT_MAX;

@@ -47,10 +47,10 @@ typedef void rds_conn_reply_fn(void *arg, rds_conn_t *c, const redisReply *reply
 typedef struct rds_conn_options {
     const char *host; /* a name or an address; with port 0, a unix socket path */
     int port;
-    const char *name;     /* how messages name it: "host:port" or the path */
-    const rds_tls_t *tls; /* NULL: plain; else the store's TLS context (outlives the connection) */
-    size_t max_out;       /* bytes waiting to be written; 0 = 64 MiB */
-    size_t max_in;        /* bytes of one reply not yet complete; 0 = 64 MiB */
+    const char *name; /* how messages name it: "host:port" or the path */
+    rds_tls_t *tls;   /* NULL: plain; else a TLS context, which the connection references */
+    size_t max_out;   /* bytes waiting to be written; 0 = 64 MiB */
+    size_t max_in;    /* bytes of one reply not yet complete; 0 = 64 MiB */
 } rds_conn_options_t;
 
 /* Starts connecting (a name is resolved off the loop, by libuv's threadpool). Returns 0 and the

@@ -92,17 +92,31 @@ int rds_credentials_from_config(const cfg_redis_t *redis, rds_credentials_t *out
     return rc;
 }
 
-int rds_tls_check(const cfg_redis_t *redis, tt_err_t *err)
+int rds_tls_from_config(const cfg_redis_t *redis, rds_tls_t **out, tt_err_t *err)
 {
+    *out = NULL;
     if (!redis->tls.present)
         return 0;
     rds_options_t o;
     rds_tls_options_t tls;
     rds_options_from_config(redis, &o, &tls);
+    return rds_tls_new(&tls, out, err);
+}
+
+int rds_tls_check(const cfg_redis_t *redis, tt_err_t *err)
+{
     rds_tls_t *t;
-    int rc = rds_tls_new(&tls, &t, err);
+    int rc = rds_tls_from_config(redis, &t, err);
     rds_tls_free(t);
     return rc;
+}
+
+void rds_gov_set_tls(rds_gov_t *g, rds_tls_t *tls)
+{
+    if (g->store != NULL)
+        rds_store_set_tls(g->store, tls);
+    else
+        rds_tls_free(tls);
 }
 
 void rds_gov_set_credentials(rds_gov_t *g, const rds_credentials_t *c)

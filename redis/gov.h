@@ -27,6 +27,13 @@ void rds_options_from_config(const cfg_redis_t *redis, rds_options_t *out, rds_t
  * and again at every reload (the caller wipes *out when done with it). */
 int rds_credentials_from_config(const cfg_redis_t *redis, rds_credentials_t *out, tt_err_t *err);
 
+/* The TLS context shared_state.redis.tls asks for, its files read now (a reload's prepare):
+ * 0 with *out (NULL when tls is not configured; one reference, the caller's), or RDS_ETLS. */
+int rds_tls_from_config(const cfg_redis_t *redis, rds_tls_t **out, tt_err_t *err);
+
+/* A reload's commit: the next connections use `tls` (NULL: plain); takes the reference. */
+void rds_gov_set_tls(rds_gov_t *g, rds_tls_t *tls);
+
 /* Whether shared_state.redis.tls can be used as configured: its files load and agree (the
  * store's own loader, rds_tls_new, whose context is then dropped). 0, or RDS_ETLS naming the
  * field and OpenSSL's reason. For validate --arm and serve's checks before it listens. */

@@ -667,6 +667,13 @@ void rds_store_set_credentials(rds_store_t *s, const rds_credentials_t *c)
     s->cred = *c;
 }
 
+void rds_store_set_tls(rds_store_t *s, rds_tls_t *tls)
+{
+    rds_tls_t *old = s->tls;
+    s->tls = tls;
+    rds_tls_free(old);
+}
+
 bool rds_store_ready(const rds_store_t *s)
 {
     return rds__topology_ready(s);

@@ -128,6 +128,10 @@ int rds_store_call(rds_store_t *s, const ra_limiter_t *l, const char *key, size_
  * connections already authenticated stay as they are. Copied. */
 void rds_store_set_credentials(rds_store_t *s, const rds_credentials_t *c);
 
+/* The TLS context every connection made from now on uses (a reload's new files; NULL: plain);
+ * the store takes the caller's reference, and connections already made keep theirs. */
+void rds_store_set_tls(rds_store_t *s, rds_tls_t *tls);
+
 bool rds_store_ready(const rds_store_t *s);
 void rds_store_stats(const rds_store_t *s, rds_stats_t *out);
 

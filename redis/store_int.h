@@ -148,7 +148,7 @@ struct rds_store {
     void *data;
     char sha[RDS_SCRIPT_COUNT][RDS_SHA_LEN + 1];
     rds_credentials_t cred; /* sent by every handshake; wiped when the store is freed */
-    rds_tls_t *tls;         /* every connection's, when shared_state.redis.tls; owned */
+    rds_tls_t *tls;         /* new connections', when shared_state.redis.tls; a reference */
     uint64_t handshake_ms;  /* a connection's handshake (connect, TLS, AUTH, loads) within this */
     const rds_node_events_t *node_events;
     rds_stats_t stats;

@@ -12,6 +12,7 @@
 #include "auth.h" /* RDS_ETLS */
 
 struct rds_tls {
+    int refs;
     SSL_CTX *ctx;
     bool verify;
     char server_name[256];
@@ -47,6 +48,7 @@ int rds_tls_new(const rds_tls_options_t *o, rds_tls_t **out, tt_err_t *err)
         free(t);
         return tt_err_set(err, TT_ERR_NOMEM, "shared_state.redis.tls", "redis: out of memory");
     }
+    t->refs = 1;
     t->verify = o->verify;
     snprintf(t->server_name, sizeof(t->server_name), "%s", o->server_name ? o->server_name : "");
     SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
@@ -75,9 +77,16 @@ int rds_tls_new(const rds_tls_options_t *o, rds_tls_t **out, tt_err_t *err)
     return 0;
 }
 
+rds_tls_t *rds_tls_ref(rds_tls_t *t)
+{
+    if (t != NULL)
+        t->refs++;
+    return t;
+}
+
 void rds_tls_free(rds_tls_t *t)
 {
-    if (t == NULL)
+    if (t == NULL || --t->refs > 0)
         return;
     SSL_CTX_free(t->ctx);
     free(t);

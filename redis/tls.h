@@ -27,10 +27,15 @@ typedef struct rds_tls_options {
 } rds_tls_options_t;
 
 /* Loads the files and builds the context. Returns 0, or RDS_ETLS (auth.h) with err's path the
- * setting (shared_state.redis.tls.ca_file, ...) and OpenSSL's reason. *out is the caller's,
- * freed with rds_tls_free. */
+ * setting (shared_state.redis.tls.ca_file, ...) and OpenSSL's reason. *out holds one reference,
+ * the caller's, given back with rds_tls_free. */
 int rds_tls_new(const rds_tls_options_t *o, rds_tls_t **out, tt_err_t *err);
 
+/* One more reference (a connection keeps the context it was opened with while the store may
+ * take a reload's new one); t may be NULL. Returns t. */
+rds_tls_t *rds_tls_ref(rds_tls_t *t);
+
+/* Gives one reference back; the last frees the context. t may be NULL. */
 void rds_tls_free(rds_tls_t *t);
 
 /* A client session for a connection to `host`: SNI and the name to check set. NULL when out of

@@ -11,7 +11,8 @@
  * them says which and keeps the old values until a restart (cfg_restart_sections). The one
  * exception is the keyring file's content, read again on every reload so keys rotate without
  * restarts, and the Redis password files' (shared_state.redis.password_file,
- * sentinel_password_file), read again so a rotated password reaches the next connection.
+ * sentinel_password_file) and TLS files' (shared_state.redis.tls), read again so a rotated
+ * password, certificate or CA reaches the next connection.
  */
 #include "daemon.h"
 
@@ -136,7 +137,8 @@ typedef struct reload {
     mb_keyring_t keyring;                      /* membership's next keyring */
     const char *restart[CFG_RESTART_SECTIONS]; /* sections that apply after a restart */
     size_t n_restart;
-    bool recred;                  /* the redis store takes `redis_cred` */
+    bool recred;                  /* the redis store takes `redis_cred` and `redis_tls` */
+    rds_tls_t *redis_tls;         /* its next TLS context (NULL: plain), the files read again */
     rds_credentials_t redis_cred; /* its next credentials, read from the files again */
 } reload_t;
 
@@ -165,8 +167,10 @@ static int reload_prepare(daemon_t *d, reload_t *r, char *why, size_t why_size)
     }
     /* a store running since the start reads its password files again (a rotated Secret) */
     r->recred = d->redis.store != NULL && c->redis.present;
-    if (r->recred && rds_credentials_from_config(&c->redis, &r->redis_cred, &merr) != 0) {
+    if (r->recred && (rds_credentials_from_config(&c->redis, &r->redis_cred, &merr) != 0 ||
+                      rds_tls_from_config(&c->redis, &r->redis_tls, &merr) != 0)) {
         tt_err_format(&merr, why, why_size);
+        rds_credentials_wipe(&r->redis_cred);
         gov_engine_reload_abort(d->engine, r->engine);
         cfg_free(r->cfg);
         return -1;
@@ -184,6 +188,7 @@ static void reload_commit(daemon_t *d, reload_t *r)
     if (r->recred) {
         rds_gov_set_credentials(&d->redis, &r->redis_cred);
         rds_credentials_wipe(&r->redis_cred);
+        rds_gov_set_tls(&d->redis, r->redis_tls); /* the store takes the reference */
     }
     for (size_t i = 0; i < r->n_restart; i++)
         srv_log(SRV_LOG_WARN, "reload: a section changed that applies after a restart", "section",
