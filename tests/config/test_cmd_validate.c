@@ -244,6 +244,28 @@ Test(cmd_validate, arm_refuses_a_listener_address_that_is_a_name_as_serve_does)
 
 /* serve runs without state when its directory is unusable (it never crash-loops on its state):
  * --arm says so as a warning, with the reason. */
+/* server.record: the recording's directory and its key file (issue 30 item 10). */
+Test(cmd_validate, arm_refuses_a_recording_serve_cannot_write_as_serve_does)
+{
+    host_t h;
+    host_config(&h, "server: { socket: %1$s/tt.sock, http: \"127.0.0.1:0\", "
+                    "record: { file: %1$s/no/such/traffic.ttr } }\n");
+    both_refuse(&h, "Error: server.record.file: %1$s/no/such/traffic.ttr: its directory "
+                    "%1$s/no/such: No such file or directory\n");
+    host_done(&h);
+}
+
+Test(cmd_validate, arm_refuses_a_recording_key_file_too_short_as_serve_does)
+{
+    host_t h;
+    host_config(&h, "server: { socket: %1$s/tt.sock, http: \"127.0.0.1:0\", "
+                    "record: { file: %1$s/traffic.ttr, hash_key_file: %1$s/key } }\n");
+    host_file(&h, "key", "abc");
+    both_refuse(&h, "Error: server.record.hash_key_file: %1$s/key: 3 bytes; a key file holds 16 "
+                    "to 4096\n");
+    host_done(&h);
+}
+
 Test(cmd_validate, arm_warns_of_a_state_dir_serve_cannot_use)
 {
     host_t h;
