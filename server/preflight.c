@@ -6,6 +6,7 @@
 
 #include "gov.h" /* redis/: the store's own readers of its files */
 #include "mb.h"
+#include "record.h"
 #include "srv.h"
 #include "state.h"
 #include "tokentriage.h"
@@ -68,6 +69,8 @@ int srv_preflight(const cfg_config_t *cfg, const char *socket_flag, bool serving
         rds_credentials_wipe(&cred);
         check(&f, rds_tls_check(&cfg->redis, &err), &err);
     }
+    if (cfg->server.record.file[0]) /* the recording's directory and key file */
+        check(&f, rec_check(&cfg->server.record, &err), &err);
     char detail[200];
     if (!serving && cfg->server.state_dir[0] &&
         st_dir_check(cfg->server.state_dir, detail, sizeof(detail)) != 0 &&

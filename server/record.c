@@ -93,11 +93,13 @@ static int rotate(rec_t *r, int64_t now)
     return rc;
 }
 
-/* The key: BLAKE2b-256 of the key file's bytes (16 .. 4096 of them), or random. */
-static int load_key(rec_t *r, const cfg_record_t *cfg, tt_err_t *err)
+/* The key into key: BLAKE2b-256 of the key file's bytes (16 .. 4096 of them), or random when
+ * there is no key file (random false: left as it is, for rec_check). */
+static int read_key(const cfg_record_t *cfg, uint8_t key[REC_KEY_BYTES], bool random, tt_err_t *err)
 {
     if (!cfg->hash_key_file[0]) {
-        randombytes_buf(r->key, sizeof(r->key));
+        if (random)
+            randombytes_buf(key, REC_KEY_BYTES);
         return 0;
     }
     int fd = open(cfg->hash_key_file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -112,8 +114,37 @@ static int load_key(rec_t *r, const cfg_record_t *cfg, tt_err_t *err)
     if (n < 16 || n > 4096)
         return tt_err_set(err, TT_ERR_INVAL, "server.record.hash_key_file",
                           "%s: %zd bytes; a key file holds 16 to 4096", cfg->hash_key_file, n);
-    crypto_generichash(r->key, sizeof(r->key), buf, (size_t)n, NULL, 0);
+    crypto_generichash(key, REC_KEY_BYTES, buf, (size_t)n, NULL, 0);
     sodium_memzero(buf, sizeof(buf));
+    return 0;
+}
+
+int rec_check(const cfg_record_t *cfg, tt_err_t *err)
+{
+    uint8_t key[REC_KEY_BYTES];
+    int rc = read_key(cfg, key, false, err);
+    sodium_memzero(key, sizeof(key));
+    if (rc != 0)
+        return rc;
+    char dir[CFG_PATH_MAX + 1];
+    snprintf(dir, sizeof(dir), "%s", cfg->file);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        slash[slash == dir] = '\0'; /* "/x" is in "/" */
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return tt_err_set(err, TT_ERR_INVAL, "server.record.file", "%s: its directory %s: %s",
+                          cfg->file, dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return tt_err_set(err, TT_ERR_INVAL, "server.record.file",
+                          "%s: its directory %s is not a directory", cfg->file, dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return tt_err_set(err, TT_ERR_INVAL, "server.record.file",
+                          "%s: its directory %s cannot be written here: %s", cfg->file, dir,
+                          strerror(errno));
+    if (lstat(cfg->file, &st) == 0 && !S_ISREG(st.st_mode))
+        return tt_err_set(err, TT_ERR_INVAL, "server.record.file",
+                          "%s: not a regular file (a recording is written only to one)", cfg->file);
     return 0;
 }
 
@@ -132,7 +163,9 @@ int rec_open(rec_t **out, const cfg_record_t *cfg, const char *node, int64_t now
                  .hash = cfg->hash_subjects};
     snprintf(r->path, sizeof(r->path), "%s", cfg->file);
     snprintf(r->node, sizeof(r->node), "%s", node ? node : "");
-    int rc = load_key(r, cfg, err);
+    int rc = rec_check(cfg, err);
+    if (rc == 0)
+        rc = read_key(cfg, r->key, true, err);
     if (rc == 0 && rotate(r, now) != 0)
         rc =
             tt_err_set(err, TT_ERR_INVAL, "server.record.file", "%s: %s", r->path, strerror(errno));

@@ -61,6 +61,12 @@ typedef struct rec_stats {
  */
 int rec_open(rec_t **out, const cfg_record_t *cfg, const char *node, int64_t now, tt_err_t *err);
 
+/* What rec_open checks before it writes anything, changing nothing: the key file (16 to 4096
+ * bytes, readable), the file's directory (there, a directory, writable here), the file (absent
+ * or a regular file). 0, or the code with err naming the setting and what is wrong: what
+ * `validate --arm` reports (srv_preflight) in serve's words. */
+int rec_check(const cfg_record_t *cfg, tt_err_t *err);
+
 /* One decision's inputs and answer (res NULL: answered later). Never fails: what cannot be kept
  * is counted in dropped. */
 void rec_decision(rec_t *r, int64_t now, const gov_subject_t *s, int64_t tokens,
