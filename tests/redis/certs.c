@@ -8,6 +8,8 @@
 
 #include "harness.h"
 
+#define FAKETIME_LIB "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
 #define EC "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"
 
 static int run(const char *const *argv)
@@ -51,18 +53,36 @@ static int make_leaf(const rt_certs_t *c, rt_pair_t *out, const char *stem, cons
                          "-out",    csr,   "-subj",   "/CN=tt", NULL};
     if (run(req) < 0)
         return -1;
-    const char *sign[] = {"faketime", at ? at : "-0s",
-                          "openssl",  "x509",
-                          "-req",     "-in",
-                          csr,        "-CA",
-                          ca,         "-CAkey",
-                          ca_key,     "-CAserial",
-                          serial,     "-CAcreateserial",
-                          "-out",     out->pem,
-                          "-days",    "1",
-                          "-extfile", ext,
+    /* libfaketime preloaded, not Debian's faketime wrapper: the wrapper creates a semaphore
+     * named after its pid with O_EXCL and exits 1 when one is there, and a daemon of the suite
+     * killed under libfaketime leaves its pair in /dev/shm; with pid_max 32768 a later
+     * certificate met one now and then (CI: "faketime ... openssl failed"). The library itself
+     * goes on without sharing when its name is taken. */
+    char fake_at[64];
+    snprintf(fake_at, sizeof(fake_at), "FAKETIME=@%s", at ? at : "");
+    const char *sign[] = {"env",
+                          "LD_PRELOAD=" FAKETIME_LIB,
+                          fake_at,
+                          "openssl",
+                          "x509",
+                          "-req",
+                          "-in",
+                          csr,
+                          "-CA",
+                          ca,
+                          "-CAkey",
+                          ca_key,
+                          "-CAserial",
+                          serial,
+                          "-CAcreateserial",
+                          "-out",
+                          out->pem,
+                          "-days",
+                          "1",
+                          "-extfile",
+                          ext,
                           NULL};
-    return run(at ? sign : sign + 2);
+    return run(at ? sign : sign + 3);
 }
 
 int rt_certs_make(rt_certs_t *c)

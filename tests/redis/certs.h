@@ -1,5 +1,5 @@
 /*
- * Certificates made by the test, with Debian's openssl (and faketime for one in the past): a CA,
+ * Certificates made by the test, with Debian's openssl (and libfaketime for one in the past): a CA,
  * a server certificate it signed (names redis.test and the address 127.0.0.1), a client
  * certificate it signed, a second CA with a server certificate of its own (the wrong CA), a
  * server certificate for another name (other.test only) and one that expired in 2020. All EC
