@@ -10,7 +10,7 @@
 
 #include "cmd.h"
 #include "daemon.h"
-#include "log.h"
+#include "tt_log.h"
 #include "tokentriage.h" /* TT_SOCKET_ENV */
 #include "tt_commit.h"
 
@@ -46,7 +46,7 @@ int cmd_serve(int argc, char **argv)
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     srv_daemon_options_t opt = {.version = TT_VERSION, .commit = TT_COMMIT};
-    srv_log_format_t format;
+    tt_log_format_t format;
     int ch;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "c:s:h", opts, NULL)) != -1) {
@@ -58,11 +58,11 @@ int cmd_serve(int argc, char **argv)
             opt.socket = optarg;
             break;
         case 'L':
-            if (srv_log_parse_format(optarg, &format) != 0) {
+            if (tt_log_parse_format(optarg, &format) != 0) {
                 fprintf(stderr, "tokentriage serve: --log-format is logfmt or json\n");
                 return cmd_usage_error(HELP);
             }
-            srv_log_set_format(format);
+            tt_log_set_format(format);
             break;
         case 'h':
             return cmd_help(HELP);

@@ -8,6 +8,7 @@
 #include "mb.h"
 #include "mb_int.h"
 #include "tt_clock.h"
+#include "tt_log.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -26,16 +27,6 @@
 /* The kernel's queue of connections not yet accepted: a flood that fills it drops a joining
  * peer's SYN, which it then resends only a second later. */
 #define LISTEN_BACKLOG 1024
-
-void mb__log(const char *level, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "level=%s component=membership msg=\"", level);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\"\n");
-    va_end(ap);
-}
 
 /* ---- addresses ---- */
 
@@ -131,6 +122,59 @@ int64_t mb__now(mb_t *mb)
 static void on_timer(uv_timer_t *t);
 static void resolve_seed(mb_t *mb, size_t seed, bool absent);
 
+/* The address membership has for member `id`, "" when it has none. */
+static void member_address(const mb_t *mb, const char *id, char *out, size_t cap)
+{
+    out[0] = 0;
+    for (size_t i = 0, n = mb_member_count(mb); i < n; i++) {
+        swim_member_view_t v;
+        if (mb_member_get(mb, i, &v) == 0 && strcmp(v.id, id) == 0) {
+            mb_addr_format(&v.addr, out, cap);
+            return;
+        }
+    }
+}
+
+/*
+ * One line per change of the view an operator waits for (docs/membership.md, "What the log
+ * says"): a member joined (or came back, or restarted as a new generation), left, was declared
+ * dead, and another process claiming our id. n is the live count (alive and suspect, self
+ * included) once the core has taken the change in: the N an equal division divides by.
+ */
+static void log_event(mb_t *mb, const swim_event_t *ev)
+{
+    char addr[80] = "";
+    switch (ev->type) {
+    case SWIM_EV_UP:
+        member_address(mb, ev->id, addr, sizeof addr);
+        tt_log(TT_LOG_INFO, "member joined", TT_STR("member", ev->id),
+               TT_UINT("generation", ev->generation), TT_STR("address", addr[0] ? addr : NULL),
+               TT_INT("n", mb_live_count(mb)));
+        return;
+    case SWIM_EV_LEFT:
+        tt_log(TT_LOG_INFO, "member left", TT_STR("member", ev->id),
+               TT_UINT("generation", ev->generation), TT_INT("n", mb_live_count(mb)));
+        return;
+    case SWIM_EV_DOWN: /* N fell by a failure */
+        tt_log(TT_LOG_WARN, "member dead", TT_STR("member", ev->id),
+               TT_UINT("generation", ev->generation), TT_INT("n", mb_live_count(mb)));
+        return;
+    case SWIM_EV_DUPLICATE: {
+        char other[80] = "?";
+        mb_duplicate(mb, NULL, other, sizeof other);
+        tt_log(TT_LOG_ERROR,
+               "duplicate node id: another live process claims it; every view counts the id "
+               "once, so N is in doubt (short by one)",
+               TT_STR("member", ev->id), TT_UINT("generation", ev->generation),
+               TT_STR("address", other));
+        return;
+    }
+    case SWIM_EV_UPDATE:
+    case SWIM_EV_LIVE_COUNT:
+        return; /* metadata (a divisor) changes often; N's changes are the share store's lines */
+    }
+}
+
 void mb__pump(mb_t *mb)
 {
     if (mb->closing)
@@ -169,17 +213,7 @@ void mb__pump(mb_t *mb)
         if (k >= n)
             break;
         swim_event_t ev = queue[k];
-        if (ev.type == SWIM_EV_DOWN) /* N fell by a failure: worth a line */
-            mb__log("warn", "member %s (generation %llu) declared dead", ev.id,
-                    (unsigned long long)ev.generation);
-        if (ev.type == SWIM_EV_DUPLICATE) {
-            char other[80] = "?";
-            mb_duplicate(mb, NULL, other, sizeof other);
-            mb__log("error",
-                    "duplicate node id %s: another live process claims it (generation %llu at "
-                    "%s); every view counts the id once, so N is in doubt (short by one)",
-                    ev.id, (unsigned long long)ev.generation, other);
-        }
+        log_event(mb, &ev);
         for (int s = 0; s < mb->n_subs && !mb->closing; s++)
             mb->subs[s].fn(mb->subs[s].ud, mb, &ev);
     }
@@ -265,7 +299,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
                 n--;
             }
     } else if (!mb->closing) {
-        mb__log("warn", "seed lookup failed: %s", uv_strerror(status));
+        tt_log(TT_LOG_WARN, "seed lookup failed", TT_STR("detail", uv_strerror(status)));
     }
     uv_freeaddrinfo(res);
     free(r);
@@ -316,7 +350,8 @@ static void on_join_timer(uv_timer_t *t)
         return;
     if (!mb->solo && tt_mono_ns() >= mb->join_deadline) {
         mb->solo = true;
-        mb__log("warn", "no seed answered within the join timeout: running solo, still trying");
+        tt_log(TT_LOG_WARN, "no seed answered within the join timeout: running solo, still trying",
+               TT_UINT("seeds", mb->cfg.n_seeds));
     }
     if (!mb->solo) {
         for (size_t s = 0; s < mb->cfg.n_seeds; s++)
@@ -389,14 +424,14 @@ void mb_keyring_commit(mb_t *mb, mb_keyring_t *kr)
     mb_keyring_wipe(&mb->keyring);
     mb->keyring = *kr;
     mb_keyring_wipe(kr);
-    mb__log("info", "keyring reloaded: %zu keys, the first seals", mb->keyring.n);
+    tt_log(TT_LOG_INFO, "keyring reloaded: the first key seals", TT_UINT("keys", mb->keyring.n));
 }
 
 static int load_keyring(mb_t *mb, tt_err_t *err)
 {
     if (!mb->cfg.keyring_file[0]) {
-        mb__log("warn", "GOSSIP IS NOT ENCRYPTED: shared_state.share.keyring_file is not set; "
-                        "any host that can reach the gossip port can join or forge membership");
+        tt_log(TT_LOG_WARN, "GOSSIP IS NOT ENCRYPTED: shared_state.share.keyring_file is not set; "
+                            "any host that can reach the gossip port can join or forge membership");
         return 0;
     }
     return mb_keyring_read(mb->cfg.keyring_file, &mb->keyring, err);
@@ -525,8 +560,9 @@ int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, tt_err_t *err)
     mb->join_deadline = tt_mono_ns() + cfg->join_timeout_ns;
     if (cfg->n_seeds == 0)
         mb->solo = true;
-    mb__log("info", "membership started: node %s at %s, %s, %zu seeds", cfg->node_id, mb->advertise,
-            mb->keyring.n ? "sealed" : "PLAINTEXT", cfg->n_seeds);
+    tt_log(TT_LOG_INFO, "membership started", TT_STR("node", cfg->node_id),
+           TT_STR("address", mb->advertise), TT_BOOL("sealed", mb->keyring.n > 0),
+           TT_UINT("seeds", cfg->n_seeds));
     /* the first try when the loop runs: the caller may hand over the members it knew first */
     uv_timer_start(&mb->join_timer, on_join_timer, 0, 0);
     mb__pump(mb);
@@ -610,7 +646,8 @@ int mb_known_load(mb_t *mb, const uint8_t *bytes, size_t len, tt_err_t *err)
 {
     int n = swim_known_load(mb->core, bytes, len, err);
     if (n >= 0)
-        mb__log("info", "remembered %d members of the fleet this node left; joining them too", n);
+        tt_log(TT_LOG_INFO, "remembered the members of the fleet this node left; joining them too",
+               TT_INT("members", n));
     return n;
 }
 
@@ -776,7 +813,7 @@ void mb_leave(mb_t *mb, mb_done_fn done, void *ud)
     swim_leave(mb->core, mb__now(mb));
     mb__pump(mb);
     uv_timer_start(&mb->join_timer, on_join_timer, LEAVE_GRACE_MS, 0);
-    mb__log("info", "left the cluster gracefully");
+    tt_log(TT_LOG_INFO, "left the cluster gracefully", TT_STR("node", mb->cfg.node_id));
 }
 
 static void handle_closed(uv_handle_t *h)

@@ -53,7 +53,6 @@ struct mb {
     uint8_t rxbuf[65536];
 };
 
-void mb__log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The core's clock (monotonic), with the wall clock handed to the core beside it. */
 int64_t mb__now(mb_t *mb);
 /* After every call into the core: the outbox sent, push-pull started, events handed out,

@@ -8,6 +8,7 @@
  * connections that send nothing cannot keep a joining replica out (issue #23 item 6).
  */
 #include "mb_int.h"
+#include "tt_log.h"
 
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -145,7 +146,8 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     size_t need =
         (size_t)c->in[0] << 24 | (size_t)c->in[1] << 16 | (size_t)c->in[2] << 8 | c->in[3];
     if (need > SWIM_PUSHPULL_MAX) {
-        mb__log("warn", "push-pull frame of %zu bytes refused", need);
+        tt_log(TT_LOG_WARN, "push-pull frame refused: longer than the bound",
+               TT_UINT("bytes", need), TT_UINT("bound", SWIM_PUSHPULL_MAX));
         mb__conn_close(c);
         return;
     }
@@ -156,8 +158,8 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     int rc = swim_pushpull_receive(mb->core, mb__now(mb), c->in + 4, need, &err);
     char detail[sizeof err.path + sizeof err.message + 2];
     if (rc)
-        mb__log("warn", "push-pull dropped: %s: %s", swim_strerror(rc),
-                tt_err_format(&err, detail, sizeof detail));
+        tt_log(TT_LOG_WARN, "push-pull dropped", TT_STR("reason", swim_strerror(rc)),
+               TT_STR("detail", tt_err_format(&err, detail, sizeof detail)));
     else if (!c->initiator) { /* no longer a stranger: the answer may take the usual time */
         c->authed = true;
         uv_timer_start(&c->timeout, conn_timeout, CONN_TIMEOUT_MS, 0);

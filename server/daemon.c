@@ -34,7 +34,6 @@
 #include "engine.h"
 #include "gov.h" /* redis/: the redis store as the engine's hook */
 #include "info_metrics.h"
-#include "log.h"
 #include "record.h"
 #include "mb.h"
 #include "preflight.h"
@@ -43,6 +42,7 @@
 #include "srv.h"
 #include "tt_clock.h"
 #include "tt_fmt.h"
+#include "tt_log.h"
 #include "tokentriage.h"
 #include "watch.h"
 
@@ -87,8 +87,8 @@ static void flush_record(daemon_t *d);
 static void log_report(const cfg_report_t *rep, const char *msg)
 {
     for (size_t i = 0; i < rep->n; i++)
-        srv_log(rep->items[i].warning ? SRV_LOG_WARN : SRV_LOG_ERROR, msg, "detail",
-                rep->items[i].text, NULL);
+        tt_log(rep->items[i].warning ? TT_LOG_WARN : TT_LOG_ERROR, msg,
+               TT_STR("detail", rep->items[i].text));
 }
 
 /* Loads and arms the configuration: the file, or the embedded default. NULL on error, with the
@@ -117,8 +117,8 @@ static cfg_config_t *load(const char *path, const char *what, char *why, size_t 
 
 static void log_reload(void *ctx, const char *limit_id, gov_reload_action_t action)
 {
-    srv_log(SRV_LOG_INFO, "reload", "limit", limit_id, "counters", gov_reload_action_name(action),
-            NULL);
+    tt_log(TT_LOG_INFO, "reload", TT_STR("limit", limit_id),
+           TT_STR("counters", gov_reload_action_name(action)));
 }
 
 /* A sealed replica whose keyring file is still the same path reads it again on reload (key
@@ -191,8 +191,8 @@ static void reload_commit(daemon_t *d, reload_t *r)
         rds_gov_set_tls(&d->redis, r->redis_tls); /* the store takes the reference */
     }
     for (size_t i = 0; i < r->n_restart; i++)
-        srv_log(SRV_LOG_WARN, "reload: a section changed that applies after a restart", "section",
-                r->restart[i], NULL);
+        tt_log(TT_LOG_WARN, "reload: a section changed that applies after a restart",
+               TT_STR("section", r->restart[i]));
     cfg_free(d->cfg);
     d->cfg = r->cfg;
     d->status.generation++;
@@ -203,10 +203,10 @@ static void reload_commit(daemon_t *d, reload_t *r)
 static void reload(daemon_t *d, const char *trigger, const char *changed)
 {
     const char *path = d->opt->config_path;
-    srv_log(SRV_LOG_INFO, "reload requested", "config", path ? path : "<default>", "trigger",
-            trigger, changed ? "changed" : NULL, changed, NULL);
+    tt_log(TT_LOG_INFO, "reload requested", TT_STR("config", path ? path : "<default>"),
+           TT_STR("trigger", trigger), TT_STR("changed", changed));
     reload_t r = {0};
-    char why[320], msg[400];
+    char why[320];
     bool ok = reload_prepare(d, &r, why, sizeof(why)) == 0;
     srv_metrics_reload(d->metrics, ok);
     /* what was just read is what the watch has seen, applied or refused: a refused file is not
@@ -215,14 +215,13 @@ static void reload(daemon_t *d, const char *trigger, const char *changed)
     if (!ok) {
         mb_keyring_wipe(&r.keyring);
         d->status.refused++;
-        snprintf(msg, sizeof(msg), "reload refused: %s, old config still serving", why);
-        srv_log(SRV_LOG_ERROR, msg, NULL);
+        tt_log(TT_LOG_ERROR, "reload refused, old config still serving", TT_STR("reason", why),
+               TT_UINT("generation", d->status.generation));
         return;
     }
     reload_commit(d, &r);
-    char n[16];
-    snprintf(n, sizeof(n), "%zu", d->cfg->n_limits);
-    srv_log(SRV_LOG_INFO, "reload applied", "limits", n, NULL);
+    tt_log(TT_LOG_INFO, "reload applied", TT_UINT("limits", d->cfg->n_limits),
+           TT_UINT("generation", d->status.generation));
 }
 
 /* Peers have been told we leave: close membership; the loop ends when its handles are. */
@@ -242,7 +241,7 @@ static void on_signal(uv_signal_t *h, int signum)
         reload(d, "SIGHUP", NULL);
         return;
     }
-    srv_log(SRV_LOG_INFO, "stopping", "signal", signum == SIGTERM ? "SIGTERM" : "SIGINT", NULL);
+    tt_log(TT_LOG_INFO, "stopping", TT_STR("signal", signum == SIGTERM ? "SIGTERM" : "SIGINT"));
     rds_gov_close(&d->redis); /* first: what is in flight completes while the server answers */
     srv_stop(d->srv);
     rls_srv_stop(d->grpc);
@@ -267,10 +266,10 @@ static void flush_record(daemon_t *d)
         return;
     int rc = rec_flush(d->record);
     if (rc != 0 && !failing)
-        srv_log(SRV_LOG_ERROR, "record: cannot write the recording; its records are lost", "file",
-                rec_path(d->record), NULL);
+        tt_log(TT_LOG_ERROR, "record: cannot write the recording; its records are lost",
+               TT_STR("file", rec_path(d->record)));
     else if (rc == 0 && failing)
-        srv_log(SRV_LOG_INFO, "record: writing again", "file", rec_path(d->record), NULL);
+        tt_log(TT_LOG_INFO, "record: writing again", TT_STR("file", rec_path(d->record)));
     failing = rc != 0;
 }
 
@@ -510,12 +509,12 @@ static int start_demand(daemon_t *d)
     tt_err_t err = {0};
     char detail[256];
     if (demand_node_new(&d->demand, &d->cfg->share, &err) != 0) {
-        srv_log(SRV_LOG_ERROR, "demand store", "detail",
-                tt_err_format(&err, detail, sizeof(detail)), NULL);
+        tt_log(TT_LOG_ERROR, "demand store",
+               TT_STR("detail", tt_err_format(&err, detail, sizeof(detail))));
         return -1;
     }
     if (demand_node_attach(d->demand, &d->loop, d->mb, d->share, demand_send, d->mb) != 0) {
-        srv_log(SRV_LOG_ERROR, "demand store", "detail", "cannot start", NULL);
+        tt_log(TT_LOG_ERROR, "demand store", TT_STR("detail", "cannot start"));
         return -1;
     }
     mb_set_app_handler(d->mb, demand_received, d->demand);
@@ -543,8 +542,8 @@ static void chgrp_socket(const char *path, const char *group)
         return;
     struct group *g = getgrnam(group);
     if (!g || chown(path, (uid_t)-1, g->gr_gid) != 0)
-        srv_log(SRV_LOG_WARN, "cannot give the socket to its group", "socket", path, "group", group,
-                NULL);
+        tt_log(TT_LOG_WARN, "cannot give the socket to its group", TT_STR("socket", path),
+               TT_STR("group", group));
 }
 
 /* Envoy's rate limit service on server.grpc (SPEC §12), deciding through the same engine. */
@@ -559,11 +558,11 @@ static int start_grpc(daemon_t *d)
     };
     if (rls_srv_start(&d->grpc, &d->loop, &o, &err) != 0) {
         char text[TT_ERR_TEXT_MAX];
-        srv_log(SRV_LOG_ERROR, "cannot serve", "detail", tt_err_format(&err, text, sizeof(text)),
-                NULL);
+        tt_log(TT_LOG_ERROR, "cannot serve",
+               TT_STR("detail", tt_err_format(&err, text, sizeof(text))));
         return -1;
     }
-    srv_log(SRV_LOG_INFO, "grpc listening", "address", rls_srv_address(d->grpc), NULL);
+    tt_log(TT_LOG_INFO, "grpc listening", TT_STR("address", rls_srv_address(d->grpc)));
     return 0;
 }
 
@@ -601,17 +600,18 @@ static void redis_event(void *data, rds_event_t event, const char *node, const c
     (void)data;
     switch (event) {
     case RDS_EVENT_NODE_UP:
-        srv_log(SRV_LOG_INFO, "redis: connected", "node", node, NULL);
+        tt_log(TT_LOG_INFO, "redis: connected", TT_STR("node", node));
         break;
     case RDS_EVENT_NODE_DOWN:
-        srv_log(SRV_LOG_WARN, "redis: connection failed", "node", node, "detail", detail, NULL);
+        tt_log(TT_LOG_WARN, "redis: connection failed", TT_STR("node", node),
+               TT_STR("detail", detail));
         break;
     case RDS_EVENT_UP:
-        srv_log(SRV_LOG_INFO, "redis: store up", NULL);
+        tt_log(TT_LOG_INFO, "redis: store up");
         break;
     case RDS_EVENT_DOWN:
-        srv_log(SRV_LOG_WARN, "redis: store down: decisions follow each limit's posture", "detail",
-                detail, NULL);
+        tt_log(TT_LOG_WARN, "redis: store down: decisions follow each limit's posture",
+               TT_STR("detail", detail));
         break;
     }
 }
@@ -654,13 +654,13 @@ static int start_watch(daemon_t *d, uint64_t seen)
     if (rules[0] && srv_watch_add(d->watch, rules, true, NULL, on_watch, d) != 0)
         return -1;
     srv_metrics_add_source(d->metrics, watch_metrics, d->watch);
-    char every[32];
-    snprintf(every, sizeof every, "%.3gs", (double)c->server.config_poll_ns / 1e9);
-    srv_log(SRV_LOG_INFO, "config watch", "config", d->opt->config_path, "keyring",
-            also[0][0] ? also[0] : "none", "redis_password", also[1][0] ? also[1] : "none",
-            "sentinel_password", also[2][0] ? also[2] : "none", "grpc_config_dir",
-            rules[0] ? rules : "none", "inotify", srv_watch_inotify(d->watch) ? "yes" : "no",
-            "poll", every, NULL);
+    tt_log(TT_LOG_INFO, "config watch", TT_STR("config", d->opt->config_path),
+           TT_STR("keyring", also[0][0] ? also[0] : "none"),
+           TT_STR("redis_password", also[1][0] ? also[1] : "none"),
+           TT_STR("sentinel_password", also[2][0] ? also[2] : "none"),
+           TT_STR("grpc_config_dir", rules[0] ? rules : "none"),
+           TT_BOOL("inotify", srv_watch_inotify(d->watch)),
+           TT_NUM("poll_s", c->server.config_poll_ns / 1e9));
     return 0;
 }
 
@@ -687,27 +687,27 @@ static int start(daemon_t *d)
                  "getrandom: %s; the reservation and lease ids need a key no client can guess, "
                  "and the kernel gave no random bytes",
                  strerror(errno));
-        srv_log(SRV_LOG_ERROR, "cannot start", "detail", err, NULL);
+        tt_log(TT_LOG_ERROR, "cannot start", TT_STR("detail", err));
         return EX_OSERR_;
     }
     tt_err_t gerr;
     if (gov_engine_create_config(&d->engine, &gopt, d->cfg, &gerr) != 0) {
-        srv_log(SRV_LOG_ERROR, "engine", "detail", tt_err_format(&gerr, err, sizeof(err)), NULL);
+        tt_log(TT_LOG_ERROR, "engine", TT_STR("detail", tt_err_format(&gerr, err, sizeof(err))));
         return EX_CONFIG_;
     }
     if (!(d->metrics = srv_metrics_new())) {
-        srv_log(SRV_LOG_ERROR, "cannot start", "detail", "metrics: out of memory", NULL);
+        tt_log(TT_LOG_ERROR, "cannot start", TT_STR("detail", "metrics: out of memory"));
         return EX_SOFTWARE_;
     }
     srv_metrics_add_source(d->metrics, engine_metrics, d);
     if (start_watch(d, seen) != 0) {
-        srv_log(SRV_LOG_ERROR, "cannot start", "detail", "config watch: out of memory", NULL);
+        tt_log(TT_LOG_ERROR, "cannot start", TT_STR("detail", "config watch: out of memory"));
         return EX_SOFTWARE_;
     }
     d->info = (srv_info_metrics_t){.version = opt->version, .commit = opt->commit, .cfg = &d->cfg};
     srv_metrics_add_source(d->metrics, srv_info_metrics_render, &d->info);
     if (door_new(&d->door, d->engine, d->metrics) != 0) {
-        srv_log(SRV_LOG_ERROR, "cannot start", "detail", "door: out of memory", NULL);
+        tt_log(TT_LOG_ERROR, "cannot start", TT_STR("detail", "door: out of memory"));
         return EX_SOFTWARE_;
     }
     if (d->cfg->server.record.file[0]) {
@@ -717,14 +717,14 @@ static int start(daemon_t *d)
         else if (gethostname(node, sizeof(node)) != 0)
             snprintf(node, sizeof(node), "localhost");
         if (rec_open(&d->record, &d->cfg->server.record, node, tt_wall_ns(), &gerr) != 0) {
-            srv_log(SRV_LOG_ERROR, "cannot start", "detail", tt_err_format(&gerr, err, sizeof(err)),
-                    NULL);
+            tt_log(TT_LOG_ERROR, "cannot start",
+                   TT_STR("detail", tt_err_format(&gerr, err, sizeof(err))));
             return EX_CONFIG_;
         }
         door_set_observer(d->door, record_decision, d->record);
         srv_metrics_add_source(d->metrics, record_metrics, d->record);
-        srv_log(SRV_LOG_INFO, "recording decisions", "file", d->cfg->server.record.file, "hashed",
-                d->cfg->server.record.hash_subjects ? "true" : "false", NULL);
+        tt_log(TT_LOG_INFO, "recording decisions", TT_STR("file", d->cfg->server.record.file),
+               TT_BOOL("hashed", d->cfg->server.record.hash_subjects));
     }
     if (d->cfg->redis.present) { /* connects in the background; posture.fail covers the wait */
         rds_options_t ro;
@@ -738,14 +738,14 @@ static int start(daemon_t *d)
             rc = rds_gov_attach(&d->redis, d->engine, &d->loop, &ro, &gerr);
         rds_credentials_wipe(&cred);
         if (rc != 0) {
-            srv_log(SRV_LOG_ERROR, "redis", "detail", tt_err_format(&gerr, err, sizeof(err)), NULL);
+            tt_log(TT_LOG_ERROR, "redis", TT_STR("detail", tt_err_format(&gerr, err, sizeof(err))));
             return EX_CONFIG_;
         }
         srv_metrics_add_source(d->metrics, redis_metrics, d);
     }
     /* the counters come back before the socket is served */
     if (srv_state_open(&d->state, &d->loop, d->engine, &d->cfg, d->metrics) != 0) {
-        srv_log(SRV_LOG_ERROR, "cannot start", "detail", "state: out of memory", NULL);
+        tt_log(TT_LOG_ERROR, "cannot start", TT_STR("detail", "state: out of memory"));
         return EX_SOFTWARE_;
     }
 
@@ -773,13 +773,13 @@ static int start(daemon_t *d)
     };
     if (dispatch_new(&d->dispatch, d->engine, d->door, d->metrics, d->node, path, opt->version) !=
         0) {
-        srv_log(SRV_LOG_ERROR, "cannot start", "detail", "request handler: out of memory", NULL);
+        tt_log(TT_LOG_ERROR, "cannot start", TT_STR("detail", "request handler: out of memory"));
         return EX_SOFTWARE_;
     }
     int rc = srv_start(&d->srv, &d->loop, &so, dispatch_handler(d->dispatch), d->metrics, &gerr);
     if (rc != 0) {
-        srv_log(SRV_LOG_ERROR, "cannot serve", "detail", tt_err_format(&gerr, err, sizeof(err)),
-                NULL);
+        tt_log(TT_LOG_ERROR, "cannot serve",
+               TT_STR("detail", tt_err_format(&gerr, err, sizeof(err))));
         return rc == SRV_ENOMEM ? EX_SOFTWARE_ : EX_UNAVAILABLE_;
     }
     chgrp_socket(path, d->cfg->server.socket_group);
@@ -806,8 +806,8 @@ static int start(daemon_t *d)
         tt_err_t merr;
         char detail[sizeof merr.path + sizeof merr.message + 2];
         if (mb_start(&d->mb, &d->loop, &d->cfg->share, &merr) != 0) {
-            srv_log(SRV_LOG_ERROR, "membership", "detail",
-                    tt_err_format(&merr, detail, sizeof detail), NULL);
+            tt_log(TT_LOG_ERROR, "membership",
+                   TT_STR("detail", tt_err_format(&merr, detail, sizeof detail)));
             return EX_CONFIG_;
         }
         /* a restart finds the fleet it left: the members it knew, beside the seeds */
@@ -823,8 +823,9 @@ static int start(daemon_t *d)
         if (share_node_new(&d->share, &d->cfg->share, tt_wall_ns(), &gerr) == 0)
             share_node_remember(d->share, (uint32_t)known, tt_wall_ns());
         if (!d->share || share_node_attach(d->share, &d->loop, d->mb)) {
-            srv_log(SRV_LOG_ERROR, "share store", "detail",
-                    gerr.code ? tt_err_format(&gerr, err, sizeof(err)) : "cannot start", NULL);
+            tt_log(TT_LOG_ERROR, "share store",
+                   TT_STR("detail",
+                          gerr.code ? tt_err_format(&gerr, err, sizeof(err)) : "cannot start"));
             return EX_SOFTWARE_;
         }
         gov_engine_set_share(d->engine, &share_node_ops, d->share);
@@ -844,19 +845,19 @@ static int start(daemon_t *d)
     d->tick.data = d;
     uv_timer_start(&d->tick, on_tick, TICK_MS, TICK_MS);
 
-    char limits[24], mode[16];
-    snprintf(limits, sizeof(limits), "%zu", d->cfg->n_limits);
+    char mode[16];
     snprintf(mode, sizeof(mode), "%04o", so.socket_mode ? so.socket_mode : SRV_DEFAULT_MODE);
-    srv_log(SRV_LOG_INFO, "serving", "socket", path, "mode", mode, "http",
-            d->cfg->server.http[0] ? d->cfg->server.http : "off", "config",
-            opt->config_path ? opt->config_path : "<default>", "limits", limits, "version",
-            opt->version, NULL);
+    tt_log(TT_LOG_INFO, "serving", TT_STR("socket", path), TT_STR("mode", mode),
+           TT_STR("http", d->cfg->server.http[0] ? d->cfg->server.http : "off"),
+           TT_STR("config", opt->config_path ? opt->config_path : "<default>"),
+           TT_UINT("limits", d->cfg->n_limits), TT_UINT("generation", d->status.generation),
+           TT_STR("version", opt->version));
     char hint[512];
     snprintf(hint, sizeof(hint),
              "tokentriage decide -s %s --subject key=demo --subject team=demo "
              "--tokens 1000",
              path);
-    srv_log(SRV_LOG_INFO, "try", "command", hint, NULL);
+    tt_log(TT_LOG_INFO, "try", TT_STR("command", hint));
     const char *acquire_only[16];
     size_t na = gov_fleet_acquire_only(d->engine, acquire_only, 16);
     char ids[512] = "";
@@ -866,10 +867,10 @@ static int start(daemon_t *d)
             used += (size_t)w;
     }
     if (na) /* the surprise of issue 31: decide never counts these */
-        srv_log(SRV_LOG_INFO,
-                "reached only by acquire: concurrency limits that decide, /v1/decide and gRPC "
-                "never count (tokentriage acquire, the clients' acquire)",
-                "limits", ids, NULL);
+        tt_log(TT_LOG_INFO,
+               "reached only by acquire: concurrency limits that decide, /v1/decide and gRPC "
+               "never count (tokentriage acquire, the clients' acquire)",
+               TT_STR("limits", ids));
     return EX_OK_;
 }
 
@@ -917,6 +918,6 @@ int srv_daemon_run(const srv_daemon_options_t *opt)
     srv_metrics_free(d.metrics);
     cfg_free(d.cfg);
     if (rc == EX_OK_)
-        srv_log(SRV_LOG_INFO, "stopped", NULL);
+        tt_log(TT_LOG_INFO, "stopped");
     return rc;
 }

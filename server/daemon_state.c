@@ -6,67 +6,62 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
 #include "tt_clock.h"
+#include "tt_log.h"
 
 static void log_event(void *ctx, const st_event_t *ev)
 {
     (void)ctx;
-    char a[32], b[32], c[32], dd[32], e[32], f[32], g[32];
     switch (ev->kind) {
     case ST_EV_OPEN_FAILED:
-        srv_log(SRV_LOG_ERROR, "state: directory unusable; serving without state", "dir", ev->path,
-                "reason", st_reason(ev->err), "detail", ev->detail, NULL);
+        tt_log(TT_LOG_ERROR, "state: directory unusable; serving without state",
+               TT_STR("dir", ev->path), TT_STR("reason", st_reason(ev->err)),
+               TT_STR("detail", ev->detail));
         return;
     case ST_EV_RESTORE_FAILED:
-        srv_log(ev->err == ST_EMISSING ? SRV_LOG_INFO : SRV_LOG_ERROR,
-                ev->err == ST_EMISSING ? "state: no snapshot to restore; starting empty"
-                                       : "state: snapshot not restored; starting empty",
-                "file", ev->path, "reason", st_reason(ev->err), "detail", ev->detail, NULL);
+        tt_log(ev->err == ST_EMISSING ? TT_LOG_INFO : TT_LOG_ERROR,
+               ev->err == ST_EMISSING ? "state: no snapshot to restore; starting empty"
+                                      : "state: snapshot not restored; starting empty",
+               TT_STR("file", ev->path), TT_STR("reason", st_reason(ev->err)),
+               TT_STR("detail", ev->detail));
         return;
     case ST_EV_DROPPED:
-        snprintf(a, sizeof(a), "%" PRIu64, ev->counters);
-        srv_log(SRV_LOG_WARN, "state: counters dropped, their limit is not in the config", "file",
-                ev->path, "limit", ev->limit, "counters", a, NULL);
+        tt_log(TT_LOG_WARN, "state: counters dropped, their limit is not in the config",
+               TT_STR("file", ev->path), TT_STR("limit", ev->limit),
+               TT_UINT("counters", ev->counters));
         return;
     case ST_EV_OUT_OF_RANGE:
-        snprintf(a, sizeof(a), "%" PRIu64, ev->counters);
-        srv_log(SRV_LOG_WARN, "state: counters out of range for their algorithm, not restored",
-                "file", ev->path, "limit", ev->limit, "counters", a, NULL);
+        tt_log(TT_LOG_WARN, "state: counters out of range for their algorithm, not restored",
+               TT_STR("file", ev->path), TT_STR("limit", ev->limit),
+               TT_UINT("counters", ev->counters));
         return;
     case ST_EV_RESTORED:
-        snprintf(a, sizeof(a), "%" PRIu64, ev->restored);
-        snprintf(b, sizeof(b), "%" PRIu64, ev->idle);
-        snprintf(c, sizeof(c), "%" PRIu64, ev->dropped);
-        snprintf(dd, sizeof(dd), "%" PRIu64, ev->refused);
-        snprintf(e, sizeof(e), "%.3f", (double)ev->age_ns / 1e9);
-        snprintf(f, sizeof(f), "%" PRIu64, ev->bytes);
-        snprintf(g, sizeof(g), "%" PRIu64, ev->out_of_range);
-        srv_log(SRV_LOG_INFO, "state: restored", "file", ev->path, "restored", a, "idle", b,
-                "dropped", c, "refused", dd, "out_of_range", g, "age_s", e, "bytes", f, NULL);
+        tt_log(TT_LOG_INFO, "state: restored", TT_STR("file", ev->path),
+               TT_UINT("restored", ev->restored), TT_UINT("idle", ev->idle),
+               TT_UINT("dropped", ev->dropped), TT_UINT("refused", ev->refused),
+               TT_UINT("out_of_range", ev->out_of_range), TT_NUM("age_s", ev->age_ns / 1e9),
+               TT_UINT("bytes", ev->bytes));
         return;
     case ST_EV_SNAPSHOT:
-        snprintf(a, sizeof(a), "%" PRIu64, ev->counters);
-        snprintf(b, sizeof(b), "%" PRIu64, ev->bytes);
-        snprintf(c, sizeof(c), "%.3f", (double)ev->took_ns / 1e6);
-        snprintf(dd, sizeof(dd), "%.3f", (double)ev->pause_ns / 1e6);
-        srv_log(ev->at_stop ? SRV_LOG_INFO : SRV_LOG_DEBUG, "state: snapshot written", "file",
-                ev->path, "counters", a, "bytes", b, "took_ms", c, "pause_ms", dd, "at_stop",
-                ev->at_stop ? "true" : "false", NULL);
+        tt_log(ev->at_stop ? TT_LOG_INFO : TT_LOG_DEBUG, "state: snapshot written",
+               TT_STR("file", ev->path), TT_UINT("counters", ev->counters),
+               TT_UINT("bytes", ev->bytes), TT_NUM("took_ms", ev->took_ns / 1e6),
+               TT_NUM("pause_ms", ev->pause_ns / 1e6), TT_BOOL("at_stop", ev->at_stop));
         return;
     case ST_EV_SNAPSHOT_FAILED:
-        srv_log(SRV_LOG_ERROR, "state: snapshot failed; the previous one stays", "file", ev->path,
-                "reason", st_reason(ev->err), "detail", ev->detail, NULL);
+        tt_log(TT_LOG_ERROR, "state: snapshot failed; the previous one stays",
+               TT_STR("file", ev->path), TT_STR("reason", st_reason(ev->err)),
+               TT_STR("detail", ev->detail));
         return;
     case ST_EV_WARNING:
-        srv_log(SRV_LOG_WARN, "state: a file others could have written; read all the same", "file",
-                ev->path, "detail", ev->detail, NULL);
+        tt_log(TT_LOG_WARN, "state: a file others could have written; read all the same",
+               TT_STR("file", ev->path), TT_STR("detail", ev->detail));
         return;
     case ST_EV_NO_HUGE_PAGES:
-        srv_log(SRV_LOG_WARN,
-                "state: no huge pages for the counter table; each snapshot's fork stops the loop "
-                "about 2.5 ms per million counters",
-                "dir", ev->path, "detail", ev->detail, NULL);
+        tt_log(TT_LOG_WARN,
+               "state: no huge pages for the counter table; each snapshot's fork stops the loop "
+               "about 2.5 ms per million counters",
+               TT_STR("dir", ev->path), TT_STR("detail", ev->detail));
         return;
     }
 }
@@ -131,10 +126,11 @@ static void members_failed(srv_members_t *m, int rc, const tt_err_t *err)
         return;
     m->logged = rc;
     char detail[TT_ERR_TEXT_MAX];
-    srv_log(SRV_LOG_WARN,
-            "membership: the members file was not written; a restart will join "
-            "through the seeds alone",
-            "reason", st_reason(rc), "detail", tt_err_format(err, detail, sizeof(detail)), NULL);
+    tt_log(TT_LOG_WARN,
+           "membership: the members file was not written; a restart will join "
+           "through the seeds alone",
+           TT_STR("reason", st_reason(rc)),
+           TT_STR("detail", tt_err_format(err, detail, sizeof(detail))));
 }
 
 /* The members now, when they differ from what the file holds; NULL otherwise. */
@@ -209,15 +205,14 @@ int srv_members_open(srv_members_t **out, uv_loop_t *loop, st_node_t *state, mb_
     char detail[TT_ERR_TEXT_MAX];
     int n = 0, rc = st_node_read_file(state, SRV_MEMBERS_FILE, MEMBERS_FILE_MAX, &b, &len, &err);
     if (rc == ST_EMISSING)
-        srv_log(SRV_LOG_INFO, "membership: no members file; joining through the seeds", NULL);
+        tt_log(TT_LOG_INFO, "membership: no members file; joining through the seeds");
     else if (rc != 0)
-        srv_log(SRV_LOG_WARN,
-                "membership: the members file was not read; joining through the seeds", "reason",
-                st_reason(rc), "detail", tt_err_format(&err, detail, sizeof(detail)), NULL);
+        tt_log(TT_LOG_WARN, "membership: the members file was not read; joining through the seeds",
+               TT_STR("reason", st_reason(rc)),
+               TT_STR("detail", tt_err_format(&err, detail, sizeof(detail))));
     else if ((n = mb_known_load(mb, b, len, &err)) < 0)
-        srv_log(SRV_LOG_WARN,
-                "membership: the members file does not load; joining through the seeds", "detail",
-                tt_err_format(&err, detail, sizeof(detail)), NULL);
+        tt_log(TT_LOG_WARN, "membership: the members file does not load; joining through the seeds",
+               TT_STR("detail", tt_err_format(&err, detail, sizeof(detail))));
     free(b);
     uv_timer_init(loop, &m->timer);
     m->timer.data = m;

@@ -30,7 +30,7 @@
 #include "engine.h"
 #include "hdoor.h"
 #include "hreq.h"
-#include "log.h"
+#include "tt_log.h"
 #include "mb.h" /* membership/: the one numeric ip:port reader */
 #include "srv_int.h"
 #include "status.h"
@@ -537,8 +537,8 @@ static bool make_room(struct srv_http *h)
         return false;
     static unsigned long evicted;
     if (evicted++ % 1000 == 0)
-        srv_log(SRV_LOG_WARN,
-                "http: at server.max_connections; closing the connections idle longest", NULL);
+        tt_log(TT_LOG_WARN, "http: at server.max_connections; closing the connections idle longest",
+               TT_UINT("closed", evicted)); /* a line per 1000 */
     conn_close(c);
     return true;
 }
@@ -654,13 +654,13 @@ static int listen_tcp(struct srv_http *h, const char *addr, cfg_http_decide_t de
                             : ((struct sockaddr_in *)&ss)->sin_port);
         snprintf(bound, sizeof(bound), v6 ? "[%s]:%d" : "%s:%d", ip, port);
     }
-    srv_log(SRV_LOG_INFO, "http listening", "address", bound[0] ? bound : addr, "decide",
-            h->decide_tcp ? "on" : "off", NULL);
+    tt_log(TT_LOG_INFO, "http listening", TT_STR("address", bound[0] ? bound : addr),
+           TT_STR("decide", h->decide_tcp ? "on" : "off"));
     if (!h->decide_tcp && decide == CFG_HTTP_DECIDE_LOOPBACK)
-        srv_log(SRV_LOG_INFO,
-                "http: /v1/decide is not served on a non-loopback address unless "
-                "server.http_decide is on (the socket serves it)",
-                "address", bound[0] ? bound : addr, NULL);
+        tt_log(TT_LOG_INFO,
+               "http: /v1/decide is not served on a non-loopback address unless "
+               "server.http_decide is on (the socket serves it)",
+               TT_STR("address", bound[0] ? bound : addr));
     return 0;
 }
 

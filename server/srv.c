@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "tt_log.h"
 #include "srv_int.h"
 #include "tt_clock.h"
 #include "tt_path.h"
@@ -240,15 +240,16 @@ static void on_connection(uv_stream_t *server, int status)
     if (!peer_allowed(s, &c->pipe)) {
         static unsigned long refused;
         if (refused++ % 1000 == 0)
-            srv_log(SRV_LOG_WARN, "connection refused: peer not in server.allow_uids/allow_gids",
-                    NULL);
+            tt_log(TT_LOG_WARN, "connection refused: peer not in server.allow_uids/allow_gids",
+                   TT_UINT("refused", refused)); /* a line per 1000 */
         refuse(c, "peer_not_allowed", "this uid/gid is not allowed on this socket");
         return;
     }
     if (s->nconns > s->max_connections) {
         static unsigned long refused;
         if (refused++ % 1000 == 0)
-            srv_log(SRV_LOG_WARN, "connection refused: max_connections reached", NULL);
+            tt_log(TT_LOG_WARN, "connection refused: max_connections reached",
+                   TT_UINT("refused", refused)); /* a line per 1000 */
         refuse(c, "too_many_connections", "the daemon is at max_connections; closing");
         return;
     }
@@ -333,7 +334,7 @@ static int bind_socket(srv_t *s, unsigned mode, tt_err_t *err)
             return tt_err_set(err, SRV_EINUSE, SOCKET_FIELD,
                               "another tokentriage is already serving on %s", s->path);
         unlink(s->path); /* stale: its daemon is gone */
-        srv_log(SRV_LOG_INFO, "replaced a stale socket", "socket", s->path, NULL);
+        tt_log(TT_LOG_INFO, "replaced a stale socket", TT_STR("socket", s->path));
     }
     if (make_dir(s->path, err) != 0)
         return SRV_ELISTEN;

@@ -24,7 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "tt_log.h"
 #include "tt_clock.h"
 #include "tt_hash.h"
 
@@ -273,10 +273,9 @@ static void arm(entry_t *e)
         if (rc == 0) {
             snprintf(e->on[i], sizeof e->on[i], "%s", e->want[i]);
         } else if (!e->w->warned) {
-            char every[32];
-            snprintf(every, sizeof every, "%.3gs", (double)e->w->poll_ns / 1e9);
-            srv_log(SRV_LOG_WARN, "config watch: no inotify for a directory; the poll covers it",
-                    "dir", e->want[i], "detail", uv_strerror(rc), "poll", every, NULL);
+            tt_log(TT_LOG_WARN, "config watch: no inotify for a directory; the poll covers it",
+                   TT_STR("dir", e->want[i]), TT_STR("detail", uv_strerror(rc)),
+                   TT_NUM("poll_s", e->w->poll_ns / 1e9));
             e->w->warned = true;
         }
     }
@@ -333,8 +332,8 @@ static void on_debounce(uv_timer_t *t)
         return;
     w->changes[w->by]++;
     for (size_t k = 0; k < n; k++)
-        srv_log(SRV_LOG_INFO, "config watch: changed", "path", changed[k]->path, "detected_by",
-                by_name[w->by], NULL);
+        tt_log(TT_LOG_INFO, "config watch: changed", TT_STR("path", changed[k]->path),
+               TT_STR("detected_by", by_name[w->by]));
     /* each callback once, for the first of its entries that changed */
     for (size_t k = 0; k < n; k++) {
         bool again = false;

@@ -6,6 +6,7 @@
  */
 #include "share_node.h"
 #include "tt_clock.h"
+#include "tt_log.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -167,13 +168,39 @@ share_members_t share_node_members(const mb_t *mb)
 
 static void on_timer(uv_timer_t *t);
 
+/*
+ * One line per change of what the share limits divide by (docs/share.md, "What the log says"):
+ * the store armed, N changed (old_n, n), the hold taken while N stays. live is membership's
+ * count, which N follows except while held.
+ */
+static void log_change(const share_node_t *n, share_state_t was, uint32_t was_n)
+{
+    share_state_t st = share_state(&n->core);
+    uint32_t d = share_divisor(&n->core);
+    int live = mb_live_count(n->mb);
+    if (was == SHARE_UNARMED && st != SHARE_UNARMED)
+        tt_log(TT_LOG_INFO, "share store armed", TT_UINT("n", d), TT_INT("live", live),
+               TT_STR("state", share_state_name(st)));
+    else if (d != was_n)
+        tt_log(TT_LOG_INFO, "N changed", TT_UINT("old_n", was_n), TT_UINT("n", d),
+               TT_INT("live", live), TT_STR("state", share_state_name(st)));
+    else if (st == SHARE_HELD && was != SHARE_HELD)
+        tt_log(TT_LOG_WARN,
+               "N held: at most half of the view is left; dividing by the recent largest N until "
+               "the drop has lasted partition_hold",
+               TT_UINT("n", d), TT_INT("live", live));
+}
+
 /* Re-reads membership, publishes a changed divisor, and re-arms the deadline timer. */
 static void refresh_from_mb(share_node_t *n, size_t left_events)
 {
     int64_t now = tt_wall_ns();
     share_members_t m = share_node_members(n->mb);
+    share_state_t was = share_state(&n->core);
+    uint32_t was_n = share_divisor(&n->core);
     if (share_node_refresh(n, &m, left_events, now) == 1)
         mb_set_meta(n->mb, n->meta, sizeof(n->meta));
+    log_change(n, was, was_n);
     int64_t deadline = share_node_deadline(n);
     if (deadline == INT64_MAX) {
         uv_timer_stop(&n->timer);
