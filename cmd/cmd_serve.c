@@ -1,5 +1,5 @@
 /*
- * tokentriage serve [-c FILE] [-s SOCK] [--log-format logfmt|json]
+ * tokentriage serve [-c FILE] [-s SOCK] [--log-format logfmt|json] [--log-level LEVEL]
  *
  * With no file the embedded default configuration serves at once (config/default.yaml). The
  * socket resolves as everywhere: -s, then $TOKENTRIAGE_SOCKET, then server.socket, then the
@@ -16,6 +16,7 @@
 
 #define HELP                                                                                       \
     "usage: tokentriage serve [-c FILE] [-s SOCKET] [--log-format logfmt|json]\n"                  \
+    "                         [--log-level debug|info|warn|error]\n"                               \
     "\n"                                                                                           \
     "Runs the daemon: loads and arms the configuration, checks this host (the keyring, the\n"      \
     "socket's directory, the listeners' addresses: what `validate --arm` checks), then answers\n"  \
@@ -31,6 +32,8 @@
     "                       /run/tokentriage/tokentriage.sock, or as an ordinary user\n"           \
     "                       $XDG_RUNTIME_DIR/tokentriage/ or /tmp/tokentriage-UID/)\n"             \
     "  --log-format F       logfmt or json (default logfmt)\n"                                     \
+    "  --log-level L        debug, info, warn or error: the lowest level written (default\n"       \
+    "                       server.log_level, else info; the flag wins over the key)\n"            \
     "  -h, --help           this text\n"                                                           \
     "\n"                                                                                           \
     "exit status: 0 after a clean stop, 64 usage, 69 the socket or an address cannot be served\n"  \
@@ -43,10 +46,12 @@ int cmd_serve(int argc, char **argv)
     static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
                                          {"socket", required_argument, NULL, 's'},
                                          {"log-format", required_argument, NULL, 'L'},
+                                         {"log-level", required_argument, NULL, 'l'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     srv_daemon_options_t opt = {.version = TT_VERSION, .commit = TT_COMMIT};
     tt_log_format_t format;
+    tt_log_level_t level;
     int ch;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "c:s:h", opts, NULL)) != -1) {
@@ -63,6 +68,17 @@ int cmd_serve(int argc, char **argv)
                 return cmd_usage_error(HELP);
             }
             tt_log_set_format(format);
+            break;
+        case 'l':
+            if (tt_log_parse_level(optarg, &level) != 0) {
+                fprintf(stderr,
+                        "tokentriage serve: --log-level is debug, info, warn or error, "
+                        "not \"%s\"\n",
+                        optarg);
+                return cmd_usage_error(HELP);
+            }
+            tt_log_set_level(level);
+            opt.log_level_set = true;
             break;
         case 'h':
             return cmd_help(HELP);

@@ -22,6 +22,7 @@
 #include "duration.h"
 #include "limit.h"
 #include "tt_err.h"
+#include "tt_log.h"
 
 /* Errors: rows of the one error table (common/tt_err.h), which names them. */
 enum {
@@ -115,6 +116,9 @@ typedef struct cfg_server {
     bool config_watch;
     int64_t config_poll_ns;
     cfg_record_t record;
+    /* the lowest level the log writes (default info); a reload applies it; serve's --log-level
+     * wins over it */
+    tt_log_level_t log_level;
     /* SO_PEERCRED allow-list: when either list is non-empty, a peer is served only when its
      * uid is in allow_uids or its gid in allow_gids; both empty = the file mode alone decides */
     uint32_t allow_uids[CFG_ALLOW_MAX];

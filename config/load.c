@@ -42,6 +42,7 @@ static void set_defaults(cfg_config_t *cfg)
     cfg->server.record.files = CFG_DEFAULT_RECORD_FILES;
     cfg->server.record.sample = 1;
     cfg->server.record.hash_subjects = true;
+    cfg->server.log_level = TT_LOG_INFO;
     cfg->disclose_limits = true;
     snprintf(cfg->share.bind, sizeof(cfg->share.bind), "%s", CFG_DEFAULT_SHARE_BIND);
     cfg->share.partition_hold_ns = CFG_DEFAULT_PARTITION_HOLD_NS;

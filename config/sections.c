@@ -25,6 +25,7 @@ static const char *const server_keys[] = {"socket",
                                           "config_watch",
                                           "config_poll",
                                           "record",
+                                          "log_level",
                                           "grpc",
                                           "grpc_domains",
                                           "grpc_charge_domains",
@@ -267,6 +268,10 @@ void cfg__load_server(struct cfg__ctx *c, const cfg_node_t *n)
                           INT64_C(3600) * 1000000000, &s->config_poll_ns);
     if ((v = cfg__at(m, "record")))
         load_record(c, v);
+    int level;
+    if ((v = cfg__at(m, "log_level")) &&
+        cfg__get_enum(c, v, "server.log_level", "level", tt_log_level_names, &level) == 0)
+        s->log_level = (tt_log_level_t)level;
     if ((v = cfg__at(m, "allow_uids")))
         get_ids(c, v, "allow_uids", s->allow_uids, &s->n_allow_uids);
     if ((v = cfg__at(m, "allow_gids")))

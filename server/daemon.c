@@ -193,6 +193,8 @@ static void reload_commit(daemon_t *d, reload_t *r)
     for (size_t i = 0; i < r->n_restart; i++)
         tt_log(TT_LOG_WARN, "reload: a section changed that applies after a restart",
                TT_STR("section", r->restart[i]));
+    if (!d->opt->log_level_set) /* server.log_level applies at once */
+        tt_log_set_level(r->cfg->server.log_level);
     cfg_free(d->cfg);
     d->cfg = r->cfg;
     d->status.generation++;
@@ -672,6 +674,8 @@ static int start(daemon_t *d)
     uint64_t seen = opt->config_path ? srv_watch_fingerprint(opt->config_path, false) : 0;
     if (!(d->cfg = load(opt->config_path, "config", why, sizeof(why))))
         return EX_CONFIG_;
+    if (!opt->log_level_set)
+        tt_log_set_level(d->cfg->server.log_level);
     /* what validate --arm checks too: the keyring, the socket's directory, the listeners'
      * addresses, before anything listens (the state directory: st_node_open's own check) */
     cfg_report_t host = {0};

@@ -5,11 +5,14 @@
 #ifndef TT_SERVER_DAEMON_H
 #define TT_SERVER_DAEMON_H
 
+#include <stdbool.h>
+
 typedef struct srv_daemon_options {
     const char *config_path; /* NULL: the embedded default configuration */
     const char *socket;      /* -s: overrides $TOKENTRIAGE_SOCKET and server.socket; may be NULL */
     const char *version;
     const char *commit; /* the source commit, for tokentriage_build_info; may be NULL */
+    bool log_level_set; /* --log-level was given (tt_log_set_level): server.log_level is not read */
 } srv_daemon_options_t;
 
 /* Runs until SIGTERM or SIGINT. Returns a sysexits code: 0 after a clean exit, 78 for a

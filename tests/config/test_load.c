@@ -333,6 +333,28 @@ Test(schema, a_bad_recording_is_named)
     free(text);
 }
 
+/* server.log_level: info unless told; one of the logger's names, a path-named error otherwise. */
+Test(schema, the_log_level_is_info_unless_told)
+{
+    cfg_config_t *cfg;
+    char *text = load_text("governance:\n  limits: []\n", 0, &cfg);
+    cr_assert_str_eq(text, "");
+    cr_assert_eq(cfg->server.log_level, TT_LOG_INFO);
+    free(text);
+    cfg_free(cfg);
+    text = load_text("server:\n  log_level: debug\ngovernance:\n  limits: []\n", 0, &cfg);
+    cr_assert_str_eq(text, "");
+    cr_assert_eq(cfg->server.log_level, TT_LOG_DEBUG);
+    free(text);
+    cfg_free(cfg);
+    text = load_text("server:\n  log_level: loud\ngovernance:\n  limits: []\n", 0, &cfg);
+    cr_assert_null(cfg);
+    cr_assert(strstr(text, "server.log_level:") && strstr(text, "loud") && strstr(text, "debug") &&
+                  strstr(text, "error"),
+              "%s", text);
+    free(text);
+}
+
 Test(schema, posture_and_ledger_periods_compile)
 {
     cfg_config_t *cfg;

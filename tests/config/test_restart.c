@@ -88,3 +88,15 @@ Test(restart, the_config_watch_applies_at_start)
     }
     cfg_free(a);
 }
+
+/* server.log_level applies on reload (the daemon sets the level at the commit). */
+Test(restart, the_log_level_applies_on_reload)
+{
+    cfg_config_t *a = load("", 10, "equal", "");
+    cfg_config_t *b = load("server:\n  log_level: warn\n", 10, "equal", "");
+    const char *names[CFG_RESTART_SECTIONS];
+    cr_assert_eq(changed(a, b, names), 0);
+    cr_assert_eq(b->server.log_level, TT_LOG_WARN);
+    cfg_free(a);
+    cfg_free(b);
+}
