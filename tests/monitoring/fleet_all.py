@@ -31,6 +31,12 @@ from status_page import DEADLINE_S, fm, running_fleet  # noqa: E402  (the same f
 from ttcheck import check, summary, wait_for  # noqa: E402
 
 
+LIMITS = """\
+    - { id: team_rpm, attach: { level: team }, type: rpm, amount: 600, period: 1m, burst: 30, store: share }
+    - { id: key_rpm, attach: { level: key }, type: rpm, amount: 120, period: 1m, burst: 10 }
+"""
+
+
 def run(fleet, *args):
     r = fleet.info[0]
     p = subprocess.run(["ip", "netns", "exec", r["ns"], fleet.tt, "fleet", "-s", r["sock"], *args],
@@ -53,7 +59,7 @@ def main():
     work = tempfile.mkdtemp(prefix="tt-fleet-all-")
     fleet = peer = None
     try:
-        fleet = running_fleet(src, tt, fleetctl, work, "")
+        fleet = running_fleet(src, tt, fleetctl, work, "", LIMITS)
         if not fleet:
             print("SKIP: no network namespaces here", file=sys.stderr)
             return 77

@@ -7,6 +7,7 @@
 // command read from stdin with one JSON line:
 //   poll MEMBER STATE TIMEOUT_MS [SHOT.png]   reload until MEMBER's state cell reads STATE
 //                                             -> {"event":"seen"|"timeout", "states":[...], ...}
+//                                             (MEMBER "redis": the Redis store's badge)
 //   quit
 // Every request the browser makes is recorded: the page may fetch nothing but itself.
 'use strict';
@@ -31,7 +32,10 @@ async function read(page) {
       charts: tr.querySelectorAll('svg polyline').length,
     }));
     const n = /N = (\d+)/.exec(document.body.innerText);
+    const redisDt = [...document.querySelectorAll('dt')].find((dt) => dt.textContent === 'Redis');
+    const redisBadge = redisDt && redisDt.nextElementSibling.querySelector('.st');
     return { members, limits, n: n ? Number(n[1]) : null, title: document.title,
+             redis: redisBadge ? redisBadge.textContent.trim() : null,
              styled: getComputedStyle(document.querySelector('table')).borderCollapse };
   });
 }
@@ -68,12 +72,12 @@ async function read(page) {
       requests.length = 0;
       res = await page.goto(url, { waitUntil: 'load' });
       view = await read(page);
-      const s = view.members[member];
+      const s = member === 'redis' ? view.redis : view.members[member];
       if (states[states.length - 1] !== s) states.push(s);
       if (s === state || Date.now() > end) break;
       await new Promise((r) => setTimeout(r, 200));
     }
-    const seen = view.members[member] === state;
+    const seen = (member === 'redis' ? view.redis : view.members[member]) === state;
     if (seen && shot) await page.screenshot({ path: shot, fullPage: true });
     out({ event: seen ? 'seen' : 'timeout', states, requests: [...new Set(requests)], violations,
           ...view });

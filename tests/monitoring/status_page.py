@@ -2,13 +2,15 @@
 """The /status page of a real fleet, in a real browser (issue 30 item 7).
 
 Three replicas run in network namespaces on a bridge (tests/share/fleet.c through fleetctl,
-fleet_monitoring.py's Fleet), with a share limit and a local limit, decisions flowing to each.
+fleet_monitoring.py's Fleet), with a share limit, a local limit and a redis limit (redis-server in
+the bridge's namespace), decisions flowing to each.
 Debian's chromium, headless and with JavaScript off, driven by playwright-core
 (status_page.cjs, run in the bridge's namespace where the listeners are), loads r0's page:
 
   healthy   it renders (styled: the policy lets its style in), names r0, r1 and r2 alive,
             N = 3, both limits with their charts drawn, and the browser fetched nothing but
-            the page, with no policy violation;
+            the page, with no policy violation; Redis up;
+  redis     redis-server stopped: the page shows Redis down;
   killed    r2 SIGKILLed: the page shows r2 suspect, then dead (N = 2); a screenshot of each.
 
 usage: status_page.py SOURCE_DIR TOKENTRIAGE FLEETCTL CHROMIUM SHOTS_DIR   (as root; NODE_PATH
@@ -34,19 +36,29 @@ from ttcheck import check, summary, wait_for  # noqa: E402
 fm.LIMITS = """\
     - { id: team_rpm, attach: { level: team }, type: rpm, amount: 600, period: 1m, burst: 30, store: share }
     - { id: key_rpm, attach: { level: key }, type: rpm, amount: 120, period: 1m, burst: 10 }
+    - { id: app_rpm, attach: { level: app }, type: rpm, amount: 600, period: 1m, store: redis }
 """
-fm.SUBJECT = {"team": "t-1", "key": "k-1"}
+fm.SUBJECT = {"team": "t-1", "key": "k-1", "app": "a-1"}
 DEADLINE_S = 60.0
 
 
-def running_fleet(src, tt, fleetctl, work, options):
-    """fleet_monitoring's Fleet with the limits above, every replica started and seeing the others
-    alive (fleet_all.py's too); None where network namespaces cannot be made."""
+def running_fleet(src, tt, fleetctl, work, options, limits=fm.LIMITS):
+    """fleet_monitoring's Fleet with `limits` (the text under governance.limits), every replica
+    started and seeing the others alive (fleet_all.py's too); None where network namespaces
+    cannot be made. With redis= in the options, a redis-server on the bridge (fleet.redis)."""
+    fm.LIMITS = limits  # what Fleet writes for fleetctl
     fleet = fm.Fleet(fleetctl, tt, os.path.join(src, "clients", "python"), work)
     fleet.setup(options)
     if not fleet.netns:
         fleet.close()
         return None
+    # the bridge's own address: a browser or a redis-server in the bridge's namespace
+    subprocess.run(["ip", "-n", fleet.hub, "addr", "add", f"{fm.HUB_IP}/24", "dev", "br0"],
+                   check=True)
+    if "redis=" in options:
+        fleet.redis = subprocess.Popen(fleet.hub_exec(
+            "redis-server", "--bind", fm.HUB_IP, "--port", "6379", "--save", "", "--appendonly",
+            "no", "--protected-mode", "no"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for i in range(fm.REPLICAS):
         fleet.cmd(f"start {i}")
     every = {r["name"]: "alive" for r in fleet.info}
@@ -93,13 +105,10 @@ def main():
     os.makedirs(shots, exist_ok=True)
     fleet = traffic = browser = None
     try:
-        fleet = running_fleet(src, tt, fleetctl, work, "state")
+        fleet = running_fleet(src, tt, fleetctl, work, f"state redis={fm.REDIS}")
         if not fleet:
             print("SKIP: no network namespaces here", file=sys.stderr)
             return 77
-        # the bridge's own address: the browser, in the bridge's namespace, reaches the replicas
-        subprocess.run(["ip", "-n", fleet.hub, "addr", "add", f"{fm.HUB_IP}/24", "dev", "br0"],
-                       check=True)
         every = {r["name"]: "alive" for r in fleet.info}
         traffic = fm.Traffic(fleet)
         traffic.start()
@@ -128,7 +137,7 @@ def main():
         check(view.get("members") == every, f"r0, r1 and r2 are alive on the page ({view.get('members')})")
         check(view.get("n") == 3, f"N = 3 ({view.get('n')})")
         ids = [lim["id"] for lim in view.get("limits", [])]
-        check(ids == ["team_rpm", "key_rpm"], f"both limits are listed ({ids})")
+        check(ids == ["team_rpm", "key_rpm", "app_rpm"], f"the three limits are listed ({ids})")
         check(all(lim["charts"] == 2 for lim in view.get("limits", [])),
               "each limit has its admissions and denials drawn")
         share = next((lim for lim in view.get("limits", []) if lim["id"] == "team_rpm"), None)
@@ -138,6 +147,14 @@ def main():
         warmup = float(os.environ.get("TT_STATUS_WARMUP_S", "0"))  # for the docs' screenshot
         if warmup:  # not a wait for a state: history for the picture (off in the suite)
             time.sleep(warmup)
+        up = browser.poll("redis", "up")
+        check(up["event"] == "seen", f"Redis is up on the page ({up['states']})")
+        fleet.redis.terminate()
+        fleet.redis.wait(10)
+        down = browser.poll("redis", "down")
+        check(down["event"] == "seen", f"redis-server stopped, the page shows Redis down "
+              f"({down['states']})")
+
         fleet.cmd("signal 2 9")
         suspect = browser.poll("r2", "suspect", os.path.join(shots, "status-suspect.png"))
         check(suspect["event"] == "seen",
@@ -154,6 +171,9 @@ def main():
         if traffic:
             traffic.stop_flag.set()
             traffic.join(5)
+        if fleet and getattr(fleet, "redis", None) and fleet.redis.poll() is None:
+            fleet.redis.kill()
+            fleet.redis.wait()
         if fleet:
             fleet.close()
         shutil.rmtree(work, ignore_errors=True)

@@ -6,6 +6,7 @@
 set -euo pipefail
 src=$1 cache=$2 tt=$3 fleetctl=$4 shots=$5
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for network namespaces" >&2; exit 77; }
+command -v redis-server >/dev/null || { echo "SKIP: redis-server not found (scripts/deps.sh)" >&2; exit 77; }
 . "$src/tests/standards/tools.sh"
 tt_playwright "$cache"
 export NODE_PATH=$PW_NODE_PATH
