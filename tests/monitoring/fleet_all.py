@@ -67,10 +67,12 @@ def main():
         rc, out, err = run(fleet, "--all")
         check(rc == 0, f"fleet --all answers (rc {rc}; {err.strip()})")
         got = rows(out) if "REPLICA" in out else []
-        pairs = sorted((row[0], row[2]) for row in got)
+        pairs = sorted((row[0], row[3]) for row in got)
         check(pairs == sorted((r, l) for r in ("r0", "r1", "r2") for l in ("team_rpm", "key_rpm")),
               f"one row per replica and limit:\n{out}")
-        check(bool(got) and all(row[1] == "3" for row in got), "every replica sees N = 3")
+        check(bool(got) and all(row[2] == "3" for row in got), "every replica sees N = 3")
+        check(bool(got) and all(row[1] == ("self" if row[0] == "r0" else "alive") for row in got),
+              "each row says how r0 sees that replica (SEEN)")
         check(bool(got) and "DISAGREE" not in out and "*" not in out,
               "nothing is marked on a healthy fleet")
         rc, out, err = run(fleet, "--all", "--json")
@@ -104,11 +106,15 @@ def main():
             rc, out, err = run(fleet, "--all", "--timeout", "1000")
             r2rows = [l for l in out.splitlines() if l.startswith("r2 ")]
             others = [row for row in rows(out) if row[0] in ("r0", "r1")] if "REPLICA" in out else []
-            check(len(others) == 4 and all(row[1] == "2" for row in others),
+            check(len(others) == 4 and all(row[2] == "2" for row in others),
                   f"{mode}: r0's and r1's rows are whole, N = 2:\n{out}{err}")
             if mode == "fleet":
-                check(rc == 0 and any(" 5*" in l or " 5 *" in l for l in r2rows)
+                check(rc == 0 and any(" 5*" in l for l in r2rows)
                       and "N DISAGREES" in out, f"fleet: r2's N of 5 is marked:\n{out}")
+                # r2 answers while r0 holds it dead: a split view, shown on its row
+                check(all(row[1] == "dead" for row in rows(out) if row[0] == "r2")
+                      and all(row[1] in ("self", "alive") for row in rows(out) if row[0] != "r2"),
+                      f"fleet: each row says how r0 sees that replica (r2 dead):\n{out}")
             else:
                 want = {"garbage": "not a fleet answer", "silent": "no answer within 1000 ms",
                         "flood": "longer than"}[mode]
