@@ -319,7 +319,10 @@ static int print_all_json(const view_t *v, size_t n, bool agree)
 static void print_all(const view_t *v, size_t n, int64_t most)
 {
     cli_table_t t = {0};
-    int c_replica = cli_table_column(&t, "replica", 7), c_n = cli_table_column(&t, "n", 1);
+    /* SEEN: the member's state in this replica's view; one that answers while dead here is
+     * on the other side of a split */
+    int c_replica = cli_table_column(&t, "replica", 7), c_seen = cli_table_column(&t, "seen", 4),
+        c_n = cli_table_column(&t, "n", 1);
     for (size_t i = 0; i < n; i++) {
         char nbuf[32];
         snprintf(nbuf, sizeof(nbuf), "%lld%s", (long long)v[i].n, v[i].n != most ? "*" : "");
@@ -328,6 +331,7 @@ static void print_all(const view_t *v, size_t n, int64_t most)
             char why[CLI_CELL];
             snprintf(why, sizeof(why), "error: %s", v[i].error);
             cli_table_set(&t, row, c_replica, v[i].node);
+            cli_table_set(&t, row, c_seen, v[i].state);
             cli_table_set(&t, row, c_n, "-");
             cli_table_set(&t, row, cli_table_column(&t, "id", 2), why);
             continue;
@@ -336,6 +340,7 @@ static void print_all(const view_t *v, size_t n, int64_t most)
         cli_table_read(&t, v[i].raw, v[i].len, "limits");
         for (size_t r = before; r < t.n; r++) {
             cli_table_set(&t, (int)r, c_replica, v[i].node);
+            cli_table_set(&t, (int)r, c_seen, i == 0 ? "self" : v[i].state);
             cli_table_set(&t, (int)r, c_n, nbuf);
             for (size_t c = 0; !wide && c < t.cols; c++) /* blank what the store has no use for */
                 if (strcmp(t.head[c], "STORE") != 0 &&
@@ -347,9 +352,9 @@ static void print_all(const view_t *v, size_t n, int64_t most)
     /* the limit's own n is the replica's N: one column of it */
     bool cols[CLI_COLS];
     for (size_t c = 0; c < t.cols; c++) {
-        static const char *const brief[] = {"REPLICA",         "N",           "ID",
-                                            "STORE",           "STATE",       "LOCAL_SHARE",
-                                            "SUSTAINED_BOUND", "BURST_BOUND", "CONVERGED"};
+        static const char *const brief[] = {
+            "REPLICA",         "SEEN",        "N",        "ID", "STORE", "STATE", "LOCAL_SHARE",
+            "SUSTAINED_BOUND", "BURST_BOUND", "CONVERGED"};
         cols[c] = wide && (int)c != c_n ? true : false;
         for (size_t k = 0; !wide && k < sizeof(brief) / sizeof(brief[0]); k++)
             cols[c] |= strcmp(t.head[c], brief[k]) == 0;
