@@ -636,7 +636,8 @@ int rds_store_call(rds_store_t *s, const ra_limiter_t *l, const char *key, size_
     if (s->closing)
         return RDS_ECLOSED;
     int script = rds_script_for(l);
-    if (script < 0 || keylen > RDS_KEY_MAX || (op->settle && script != RDS_SCRIPT_GCRA))
+    if (script < 0 || keylen > RDS_KEY_MAX ||
+        (op->settle && script != RDS_SCRIPT_GCRA && l->algorithm != RA_ENVOY_WINDOW))
         return RDS_EARG;
     int slot = s->mode == RDS_MODE_CLUSTER ? rds_key_slot(key, keylen) : -1;
     rds_node_t *n = rds__route(s, slot);

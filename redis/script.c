@@ -49,11 +49,12 @@ int rds_key(char *buf, uint64_t identity, const char *id, size_t idlen)
 }
 
 /* The operations, as the scripts spell them; a settle takes one argument more. */
-enum { VERB_STEP, VERB_SETTLE, VERB_FIXED, VERB_SLIDING, VERB_ENVOY };
+enum { VERB_STEP, VERB_SETTLE, VERB_FIXED, VERB_SLIDING, VERB_ENVOY, VERB_ENVOY_SETTLE };
 static const struct {
     const char *name;
     uint8_t len, argc;
-} verbs[] = {{"step", 4, 5}, {"settle", 6, 6}, {"fixed", 5, 5}, {"sliding", 7, 5}, {"envoy", 5, 5}};
+} verbs[] = {{"step", 4, 5},    {"settle", 6, 6}, {"fixed", 5, 5},
+             {"sliding", 7, 5}, {"envoy", 5, 5},  {"envoy-settle", 12, 6}};
 
 void rds_batch_init(rds_batch_t *b, rds_script_id_t script)
 {
@@ -66,7 +67,8 @@ int rds_batch_add(rds_batch_t *b, const ra_limiter_t *l, const char *key, size_t
                   const rds_op_t *op)
 {
     int script = rds_script_for(l);
-    if (script < 0 || keylen > RDS_KEY_MAX || (op->settle && script != RDS_SCRIPT_GCRA))
+    if (script < 0 || keylen > RDS_KEY_MAX ||
+        (op->settle && script != RDS_SCRIPT_GCRA && l->algorithm != RA_ENVOY_WINDOW))
         return RDS_EARG;
     if (script != (int)b->script || b->n == RDS_BATCH_MAX ||
         keylen > RDS_BATCH_KEY_BYTES - b->key_bytes)
@@ -84,7 +86,7 @@ int rds_batch_add(rds_batch_t *b, const ra_limiter_t *l, const char *key, size_t
         it->p2 = l->tolerance_ns;
     } else {
         it->verb = l->algorithm == RA_FIXED_WINDOW   ? VERB_FIXED
-                   : l->algorithm == RA_ENVOY_WINDOW ? VERB_ENVOY
+                   : l->algorithm == RA_ENVOY_WINDOW ? (op->settle ? VERB_ENVOY_SETTLE : VERB_ENVOY)
                                                      : VERB_SLIDING;
         it->p1 = l->amount;
         it->p2 = l->period_ns;
@@ -179,7 +181,7 @@ size_t rds_batch_format(const rds_batch_t *b, const char *sha, bool eval, char *
         }
         at = it->has_now ? put_i64(at, it->now_ns) : put(at, "", 0);
         at = put_i64(at, it->x);
-        if (it->verb == VERB_SETTLE)
+        if (it->verb == VERB_SETTLE || it->verb == VERB_ENVOY_SETTLE)
             at = put_i64(at, it->y);
     }
     return (size_t)(at - out);

@@ -62,7 +62,8 @@ int rds_script_for(const ra_limiter_t *l);
 
 /* What one call does. now_ns is used when has_now (tests, the vectors), else Redis' TIME. */
 typedef struct rds_op {
-    bool settle; /* false: a step of `cost`; true: settle `reserved` against `actual` (gcra) */
+    bool settle; /* false: a step of `cost`; true: settle `reserved` against `actual` (gcra,
+                    envoy_window) */
     bool has_now;
     int64_t now_ns;
     int64_t cost;
@@ -72,7 +73,7 @@ typedef struct rds_op {
 /* One operation of a batch, kept as numbers until the command is written. */
 typedef struct rds_item {
     uint16_t key_off, key_len; /* in the batch's keys */
-    uint8_t verb;              /* step, settle (gcra), fixed, sliding, envoy (window) */
+    uint8_t verb; /* step, settle (gcra), fixed, sliding, envoy, envoy-settle (window) */
     bool has_now;
     int64_t p1, p2; /* gcra: T, tau; window: amount, w */
     int64_t now_ns;

@@ -8,11 +8,14 @@
 -- One call carries k >= 1 steps, as gcra.lua's: KEYS[j] is the counter of step j (absent =
 -- state 0, else the packed state as a decimal int64), and its five arguments follow those of
 -- step j - 1 in ARGV:
---   flag     "fixed" | "sliding" | "envoy"
+--   flag     "fixed" | "sliding" | "envoy" | "envoy-settle"
 --   amount   1..65535 (the packed counters are 16 bits); envoy: 0..4294967295
 --   w        the period in ns (> 0)
 --   now      in ns since the epoch, or "" for the Redis server's TIME (read once per call)
---   cost
+--   cost     (envoy-settle: reserved, then actual: six arguments)
+-- envoy-settle is ratealg.c's envoy_settle: the count of now's window moves by actual -
+-- reserved, never below 0 nor past 2^32 - 1 (a refund, or a charge counted past the limit as
+-- INCRBY counts it), and replies {1, 0, 0, 0, 0, state}.
 --
 -- Reply: an array of k, element j step j's {admit, 0, remaining, retry_after_s, reset_after_s,
 -- state} as gcra.lua's (remaining here is always a small integer), or an error reply for that
@@ -22,10 +25,11 @@
 -- the arguments a run of steps on one limit repeats, parsed once (see gcra.lua)
 local last_m, amh, amount, last_w, wa, wb, last_n, na, nb
 
-local function one(key, flag, m_arg, w_arg, n_arg, c_arg)
-  local envoy = flag == 'envoy'
+local function one(key, flag, m_arg, w_arg, n_arg, c_arg, y_arg)
+  local settle = flag == 'envoy-settle'
+  local envoy = flag == 'envoy' or settle
   if flag ~= 'fixed' and flag ~= 'sliding' and not envoy then
-    return bad('window', 'ARGV[1] must be "fixed", "sliding" or "envoy"', flag)
+    return bad('window', 'ARGV[1] must be "fixed", "sliding", "envoy" or "envoy-settle"', flag)
   end
   if m_arg ~= last_m then
     last_m, amh, amount = m_arg, parse(m_arg)
@@ -57,6 +61,13 @@ local function one(key, flag, m_arg, w_arg, n_arg, c_arg)
   local ca, cb = parse(c_arg)
   if ca == nil then
     return bad('window', 'ARGV[5] (cost) must be an int64', c_arg)
+  end
+  local ya, yb
+  if settle then
+    ya, yb = parse(y_arg)
+    if ya == nil then
+      return bad('window', 'ARGV[6] (actual) must be an int64', y_arg)
+    end
   end
   local sa, sb = load_state('window', key)
   if sa == nil then return sb end
@@ -104,6 +115,22 @@ local function one(key, flag, m_arg, w_arg, n_arg, c_arg)
   local ra, rb = wa - ea, wb - eb -- w - e > 0
   if rb < 0 then ra, rb = ra - 1, rb + 1000000000 end
   local reset = rb > 0 and ra + 1 or ra
+  if settle then -- the count moves by actual - reserved (ra_settle's sat_sub, then clamped)
+    local da, db = ya - ca, yb - cb
+    local delta
+    if da > 5 then delta = 5000000000 elseif da < -5 then delta = -5000000000
+    else delta = da * 1000000000 + db end
+    curr = curr + delta
+    if curr < 0 then curr = 0 elseif curr > 4294967295 then curr = 4294967295 end
+    local ih = index
+    if ih >= 2147483648 then ih = ih - 4294967296 end
+    local text = to_dec(ab(ih, curr))
+    if curr > 0 or text ~= to_dec(sa, sb) then
+      local e = store_state(key, text, na, ra, rb)
+      if e then return e end
+    end
+    return {1, 0, 0, 0, 0, text}
+  end
   local fits = ca == 0 and cb <= room - curr -- 0 <= cost <= room - curr
   if envoy and ca > 0 and ca < 5 then -- an envoy count reaches 2^32 - 1: cost below 5 x 10^9
     cb = ca * 1000000000 + cb
@@ -131,7 +158,8 @@ end
 
 local out, i = {}, 1
 for j = 1, #KEYS do
-  out[j] = one(KEYS[j], ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
-  i = i + 5
+  local flag = ARGV[i]
+  out[j] = one(KEYS[j], flag, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
+  i = i + (flag == 'envoy-settle' and 6 or 5)
 end
 return out

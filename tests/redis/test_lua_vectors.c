@@ -531,14 +531,23 @@ Test(lua, random_settles_agree_with_ratealg)
 {
     char where[128];
     for (int i = 0; i < 1500; i++) {
-        ra_limiter_t l;
+        ra_limiter_t l; /* gcra and envoy_window settle (envoy: a refund, or a charge) */
         do
             l = random_limiter();
-        while (l.algorithm != RA_GCRA);
+        while (l.algorithm != RA_GCRA && l.algorithm != RA_ENVOY_WINDOW);
         int64_t now = pick(INT64_C(1700000000000000000), INT64_C(120000000000));
         int64_t state = next_u64() % 4 == 0 ? pick(0, 1000) : pick(now, INT64_C(60000000000));
         int64_t reserved = pick(16384, 32768), actual = pick(1000, 100000);
-        snprintf(where, sizeof(where), "random settle %d", i);
+        if (l.algorithm == RA_ENVOY_WINDOW) { /* a state of now's window, or of another */
+            int64_t into = now % l.period_ns;
+            uint64_t index =
+                (uint64_t)((now - (into < 0 ? into + l.period_ns : into)) / l.period_ns);
+            state = next_u64() % 3 ? (int64_t)(index << 32 | (next_u64() & 0xffffffffu))
+                                   : (int64_t)next_u64();
+            if (next_u64() % 4 == 0)
+                reserved = pick(0, 8), actual = pick(INT64_C(4294967295), 16);
+        }
+        snprintf(where, sizeof(where), "random settle %d (%s)", i, ra_algorithm_name(l.algorithm));
         check_settle(&l, state, now, reserved, actual, where);
     }
     flush();
