@@ -220,6 +220,24 @@ void gov__decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, i
     gov_disclose(out, &best, &rpm, &tpm, retry);
 }
 
+bool gov__redis_answer(gov_engine_t *e, probe_t *q, const gov_redis_reply_t *rep)
+{
+    q->l->fallback = rep->unavailable;
+    if (!rep->unavailable) {
+        q->r = rep->r;
+        q->r.next_state = 0;
+        q->evaluated = true;
+        q->outcome = GOV_OUT_ADMIT;
+        return true;
+    }
+    q->l->store_errors++;
+    e->m.store_errors++;
+    if (q->l->cfg.posture.fail_open)
+        return false;
+    gov__posture_fail(q);
+    return true;
+}
+
 /*
  * How many counters this decision may add: n, unless the table is at its cap, where every one
  * already in place is one less. There a decision on keys the table holds (the usual case under
@@ -268,21 +286,8 @@ static int decide_run(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s, p
                 ri++;
                 continue;
             }
-            const gov_redis_reply_t *rep = &replies[ri++];
-            q->l->fallback = rep->unavailable;
-            if (!rep->unavailable) {
-                q->r = rep->r;
-                q->r.next_state = 0;
-                q->evaluated = true;
-                q->outcome = GOV_OUT_ADMIT;
-            } else {
-                q->l->store_errors++;
-                e->m.store_errors++;
-                if (q->l->cfg.posture.fail_open) /* the local fallback limiter decides */
-                    gov__local_step(e, q, now, cost);
-                else
-                    gov__posture_fail(q);
-            }
+            if (!gov__redis_answer(e, q, &replies[ri++]))
+                gov__local_step(e, q, now, cost); /* open: the local fallback limiter decides */
         } else if (gov__limiter_in_force(e, q, replies ? 0 : cost, now) < 0) {
             gov__store_failed(e, q);
         } else {

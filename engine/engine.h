@@ -272,10 +272,19 @@ int gov_decide_asks(gov_engine_t *e, const gov_ask_t *asks, size_t n, unsigned f
  * limit_period_ns). *overall (when not NULL) is the request's verdict: deny when it was refused (a
  * hard rule over, or every quota rule), else admit. On a domain without rules: gov_decide_asks with
  * GOV_ASK_EXACT (and `flags`), met GOV_MET_NONE, *overall the first verdict that is not admit.
+ *
+ * Rules of store redis: their steps go to Redis at once, all in the same loop turn (the store
+ * pipelines what shares a node), and the call answers GOV_PENDING; done(results, ctx) runs when
+ * the last answer is in, with results and *overall written then (both must stay valid until
+ * then), the local rules stepped at that time. Two-phase across stores: when the request is
+ * refused, what Redis admitted is given back (a settle that refunds it: gcra, envoy_window; the
+ * catalogue's windows keep it, best effort); with GOV_ASK_CHARGE what Redis refused is charged.
+ * Redis down or slow: posture.fail, as for any decision. With done NULL such a request is
+ * refused (GOV_EINVAL in results[0]) and nothing is counted.
  */
 int gov_decide_domain(gov_engine_t *e, const char *domain, size_t domain_len, const gov_ask_t *asks,
                       size_t n, unsigned flags, int64_t now, gov_result_t *results,
-                      gov_verdict_t *overall);
+                      gov_verdict_t *overall, gov_done_fn done, void *ctx);
 
 /*
  * Settles a reservation (SPEC section 5): every tpm limit the decision charged (admitted and

@@ -218,6 +218,10 @@ void gov__local_step(gov_engine_t *e, probe_t *p, int64_t now, int64_t cost);
 
 /* ---- decide.c ---------------------------------------------------------------------------- */
 
+/* A redis limit's answer into its probe: Redis's verdict (true), or when it had none the store
+ * error counted and posture.fail's: closed, a denial (true); open, false: the caller steps the
+ * local fallback limiter built from the same limit. */
+bool gov__redis_answer(gov_engine_t *e, probe_t *q, const gov_redis_reply_t *rep);
 int64_t gov__depth_of(const ra_limiter_t *lim);
 /* True when a probe's denial blocks the decision (hard, evaluated, denied). */
 bool gov__blocks(const probe_t *p);
@@ -271,7 +275,7 @@ typedef struct gov_pending gov_pending_t;
 
 /* Runs the end of an asynchronous request once every reply is in: re-collects the probes of
  * pd->types on pd->set (same subject, same config: the order of the first pass) and writes
- * pd->out. */
+ * pd->out; with types 0 it is called with no probes (gov_decide_domain rebuilds its own). */
 typedef void (*gov_finish_fn)(gov_pending_t *pd, probe_t *p, size_t n, int64_t now);
 
 struct gov_pending {
@@ -296,6 +300,10 @@ struct gov_pending {
  * copying the subject. NULL when out of memory (nothing changed). */
 gov_pending_t *gov__pending_new(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s,
                                 size_t n_ops, const gov_pending_t *tmpl, gov_result_t *out);
+/* Gives back the reference a request holds while it submits its ops (outstanding counts one
+ * more than the ops until then): GOV_PENDING while answers are due, or 0 when every one is in:
+ * then the request is finished and freed here and no callback runs. */
+int gov__pending_release(gov_pending_t *pd, int64_t now);
 /* Submits one op per redis probe (kind STEP or SETTLE). Returns GOV_PENDING, or 0 when every op
  * finished (or failed to start) before this returned: then the request is finished and freed
  * here and no callback runs. */

@@ -41,12 +41,25 @@ static void pending_finish(gov_pending_t *pd, int64_t now)
 {
     probe_t p[GOV_APPLY_MAX];
     size_t n = 0;
+    if (pd->types == 0) { /* its own probes (gov_decide_domain's): it rebuilds them */
+        pd->finish(pd, NULL, 0, now);
+        return;
+    }
     gov__result_init(pd->out);
     /* checked on the first pass, against the same generation: cannot fail now */
     (void)gov__prepare(pd->set, &pd->subject, pd->types, p, &n, pd->out);
     if (pd->select)
         gov__probes_select(p, &n, &pd->keep, &pd->local);
     pd->finish(pd, p, n, now);
+}
+
+int gov__pending_release(gov_pending_t *pd, int64_t now)
+{
+    if (--pd->outstanding > 0)
+        return GOV_PENDING;
+    pending_finish(pd, now);
+    pending_free(pd);
+    return 0;
 }
 
 int gov__pending_start(gov_pending_t *pd, gov_redis_kind_t kind, const probe_t *p, size_t n,
@@ -77,11 +90,7 @@ int gov__pending_start(gov_pending_t *pd, gov_redis_kind_t kind, const probe_t *
             pd->outstanding--;
         }
     }
-    if (--pd->outstanding > 0)
-        return GOV_PENDING;
-    pending_finish(pd, now);
-    pending_free(pd);
-    return 0;
+    return gov__pending_release(pd, now);
 }
 
 void gov_redis_complete(gov_redis_op_t *op, const gov_redis_reply_t *reply, int64_t now)

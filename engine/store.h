@@ -62,8 +62,10 @@ typedef enum gov_redis_kind {
  */
 typedef struct gov_redis_op {
     gov_redis_kind_t kind;
-    const cfg_limit_t *limit; /* id, identity, limiter: what the Lua script needs */
-    const char *key;          /* the subject id for the limit's level ("" for global) */
+    const cfg_limit_t *limit;    /* id, identity, limiter: what the Lua script needs */
+    const ra_limiter_t *limiter; /* the limiter to run when not limit's own (a descriptor's own
+                                    limit on an override counter); NULL: limit->limiter */
+    const char *key;             /* the subject id for the limit's level ("" for global) */
     size_t key_len;
     int64_t now;
     int64_t cost;             /* STEP */

@@ -44,9 +44,9 @@ static int submit(void *ctx, gov_redis_op_t *op)
                      .cost = op->cost,
                      .reserved = op->reserved,
                      .actual = op->actual};
-    int rc =
-        n < 0 ? n
-              : rds_store_call(g->store, &op->limit->limiter, key, (size_t)n, &call, on_done, op);
+    int rc = n < 0 ? n
+                   : rds_store_call(g->store, op->limiter ? op->limiter : &op->limit->limiter, key,
+                                    (size_t)n, &call, on_done, op);
     if (rc < 0)
         count_unavailable(g, op);
     return rc;

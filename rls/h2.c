@@ -32,6 +32,8 @@ typedef struct stream {
     bool bad_timeout;
     bool answered;    /* a response (or an error) is queued: later input is ignored */
     bool ended;       /* the client's END_STREAM came: the request is whole */
+    rls_call_t *call; /* being decided: its answer waits on Redis */
+    struct rls_conn *conn;
     int64_t deadline; /* 0: none */
     int64_t opened;   /* its HEADERS came */
     uint8_t *in;      /* the request body as received (prefix + message), bounded */
@@ -51,19 +53,23 @@ struct rls_conn {
     rls_caller_t who;
     int64_t now; /* of the input being read */
     stream_t *streams;
-    size_t work;       /* done in this turn */
-    bool paused;       /* the turn's budget ran out */
-    bool greeted;      /* the client's SETTINGS came */
-    bool closing;      /* its deadline has passed: nothing more to do */
-    int64_t born;      /* accepted */
-    int64_t quiet;     /* since when no stream has been open */
-    int64_t notice;    /* the GOAWAY notice went at (0: not yet) */
-    bool final_goaway; /* the final GOAWAY is queued */
+    size_t work;              /* done in this turn */
+    bool paused;              /* the turn's budget ran out */
+    bool greeted;             /* the client's SETTINGS came */
+    bool closing;             /* its deadline has passed: nothing more to do */
+    int64_t born;             /* accepted */
+    int64_t quiet;            /* since when no stream has been open */
+    int64_t notice;           /* the GOAWAY notice went at (0: not yet) */
+    bool final_goaway;        /* the final GOAWAY is queued */
+    bool receiving;           /* inside rls_conn_recv: its caller sends what is queued */
+    void (*ready)(void *ctx); /* a late answer is queued (rls_conn_on_ready) */
+    void *ready_ctx;
     rls_conn_stats_t st;
 };
 
 static void stream_free(stream_t *st)
 {
+    rls_call_abandon(st->call); /* its answer, when it comes, goes nowhere */
     free(st->in);
     free(st->body);
     free(st);
@@ -120,6 +126,8 @@ static int answer_error(rls_conn_t *c, stream_t *st, int status, const char *mes
     st->answered = true;
     c->st.calls++;
     give_back(c, st);
+    rls_call_abandon(st->call); /* a deadline passed while Redis decided: nobody waits now */
+    st->call = NULL;
     return nghttp2_submit_response(c->ng, st->id, nva, sizeof(nva) / sizeof(nva[0]), NULL);
 }
 
@@ -166,7 +174,33 @@ static int answer_ok(rls_conn_t *c, stream_t *st)
     return nghttp2_submit_response(c->ng, st->id, nva, 2, &prd);
 }
 
-/* The request is complete: check the call, decide it, queue the answer. */
+/* Queues a call's answer: the response message (the stream takes its body), or the error. */
+static int answer(rls_conn_t *c, stream_t *st, int status, rls_answer_t *ans)
+{
+    if (status != RLS_OK) {
+        int rc = answer_error(c, st, status, ans->message);
+        rls_answer_free(ans);
+        return rc;
+    }
+    st->body = ans->body; /* the stream's now, freed with it */
+    st->body_len = ans->len;
+    return answer_ok(c, st);
+}
+
+/* A call's answer that waited on Redis: queued, and the shell told (unless it is reading this
+ * connection now: it sends what is queued when the read is done). */
+static void decided(rls_answer_t *ans, void *ctx)
+{
+    stream_t *st = ctx;
+    rls_conn_t *c = st->conn;
+    st->call = NULL;
+    if (answer(c, st, ans->status, ans) != 0)
+        nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+    if (!c->receiving && c->ready)
+        c->ready(c->ready_ctx);
+}
+
+/* The request is complete: check the call, decide it, queue the answer (or start it). */
 static int complete(rls_conn_t *c, stream_t *st)
 {
     c->work += RLS_CALL_WORK;
@@ -190,19 +224,14 @@ static int complete(rls_conn_t *c, stream_t *st)
                             "exactly one length-prefixed request message is expected");
     const uint8_t *msg = st->in + GRPC_PREFIX;
     rls_answer_t ans;
-    int status =
-        st->method == RLS_METHOD_HEALTH_CHECK
-            ? rls_health_check(msg, len, &ans)
-            : rls_should_rate_limit(c->cfg.door, &c->who, *c->cfg.cfg, msg, len, c->now, &ans);
+    int status = st->method == RLS_METHOD_HEALTH_CHECK
+                     ? rls_health_check(msg, len, &ans)
+                     : rls_call_start(&st->call, c->cfg.door, &c->who, c->cfg.cfg, msg, len, c->now,
+                                      &ans, decided, st);
     give_back(c, st);
-    if (status != RLS_OK) {
-        int rc = answer_error(c, st, status, ans.message);
-        rls_answer_free(&ans);
-        return rc;
-    }
-    st->body = ans.body; /* the stream's now, freed with it */
-    st->body_len = ans.len;
-    return answer_ok(c, st);
+    if (status == RLS_PENDING) /* decided() answers it */
+        return 0;
+    return answer(c, st, status, &ans);
 }
 
 static stream_t *stream_of(rls_conn_t *c, int32_t id)
@@ -226,6 +255,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
     if (!st)
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     st->id = f->hd.stream_id;
+    st->conn = c;
     st->method = -1;
     st->opened = c->now;
     st->next = c->streams;
@@ -478,12 +508,20 @@ int rls_conn_recv(rls_conn_t *c, const uint8_t *in, size_t len, int64_t now, siz
     c->work = 0;
     c->paused = false;
     size_t take = len < RLS_TURN_INPUT ? len : RLS_TURN_INPUT;
+    c->receiving = true;
     ssize_t rv = nghttp2_session_mem_recv(c->ng, in, take);
+    c->receiving = false;
     c->st.turn_work = c->work;
     *used = rv < 0 ? 0 : (size_t)rv;
     if (rv < 0 || (!c->paused && (size_t)rv != take))
         return -1;
     return c->paused || take < len ? RLS_RECV_MORE : RLS_RECV_DONE;
+}
+
+void rls_conn_on_ready(rls_conn_t *c, void (*ready)(void *ctx), void *ctx)
+{
+    c->ready = ready;
+    c->ready_ctx = ctx;
 }
 
 ssize_t rls_conn_send(rls_conn_t *c, const uint8_t **out)

@@ -85,6 +85,12 @@ enum { RLS_RECV_DONE = 0, RLS_RECV_MORE = 1 };
  */
 int rls_conn_recv(rls_conn_t *c, const uint8_t *in, size_t len, int64_t now, size_t *used);
 
+/* A call whose rules live in Redis is answered after rls_conn_recv returned, when Redis has:
+ * ready(ctx) then runs (on the loop's thread, never inside rls_conn_recv) and the shell sends
+ * what is queued. Until then the stream is open and holds no body; a reset, a passed
+ * grpc-timeout or rls_conn_free drops its answer (the decision itself completes). */
+void rls_conn_on_ready(rls_conn_t *c, void (*ready)(void *ctx), void *ctx);
+
 /* The next bytes to write, valid until the next call on `c`; 0 when nothing is queued, -1 on a
  * fatal error. */
 ssize_t rls_conn_send(rls_conn_t *c, const uint8_t **out);

@@ -363,6 +363,29 @@ static int keep_rest(conn_t *c, const uint8_t *in, size_t len)
     return 0;
 }
 
+/* A completed call makes the connection the newest. */
+static void note_calls(conn_t *c)
+{
+    rls_conn_stats_t st;
+    rls_conn_stats(c->rc, &st);
+    if (st.calls != c->calls) {
+        c->calls = st.calls;
+        unlink_conn(c);
+        link_newest(c);
+    }
+}
+
+/* A call that waited on Redis is answered: out it goes. */
+static void on_ready(void *ctx)
+{
+    conn_t *c = ctx;
+    if (c->closing)
+        return;
+    note_calls(c);
+    flush(c);
+    arm_deadline(c, tt_wall_ns());
+}
+
 /* One turn of the connection's input: in[0, len) is what was read, or what the last turn left. */
 static void feed(conn_t *c, const uint8_t *in, size_t len)
 {
@@ -379,13 +402,7 @@ static void feed(conn_t *c, const uint8_t *in, size_t len)
         c->rest = NULL;
         c->rest_cap = 0;
     }
-    rls_conn_stats_t st;
-    rls_conn_stats(c->rc, &st);
-    if (st.calls != c->calls) { /* a completed call makes the connection the newest */
-        c->calls = st.calls;
-        unlink_conn(c);
-        link_newest(c);
-    }
+    note_calls(c);
     rls_srv_t *s = c->s;
     if (!s->timing && rls_conn_tick(c->rc, now) > 0) {
         s->timing = true;
@@ -490,6 +507,7 @@ static void on_connection(uv_stream_t *server, int status)
         conn_close(c);
         return;
     }
+    rls_conn_on_ready(c->rc, on_ready, c);
     if (!s->path[0])
         uv_tcp_nodelay(&c->h.tcp, 1);
     schedule(c);

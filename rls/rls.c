@@ -70,7 +70,7 @@ static int status_of(int gov_err)
     case GOV_ENOMEM:
         return RLS_RESOURCE_EXHAUSTED;
     case GOV_EINVAL:
-        return RLS_FAILED_PRECONDITION; /* a redis-backed limit among the descriptors */
+        return RLS_FAILED_PRECONDITION; /* a redis-backed limit among levels' descriptors */
     default:
         return RLS_INVALID_ARGUMENT;
     }
@@ -290,45 +290,121 @@ static int respond(const cfg_config_t *cfg, const gov_result_t *r, size_t n, rls
     return RLS_OK;
 }
 
-int rls_should_rate_limit(const rls_door_t *door, const rls_caller_t *who, const cfg_config_t *cfg,
-                          const uint8_t *msg, size_t len, int64_t now, rls_answer_t *out)
+/* A call being decided: the request (its strings are the asks'), the asks, the results, and who
+ * to tell when an answer that waits on Redis comes in. One allocation, sized by the request. */
+struct rls_call {
+    cfg_config_t *const *cfg; /* the config in force when the answer is made */
+    request_t *req;
+    size_t n;
+    rls_done_fn done;
+    void *ctx;
+    bool abandoned; /* the stream went away: free, answer nobody */
+    gov_ask_t *asks;
+    gov_result_t res[];
+};
+
+static void call_free(rls_call_t *call)
+{
+    envoy__service__ratelimit__v3__rate_limit_request__free_unpacked(call->req, NULL);
+    free(call);
+}
+
+/* The answer of a decided call: the engine's error if it gave one, else the response. */
+static int finish(const rls_call_t *call, int g, rls_answer_t *out)
+{
+    size_t at = 0;
+    if (g >= 0)
+        while (at < call->n && call->res[at].status == 0)
+            at++;
+    if (g < 0 || at < call->n) { /* a failure, of the request or found when Redis answered */
+        if (g < 0)
+            while (at + 1 < call->n && call->res[at].status == 0)
+                at++;
+        char text[TT_ERR_TEXT_MAX];
+        return failf(out, status_of(g < 0 ? g : call->res[at].status), "descriptors[%zu]: %s", at,
+                     tt_err_format(&call->res[at].err, text, sizeof(text)));
+    }
+    return respond(*call->cfg, call->res, call->n, out);
+}
+
+/* The engine's answer to a call that waited on Redis. */
+static void decided(gov_result_t *res, void *ctx)
+{
+    (void)res;
+    rls_call_t *call = ctx;
+    if (!call->abandoned) {
+        rls_answer_t ans = {0};
+        finish(call, 0, &ans);
+        call->done(&ans, call->ctx); /* the answer's body is the callee's now */
+    }
+    call_free(call);
+}
+
+void rls_call_abandon(rls_call_t *call)
+{
+    if (call)
+        call->abandoned = true;
+}
+
+int rls_call_start(rls_call_t **pending, const rls_door_t *door, const rls_caller_t *who,
+                   cfg_config_t *const *cfg, const uint8_t *msg, size_t len, int64_t now,
+                   rls_answer_t *out, rls_done_fn done, void *ctx)
 {
     *out = (rls_answer_t){0};
+    *pending = NULL;
     if (len > RLS_MESSAGE_MAX)
         return failf(out, RLS_RESOURCE_EXHAUSTED, "message: %zu bytes, at most %d", len,
                      RLS_MESSAGE_MAX);
     request_t *req = envoy__service__ratelimit__v3__rate_limit_request__unpack(NULL, len, msg);
     if (!req)
         return failf(out, RLS_INVALID_ARGUMENT, "RateLimitRequest: not a valid protobuf message");
-    gov_ask_t asks[GOV_ASKS_MAX];
-    gov_result_t res[GOV_ASKS_MAX];
-    const cfg_server_t *srv = &cfg->server;
-    int rc = build_asks(req, asks, out);
+    size_t n = req->n_descriptors <= GOV_ASKS_MAX ? req->n_descriptors : 0;
+    rls_call_t *call = malloc(sizeof(*call) + n * (sizeof(gov_result_t) + sizeof(gov_ask_t)));
+    if (!call) {
+        envoy__service__ratelimit__v3__rate_limit_request__free_unpacked(req, NULL);
+        return failf(out, RLS_RESOURCE_EXHAUSTED, "out of memory starting the call");
+    }
+    *call = (rls_call_t){.cfg = cfg,
+                         .req = req,
+                         .n = n,
+                         .done = done,
+                         .ctx = ctx,
+                         .asks = (gov_ask_t *)(call->res + n)};
+    const cfg_server_t *srv = &(*cfg)->server;
+    int rc = build_asks(req, call->asks, out);
     if (rc == RLS_OK && srv->n_grpc_domains &&
         !listed(srv->grpc_domains, srv->n_grpc_domains, req->domain))
         rc = failf(out, RLS_NOT_FOUND, "domain \"%.64s\" is not served (server.grpc_domains)",
                    req->domain);
-    if (rc == RLS_OK) {
-        unsigned flags = GOV_ASK_EXACT;
-        if (listed(srv->grpc_charge_domains, srv->n_grpc_charge_domains, req->domain))
-            flags |= GOV_ASK_CHARGE;
-        if (!srv->grpc_stop_cache_key_increment_when_overlimit) /* envoy ratelimit's default */
-            flags |= GOV_ASK_CHARGE;
-        size_t n = req->n_descriptors;
-        int g =
-            door->decide(door->ud, who, req->domain, strlen(req->domain), asks, n, flags, now, res);
-        if (g < 0) {
-            size_t at = 0;
-            while (at + 1 < n && res[at].status == 0)
-                at++;
-            char text[TT_ERR_TEXT_MAX];
-            rc = failf(out, status_of(g), "descriptors[%zu]: %s", at,
-                       tt_err_format(&res[at].err, text, sizeof(text)));
-        } else {
-            rc = respond(cfg, res, n, out);
-        }
+    if (rc != RLS_OK) {
+        call_free(call);
+        return rc;
     }
-    envoy__service__ratelimit__v3__rate_limit_request__free_unpacked(req, NULL);
+    unsigned flags = GOV_ASK_EXACT;
+    if (listed(srv->grpc_charge_domains, srv->n_grpc_charge_domains, req->domain))
+        flags |= GOV_ASK_CHARGE;
+    if (!srv->grpc_stop_cache_key_increment_when_overlimit) /* envoy ratelimit's default */
+        flags |= GOV_ASK_CHARGE;
+    int g = door->decide(door->ud, who, req->domain, strlen(req->domain), call->asks, n, flags, now,
+                         call->res, decided, call);
+    if (g == GOV_PENDING) {
+        *pending = call;
+        return RLS_PENDING;
+    }
+    rc = finish(call, g, out);
+    call_free(call);
+    return rc;
+}
+
+int rls_should_rate_limit(const rls_door_t *door, const rls_caller_t *who, cfg_config_t *const *cfg,
+                          const uint8_t *msg, size_t len, int64_t now, rls_answer_t *out)
+{
+    rls_call_t *pending;
+    int rc = rls_call_start(&pending, door, who, cfg, msg, len, now, out, NULL, NULL);
+    if (rc == RLS_PENDING) { /* a caller that cannot wait: the answer goes nowhere */
+        rls_call_abandon(pending);
+        return failf(out, RLS_UNAVAILABLE, "the decision waits on Redis; this caller cannot wait");
+    }
     return rc;
 }
 

@@ -53,22 +53,45 @@ typedef struct rls_caller {
 } rls_caller_t;
 
 /* The engine call a request's descriptors are decided with: `decide` answers the asks of
- * `domain` for `who` as gov_decide_domain does (0, or a negative code with the error in the
- * result of the ask it concerns). The daemon's is server/door.c's (door_rls). */
+ * `domain` for `who` as gov_decide_domain does (0, a negative code with the error in the
+ * result of the ask it concerns, or GOV_PENDING: done(results, ctx) follows once Redis has
+ * answered). The daemon's is server/door.c's (door_rls). */
 typedef struct rls_door {
     int (*decide)(void *ud, const rls_caller_t *who, const char *domain, size_t domain_len,
                   const gov_ask_t *asks, size_t n, unsigned flags, int64_t now,
-                  gov_result_t *results);
+                  gov_result_t *results, gov_done_fn done, void *ctx);
     void *ud;
 } rls_door_t;
 
+/* rls_call_start's answer when the call waits on Redis: not a gRPC status. */
+#define RLS_PENDING (-1)
+#define RLS_UNAVAILABLE 14
+
+typedef struct rls_call rls_call_t;
+
+/* A call's answer when it came after rls_call_start returned: *ans is the callee's (its body
+ * freed with rls_answer_free). */
+typedef void (*rls_done_fn)(rls_answer_t *ans, void *ctx);
+
 /*
  * Decodes a RateLimitRequest (`len` bytes, at most RLS_MESSAGE_MAX), decides it through `door`
- * for `who` at `now`, and packs the RateLimitResponse into out. `cfg` is the armed config in
- * force: its server.grpc_domains / grpc_charge_domains and the limits that statuses report. Bad
- * input gets a status and its message and changes nothing. Returns out->status.
+ * for `who` at `now`, and packs the RateLimitResponse into out. `*cfg` is the armed config in
+ * force (read again when a late answer is made: the daemon swaps it on reload): its
+ * server.grpc_* settings. Bad input gets a status and its message and changes nothing. Returns
+ * out->status, or RLS_PENDING with *pending set when rules of store redis are met: then
+ * done(ans, ctx) runs once they have answered, unless rls_call_abandon(*pending) came first.
  */
-int rls_should_rate_limit(const rls_door_t *door, const rls_caller_t *who, const cfg_config_t *cfg,
+int rls_call_start(rls_call_t **pending, const rls_door_t *door, const rls_caller_t *who,
+                   cfg_config_t *const *cfg, const uint8_t *msg, size_t len, int64_t now,
+                   rls_answer_t *out, rls_done_fn done, void *ctx);
+
+/* The caller of a pending call is gone (its stream reset, its connection closed): the call is
+ * freed when its decision completes, and nobody is told. */
+void rls_call_abandon(rls_call_t *call);
+
+/* rls_call_start for a caller that cannot wait: a call that would wait on Redis is answered
+ * UNAVAILABLE (its decision still completes). */
+int rls_should_rate_limit(const rls_door_t *door, const rls_caller_t *who, cfg_config_t *const *cfg,
                           const uint8_t *msg, size_t len, int64_t now, rls_answer_t *out);
 
 /* grpc.health.v1.Health/Check: SERVING for "" and the RLS service's name, else NOT_FOUND. */

@@ -90,19 +90,71 @@ int door_call(door_t *d, const door_caller_t *who, const door_args_t *a, door_re
     return rc;
 }
 
+/* A domain decision that waits on Redis: what its count needs when the answer comes. */
+typedef struct domain_wait {
+    door_t *door;
+    srv_door_t kind;
+    uint64_t start_ns;
+    size_t n;
+    gov_verdict_t overall;
+    gov_done_fn done;
+    void *ctx;
+} domain_wait_t;
+
+/* A domain decision's status: the engine's code, or the first ask's error when it is one. */
+static int asks_status(int rc, const gov_result_t *results, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (results[i].status < 0)
+            return results[i].status;
+    return rc;
+}
+
+static void on_domain_done(gov_result_t *results, void *ctx)
+{
+    domain_wait_t *w = ctx;
+    count(w->door, w->kind, PROTO_OP_DECIDE, w->start_ns, false, asks_status(0, results, w->n),
+          w->overall);
+    w->done(results, w->ctx);
+    free(w);
+}
+
 int door_decide_asks(door_t *d, const door_caller_t *who, const char *domain, size_t domain_len,
                      const gov_ask_t *asks, size_t n, unsigned flags, int64_t now,
-                     gov_result_t *results)
+                     gov_result_t *results, gov_done_fn done, void *ctx)
 {
     uint64_t start = uv_hrtime();
     srv_metrics_request(d->metrics, who->door, PROTO_OP_DECIDE);
+    domain_wait_t *w = NULL;
+    if (done && n) { /* it may wait on Redis: the count's state outlives this call */
+        w = malloc(sizeof(*w));
+        if (!w) {
+            for (size_t i = 0; i < n; i++)
+                results[i] = (gov_result_t){0};
+            int rc = results[0].status = tt_err_set(&results[0].err, GOV_ENOMEM, "request",
+                                                    "out of memory starting the decision");
+            count(d, who->door, PROTO_OP_DECIDE, start, false, rc, GOV_ADMIT);
+            return rc;
+        }
+        *w = (domain_wait_t){.door = d,
+                             .kind = who->door,
+                             .start_ns = start,
+                             .n = n,
+                             .overall = GOV_ADMIT,
+                             .done = done,
+                             .ctx = ctx};
+    }
     gov_verdict_t v = GOV_ADMIT;
-    int rc = gov_decide_domain(d->engine, domain, domain_len, asks, n, flags, now, results, &v);
-    int status = rc;
-    for (size_t i = 0; rc < 0 && i < n && status == rc; i++)
-        if (results[i].status < 0)
-            status = results[i].status;
-    count(d, who->door, PROTO_OP_DECIDE, start, false, status, v);
+    int rc = gov_decide_domain(d->engine, domain, domain_len, asks, n, flags, now, results,
+                               w ? &w->overall : &v, w ? on_domain_done : NULL, w);
+    if (rc == GOV_PENDING)
+        return rc;
+    if (w) {
+        v = w->overall;
+        free(w);
+    }
+    count(d, who->door, PROTO_OP_DECIDE, start, false, rc < 0 ? asks_status(rc, results, n) : rc,
+          v);
     return rc;
 }
 
@@ -121,11 +173,12 @@ bool door_level_known(const door_t *d, const char *level, size_t len)
 
 static int rls_decide(void *ud, const rls_caller_t *who, const char *domain, size_t domain_len,
                       const gov_ask_t *asks, size_t n, unsigned flags, int64_t now,
-                      gov_result_t *results)
+                      gov_result_t *results, gov_done_fn done, void *ctx)
 {
     (void)who;
     door_caller_t caller = {.door = SRV_DOOR_GRPC};
-    return door_decide_asks(ud, &caller, domain, domain_len, asks, n, flags, now, results);
+    return door_decide_asks(ud, &caller, domain, domain_len, asks, n, flags, now, results, done,
+                            ctx);
 }
 
 int door_new(door_t **out, gov_engine_t *engine, srv_metrics_t *metrics)

@@ -79,10 +79,12 @@ int door_call(door_t *d, const door_caller_t *who, const door_args_t *a, door_re
 /* Several asks decided as one (a gRPC request's descriptors of `domain`), as gov_decide_domain,
  * counted as one decision on who->door with the request's verdict (a domain with rules: deny
  * when the request was refused; otherwise admit when every ask is admitted, else deny, or
- * unfittable when no ask is denied but one is unfittable). */
+ * unfittable when no ask is denied but one is unfittable). With `done`, rules of store redis
+ * make it answer GOV_PENDING: done(results, ctx) runs once Redis has answered, counted just
+ * before (results must stay valid until then). Without, such a request is refused as before. */
 int door_decide_asks(door_t *d, const door_caller_t *who, const char *domain, size_t domain_len,
                      const gov_ask_t *asks, size_t n, unsigned flags, int64_t now,
-                     gov_result_t *results);
+                     gov_result_t *results, gov_done_fn done, void *ctx);
 
 /* The batched decisions answered on `door` since the last call took at most now - start_ns:
  * observed once, for the whole batch (the clock is read once per batch). */

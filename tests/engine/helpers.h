@@ -92,19 +92,25 @@ static inline gov_result_t decide(gov_engine_t *e, const gov_subject_t *s, int64
     return r;
 }
 
-/* A config of envoy ratelimit's files (one string per domain: the rule language), armed; the
- * caller frees it with cfg_free. */
-static inline cfg_config_t *envoy_config(const char *const *files, size_t n)
+/* A config of `base` (our YAML: its server and shared_state settings) and envoy ratelimit's
+ * files (one string per domain: the rule language), armed; the caller frees it with cfg_free. */
+static inline cfg_config_t *envoy_config_on(const char *base, const char *const *files, size_t n)
 {
     cfg_config_t *cfg;
     cfg_report_t r = {0};
-    cr_assert_eq(cfg_load_string("t.yaml", "{}", 2, &cfg, &r), 0);
+    cr_assert_eq(cfg_load_string("t.yaml", base, strlen(base), &cfg, &r), 0, "%s",
+                 r.n ? r.items[0].text : "");
     for (size_t i = 0; i < n; i++)
         cr_assert_eq(cfg_load_envoy_string(cfg, "f.yaml", files[i], strlen(files[i]), &r), 0,
                      "file %zu: %s", i, r.n ? r.items[0].text : "");
     cr_assert_eq(cfg_arm(cfg, &r), 0);
     cfg_report_free(&r);
     return cfg;
+}
+
+static inline cfg_config_t *envoy_config(const char *const *files, size_t n)
+{
+    return envoy_config_on("{}", files, n);
 }
 
 #endif

@@ -3,7 +3,7 @@
  * envoyproxy/ratelimit's service decides them (its README's examples and service tests), on
  * rules read from our own files in envoy ratelimit's schema.
  */
-#include "helpers.h"
+#include "fake_redis.h"
 
 #define MIN (60 * S)
 
@@ -42,7 +42,8 @@ static gov_ask_t d(size_t n, const char *const *kv)
 static void ask(const char *domain, gov_ask_t *a, size_t n, unsigned flags, int64_t now,
                 gov_result_t *out)
 {
-    int rc = gov_decide_domain(engine, domain, strlen(domain), a, n, flags, now, out, NULL);
+    int rc =
+        gov_decide_domain(engine, domain, strlen(domain), a, n, flags, now, out, NULL, NULL, NULL);
     cr_assert_eq(rc, 0, "%d %s", rc, out[0].err.message);
 }
 
@@ -166,11 +167,11 @@ Test(domain, quota_mode_is_over_only_when_every_quota_rule_is)
     cr_assert(r[0].admit && r[1].admit);
     cr_assert(r[0].rule_flags & CFG_RULE_QUOTA);
     gov_verdict_t overall;
-    cr_assert_eq(gov_decide_domain(engine, "rl", 2, a, 2, 0, T, r, &overall), 0);
+    cr_assert_eq(gov_decide_domain(engine, "rl", 2, a, 2, 0, T, r, &overall, NULL, NULL), 0);
     cr_assert_not(r[0].admit, "service_1 is over");
     cr_assert(r[1].admit, "service_2 is not: the request goes, service_2 counted");
     cr_assert_eq(overall, GOV_ADMIT);
-    cr_assert_eq(gov_decide_domain(engine, "rl", 2, a, 2, 0, T, r, &overall), 0);
+    cr_assert_eq(gov_decide_domain(engine, "rl", 2, a, 2, 0, T, r, &overall, NULL, NULL), 0);
     cr_assert_not(r[0].admit);
     cr_assert_not(r[1].admit, "both over: the third is refused");
     cr_assert_eq(overall, GOV_DENY);
@@ -254,13 +255,13 @@ Test(domain, bad_descriptors_are_refused_and_change_nothing)
     gov_ask_t a[2] = {D("k=v"), D("k=v")};
     gov_result_t r[2];
     a[1].subject.n = 0;
-    cr_assert_eq(gov_decide_domain(engine, "a", 1, a, 2, 0, T, r, NULL), GOV_ESUBJECT);
+    cr_assert_eq(gov_decide_domain(engine, "a", 1, a, 2, 0, T, r, NULL, NULL, NULL), GOV_ESUBJECT);
     a[1] = D("k=v");
     a[1].cost = -1;
-    cr_assert_eq(gov_decide_domain(engine, "a", 1, a, 2, 0, T, r, NULL), GOV_ERANGE);
+    cr_assert_eq(gov_decide_domain(engine, "a", 1, a, 2, 0, T, r, NULL, NULL, NULL), GOV_ERANGE);
     a[1].cost = 1;
     a[1].override_unit = 9;
-    cr_assert_eq(gov_decide_domain(engine, "a", 1, a, 2, 0, T, r, NULL), GOV_EINVAL);
+    cr_assert_eq(gov_decide_domain(engine, "a", 1, a, 2, 0, T, r, NULL, NULL, NULL), GOV_EINVAL);
     ask("a", a, 1, 0, T, r);
     cr_assert_eq(r[0].remaining, 1, "nothing was spent before");
     done();
@@ -310,5 +311,155 @@ Test(domain, detailed_series_are_keyed_as_envoy_and_bounded)
     uint64_t dropped = gov_engine_each_detail(engine, on_detail, NULL);
     cr_assert_eq(n_seen, GOV_DETAIL_MAX, "at most GOV_DETAIL_MAX series");
     cr_assert_eq(dropped, 11, "the rest counted as dropped");
+    done();
+}
+
+/* ---- rules in Redis (a fake store answering as the Lua script does) ---------------------- */
+
+static fake_redis_t fake;
+
+/* Our own YAML: rules of both stores in one domain. */
+static void load_mixed(void)
+{
+    static const char *yaml =
+        "shared_state:\n  redis: { address: 127.0.0.1:6379 }\n"
+        "governance:\n  limits:\n"
+        "    - { id: red, domain: m, descriptor: [{ key: r }], type: rpm, amount: 5, period: 60s, "
+        "algorithm: envoy_window, store: redis }\n"
+        "    - { id: red1, domain: m, descriptor: [{ key: r1 }], type: rpm, amount: 1, period: "
+        "60s, algorithm: envoy_window, store: redis }\n"
+        "    - { id: loc, domain: m, descriptor: [{ key: l }], type: rpm, amount: 5, period: 60s, "
+        "algorithm: envoy_window }\n"
+        "    - { id: loc1, domain: m, descriptor: [{ key: l1 }], type: rpm, amount: 1, period: "
+        "60s, algorithm: envoy_window }\n";
+    cfg = envoy_config_on(yaml, NULL, 0);
+    tt_err_t err;
+    gov_options_t o = {.hash_seed = {1, 2}};
+    cr_assert_eq(gov_engine_create_config(&engine, &o, cfg, &err), 0, "%s", err.message);
+    fake = (fake_redis_t){0};
+    gov_engine_set_redis(engine, &fake_ops, &fake);
+}
+
+/* Asks domain m: the request waits on Redis, its ops (one per redis rule met, all sent at once)
+ * are answered, and done runs once, with the results. The refunds and charges the decision sends
+ * then are left queued. Returns the request's verdict. */
+static gov_verdict_t ask_redis(gov_ask_t *a, size_t n, unsigned flags, int n_ops, gov_result_t *r)
+{
+    done_log_t log = {0};
+    gov_verdict_t v = GOV_UNFITTABLE;
+    int first = fake.n;
+    cr_assert_eq(gov_decide_domain(engine, "m", 1, a, n, flags, T, r, &v, on_done, &log),
+                 GOV_PENDING);
+    cr_assert_eq(fake.n - first, n_ops, "one op per redis rule, sent before the answer");
+    for (int i = first; i < first + n_ops; i++) {
+        cr_assert_eq(fake.ops[i]->kind, GOV_REDIS_STEP);
+        cr_assert_eq(log.calls, 0, "no answer before the last op's");
+        fake_answer(&fake, i, T);
+    }
+    cr_assert_eq(log.calls, 1);
+    cr_assert_eq(log.last, r);
+    return v;
+}
+
+/* The counter of limit `id` for one value, as the rule keys it (length-prefixed). */
+static int64_t counted(const char *id, const char *value)
+{
+    char key[64] = {0, (char)strlen(value)};
+    memcpy(key + 2, value, strlen(value));
+    return *fake_counter(&fake, id, key, 2 + strlen(value)) & 0xffffffff; /* envoy_window */
+}
+
+Test(domain_redis, a_refused_request_gives_back_what_redis_counted)
+{
+    load_mixed();
+    gov_ask_t a[2] = {D("r=x"), D("r1=y")};
+    gov_result_t r[2];
+    cr_assert_eq(ask_redis(a, 2, 0, 2, r), GOV_ADMIT);
+    cr_assert(r[0].admit && r[1].admit);
+    cr_assert_eq(r[0].remaining, 4);
+    cr_assert_eq(fake.n, 2, "admitted: nothing to give back");
+    cr_assert_eq(ask_redis(a, 2, 0, 2, r), GOV_DENY, "r1 is over: the request is refused");
+    cr_assert_not(r[1].admit);
+    cr_assert_eq(r[0].remaining, 4, "r answers the count the refund leaves, not 3");
+    cr_assert_eq(counted("red", "x"), 2, "redis counted it before the request was refused");
+    cr_assert_eq(fake.n, 5, "and the refund is sent");
+    gov_redis_op_t *refund = fake.ops[4];
+    cr_assert_eq(refund->kind, GOV_REDIS_SETTLE);
+    cr_assert_str_eq(refund->limit->id, "red");
+    cr_assert_eq(refund->reserved, 1);
+    cr_assert_eq(refund->actual, 0);
+    fake_answer(&fake, 4, T);
+    cr_assert_eq(counted("red", "x"), 1, "given back");
+    cr_assert_eq(counted("red1", "y"), 1, "the refused step counted nothing");
+    done();
+}
+
+Test(domain_redis, with_charge_what_redis_refused_is_counted_too)
+{
+    load_mixed();
+    gov_ask_t a[2] = {D("r=x"), D("r1=y")};
+    gov_result_t r[2];
+    ask_redis(a, 2, GOV_ASK_CHARGE, 2, r);
+    cr_assert_eq(ask_redis(a, 2, GOV_ASK_CHARGE, 2, r), GOV_DENY);
+    cr_assert_eq(r[0].remaining, 3, "kept: envoy ratelimit's default counts every descriptor");
+    cr_assert_eq(fake.n, 5);
+    cr_assert_eq(fake.ops[4]->kind, GOV_REDIS_SETTLE, "the over one is charged");
+    cr_assert_str_eq(fake.ops[4]->limit->id, "red1");
+    cr_assert_eq(fake.ops[4]->reserved, 0);
+    cr_assert_eq(fake.ops[4]->actual, 1);
+    fake_answer(&fake, 4, T);
+    cr_assert_eq(counted("red1", "y"), 2, "as envoy's INCRBY counts past the limit");
+    cr_assert_eq(counted("red", "x"), 2);
+    done();
+}
+
+Test(domain_redis, local_and_redis_rules_are_one_two_phase_decision)
+{
+    load_mixed();
+    gov_ask_t a[2] = {D("r=x"), D("l1=y")};
+    gov_result_t r[2];
+    cr_assert_eq(ask_redis(a, 2, 0, 1, r), GOV_ADMIT, "the local rule steps when Redis answers");
+    cr_assert_eq(ask_redis(a, 2, 0, 1, r), GOV_DENY, "l1 over, locally");
+    cr_assert_eq(fake.n, 3, "what redis counted is given back");
+    cr_assert_eq(fake.ops[2]->reserved, 1);
+    fake_answer(&fake, 2, T);
+    cr_assert_eq(counted("red", "x"), 1);
+    gov_ask_t b[2] = {D("l=z"), D("r1=w")};
+    cr_assert_eq(ask_redis(b, 2, 0, 1, r), GOV_ADMIT);
+    cr_assert_eq(r[0].remaining, 4);
+    cr_assert_eq(ask_redis(b, 2, 0, 1, r), GOV_DENY, "r1 over, in redis");
+    cr_assert_eq(r[0].remaining, 4, "the local step is undone");
+    cr_assert_eq(fake.n, 5, "nothing of redis's to give back");
+    ask("m", b, 1, 0, T, r);
+    cr_assert_eq(r[0].remaining, 3, "l counted once, not twice");
+    done();
+}
+
+Test(domain_redis, a_caller_that_cannot_wait_is_refused_and_nothing_counts)
+{
+    load_mixed();
+    gov_ask_t a[2] = {D("l=z"), D("r=x")};
+    gov_result_t r[2];
+    cr_assert_eq(gov_decide_domain(engine, "m", 1, a, 2, 0, T, r, NULL, NULL, NULL), GOV_EINVAL);
+    cr_assert_eq(fake.submitted, 0);
+    ask("m", a, 1, 0, T, r);
+    cr_assert_eq(r[0].remaining, 4, "the local rule was not stepped either");
+    done();
+}
+
+Test(domain_redis, redis_unavailable_decides_by_posture_fail)
+{
+    load_mixed();
+    gov_ask_t a = D("r1=x");
+    gov_result_t r;
+    done_log_t log = {0};
+    gov_verdict_t v;
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(gov_decide_domain(engine, "m", 1, &a, 1, 0, T, &r, &v, on_done, &log),
+                     GOV_PENDING);
+        fake_unavailable(&fake, i, T);
+        cr_assert_eq(log.calls, i + 1);
+        cr_assert_eq(r.admit, i == 0, "fail open: the local fallback counts 1 per minute");
+    }
     done();
 }

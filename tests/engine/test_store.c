@@ -1,72 +1,6 @@
 /* The store hooks: a fake redis (asynchronous, out of order, unavailable), a fake share
  * provider, the members count, and what `fleet` shows for each store. */
-#include "helpers.h"
-
-/* ---- a fake redis: ops queue up until the test answers them ------------------------------- */
-
-typedef struct fake_redis {
-    gov_redis_op_t *ops[64];
-    int n;
-    int submitted;
-    bool refuse; /* submit fails synchronously */
-    bool answer_now;
-    gov_redis_reply_t now_reply;
-    /* a real counter per key, as the Lua script would keep */
-    int64_t state[8];
-} fake_redis_t;
-
-static int fake_submit(void *ctx, gov_redis_op_t *op)
-{
-    fake_redis_t *f = ctx;
-    f->submitted++;
-    if (f->refuse)
-        return -1;
-    if (f->answer_now) {
-        gov_redis_complete(op, &f->now_reply, op->now);
-        return 0;
-    }
-    f->ops[f->n++] = op;
-    return 0;
-}
-
-static const gov_redis_ops_t fake_ops = {.submit = fake_submit};
-
-/* Answers op i as the Lua script would: a step on the fake's own state for that op's key. */
-static void fake_answer(fake_redis_t *f, int i, int64_t now)
-{
-    gov_redis_op_t *op = f->ops[i];
-    int64_t *st = &f->state[op->key_len % 8];
-    gov_redis_reply_t rep = {0};
-    if (op->kind == GOV_REDIS_STEP) {
-        rep.r = ra_step(&op->limit->limiter, *st, now, op->cost);
-        if (rep.r.admit)
-            *st = rep.r.next_state;
-    } else {
-        *st = ra_settle(&op->limit->limiter, *st, now, op->reserved, op->actual);
-    }
-    f->ops[i] = NULL;
-    gov_redis_complete(op, &rep, now);
-}
-
-static void fake_unavailable(fake_redis_t *f, int i, int64_t now)
-{
-    gov_redis_op_t *op = f->ops[i];
-    f->ops[i] = NULL;
-    gov_redis_reply_t rep = {.unavailable = true};
-    gov_redis_complete(op, &rep, now);
-}
-
-typedef struct done_log {
-    int calls;
-    gov_result_t *last;
-} done_log_t;
-
-static void on_done(gov_result_t *r, void *ctx)
-{
-    done_log_t *d = ctx;
-    d->calls++;
-    d->last = r;
-}
+#include "fake_redis.h"
 
 /* An engine over `ls` with the fake as its redis store. */
 static gov_engine_t *with_redis(const cfg_limit_t *ls, size_t n, fake_redis_t *f)
@@ -335,7 +269,8 @@ Test(redis, settle_goes_to_redis_and_counts_it)
     fake_answer(&f, 1, T0);
     cr_assert_eq(r.settled, 2);
     /* the redis side agrees with the local side step for step */
-    cr_assert_eq(ra_observe_remaining(&ls[1].limiter, f.state[1], T0), 19000);
+    cr_assert_eq(ra_observe_remaining(&ls[1].limiter, *fake_state(&f, "shared_tpm", "t"), T0),
+                 19000);
     gov_engine_destroy(e);
 }
 
@@ -580,7 +515,7 @@ Test(redis, a_decision_the_fallback_counted_is_settled_on_the_fallback)
     cr_assert_eq(r.settled, 1);
     cr_assert_eq(f.submitted, submitted);
     cr_assert(via_redis(e, &f, &s, 15000, true).admit, "the refund reached the fallback");
-    cr_assert_eq(f.state[1], 0, "redis's own counter untouched");
+    cr_assert_eq(*fake_state(&f, "shared_tpm", "t"), 0, "redis's own counter untouched");
     gov_engine_destroy(e);
 }
 

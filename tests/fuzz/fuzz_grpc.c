@@ -64,7 +64,7 @@ static void one_message(gov_engine_t *e, door_t *door, const uint8_t *data, size
     gov_engine_metrics(e, &before);
     int st = size && (data[0] & 1)
                  ? rls_health_check(data + 1, size - 1, &a)
-                 : rls_should_rate_limit(door_rls(door), &who, cfg, data, size, T0, &a);
+                 : rls_should_rate_limit(door_rls(door), &who, &cfg, data, size, T0, &a);
     gov_engine_metrics(e, &after);
     check(st == a.status);
     check(st == RLS_OK ? a.body != NULL && a.message[0] == '\0' : a.body == NULL && a.message[0]);

@@ -11,10 +11,9 @@
 #include <unistd.h>
 
 #include "door_fixture.h"
+#include "fake_redis.h" /* T0 */
 #include "h2.h"
 #include "h2raw.h"
-
-#define T0 (INT64_C(1700000000) * RA_NS_PER_S)
 #define FIELD_MAX (65536 + 32) /* nghttp2 refuses a longer field (NGHTTP2_HD_MAX_NV) */
 
 static const char yaml[] =
@@ -32,12 +31,9 @@ static int sv[2];
 static int64_t now;
 static rls_conn_stats_t st;
 
-static void setup(void)
+/* An engine over cfg, a door over it, and a connection over a socketpair to the raw client. */
+static void open_conn(void)
 {
-    cfg_report_t r = {0};
-    cr_assert_eq(cfg_load_string("t.yaml", yaml, sizeof(yaml) - 1, &cfg, &r), 0);
-    cr_assert_eq(cfg_arm(cfg, &r), 0);
-    cfg_report_free(&r);
     tt_err_t err;
     gov_options_t o = {.hash_seed = {1, 2}};
     cr_assert_eq(gov_engine_create_config(&eng, &o, cfg, &err), 0);
@@ -49,6 +45,15 @@ static void setup(void)
     srv = rls_conn_new(&cc, &who, now);
     cr_assert_not_null(srv);
     cr_assert_eq(h2raw_open_fd(&cl, sv[0]), 0);
+}
+
+static void setup(void)
+{
+    cfg_report_t r = {0};
+    cr_assert_eq(cfg_load_string("t.yaml", yaml, sizeof(yaml) - 1, &cfg, &r), 0);
+    cr_assert_eq(cfg_arm(cfg, &r), 0);
+    cfg_report_free(&r);
+    open_conn();
 }
 
 static void teardown(void)
@@ -115,6 +120,16 @@ static void send_bytes(const h2raw_buf_t *b)
 {
     cr_assert_eq(h2raw_send(&cl, b->p, b->len), 0);
     pump();
+}
+
+/* The client resets stream id (RST_STREAM CANCEL). */
+static void cancel_stream(uint32_t id)
+{
+    h2raw_buf_t out = {0};
+    static const uint8_t cancel[4] = {0, 0, 0, 8};
+    h2raw_frame(&out, H2_RST_STREAM, 0, id, cancel, 4);
+    send_bytes(&out);
+    h2raw_buf_free(&out);
 }
 
 /* A PING and its ACK: every frame the connection queued before it has been read by then. */
@@ -360,15 +375,12 @@ Test(h2, bodies_are_held_no_longer_than_their_call_and_no_more_than_the_window)
     cr_assert_eq(st.streams, 2);
     cr_assert_eq(h2raw_can_send(&cl, 5), RLS_CONN_BODY_MAX - 128000, "what is left of the window");
     /* the client gives up on stream 1: its bytes go back */
+    cancel_stream(1);
     h2raw_buf_t out = {0};
-    static const uint8_t cancel[4] = {0, 0, 0, 8};
-    h2raw_frame(&out, H2_RST_STREAM, 0, 1, cancel, 4);
-    send_bytes(&out);
     rls_conn_stats(srv, &st);
     cr_assert_eq(st.body_held, 64000);
     cr_assert_eq(st.streams, 1);
     /* stream 3 ends short of what its prefix announced: an error answer, its bytes back too */
-    out.len = 0;
     h2raw_frame(&out, H2_DATA, H2_END_STREAM, 3, NULL, 0);
     send_bytes(&out);
     h2raw_result_t r = wait_stream(3);
@@ -442,11 +454,8 @@ Test(h2, an_idle_connection_is_shut_down_gracefully)
     h2raw_headers(&out, 1, &block, false);
     send_bytes(&out); /* an open call: no idle deadline while it lasts, only its request's */
     cr_assert_eq(rls_conn_deadline(srv), T0 + RLS_REQUEST_NS);
-    out.len = 0;
-    static const uint8_t cancel[4] = {0, 0, 0, 8};
-    h2raw_frame(&out, H2_RST_STREAM, 0, 1, cancel, 4);
     now = T0 + 1000;
-    send_bytes(&out);
+    cancel_stream(1);
     cr_assert_eq(rls_conn_deadline(srv), now + RLS_IDLE_NS, "idle from when the call ended");
 
     now += RLS_IDLE_NS;
@@ -502,4 +511,105 @@ Test(h2, a_request_not_whole_in_time_is_answered_deadline_exceeded)
     cr_assert_eq(st.streams, 0);
     cr_assert_eq(st.body_held, 0);
     cr_assert_eq(rls_conn_deadline(srv), now + RLS_IDLE_NS, "idle from then on");
+}
+
+/* ---- calls whose rules live in Redis: answered when Redis is ------------------------------ */
+
+static fake_redis_t fake;
+static int readies;
+
+static void on_ready(void *ctx)
+{
+    (void)ctx;
+    readies++;
+}
+
+/* Domain edge's rule on key, 1 a minute, in Redis (the fake: it answers when told). */
+static void setup_redis(void)
+{
+    const char *files[] = {"domain: edge\ndescriptors: [{ key: key, rate_limit: { unit: minute, "
+                           "requests_per_unit: 1 } }]\n"};
+    cfg = envoy_config_on("server: { grpc_config_store: redis }\n"
+                          "shared_state:\n  redis: { address: 127.0.0.1:6379 }\n",
+                          files, 1);
+    open_conn();
+    fake = (fake_redis_t){0};
+    gov_engine_set_redis(eng, &fake_ops, &fake);
+    readies = 0;
+    rls_conn_on_ready(srv, on_ready, NULL);
+}
+
+TestSuite(h2_redis, .init = setup_redis, .fini = teardown);
+
+/* The stream stays open without its body while Redis decides; the answer is queued when Redis
+ * answers, and the shell is told (not from inside rls_conn_recv: it sends then anyway). */
+Test(h2_redis, a_call_is_answered_when_redis_has_answered)
+{
+    greet();
+    call_with_list(1, 500, "a");
+    rls_conn_stats(srv, &st);
+    cr_assert_eq(st.calls, 0);
+    cr_assert_eq(st.streams, 1);
+    cr_assert_eq(st.body_held, 0, "the body went back when the call started");
+    cr_assert_eq(fake.n, 1);
+    fake_answer(&fake, 0, now);
+    cr_assert_eq(readies, 1);
+    h2raw_result_t r = wait_stream(1);
+    cr_assert_eq(r.grpc_status, 0, "%d %s", r.grpc_status, r.grpc_message);
+    cr_assert_eq(h2raw_rls_remaining(r.message, r.message_len), 0, "1 a minute, 1 used");
+    free(r.message);
+    call_with_list(3, 500, "a");
+    fake_answer(&fake, 1, now);
+    r = wait_stream(3);
+    cr_assert_eq(r.grpc_status, 0);
+    free(r.message);
+    cr_assert_eq(readies, 2);
+    rls_conn_stats(srv, &st);
+    cr_assert_eq(st.streams, 0);
+}
+
+/* A client that resets its call, or whose grpc-timeout passes, while Redis decides: the answer,
+ * when it comes, goes nowhere (the decision itself completes: Redis counted it). */
+Test(h2_redis, a_call_gone_while_redis_decides_is_not_answered)
+{
+    greet();
+    call_with_list(1, 500, "a");
+    cancel_stream(1);
+    rls_conn_stats(srv, &st);
+    cr_assert_eq(st.streams, 0);
+    fake_answer(&fake, 0, now);
+    cr_assert_eq(readies, 0, "nobody to answer");
+
+    h2raw_buf_t block = {0}, out = {0};
+    h2raw_grpc_fields(&block, H2RAW_RLS);
+    h2raw_hpack_literal(&block, "grpc-timeout", "1S", 2, false);
+    h2raw_headers(&out, 3, &block, false);
+    size_t len;
+    uint8_t *msg = h2raw_rls_request("edge", "key", "b", &len);
+    h2raw_grpc_data(&out, 3, msg, len, true);
+    send_bytes(&out);
+    free(msg);
+    cr_assert_eq(rls_conn_tick(srv, now), 1, "waiting on its deadline");
+    now += RA_NS_PER_S;
+    rls_conn_tick(srv, now);
+    h2raw_result_t r = wait_stream(3);
+    cr_assert_eq(r.grpc_status, RLS_DEADLINE_EXCEEDED);
+    fake_answer(&fake, 1, now);
+    cr_assert_eq(readies, 0);
+    h2raw_buf_free(&block);
+    h2raw_buf_free(&out);
+}
+
+/* The connection closes while Redis decides: its calls' answers go nowhere. */
+Test(h2_redis, a_connection_freed_while_redis_decides)
+{
+    greet();
+    call_with_list(1, 500, "a");
+    call_with_list(3, 500, "b");
+    cr_assert_eq(fake.n, 2);
+    rls_conn_free(srv);
+    srv = NULL;
+    fake_answer(&fake, 1, now);
+    fake_answer(&fake, 0, now);
+    cr_assert_eq(readies, 0);
 }

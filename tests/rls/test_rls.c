@@ -111,7 +111,7 @@ static response_t *ask(built_t *b, int64_t now, int *status, char *msg)
     uint8_t *buf = malloc(len + 1);
     envoy__service__ratelimit__v3__rate_limit_request__pack(&b->req, buf);
     rls_answer_t a;
-    *status = rls_should_rate_limit(door_rls(door), &who, cfg, buf, len, now, &a);
+    *status = rls_should_rate_limit(door_rls(door), &who, &cfg, buf, len, now, &a);
     free(buf);
     if (msg)
         snprintf(msg, 256, "%s", a.message);
@@ -244,10 +244,10 @@ Test(rls, malformed_requests_get_an_error_status_and_spend_nothing)
     }
     rls_answer_t a;
     uint8_t junk[] = {0xff, 0xff, 0xff};
-    cr_assert_eq(rls_should_rate_limit(door_rls(door), &who, cfg, junk, sizeof(junk), T0, &a),
+    cr_assert_eq(rls_should_rate_limit(door_rls(door), &who, &cfg, junk, sizeof(junk), T0, &a),
                  RLS_INVALID_ARGUMENT);
     cr_assert_eq(
-        rls_should_rate_limit(door_rls(door), &who, cfg, junk, RLS_MESSAGE_MAX + 1, T0, &a),
+        rls_should_rate_limit(door_rls(door), &who, &cfg, junk, RLS_MESSAGE_MAX + 1, T0, &a),
         RLS_RESOURCE_EXHAUSTED);
     response_t *r = ok("edge", 0, "team=t1", NULL, T0);
     cr_assert_eq(r->statuses[0]->limit_remaining, 2, "nothing was spent");

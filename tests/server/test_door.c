@@ -133,13 +133,13 @@ Test(door, a_grpc_request_of_several_asks_is_one_decision)
     rls_caller_t who = {.tcp = false};
     gov_ask_t asks[2] = {{.subject = team("c"), .cost = 1}, {.subject = team("d"), .cost = 2}};
     gov_result_t res[2];
-    cr_assert_eq(g->decide(g->ud, &who, "d", 1, asks, 2, GOV_ASK_EXACT, T0, res), 0);
+    cr_assert_eq(g->decide(g->ud, &who, "d", 1, asks, 2, GOV_ASK_EXACT, T0, res, NULL, NULL), 0);
     cr_assert(res[0].admit && res[1].admit);
     asks[1].cost = 1; /* d has nothing left */
-    cr_assert_eq(g->decide(g->ud, &who, "d", 1, asks, 2, GOV_ASK_EXACT, T0, res), 0);
+    cr_assert_eq(g->decide(g->ud, &who, "d", 1, asks, 2, GOV_ASK_EXACT, T0, res, NULL, NULL), 0);
     cr_assert(res[0].admit && res[1].verdict == GOV_DENY);
     asks[1].cost = 3; /* above the burst of 2: never fits */
-    cr_assert_eq(g->decide(g->ud, &who, "d", 1, asks, 2, GOV_ASK_EXACT, T0, res), 0);
+    cr_assert_eq(g->decide(g->ud, &who, "d", 1, asks, 2, GOV_ASK_EXACT, T0, res, NULL, NULL), 0);
     cr_assert(res[0].admit && res[1].verdict == GOV_UNFITTABLE);
     cr_assert_eq(sample("tokentriage_verdicts_total{door=\"grpc\",verdict=\"admit\"}"), 1);
     cr_assert_eq(sample("tokentriage_verdicts_total{door=\"grpc\",verdict=\"deny\"}"), 1);
