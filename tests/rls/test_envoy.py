@@ -16,7 +16,7 @@ current_limit, limit_remaining, and whether duration_until_reset is there.
 
 usage: test_envoy.py TOKENTRIAGE PROTO_DIR FIXTURES_DIR [local|redis|share] [REDIS_SERVER]
 The store of the rules is server.grpc_config_store: local by default; redis with a redis-server
-of our own; share with a fleet of one (divisor 1: the same answers).
+of our own; share with a fleet of one (divisor 1: the same answers), then a fleet of two.
 """
 
 import os
@@ -598,6 +598,31 @@ def main():
             r = ask(stop_d, "basic", [("key1", "redis-gone")])
             check(r.overall_code == OK and status(r.statuses[0], OK, 50, U.SECOND, 49),
                   f"Redis gone: answered by the local fallback (posture.fail open) ({show(r)})")
+        if mode == "share":
+            # a fleet of two: each replica admits its share of a rule (amount / N), the fleet
+            # the rule's amount, and every status states the rule as written
+            ports = [free_port(), free_port()]
+            fleet = []
+            for i, name in enumerate(["fleet_a", "fleet_b"]):
+                fleet.append(Daemon(tt, work, name, cm, mode,
+                                    "shared_state:\n  share: {{ node_id: {}, bind: 127.0.0.1:{}, "
+                                    "seeds: [127.0.0.1:{}] }}".format(name, ports[i], ports[1 - i])))
+                daemons.append(fleet[-1])
+            for d in fleet:
+                d.start(pb)
+            limit = 'limit="rls_another_key2"'
+            for d in fleet:
+                wait_for(f"{d.dir}: N=2, converged", lambda: (
+                    f"tokentriage_share_n{{{limit}}} 2" in d.metrics() and
+                    f"tokentriage_share_converged{{{limit}}} 1" in d.metrics()), deadline_s=30)
+            align(60, 10)
+            got = [[ask(d, "another", [("key2", "fleet")]) for _ in range(15)] for d in fleet]
+            admitted = [sum(r.overall_code == OK for r in answers) for answers in got]
+            check(admitted == [10, 10], f"key2 20/min over a fleet of two: 10 on each replica, "
+                                        f"20 in all ({admitted})")
+            last = got[0][-1]
+            check(status(last.statuses[0], OVER, 20, U.MINUTE, 0),
+                  f"a replica over its share states the rule as written ({show(last)})")
     finally:
         for d in daemons:
             d.close()
