@@ -51,8 +51,11 @@ typedef struct share_members {
 /*
  * Re-reads the view at `now` and advances the core. `left_events` is how many SWIM_EV_LEFT
  * events membership reported since the last refresh. Returns 1 when this replica's metadata
- * payload changed (publish share_node_meta), else 0.
+ * payload is to be published now (share_node_meta), else 0: a new state at once, a new divisor
+ * once it has held for SHARE_NODE_PUBLISH_HOLD_NS (refresh again at share_node_deadline), and
+ * not at all when it went back meanwhile.
  */
+#define SHARE_NODE_PUBLISH_HOLD_NS (INT64_C(500) * 1000000)
 int share_node_refresh(share_node_t *node, const share_members_t *members, size_t left_events,
                        int64_t now);
 

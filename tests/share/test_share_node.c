@@ -324,3 +324,67 @@ Test(node, fleet_entries_and_gauges_carry_the_disclosure)
     cr_assert_null(strstr(text, "local_rpm"));
     fleet_stop(&f);
 }
+
+/* ---- publishing the divisor: a change held, a change undone never sent (issue 35) -------------
+ * A fake member table at chosen times: self and three peers alive. */
+
+typedef struct table {
+    swim_state_t state[4];
+} table_t;
+
+static int table_get(const void *ctx, size_t i, swim_member_view_t *v)
+{
+    const table_t *t = ctx;
+    static const char *const ids[] = {"self", "p1", "p2", "p3"};
+    memset(v, 0, sizeof(*v));
+    v->id = ids[i];
+    v->id_len = strlen(ids[i]);
+    v->state = t->state[i];
+    v->self = i == 0;
+    return 0;
+}
+
+static int refresh_table(share_node_t *n, const table_t *t, int64_t now)
+{
+    share_members_t m = {.ctx = t, .count = 4, .get = table_get, .joined = true};
+    return share_node_refresh(n, &m, 0, now);
+}
+
+static uint32_t published_divisor(share_node_t *n)
+{
+    share_meta_t meta;
+    cr_assert_eq(share_meta_decode(share_node_meta(n), SHARE_META_LEN, &meta, NULL), 0);
+    return meta.divisor;
+}
+
+/* Every replica's divisor changes with every leave and every join, and each change went to every
+ * live member directly, twice: in a rolling restart, where a leave and the restart's join come a
+ * moment apart, what a replica sent grew with N (43.5 KB/s a replica at 64 replicas, one restart a
+ * second). A new divisor is now published only once it has held for the hold, and not at all when
+ * it went back meanwhile; a new state (armed, held) at once. */
+Test(node, a_divisor_change_is_published_after_a_hold_and_one_undone_meanwhile_never)
+{
+    cfg_share_t cfg = {.partition_hold_ns = 60 * S, .join_timeout_ns = 5 * S, .n_seeds = 1};
+    share_node_t *n;
+    cr_assert_eq(share_node_new(&n, &cfg, 0, NULL), 0);
+    table_t t = {{SWIM_ALIVE, SWIM_ALIVE, SWIM_ALIVE, SWIM_ALIVE}};
+    int64_t t0 = 1000 * S;
+    cr_assert_eq(refresh_table(n, &t, t0), 1, "armed: published at once");
+    cr_assert_eq(published_divisor(n), 4);
+
+    t.state[3] = SWIM_LEFT; /* a restart's leave ... */
+    cr_assert_eq(refresh_table(n, &t, t0 + 100 * MS), 0, "a new divisor waits for the hold");
+    cr_assert_eq(share_divisor(share_node_core(n)), 3, "while this replica divides by it at once");
+    cr_assert_eq(share_node_deadline(n), t0 + 100 * MS + SHARE_NODE_PUBLISH_HOLD_NS);
+    t.state[3] = SWIM_ALIVE; /* ... and its join, a moment later */
+    cr_assert_eq(refresh_table(n, &t, t0 + 300 * MS), 0, "undone: nothing to publish");
+    cr_assert_eq(share_node_deadline(n), INT64_MAX);
+    cr_assert_eq(refresh_table(n, &t, t0 + 2 * S), 0);
+    cr_assert_eq(published_divisor(n), 4);
+
+    t.state[3] = SWIM_DEAD; /* a change that holds */
+    cr_assert_eq(refresh_table(n, &t, t0 + 3 * S), 0);
+    cr_assert_eq(refresh_table(n, &t, t0 + 3 * S + SHARE_NODE_PUBLISH_HOLD_NS), 1);
+    cr_assert_eq(published_divisor(n), 3);
+    share_node_free(n);
+}
