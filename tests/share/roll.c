@@ -13,15 +13,15 @@
 #include "fleet.h"
 #include "tokentriage.h"
 
-static const char *const limits_yaml = "    - id: " ROLL_LIMIT "\n"
-                                       "      attach: { level: global }\n"
-                                       "      type: rpm\n"
-                                       "      amount: 3200\n"
-                                       "      period: 1m\n"
-                                       "      burst: 64\n"
-                                       "      store: share\n"
-                                       "      posture: { mode: \"on\", enforce: hard, fail: "
-                                       "closed }\n";
+/* The run's one share limit, under governance.limits. */
+static void limit_yaml(char *out, size_t cap, int64_t amount, int64_t burst)
+{
+    snprintf(out, cap,
+             "    - id: " ROLL_LIMIT "\n      attach: { level: global }\n      type: rpm\n"
+             "      amount: %lld\n      period: 1m\n      burst: %lld\n      store: share\n"
+             "      posture: { mode: \"on\", enforce: hard, fail: closed }\n",
+             (long long)amount, (long long)burst);
+}
 
 #define WORDS (FLEET_MAX / 64)
 
@@ -37,6 +37,8 @@ typedef struct sample {
 
 typedef struct run {
     const roll_options_t *o;
+    int64_t amount, burst;
+    char limits[512];
     fleet_t fleet;
     int64_t t0; /* monotonic ms: the load's start */
     atomic_bool stop_load, stop_poll;
@@ -98,7 +100,7 @@ static void *load_main(void *arg)
     const roll_options_t *o = R->o;
     int n = o->n;
     /* share = amount / n a period; each replica asked ask x that */
-    int64_t gap_us = (int64_t)((double)ROLL_PERIOD_MS * 1000.0 * n / (ROLL_AMOUNT * o->ask));
+    int64_t gap_us = (int64_t)((double)ROLL_PERIOD_MS * 1000.0 * n / ((double)R->amount * o->ask));
     tt_client_t *c[FLEET_MAX] = {0};
     int64_t due[FLEET_MAX], retry[FLEET_MAX] = {0};
     for (int i = 0; i < n; i++)
@@ -313,6 +315,9 @@ int roll_run(const roll_options_t *o, roll_result_t *out)
     if (!R)
         return fail(out, "%s", "out of memory");
     R->o = o;
+    R->amount = o->amount ? o->amount : ROLL_AMOUNT;
+    R->burst = o->burst ? o->burst : ROLL_BURST;
+    limit_yaml(R->limits, sizeof(R->limits), R->amount, R->burst);
     pthread_mutex_init(&R->mu, NULL);
     int rc = -1;
     pthread_t load, poll;
@@ -328,7 +333,7 @@ int roll_run(const roll_options_t *o, roll_result_t *out)
     snprintf(f->join_timeout, sizeof(f->join_timeout), "10s");
     snprintf(f->snapshot_interval, sizeof(f->snapshot_interval), "5s");
     for (int i = 0; i < o->n; i++)
-        if (fleet_start(f, i, limits_yaml) != 0) {
+        if (fleet_start(f, i, R->limits) != 0) {
             fail(out, "cannot start a replica in %.200s", f->dir);
             goto done;
         }
@@ -354,15 +359,15 @@ int roll_run(const roll_options_t *o, roll_result_t *out)
         tx1[i] = tx_bytes(f, i);
     int64_t stopped_at[FLEET_MAX];
     bool restarted[FLEET_MAX] = {0};
-    int next = 0, done_restarts = 0;
-    while (done_restarts < o->n) {
+    int next = 0, done_restarts = 0, restarts = o->no_roll ? 0 : o->n;
+    while (done_restarts < restarts) {
         int64_t now = fleet_now_ms();
         int down = 0;
         for (int i = 0; i < next; i++) {
             if (restarted[i])
                 continue;
             if (now >= stopped_at[i] + o->down_ms && fleet_exited(f, i)) {
-                if (fleet_start(f, i, limits_yaml) != 0) {
+                if (fleet_start(f, i, R->limits) != 0) {
                     fail(out, "cannot restart a replica in %.200s", f->dir);
                     goto done;
                 }
@@ -372,7 +377,7 @@ int roll_run(const roll_options_t *o, roll_result_t *out)
                 down++;
             }
         }
-        if (next < o->n && now >= roll0 + (int64_t)next * o->step_ms) {
+        if (next < restarts && now >= roll0 + (int64_t)next * o->step_ms) {
             txk[next] = tx_bytes(f, next);
             fleet_kill(f, next, SIGTERM);
             stopped_at[next] = roll0 + (int64_t)next * o->step_ms; /* as scheduled */
@@ -392,11 +397,13 @@ int roll_run(const roll_options_t *o, roll_result_t *out)
     for (int i = 0; i < o->n; i++) {
         int64_t t = tx_bytes(f, i);
         tx_steady += (double)(tx1[i] - tx0[i]);
-        tx_roll += (double)(txk[i] - tx1[i]) + (double)(t > 0 ? t : 0);
+        tx_roll +=
+            o->no_roll ? (double)(t - tx1[i]) : (double)(txk[i] - tx1[i]) + (double)(t > 0 ? t : 0);
     }
     out->tx_steady = tx_steady / o->n / ((double)(roll0 - t_steady) / 1000);
-    out->tx_roll = tx_roll / o->n / ((double)(roll1 - roll0) / 1000);
+    out->tx_roll = roll1 > roll0 ? tx_roll / o->n / ((double)(roll1 - roll0) / 1000) : 0;
     sleep_us((int64_t)o->settle_ms * 1000);
+    out->load_ms = fleet_now_ms() - R->t0;
     rc = 0;
 done:
     if (load_on) {
@@ -410,6 +417,9 @@ done:
     if (rc == 0) {
         out->asked = R->asked;
         out->admitted = (int64_t)R->n_admits;
+        out->admitted_of_ideal =
+            (double)out->admitted /
+            ((double)R->burst + (double)R->amount * (double)out->load_ms / ROLL_PERIOD_MS);
         out->rounds = R->rounds;
         check_windows(R, 10000, &out->win[0]);
         check_windows(R, 60000, &out->win[1]);
@@ -429,8 +439,11 @@ void roll_report(const char *tag, const roll_options_t *o, const roll_result_t *
     fprintf(stderr,
             "%s: n=%d seeds=%d roll one every %d ms, each down %d ms (at most %lld at once)\n", tag,
             o->n, o->seeds, o->step_ms, o->down_ms, (long long)r->down_max);
-    fprintf(stderr, "%s: asked %lld, admitted %lld; %lld poll rounds\n", tag, (long long)r->asked,
-            (long long)r->admitted, (long long)r->rounds);
+    fprintf(stderr,
+            "%s: asked %lld, admitted %lld in %.1f s of load: %.1f%% of burst + amount x load / "
+            "period; %lld poll rounds\n",
+            tag, (long long)r->asked, (long long)r->admitted, (double)r->load_ms / 1000,
+            100 * r->admitted_of_ideal, (long long)r->rounds);
     for (int k = 0; k < 2; k++)
         fprintf(stderr,
                 "%s: %2llds windows: worst %lld admitted against %.1f at %.1fs; %lld above their "

@@ -6,8 +6,8 @@
  * The fleet (tests/share/fleet.h, on loopback): n `tokentriage serve` replicas with the shipped
  * DaemonSet's membership settings (sealed gossip, a state directory with a snapshot every 5 s,
  * partition_hold 60 s, join_timeout 10 s), static seeds or every replica a seed, and one share
- * limit, ROLL_AMOUNT a minute with burst ROLL_BURST, posture.fail closed. Each replica is asked
- * `ask` times its share, paced by one thread over the decision sockets.
+ * limit, ROLL_AMOUNT a minute with burst ROLL_BURST (or the options'), posture.fail closed. Each
+ * replica is asked `ask` times its share, paced by one thread over the decision sockets.
  *
  * The roll: after `steady_ms` of load, replica k gets SIGTERM at k x step_ms and is started
  * again (same node id, address and state directory) down_ms after it; then `settle_ms` more of
@@ -34,15 +34,17 @@
 #define ROLL_BURST 64
 
 typedef struct roll_options {
-    int n;         /* replicas, 2..FLEET_MAX */
-    int seeds;     /* static seeds: replicas 0..seeds-1; 0: every replica is a seed */
-    int step_ms;   /* one replica stopped every step_ms */
-    int down_ms;   /* each one started again down_ms after its SIGTERM */
-    int steady_ms; /* load before the roll */
-    int settle_ms; /* load after the last restart */
-    int poll_ms;   /* the poller's round */
-    double ask;    /* each replica is asked ask x its share (amount / n) */
-    bool verbose;  /* a line per poll round on stderr */
+    int n;                 /* replicas, 2..FLEET_MAX */
+    int seeds;             /* static seeds: replicas 0..seeds-1; 0: every replica is a seed */
+    int step_ms;           /* one replica stopped every step_ms */
+    int down_ms;           /* each one started again down_ms after its SIGTERM */
+    int steady_ms;         /* load before the roll */
+    int settle_ms;         /* load after the last restart */
+    int poll_ms;           /* the poller's round */
+    double ask;            /* each replica is asked ask x its share (amount / n) */
+    bool verbose;          /* a line per poll round on stderr */
+    int64_t amount, burst; /* the limit a minute; 0: ROLL_AMOUNT, ROLL_BURST */
+    bool no_roll; /* steady load only, for steady_ms + settle_ms (the bench's burst runs) */
 } roll_options_t;
 
 /* The worst window of one length. */
@@ -57,7 +59,10 @@ typedef struct roll_window {
 
 typedef struct roll_result {
     int64_t asked, admitted;
-    roll_window_t win[2]; /* 10 s, 60 s */
+    int64_t load_ms; /* how long the load ran */
+    double
+        admitted_of_ideal; /* admitted / (burst + amount x load / period): under 1, under-admits */
+    roll_window_t win[2];  /* 10 s, 60 s */
     int64_t rounds;
     int64_t island_rounds; /* rounds with two converged replicas of disjoint views */
     int64_t island_first_ms, island_last_ms;
