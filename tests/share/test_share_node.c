@@ -93,10 +93,20 @@ typedef struct expect {
     bool converged;
 } expect_t;
 
+/* The daemon's glue refreshes at each node's deadline too (a hold expiring, a divisor held long
+ * enough to publish): here at the first simulated event after it. */
+static void refresh_due(fleet_t *f)
+{
+    for (int i = 0; i < f->n; i++)
+        if (f->share[i] && sim_up(f->sim, i) && share_node_deadline(f->share[i]) <= sim_now(f->sim))
+            refresh(f, i, 0);
+}
+
 static bool all_at(sim_t *s, void *arg)
 {
     const expect_t *e = arg;
     (void)s;
+    refresh_due(e->f);
     for (int i = 0; i < e->f->n; i++) {
         if (!(e->who & (1u << i)))
             continue;
@@ -205,16 +215,17 @@ Test(node, a_lasting_cut_ends_the_hold_after_partition_hold)
     sim_group(f.sim, 2, 1);
     run_until(&f, (expect_t){.who = 4, .n = 3, .state = SHARE_HELD}, 20 * S);
     /* The shell's timer: no membership event comes while the cut lasts. The peers may be
-     * declared dead one at a time (3 -> 2 -> 1): then the hold moves from the 3 to the 2. */
+     * declared dead one at a time (3 -> 2 -> 1): then the hold moves from the 3 to the 2. A
+     * deadline may also be a new divisor's publishing, which changes no divisor. */
     uint32_t last = 3;
     for (int steps = 0; share_state(share_node_core(f.share[2])) == SHARE_HELD; steps++) {
-        cr_assert_lt(steps, 3);
+        cr_assert_lt(steps, 6);
         int64_t deadline = share_node_deadline(f.share[2]);
         cr_assert_lt(deadline, INT64_MAX);
         sim_run_until(f.sim, deadline);
         refresh(&f, 2, 0);
         uint32_t n = share_divisor(share_node_core(f.share[2]));
-        cr_assert_lt(n, last, "the divisor only falls while the cut lasts");
+        cr_assert_leq(n, last, "the divisor only falls while the cut lasts");
         last = n;
     }
     cr_assert_eq(last, 1, "alone for partition_hold: the whole amount");
