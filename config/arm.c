@@ -179,6 +179,28 @@ static int folded(cfg_report_t *report, size_t i, const cfg_limit_t *l)
                            l->id, cfg_type_name(l->type));
 }
 
+/* The warning for a share limit whose burst leaves each of the fleet's replicas fewer than
+ * CFG_SHARE_BURST_UNITS units: a bucket that small turns arrival jitter into missed slots, and
+ * the fleet under-admits (docs/share.md, "What burst a fleet needs"). rpm only: a tpm replica
+ * always holds a reserve cap. */
+static int thin_burst(cfg_report_t *report, size_t i, const cfg_limit_t *l, int64_t replicas)
+{
+    if (replicas <= 0 || l->store != CFG_STORE_SHARE || l->type != CFG_TYPE_RPM ||
+        l->burst >= CFG_SHARE_BURST_UNITS * replicas)
+        return 0;
+    char path[64];
+    snprintf(path, sizeof(path), "governance.limits[%zu].burst", i);
+    return cfg__report_add(
+        report, true, 0, path, NULL,
+        "limit \"%s\": burst %lld over %lld replicas (shared_state.share.replicas) is %.2g "
+        "a replica: a bucket that small turns arrival jitter into missed slots and the fleet "
+        "under-admits (requests arriving at random at 1.5x a replica's share: 60%% of the cap "
+        "admitted at 1 a replica, 87%% at 2, 98%% at 4); raise burst to at least %d x replicas "
+        "(%lld)",
+        l->id, (long long)l->burst, (long long)replicas, (double)l->burst / (double)replicas,
+        CFG_SHARE_BURST_UNITS, (long long)CFG_SHARE_BURST_UNITS * replicas);
+}
+
 int cfg_arm(cfg_config_t *cfg, cfg_report_t *report)
 {
     int failed = 0;
@@ -196,6 +218,8 @@ int cfg_arm(cfg_config_t *cfg, cfg_report_t *report)
         }
         if (!cfg_type_is_rate(l->type) && l->type != CFG_TYPE_CONCURRENCY &&
             folded(report, i, l) < 0)
+            return CFG_ENOMEM;
+        if (thin_burst(report, i, l, cfg->share.replicas) < 0)
             return CFG_ENOMEM;
     }
     if (failed)

@@ -168,7 +168,12 @@ typedef struct cfg_share {
     double cold_share;          /* c in (0, 1): the share without a lease (demand mode) */
     int64_t demand_interval_ns; /* demand reports and lease refresh */
     int64_t demand_keys;        /* keys measured (and owned) per replica in demand mode */
+    int64_t replicas; /* the fleet's expected size, for arm's burst warning only; 0: not said */
 } cfg_share_t;
+
+/* A share replica's bucket of fewer units than this (burst / replicas) turns arrival jitter into
+ * missed slots: arm warns (docs/share.md, "What burst a fleet needs"). */
+#define CFG_SHARE_BURST_UNITS 4
 
 /* shared_state.redis.tls: every connection the store makes (primaries, cluster nodes,
  * Sentinels) speaks TLS when present. */

@@ -319,19 +319,10 @@ static void get_address_list(struct cfg__ctx *c, const cfg_node_t *v, const char
     }
 }
 
-static const char *const share_keys[] = {"node_id",
-                                         "bind",
-                                         "advertise",
-                                         "seeds",
-                                         "keyring_file",
-                                         "cluster",
-                                         "partition_hold",
-                                         "join_timeout",
-                                         "division",
-                                         "cold_share",
-                                         "demand_interval",
-                                         "demand_keys",
-                                         NULL};
+static const char *const share_keys[] = {
+    "node_id",         "bind",           "advertise",    "seeds",    "keyring_file",
+    "cluster",         "partition_hold", "join_timeout", "division", "cold_share",
+    "demand_interval", "demand_keys",    "replicas",     NULL};
 static const char *const division_names[] = {"equal", "demand", NULL};
 
 static void load_share(struct cfg__ctx *c, const cfg_node_t *n)
@@ -387,6 +378,8 @@ static void load_share(struct cfg__ctx *c, const cfg_node_t *n)
     if ((v = cfg__at(m, "demand_keys")))
         cfg__get_int(c, v, cfg__join(p, base, "demand_keys"), CFG_DEMAND_KEYS_MIN,
                      CFG_DEMAND_KEYS_MAX, &s->demand_keys);
+    if ((v = cfg__at(m, "replicas")))
+        cfg__get_int(c, v, cfg__join(p, base, "replicas"), 1, 1000000, &s->replicas);
 }
 
 static const char *const redis_keys[] = {"address", "cluster", "sentinels", "master", "timeout",
