@@ -47,6 +47,22 @@ Test(demand_wire, reports_and_grants_round_trip)
     cr_expect_eq(msg.items[0].ttl_ms, 1500);
 }
 
+/* A global limit's key is empty and may come without a pointer: msgpack-c then hands the
+ * writer an empty body with a NULL pointer, which must be written as nothing (memcpy from NULL
+ * is undefined even for 0 bytes; the sanitizer build stops on it). */
+Test(demand_wire, an_empty_key_without_a_pointer_round_trips)
+{
+    demand_item_t in = {.identity = 9, .key = NULL, .key_len = 0, .value = 3};
+    uint8_t buf[64];
+    int len = demand_wire_encode(DEMAND_REPORT, &in, 1, buf, sizeof(buf));
+    cr_assert_gt(len, 0);
+    cr_assert_eq(decode(buf, (size_t)len), 0, "%s: %s", err.path, err.message);
+    cr_assert_eq(msg.n, 1);
+    cr_expect_eq(msg.items[0].identity, 9);
+    cr_expect_eq(msg.items[0].key_len, 0);
+    cr_expect_eq(msg.items[0].value, 3);
+}
+
 Test(demand_wire, item_max_is_an_upper_bound)
 {
     uint8_t key[DEMAND_KEY_MAX], buf[1400];
