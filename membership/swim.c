@@ -435,7 +435,7 @@ int swim_known_save(const swim_core_t *c, uint8_t **out, size_t *len)
         if (swim__is_live(c->m[i].state))
             w->scratch[n++] = (int32_t)i;
     size_t cap = 64 + 2 * SWIM_ID_MAX + SWIM_LABEL_MAX + n * (SWIM_ID_MAX + 40);
-    swim_wbuf_t b = {malloc(cap), 0, cap, false};
+    wire_pack_t b = {malloc(cap), 0, cap, false};
     if (!b.p)
         return SWIM_ENOMEM;
     swim_known_encode(&b, c->ids, c->m[0].id_len, c->label, c->label_len, n, known_of_table, c);

@@ -116,7 +116,7 @@ void swim__member_update(const swim_core_t *c, const member_t *m, swim_update_t 
 }
 
 /* Appends member i's record if it fits; false (and w unchanged) if not. */
-static bool put_update(const swim_core_t *c, swim_wbuf_t *w, const member_t *m)
+static bool put_update(const swim_core_t *c, wire_pack_t *w, const member_t *m)
 {
     swim_update_t u;
     size_t save = w->len;
@@ -131,7 +131,7 @@ static bool put_update(const swim_core_t *c, swim_wbuf_t *w, const member_t *m)
 }
 
 /* Fills the rest of a datagram with queued broadcasts, fewest transmits and newest first. */
-static uint32_t fill_updates(swim_core_t *c, swim_wbuf_t *w, int32_t skip)
+static uint32_t fill_updates(swim_core_t *c, wire_pack_t *w, int32_t skip)
 {
     int limit = retransmit_limit(c);
     int32_t sent[SWIM_DATAGRAM_MAX / 16];
@@ -179,7 +179,7 @@ void swim__send_msg_with(swim_core_t *c, int64_t now, const swim_addr_t *to, con
                          const swim_update_t *first, int32_t skip)
 {
     size_t cap = SWIM_DATAGRAM_MAX - (c->cfg.nkeys ? SWIM_SEAL_OVERHEAD : SWIM_FRAME_HEAD);
-    swim_wbuf_t w = {c->body, 0, cap, false};
+    wire_pack_t w = {c->body, 0, cap, false};
     const member_t *self = &c->m[0];
     swim_enc_head(&w, c->ids, self->id_len, self->gen, now + c->wall_off, ++c->tx_seq, om->kind);
     swim_enc_msg(&w, om);
@@ -440,7 +440,7 @@ int swim_pushpull_encode(swim_core_t *c, int64_t now, bool join, uint8_t *out, s
         return SWIM_ESPACE;
     /* the body goes after the frame header so sealing can read it from a second copy */
     size_t head = c->cfg.nkeys ? SWIM_FRAME_HEAD + SWIM_NONCE_BYTES : SWIM_FRAME_HEAD;
-    swim_wbuf_t w = {out + head, 0, cap - head - SWIM_TAG_BYTES, false};
+    wire_pack_t w = {out + head, 0, cap - head - SWIM_TAG_BYTES, false};
     const member_t *self = &c->m[0];
     swim_enc_head(&w, c->ids, self->id_len, self->gen, now + c->wall_off, ++c->tx_seq,
                   SWIM_PUSHPULL);

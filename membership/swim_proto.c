@@ -7,26 +7,13 @@
 #include <string.h>
 
 #include "wire.h"
+#include "wire_pack.h"
 
-/* ---- encoding: msgpack-c's packer writing into a bounded buffer ---- */
+/* ---- encoding: msgpack-c's packer writing into a bounded buffer (wire/wire_pack.h) ---- */
 
-static int wbuf_write(void *data, const char *buf, size_t len)
+static void packer(msgpack_packer *pk, wire_pack_t *w)
 {
-    swim_wbuf_t *w = data;
-    if (len == 0)
-        return 0; /* an empty str/bin body may come with a NULL pointer */
-    if (w->overflow || len > w->cap - w->len) {
-        w->overflow = true;
-        return -1;
-    }
-    memcpy(w->p + w->len, buf, len);
-    w->len += len;
-    return 0;
-}
-
-static void packer(msgpack_packer *pk, swim_wbuf_t *w)
-{
-    msgpack_packer_init(pk, w, wbuf_write);
+    wire_packer_init(pk, w);
 }
 
 static void pack_str(msgpack_packer *pk, const char *s, size_t len)
@@ -52,7 +39,7 @@ static void pack_addr(msgpack_packer *pk, const swim_addr_t *a)
     pack_bin(pk, b, 3 + iplen);
 }
 
-void swim_enc_head(swim_wbuf_t *w, const char *sender, size_t sender_len, uint64_t gen,
+void swim_enc_head(wire_pack_t *w, const char *sender, size_t sender_len, uint64_t gen,
                    int64_t sent_ns, uint64_t seq, swim_kind_t kind)
 {
     msgpack_packer pk;
@@ -65,7 +52,7 @@ void swim_enc_head(swim_wbuf_t *w, const char *sender, size_t sender_len, uint64
     msgpack_pack_uint8(&pk, (uint8_t)kind);
 }
 
-void swim_enc_msg(swim_wbuf_t *w, const swim_msg_t *m)
+void swim_enc_msg(wire_pack_t *w, const swim_msg_t *m)
 {
     msgpack_packer pk;
     packer(&pk, w);
@@ -100,15 +87,15 @@ void swim_enc_msg(swim_wbuf_t *w, const swim_msg_t *m)
     }
 }
 
-size_t swim_enc_array_open(swim_wbuf_t *w)
+size_t swim_enc_array_open(wire_pack_t *w)
 {
     size_t at = w->len;
     static const char hdr[5] = {(char)0xdd, 0, 0, 0, 0};
-    wbuf_write(w, hdr, sizeof hdr);
+    wire_pack_write(w, hdr, sizeof hdr);
     return at;
 }
 
-void swim_enc_array_close(swim_wbuf_t *w, size_t at, uint32_t count)
+void swim_enc_array_close(wire_pack_t *w, size_t at, uint32_t count)
 {
     if (w->overflow)
         return;
@@ -118,7 +105,7 @@ void swim_enc_array_close(swim_wbuf_t *w, size_t at, uint32_t count)
     w->p[at + 4] = (uint8_t)count;
 }
 
-void swim_enc_update(swim_wbuf_t *w, const swim_update_t *u)
+void swim_enc_update(wire_pack_t *w, const swim_update_t *u)
 {
     msgpack_packer pk;
     packer(&pk, w);
@@ -315,7 +302,7 @@ int swim_msg_decode(swim_msg_t *m, const uint8_t *body, size_t len, tt_err_t *er
 
 /* ---- the members file ---- */
 
-void swim_known_encode(swim_wbuf_t *w, const char *node, size_t node_len, const char *label,
+void swim_known_encode(wire_pack_t *w, const char *node, size_t node_len, const char *label,
                        size_t label_len, size_t n,
                        void (*get)(const void *ctx, size_t i, swim_known_t *m), const void *ctx)
 {

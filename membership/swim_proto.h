@@ -60,6 +60,7 @@
 #include <stdint.h>
 
 #include "swim.h"
+#include "wire_pack.h" /* the encoder writes into a wire_pack_t: bounded, overflow sticky */
 
 #define SWIM_WIRE_VERSION 1
 #define SWIM_MODE_PLAIN 0
@@ -117,23 +118,15 @@ typedef struct swim_msg {
     const uint8_t *end;
 } swim_msg_t;
 
-/* A bounded output buffer for the encoder: overflow is sticky, checked once at the end. */
-typedef struct swim_wbuf {
-    uint8_t *p;
-    size_t len;
-    size_t cap;
-    bool overflow;
-} swim_wbuf_t;
-
 /* Body header: the 5 scalar fields; the caller then writes msg and updates. */
-void swim_enc_head(swim_wbuf_t *w, const char *sender, size_t sender_len, uint64_t gen,
+void swim_enc_head(wire_pack_t *w, const char *sender, size_t sender_len, uint64_t gen,
                    int64_t sent_ns, uint64_t seq, swim_kind_t kind);
 /* The msg array of m->kind, from m's fields for that kind. */
-void swim_enc_msg(swim_wbuf_t *w, const swim_msg_t *m);
+void swim_enc_msg(wire_pack_t *w, const swim_msg_t *m);
 /* An array32 header whose count is patched later: returns its offset. */
-size_t swim_enc_array_open(swim_wbuf_t *w);
-void swim_enc_array_close(swim_wbuf_t *w, size_t at, uint32_t count);
-void swim_enc_update(swim_wbuf_t *w, const swim_update_t *u);
+size_t swim_enc_array_open(wire_pack_t *w);
+void swim_enc_array_close(wire_pack_t *w, size_t at, uint32_t count);
+void swim_enc_update(wire_pack_t *w, const swim_update_t *u);
 
 /* Decodes and validates a whole body (every update too). 0 or SWIM_EMALFORMED with err. */
 int swim_msg_decode(swim_msg_t *m, const uint8_t *body, size_t len, tt_err_t *err);
@@ -175,7 +168,7 @@ typedef struct swim_known {
     swim_addr_t addr;
 } swim_known_t;
 /* Appends the file to w: n members from get(ctx, i, &member). */
-void swim_known_encode(swim_wbuf_t *w, const char *node, size_t node_len, const char *label,
+void swim_known_encode(wire_pack_t *w, const char *node, size_t node_len, const char *label,
                        size_t label_len, size_t n,
                        void (*get)(const void *ctx, size_t i, swim_known_t *m), const void *ctx);
 /* Decodes and validates the whole file, then calls each(ud, member) per member (pointers into

@@ -138,7 +138,7 @@ static void lost_frame(stream_t *st, int code)
 static void take_framed(stream_t *st, const uint8_t *msg, size_t len, bool deep)
 {
     proto_request_t req;
-    proto_error_t err;
+    tt_err_t err;
     st->stats.decodes++;
     int rc = proto_decode_request(msg, len, &req, &err);
     if (deep) {
@@ -148,7 +148,8 @@ static void take_framed(stream_t *st, const uint8_t *msg, size_t len, bool deep)
         return;
     }
     if (rc) {
-        stream_error(st, req.seq, tt_err_name(rc), err.message);
+        char text[TT_ERR_TEXT_MAX];
+        stream_error(st, req.seq, tt_err_name(rc), tt_err_format(&err, text, sizeof(text)));
         return;
     }
     st->h->request(st->h->ud, st, &req);
@@ -169,7 +170,7 @@ static size_t take(stream_t *st, const uint8_t *data, size_t len)
         bool deep;
         if (!st->framing) {
             proto_request_t req;
-            proto_error_t err;
+            tt_err_t err;
             st->stats.decodes++;
             if (proto_decode_first(data + off, len - off, &n, &req, &err) == 0) {
                 st->h->request(st->h->ud, st, &req);

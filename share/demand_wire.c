@@ -1,7 +1,7 @@
 /*
- * demand_wire: encoder (msgpack-c's packer into a bounded buffer) and decoder (the wire's reader,
- * wire/wire.h, over (pos, end), naming the field it stopped at). The layout is drawn in
- * demand_wire.h.
+ * demand_wire: encoder (msgpack-c's packer into a bounded buffer, wire/wire_pack.h) and decoder
+ * (the wire's reader, wire/wire.h, over (pos, end), naming the field it stopped at). The layout is
+ * drawn in demand_wire.h.
  */
 #include "demand_wire.h"
 
@@ -11,27 +11,9 @@
 #include <string.h>
 
 #include "wire.h"
+#include "wire_pack.h"
 
 /* ---- encoder ------------------------------------------------------------------------------- */
-
-/* A fixed buffer the packer writes into; `over` is set instead of writing past cap. */
-typedef struct wbuf {
-    uint8_t *p;
-    size_t len, cap;
-    bool over;
-} wbuf_t;
-
-static int wbuf_write(void *data, const char *buf, size_t len)
-{
-    wbuf_t *w = data;
-    if (w->over || len > w->cap - w->len) {
-        w->over = true;
-        return -1;
-    }
-    memcpy(w->p + w->len, buf, len);
-    w->len += len;
-    return 0;
-}
 
 size_t demand_wire_item_max(demand_kind_t kind, size_t key_len)
 {
@@ -54,9 +36,9 @@ int demand_wire_encode(demand_kind_t kind, const demand_item_t *items, uint32_t 
 {
     if ((kind != DEMAND_REPORT && kind != DEMAND_GRANT) || n > DEMAND_WIRE_ITEMS_MAX)
         return DEMAND_EWIRE;
-    wbuf_t w = {.p = buf, .cap = cap};
+    wire_pack_t w = {.p = buf, .cap = cap};
     msgpack_packer pk;
-    msgpack_packer_init(&pk, &w, wbuf_write);
+    wire_packer_init(&pk, &w);
     msgpack_pack_array(&pk, 3);
     msgpack_pack_uint32(&pk, DEMAND_WIRE_VERSION);
     msgpack_pack_uint32(&pk, kind);
@@ -73,7 +55,7 @@ int demand_wire_encode(demand_kind_t kind, const demand_item_t *items, uint32_t 
         if (kind == DEMAND_GRANT)
             msgpack_pack_uint32(&pk, it->ttl_ms);
     }
-    if (w.over || w.len > INT32_MAX)
+    if (w.overflow || w.len > INT32_MAX)
         return DEMAND_EWIRE;
     return (int)w.len;
 }

@@ -55,13 +55,6 @@ enum {
     PROTO_EFIELD = TT_ERR_FIELD,     /* "unknown_field", or a field the op does not take */
 };
 
-/* A decode error: the code and a message naming the field, e.g. `subject.team: id longer than
- * 256 bytes`. */
-typedef struct proto_error {
-    int code;
-    char message[160];
-} proto_error_t;
-
 typedef enum proto_op {
     PROTO_OP_DECIDE = 0,
     PROTO_OP_SETTLE,
@@ -127,9 +120,11 @@ void proto_framer_init(proto_framer_t *f);
 int proto_frame_resume(proto_framer_t *f, const uint8_t *data, size_t len, size_t *msg_len,
                        bool *deep);
 
-/* Decodes one framed message. Returns 0, or a negative PROTO_E* code with err filled in;
- * req->seq is set whenever the message carries a readable seq, even on error. */
-int proto_decode_request(const uint8_t *msg, size_t len, proto_request_t *req, proto_error_t *err);
+/* Decodes one framed message. Returns 0, or a negative PROTO_E* code with err filled in (the
+ * path of the field, `subject.team`, and what was wrong with it: tt_err_format renders
+ * `subject.team: id of 300 bytes, must be 1 to 256`, the answer's error.message); req->seq is
+ * set whenever the message carries a readable seq, even on error. */
+int proto_decode_request(const uint8_t *msg, size_t len, proto_request_t *req, tt_err_t *err);
 
 /*
  * The fast path of a stream reader: decodes the first message of data[0, len) without framing
@@ -139,7 +134,7 @@ int proto_decode_request(const uint8_t *msg, size_t len, proto_request_t *req, p
  * decodes for the specific error.
  */
 int proto_decode_first(const uint8_t *data, size_t len, size_t *used, proto_request_t *req,
-                       proto_error_t *err);
+                       tt_err_t *err);
 
 /* A growable output buffer. The owner frees data; `failed` latches an allocation failure. */
 typedef struct proto_out {

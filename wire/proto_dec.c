@@ -39,14 +39,14 @@ const proto_op_fields_t proto__op_fields[PROTO_OP_COUNT_] = {
     "without one: op \"charge\""
 
 /* Records the first error only: later ones are usually consequences. */
-static int fail(proto_error_t *err, int code, const char *fmt, ...)
+static int __attribute__((format(printf, 4, 5)))
+fail(tt_err_t *err, int code, const char *path, const char *fmt, ...)
 {
     if (err->code != 0)
         return err->code;
-    err->code = code;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    tt_err_vset(err, code, path, fmt, ap);
     va_end(ap);
     return code;
 }
@@ -67,56 +67,62 @@ static const char *printable(proto_str_t s, char buf[36])
     return buf;
 }
 
-static int decode_subject(wire_reader_t *r, proto_request_t *req, proto_error_t *err)
+/* The path of a subject's level: `subject.team`. */
+static const char *level_path(char path[TT_ERR_PATH_MAX], proto_str_t level)
+{
+    char buf[36];
+    snprintf(path, TT_ERR_PATH_MAX, "subject.%s", printable(level, buf));
+    return path;
+}
+
+static int decode_subject(wire_reader_t *r, proto_request_t *req, tt_err_t *err)
 {
     uint32_t n;
     int rc = wire_read_map(r, &n);
     if (rc == PROTO_ETYPE)
-        return fail(err, PROTO_ETYPE, "subject: must be a map of level to id");
+        return fail(err, PROTO_ETYPE, "subject", "must be a map of level to id");
     if (rc)
-        return fail(err, PROTO_EFRAME, "subject: truncated");
+        return fail(err, PROTO_EFRAME, "subject", "truncated");
     if (n == 0)
-        return fail(err, PROTO_EVALUE, "subject: names no level");
+        return fail(err, PROTO_EVALUE, "subject", "names no level");
     if (n > PROTO_MAX_LEVELS)
-        return fail(err, PROTO_EVALUE, "subject: %u levels, at most %d", n, PROTO_MAX_LEVELS);
-    char buf[36];
+        return fail(err, PROTO_EVALUE, "subject", "%u levels, at most %d", n, PROTO_MAX_LEVELS);
+    char path[TT_ERR_PATH_MAX];
     for (uint32_t i = 0; i < n; i++) {
         proto_pair_t *p = &req->subject[i];
         if (wire_read_str(r, &p->level))
-            return fail(err, PROTO_ETYPE, "subject: level names must be strings");
+            return fail(err, PROTO_ETYPE, "subject", "level names must be strings");
         if (p->level.len == 0 || p->level.len > PROTO_MAX_LEVEL_NAME)
-            return fail(err, PROTO_EVALUE, "subject: level name of %u bytes, must be 1 to %d",
+            return fail(err, PROTO_EVALUE, "subject", "level name of %u bytes, must be 1 to %d",
                         p->level.len, PROTO_MAX_LEVEL_NAME);
         if (wire_read_str(r, &p->id))
-            return fail(err, PROTO_ETYPE, "subject.%s: id must be a string",
-                        printable(p->level, buf));
+            return fail(err, PROTO_ETYPE, level_path(path, p->level), "id must be a string");
         if (p->id.len == 0 || p->id.len > PROTO_MAX_ID)
-            return fail(err, PROTO_EVALUE, "subject.%s: id of %u bytes, must be 1 to %d",
-                        printable(p->level, buf), p->id.len, PROTO_MAX_ID);
+            return fail(err, PROTO_EVALUE, level_path(path, p->level),
+                        "id of %u bytes, must be 1 to %d", p->id.len, PROTO_MAX_ID);
         for (uint32_t j = 0; j < i; j++)
             if (req->subject[j].level.len == p->level.len &&
                 memcmp(req->subject[j].level.ptr, p->level.ptr, p->level.len) == 0)
-                return fail(err, PROTO_EVALUE, "subject.%s: level given twice",
-                            printable(p->level, buf));
+                return fail(err, PROTO_EVALUE, level_path(path, p->level), "level given twice");
     }
     req->nsubject = n;
     return 0;
 }
 
-static int decode_count(wire_reader_t *r, const char *name, int64_t *out, proto_error_t *err)
+static int decode_count(wire_reader_t *r, const char *name, int64_t *out, tt_err_t *err)
 {
     int rc = wire_read_int(r, out);
     if (rc == PROTO_ETYPE)
-        return fail(err, PROTO_ETYPE, "%s: must be an integer", name);
+        return fail(err, PROTO_ETYPE, name, "must be an integer");
     if (rc == 0 && (*out < 0 || *out > PROTO_MAX_COUNT))
         rc = PROTO_EVALUE;
     if (rc)
-        return fail(err, PROTO_EVALUE, "%s: must be between 0 and 2^40", name);
+        return fail(err, PROTO_EVALUE, name, "must be between 0 and 2^40");
     return 0;
 }
 
 static int decode_field(wire_reader_t *r, enum field f, proto_request_t *req, int *op,
-                        proto_error_t *err)
+                        tt_err_t *err)
 {
     proto_str_t s;
     char buf[36];
@@ -124,22 +130,22 @@ static int decode_field(wire_reader_t *r, enum field f, proto_request_t *req, in
     switch (f) {
     case F_OP:
         if (wire_read_str(r, &s))
-            return fail(err, PROTO_ETYPE, "op: must be a string");
+            return fail(err, PROTO_ETYPE, "op", "must be a string");
         for (int i = 0; i < PROTO_OP_COUNT_; i++)
             if (wire_str_eq(s, proto__op_names[i])) {
                 *op = i;
                 return 0;
             }
-        return fail(err, PROTO_EOP,
+        return fail(err, PROTO_EOP, "",
                     "unknown op \"%s\" (decide settle charge acquire release ping "
                     "fleet members)",
                     printable(s, buf));
     case F_SEQ:
         rc = wire_read_uint(r, &req->seq);
         if (rc == PROTO_EVALUE)
-            return fail(err, PROTO_EVALUE, "seq: must not be negative");
+            return fail(err, PROTO_EVALUE, "seq", "must not be negative");
         if (rc)
-            return fail(err, PROTO_ETYPE, "seq: must be an unsigned integer");
+            return fail(err, PROTO_ETYPE, "seq", "must be an unsigned integer");
         return 0;
     case F_SUBJECT:
         return decode_subject(r, req, err);
@@ -149,22 +155,22 @@ static int decode_field(wire_reader_t *r, enum field f, proto_request_t *req, in
     case F_RESERVATION:
         rc = wire_read_uint(r, &req->reservation);
         if (rc == PROTO_ETYPE)
-            return fail(err, PROTO_ETYPE, "reservation: must be an unsigned integer");
+            return fail(err, PROTO_ETYPE, "reservation", "must be an unsigned integer");
         if (rc || req->reservation == 0)
-            return fail(err, PROTO_EVALUE, "reservation: must be the id a tpm decision answered");
+            return fail(err, PROTO_EVALUE, "reservation", "must be the id a tpm decision answered");
         return 0;
     case F_RESERVED:
-        return fail(err, PROTO_EFIELD, "reserved: no longer taken: " SETTLE_BY_RESERVATION);
+        return fail(err, PROTO_EFIELD, "reserved", "no longer taken: " SETTLE_BY_RESERVATION);
     case F_ACTUAL:
         return decode_count(r, "actual", &req->actual, err);
     case F_V: {
         uint64_t v;
         rc = wire_read_uint(r, &v);
         if (rc == PROTO_ETYPE)
-            return fail(err, PROTO_ETYPE, "v: must be an unsigned integer");
+            return fail(err, PROTO_ETYPE, "v", "must be an unsigned integer");
         if (rc || v < PROTO_V1 || v > PROTO_V_MAX)
-            return fail(err, PROTO_EVALUE,
-                        "v: protocol %lld is not served here: this daemon speaks 1 and 2 "
+            return fail(err, PROTO_EVALUE, "v",
+                        "protocol %lld is not served here: this daemon speaks 1 and 2 "
                         "(docs/protocol.md)",
                         rc ? -1ll : (long long)v);
         req->version = (uint8_t)v;
@@ -173,24 +179,24 @@ static int decode_field(wire_reader_t *r, enum field f, proto_request_t *req, in
     case F_HEADERS: {
         bool b;
         if (wire_read_bool(r, &b))
-            return fail(err, PROTO_ETYPE, "headers: must be true or false");
+            return fail(err, PROTO_ETYPE, "headers", "must be true or false");
         req->headers = b;
         return 0;
     }
     case F_LEASE:
         rc = wire_read_uint(r, &req->lease);
         if (rc == PROTO_ETYPE)
-            return fail(err, PROTO_ETYPE, "lease: must be an unsigned integer");
+            return fail(err, PROTO_ETYPE, "lease", "must be an unsigned integer");
         if (rc || req->lease == 0)
-            return fail(err, PROTO_EVALUE, "lease: must be a lease id from acquire");
+            return fail(err, PROTO_EVALUE, "lease", "must be a lease id from acquire");
         return 0;
     default:
-        return fail(err, PROTO_EFIELD, "unknown field");
+        return fail(err, PROTO_EFIELD, "", "unknown field");
     }
 }
 
 /* Decodes the map at r->pos, leaving r->pos after it when it succeeds. */
-static int decode(wire_reader_t *rd, proto_request_t *req, proto_error_t *err)
+static int decode(wire_reader_t *rd, proto_request_t *req, tt_err_t *err)
 {
     wire_reader_t r = *rd;
     uint32_t n;
@@ -202,34 +208,35 @@ static int decode(wire_reader_t *rd, proto_request_t *req, proto_error_t *err)
     req->tokens = req->actual = 0;
     req->reservation = req->lease = 0;
     err->code = 0;
+    err->path[0] = 0;
     err->message[0] = 0;
     if (wire_read_map(&r, &n))
-        return fail(err, PROTO_EFRAME, "a request must be a msgpack map");
+        return fail(err, PROTO_EFRAME, "", "a request must be a msgpack map");
     unsigned seen = 0;
     int op = -1;
     char buf[36];
     for (uint32_t i = 0; i < n; i++) {
         proto_str_t key;
         if (wire_read_str(&r, &key)) {
-            fail(err, PROTO_ETYPE, "field names must be strings");
+            fail(err, PROTO_ETYPE, "", "field names must be strings");
             if (wire_skip(&r))
-                return fail(err, PROTO_EFRAME, "truncated");
+                return fail(err, PROTO_EFRAME, "", "truncated");
         } else {
             int f = 0;
             while (f < F_COUNT_ && !wire_str_eq(key, proto__field_names[f]))
                 f++;
             const uint8_t *value = r.pos;
             if (f == F_COUNT_)
-                fail(err, PROTO_EFIELD, "unknown field \"%s\"", printable(key, buf));
+                fail(err, PROTO_EFIELD, "", "unknown field \"%s\"", printable(key, buf));
             else if (seen & BIT(f))
-                fail(err, PROTO_EVALUE, "%s: given twice", proto__field_names[f]);
+                fail(err, PROTO_EVALUE, proto__field_names[f], "given twice");
             else if (decode_field(&r, (enum field)f, req, &op, err) == 0)
                 seen |= BIT(f);
             /* whatever was wrong with the value, step over all of it */
             if (err->code != 0) {
                 r.pos = value;
                 if (wire_skip(&r))
-                    return fail(err, PROTO_EFRAME, "truncated");
+                    return fail(err, PROTO_EFRAME, "", "truncated");
             }
         }
         /* after an error, read on only to find a seq the error can echo */
@@ -239,25 +246,25 @@ static int decode(wire_reader_t *rd, proto_request_t *req, proto_error_t *err)
     if (err->code != 0)
         return err->code;
     if (op < 0)
-        return fail(err, PROTO_EMISSING, "missing \"op\"");
+        return fail(err, PROTO_EMISSING, "", "missing \"op\"");
     req->op = (proto_op_t)op;
     unsigned extra = seen & ~(BIT(F_OP) | BIT(F_SEQ) | BIT(F_V) | proto__op_fields[op].allowed);
     if (op == PROTO_OP_SETTLE && (extra & BIT(F_SUBJECT)))
-        return fail(err, PROTO_EFIELD,
+        return fail(err, PROTO_EFIELD, "",
                     "op \"settle\" takes no \"subject\": " SETTLE_BY_RESERVATION);
     for (int f = 0; f < F_COUNT_; f++)
         if (extra & BIT(f))
-            return fail(err, PROTO_EFIELD, "op \"%s\" takes no \"%s\"", proto__op_names[op],
+            return fail(err, PROTO_EFIELD, "", "op \"%s\" takes no \"%s\"", proto__op_names[op],
                         proto__field_names[f]);
     unsigned missing = proto__op_fields[op].required & ~seen;
     for (int f = 0; f < F_COUNT_; f++)
         if (missing & BIT(f))
-            return fail(err, PROTO_EMISSING, "op \"%s\" needs \"%s\"", proto__op_names[op],
+            return fail(err, PROTO_EMISSING, "", "op \"%s\" needs \"%s\"", proto__op_names[op],
                         proto__field_names[f]);
     if (req->version == PROTO_V1) { /* protocol 1 knows one answer: the rendered headers */
         if ((seen & BIT(F_HEADERS)) && !req->headers)
-            return fail(err, PROTO_EVALUE,
-                        "headers: false needs \"v\": 2 (a protocol 1 answer always carries "
+            return fail(err, PROTO_EVALUE, "headers",
+                        "false needs \"v\": 2 (a protocol 1 answer always carries "
                         "the headers)");
         req->headers = true;
     }
@@ -265,7 +272,7 @@ static int decode(wire_reader_t *rd, proto_request_t *req, proto_error_t *err)
     return 0;
 }
 
-int proto_decode_request(const uint8_t *msg, size_t len, proto_request_t *req, proto_error_t *err)
+int proto_decode_request(const uint8_t *msg, size_t len, proto_request_t *req, tt_err_t *err)
 {
     wire_reader_t r = {.pos = msg, .end = msg + len};
     return decode(&r, req, err);
@@ -435,7 +442,7 @@ static int fast_decide(const uint8_t *data, size_t len, size_t *used, proto_requ
 }
 
 int proto_decode_first(const uint8_t *data, size_t len, size_t *used, proto_request_t *req,
-                       proto_error_t *err)
+                       tt_err_t *err)
 {
     if (fast_decide(data, len, used, req) == 0)
         return 0;

@@ -1,6 +1,10 @@
 /*
- * wire: the one msgpack reader, for every input the daemon takes (the decision socket, the
- * gossip datagrams, the demand payloads) and the answers its clients read.
+ * wire: the one msgpack reader, that the decoders of the daemon's inputs (the decision socket's
+ * requests, the gossip datagrams, the demand payloads, the members file) and of the answers its
+ * clients read are written on. Two readers of the socket's bytes walk them by hand on purpose
+ * (proto_frame.c and proto_dec.c say why, with their measurements): the framer, which finds
+ * where a message ends without interpreting it, and fast_decide, the fast path of an ordinary
+ * decision, fuzz-checked against the decoder it shortcuts. Their bounds are the same.
  *
  * A reader walks (pos, end) and never reads past end. It has two layers over the same struct:
  *

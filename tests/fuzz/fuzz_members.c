@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         static swim_known_t first[SWIM_REMEMBER_MAX];
         size_t n = n_seen;
         memcpy(first, seen, n * sizeof(first[0]));
-        swim_wbuf_t w = {again, 0, sizeof again, false};
+        wire_pack_t w = {again, 0, sizeof again, false};
         swim_known_encode(&w, "rx", 2, "", 0, n, get, NULL);
         check(!w.overflow);
         n_seen = 0;

@@ -53,7 +53,7 @@ static void check_request(const proto_request_t *req)
     bool deep;
     check(proto_frame(out.data, out.len, &n, &deep) == 0 && n == out.len && !deep);
     proto_request_t again;
-    proto_error_t err;
+    tt_err_t err;
     check(proto_decode_request(out.data, n, &again, &err) == 0);
     check(again.op == req->op && again.seq == req->seq && again.nsubject == req->nsubject);
     check(again.version == req->version && again.headers == req->headers);
@@ -230,7 +230,7 @@ static bool same_bytes(const proto_out_t *a, const proto_out_t *b)
 static void check_first_matches_general(const uint8_t *data, size_t size)
 {
     proto_request_t a, b;
-    proto_error_t err;
+    tt_err_t err;
     size_t used, n;
     bool deep;
     if (proto_decode_first(data, size, &used, &a, &err) != 0)

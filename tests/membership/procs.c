@@ -234,7 +234,7 @@ size_t fp_datagram(uint8_t *out, const uint8_t *key, const char *label, const ch
                    uint64_t gen, uint64_t seq, int64_t sent_ns, uint16_t port)
 {
     uint8_t body[SWIM_DATAGRAM_MAX], nonce[SWIM_NONCE_BYTES] = {0};
-    swim_wbuf_t w = {body, 0, sizeof body, false};
+    wire_pack_t w = {body, 0, sizeof body, false};
     swim_enc_head(&w, id, strlen(id), gen, sent_ns, seq, SWIM_GOSSIP);
     swim_msg_t om = {.kind = SWIM_GOSSIP};
     swim_enc_msg(&w, &om);

@@ -400,7 +400,7 @@ Test(swim_slow, one_member_reading_1_5_s_late_with_twenty_percent_loss_kills_no_
 static int claim(swim_core_t *c, int64_t now, uint64_t seq, const swim_update_t *u, int n)
 {
     uint8_t dgram[SWIM_DATAGRAM_MAX] = {SWIM_WIRE_VERSION, SWIM_MODE_PLAIN};
-    swim_wbuf_t w = {dgram + 2, 0, sizeof dgram - 2, false};
+    wire_pack_t w = {dgram + 2, 0, sizeof dgram - 2, false};
     swim_enc_head(&w, "peer", 4, 7, now, seq, SWIM_GOSSIP);
     swim_msg_t om = {.kind = SWIM_GOSSIP};
     swim_enc_msg(&w, &om);

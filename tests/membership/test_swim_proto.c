@@ -62,7 +62,7 @@ typedef struct craft {
 /* Encodes a body of the given kind carrying n alive updates "m0".. (and the sender's). */
 static size_t body(const craft_t *k, uint8_t *out, size_t cap)
 {
-    swim_wbuf_t w = {out, 0, cap, false};
+    wire_pack_t w = {out, 0, cap, false};
     const char *sender = k->sender ? k->sender : "peer";
     swim_enc_head(&w, sender, strlen(sender), 7, k->sent_ns ? k->sent_ns : NOW, k->seq ? k->seq : 1,
                   k->kind);
@@ -402,7 +402,7 @@ Test(swim_proto, a_datagram_built_by_the_core_never_exceeds_1400_bytes)
     memset(meta, 7, sizeof meta);
     for (int i = 0; i < 300; i++) {
         uint8_t d[SWIM_DATAGRAM_MAX];
-        swim_wbuf_t w = {d + 2, 0, sizeof d - 2, false};
+        wire_pack_t w = {d + 2, 0, sizeof d - 2, false};
         char sender[SWIM_ID_MAX + 1];
         memset(sender, 'a' + i % 26, SWIM_ID_MAX);
         snprintf(sender + SWIM_ID_MAX - 4, 5, "%04d", i);
@@ -477,7 +477,7 @@ static swim_core_t *knowing(const char *label)
                            .generation = 10 + (uint64_t)i,
                            .addr = addr(2 + i)};
         uint8_t dgram[SWIM_DATAGRAM_MAX] = {SWIM_WIRE_VERSION, SWIM_MODE_PLAIN};
-        swim_wbuf_t w = {dgram + 2, 0, sizeof dgram - 2, false};
+        wire_pack_t w = {dgram + 2, 0, sizeof dgram - 2, false};
         swim_enc_head(&w, ids[i], 2, u.generation, NOW, 1, SWIM_GOSSIP);
         swim_msg_t om = {.kind = SWIM_GOSSIP};
         swim_enc_msg(&w, &om);
@@ -545,7 +545,7 @@ static void one_member(const void *ctx, size_t i, swim_known_t *m)
 Test(swim_proto, the_members_file_names_the_field_that_was_wrong)
 {
     uint8_t b[256];
-    swim_wbuf_t w = {b, 0, sizeof b, false};
+    wire_pack_t w = {b, 0, sizeof b, false};
     swim_known_encode(&w, "rx", 2, "", 0, 1, one_member, NULL);
     swim_core_t *c = receiver(NULL, 0, "");
     tt_err_t err;

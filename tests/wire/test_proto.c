@@ -34,7 +34,14 @@ static void fini(void)
 
 TestSuite(proto, .fini = fini);
 
-static int decode(proto_request_t *req, proto_error_t *err)
+/* A decode error as an answer's error.message shows it: `path: message`. */
+static const char *msg(const tt_err_t *err)
+{
+    static char text[TT_ERR_TEXT_MAX];
+    return tt_err_format(err, text, sizeof(text));
+}
+
+static int decode(proto_request_t *req, tt_err_t *err)
 {
     size_t n;
     bool deep;
@@ -52,8 +59,8 @@ Test(proto, decodes_a_decide_request_without_copying)
     str("subject"), msgpack_pack_map(&pk, 2), str("team"), str("t-42"), str("key"), str("k-1");
     str("tokens"), msgpack_pack_int(&pk, 1200);
     proto_request_t req;
-    proto_error_t err;
-    cr_assert_eq(decode(&req, &err), 0, "%s", err.message);
+    tt_err_t err;
+    cr_assert_eq(decode(&req, &err), 0, "%s", msg(&err));
     cr_assert_eq(req.op, PROTO_OP_DECIDE);
     cr_assert_eq(req.seq, 7);
     cr_assert_eq(req.nsubject, 2);
@@ -143,7 +150,7 @@ Test(proto, deep_nesting_is_framed_exactly_and_flagged)
     cr_assert_eq(n, len);
     cr_assert(deep);
     proto_request_t req;
-    proto_error_t err;
+    tt_err_t err;
     cr_assert_lt(proto_decode_request(out.data, n, &req, &err), 0);
     cr_assert_eq(req.seq, 3);
 }
@@ -156,9 +163,9 @@ Test(proto, wrong_types_name_the_field_and_keep_the_seq)
     str("subject"), str("team=t");
     str("seq"), msgpack_pack_uint64(&pk, 9);
     proto_request_t req;
-    proto_error_t err;
+    tt_err_t err;
     cr_assert_eq(decode(&req, &err), PROTO_ETYPE);
-    cr_assert_str_eq(err.message, "subject: must be a map of level to id");
+    cr_assert_str_eq(msg(&err), "subject: must be a map of level to id");
     cr_assert_eq(req.seq, 9);
     cr_assert_str_eq(tt_err_name(err.code), "wrong_type");
 }
@@ -168,49 +175,49 @@ Test(proto, an_unknown_op_is_named)
     start();
     msgpack_pack_map(&pk, 1), str("op"), str("launch");
     proto_request_t req;
-    proto_error_t err;
+    tt_err_t err;
     cr_assert_eq(decode(&req, &err), PROTO_EOP);
-    cr_assert(strstr(err.message, "\"launch\""));
+    cr_assert(strstr(msg(&err), "\"launch\""));
 }
 
 Test(proto, missing_fields_are_named)
 {
     proto_request_t req;
-    proto_error_t err;
+    tt_err_t err;
     start();
     msgpack_pack_map(&pk, 1), str("op"), str("decide");
     cr_assert_eq(decode(&req, &err), PROTO_EMISSING);
-    cr_assert_str_eq(err.message, "op \"decide\" needs \"subject\"");
+    cr_assert_str_eq(msg(&err), "op \"decide\" needs \"subject\"");
     start();
     msgpack_pack_map(&pk, 1), str("seq"), msgpack_pack_uint64(&pk, 1);
     cr_assert_eq(decode(&req, &err), PROTO_EMISSING);
-    cr_assert_str_eq(err.message, "missing \"op\"");
+    cr_assert_str_eq(msg(&err), "missing \"op\"");
     start();
     msgpack_pack_map(&pk, 2), str("op"), str("settle");
     str("reservation"), msgpack_pack_uint64(&pk, 10);
     cr_assert_eq(decode(&req, &err), PROTO_EMISSING);
-    cr_assert_str_eq(err.message, "op \"settle\" needs \"actual\"");
+    cr_assert_str_eq(msg(&err), "op \"settle\" needs \"actual\"");
     start();
     msgpack_pack_map(&pk, 2), str("op"), str("charge");
     str("subject"), msgpack_pack_map(&pk, 1), str("team"), str("t");
     cr_assert_eq(decode(&req, &err), PROTO_EMISSING);
-    cr_assert_str_eq(err.message, "op \"charge\" needs \"tokens\"");
+    cr_assert_str_eq(msg(&err), "op \"charge\" needs \"tokens\"");
 }
 
 Test(proto, the_settle_before_reservations_is_refused_naming_what_replaced_it)
 {
     /* issue 23, item 2: settle by subject and reserved count let any client refund any key */
     proto_request_t req;
-    proto_error_t err;
+    tt_err_t err;
     start();
     msgpack_pack_map(&pk, 4), str("op"), str("settle");
     str("subject"), msgpack_pack_map(&pk, 1), str("team"), str("t");
     str("reserved"), msgpack_pack_int(&pk, 1000000);
     str("actual"), msgpack_pack_int(&pk, 0);
     cr_assert_eq(decode(&req, &err), PROTO_EFIELD);
-    cr_assert_str_eq(err.message, "reserved: no longer taken: settle takes \"reservation\" (a "
-                                  "tpm decision's id) and \"actual\"; tokens counted without one: "
-                                  "op \"charge\"");
+    cr_assert_str_eq(msg(&err), "reserved: no longer taken: settle takes \"reservation\" (a "
+                                "tpm decision's id) and \"actual\"; tokens counted without one: "
+                                "op \"charge\"");
     start();
     msgpack_pack_map(&pk, 4), str("op"), str("settle");
     str("subject"), msgpack_pack_map(&pk, 1), str("team"), str("t");
@@ -218,13 +225,13 @@ Test(proto, the_settle_before_reservations_is_refused_naming_what_replaced_it)
     str("actual"), msgpack_pack_int(&pk, 0);
     cr_assert_eq(decode(&req, &err), PROTO_EFIELD);
     static const char no_subject[] = "op \"settle\" takes no \"subject\": settle takes";
-    cr_assert(strncmp(err.message, no_subject, sizeof(no_subject) - 1) == 0, "%s", err.message);
+    cr_assert(strncmp(msg(&err), no_subject, sizeof(no_subject) - 1) == 0, "%s", msg(&err));
     start();
     msgpack_pack_map(&pk, 3), str("op"), str("settle");
     str("reservation"), msgpack_pack_uint64(&pk, 0);
     str("actual"), msgpack_pack_int(&pk, 0);
     cr_assert_eq(decode(&req, &err), PROTO_EVALUE);
-    cr_assert_str_eq(err.message, "reservation: must be the id a tpm decision answered");
+    cr_assert_str_eq(msg(&err), "reservation: must be the id a tpm decision answered");
     start();
     msgpack_pack_map(&pk, 3), str("op"), str("settle");
     str("reservation"), msgpack_pack_int(&pk, -5);
@@ -235,21 +242,21 @@ Test(proto, the_settle_before_reservations_is_refused_naming_what_replaced_it)
 Test(proto, unknown_and_misplaced_fields_are_refused)
 {
     proto_request_t req;
-    proto_error_t err;
+    tt_err_t err;
     start();
     msgpack_pack_map(&pk, 2), str("op"), str("ping"), str("colour"), str("red");
     cr_assert_eq(decode(&req, &err), PROTO_EFIELD);
-    cr_assert_str_eq(err.message, "unknown field \"colour\"");
+    cr_assert_str_eq(msg(&err), "unknown field \"colour\"");
     start();
     msgpack_pack_map(&pk, 2), str("op"), str("ping"), str("tokens"), msgpack_pack_int(&pk, 1);
     cr_assert_eq(decode(&req, &err), PROTO_EFIELD);
-    cr_assert_str_eq(err.message, "op \"ping\" takes no \"tokens\"");
+    cr_assert_str_eq(msg(&err), "op \"ping\" takes no \"tokens\"");
 }
 
 Test(proto, subject_bounds_are_enforced)
 {
     proto_request_t req;
-    proto_error_t err;
+    tt_err_t err;
     char id[PROTO_MAX_ID + 2];
     memset(id, 'a', sizeof(id) - 1);
     id[sizeof(id) - 1] = 0;
@@ -257,7 +264,7 @@ Test(proto, subject_bounds_are_enforced)
     msgpack_pack_map(&pk, 2), str("op"), str("decide");
     str("subject"), msgpack_pack_map(&pk, 1), str("team"), str(id);
     cr_assert_eq(decode(&req, &err), PROTO_EVALUE);
-    cr_assert_str_eq(err.message, "subject.team: id of 257 bytes, must be 1 to 256");
+    cr_assert_str_eq(msg(&err), "subject.team: id of 257 bytes, must be 1 to 256");
 
     start();
     msgpack_pack_map(&pk, 2), str("op"), str("decide");
@@ -268,19 +275,19 @@ Test(proto, subject_bounds_are_enforced)
         str(level), str("x");
     }
     cr_assert_eq(decode(&req, &err), PROTO_EVALUE);
-    cr_assert_str_eq(err.message, "subject: 17 levels, at most 16");
+    cr_assert_str_eq(msg(&err), "subject: 17 levels, at most 16");
 
     start();
     msgpack_pack_map(&pk, 2), str("op"), str("decide");
     str("subject"), msgpack_pack_map(&pk, 2), str("team"), str("a"), str("team"), str("b");
     cr_assert_eq(decode(&req, &err), PROTO_EVALUE);
-    cr_assert_str_eq(err.message, "subject.team: level given twice");
+    cr_assert_str_eq(msg(&err), "subject.team: level given twice");
 }
 
 Test(proto, counts_must_be_between_0_and_2_to_the_40)
 {
     proto_request_t req;
-    proto_error_t err;
+    tt_err_t err;
     const int64_t bad[] = {-1, (INT64_C(1) << 40) + 1, INT64_MIN};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         start();
@@ -288,7 +295,7 @@ Test(proto, counts_must_be_between_0_and_2_to_the_40)
         str("reservation"), msgpack_pack_uint64(&pk, 100);
         str("actual"), msgpack_pack_int64(&pk, bad[i]);
         cr_assert_eq(decode(&req, &err), PROTO_EVALUE);
-        cr_assert_str_eq(err.message, "actual: must be between 0 and 2^40");
+        cr_assert_str_eq(msg(&err), "actual: must be between 0 and 2^40");
     }
     start();
     msgpack_pack_map(&pk, 2), str("op"), str("release"), str("lease"),
@@ -303,8 +310,8 @@ Test(proto, requests_round_trip_through_the_client_encoder)
     out.len = 0;
     cr_assert_eq(proto_enc_request(&out, &in), 0);
     proto_request_t req;
-    proto_error_t err;
-    cr_assert_eq(decode(&req, &err), 0, "%s", err.message);
+    tt_err_t err;
+    cr_assert_eq(decode(&req, &err), 0, "%s", msg(&err));
     cr_assert_eq(req.op, PROTO_OP_SETTLE);
     cr_assert_eq(req.seq, 1ull << 63);
     cr_assert_eq(req.reservation, UINT64_MAX);
@@ -314,7 +321,7 @@ Test(proto, requests_round_trip_through_the_client_encoder)
     charge.subject[0] = (proto_pair_t){{"team", 4}, {"t", 1}};
     out.len = 0;
     cr_assert_eq(proto_enc_request(&out, &charge), 0);
-    cr_assert_eq(decode(&req, &err), 0, "%s", err.message);
+    cr_assert_eq(decode(&req, &err), 0, "%s", msg(&err));
     cr_assert_eq(req.op, PROTO_OP_CHARGE);
     cr_assert_eq(req.tokens, 1 << 20);
     cr_assert(wire_str_eq(req.subject[0].level, "team"));
@@ -487,7 +494,7 @@ Test(proto, a_listing_too_long_for_one_message_is_truncated_to_fit)
 }
 
 /* {"op":"decide","seq":5,"subject":{"key":"k"}} plus what extra() packs (n_extra entries). */
-static int decide_with(int n_extra, void (*extra)(void), proto_request_t *req, proto_error_t *err)
+static int decide_with(int n_extra, void (*extra)(void), proto_request_t *req, tt_err_t *err)
 {
     start();
     msgpack_pack_map(&pk, 3 + (size_t)n_extra);
@@ -527,28 +534,28 @@ static void headers_not_bool(void)
 Test(proto, the_version_picks_the_answer_form)
 {
     proto_request_t req;
-    proto_error_t err;
-    cr_assert_eq(decide_with(0, NULL, &req, &err), 0, "%s", err.message);
+    tt_err_t err;
+    cr_assert_eq(decide_with(0, NULL, &req, &err), 0, "%s", msg(&err));
     cr_assert_eq(req.version, PROTO_V1);
     cr_assert(req.headers, "a protocol 1 answer carries the headers");
-    cr_assert_eq(decide_with(1, v2, &req, &err), 0, "%s", err.message);
+    cr_assert_eq(decide_with(1, v2, &req, &err), 0, "%s", msg(&err));
     cr_assert_eq(req.version, PROTO_V2);
     cr_assert_not(req.headers, "protocol 2: numbers only unless asked");
-    cr_assert_eq(decide_with(2, v2_headers, &req, &err), 0, "%s", err.message);
+    cr_assert_eq(decide_with(2, v2_headers, &req, &err), 0, "%s", msg(&err));
     cr_assert(req.headers);
 }
 
 Test(proto, an_unknown_version_or_form_is_refused_naming_it)
 {
     proto_request_t req;
-    proto_error_t err;
+    tt_err_t err;
     cr_assert_eq(decide_with(1, v3, &req, &err), PROTO_EVALUE);
-    cr_assert(strstr(err.message, "v: protocol 3 is not served") != NULL, "%s", err.message);
+    cr_assert(strstr(msg(&err), "v: protocol 3 is not served") != NULL, "%s", msg(&err));
     cr_assert_eq(req.seq, 5, "the error echoes the seq");
     cr_assert_eq(decide_with(1, v1_headers_false, &req, &err), PROTO_EVALUE);
-    cr_assert(strstr(err.message, "headers: false needs \"v\": 2") != NULL, "%s", err.message);
+    cr_assert(strstr(msg(&err), "headers: false needs \"v\": 2") != NULL, "%s", msg(&err));
     cr_assert_eq(decide_with(2, headers_not_bool, &req, &err), PROTO_ETYPE);
-    cr_assert(strstr(err.message, "headers: must be true or false") != NULL, "%s", err.message);
+    cr_assert(strstr(msg(&err), "headers: must be true or false") != NULL, "%s", msg(&err));
     /* "headers" belongs to decisions; "v" goes everywhere */
     start();
     msgpack_pack_map(&pk, 4);
@@ -557,12 +564,12 @@ Test(proto, an_unknown_version_or_form_is_refused_naming_it)
     str("actual"), msgpack_pack_uint64(&pk, 1);
     str("headers"), msgpack_pack_true(&pk);
     cr_assert_eq(decode(&req, &err), PROTO_EFIELD);
-    cr_assert_str_eq(err.message, "op \"settle\" takes no \"headers\"");
+    cr_assert_str_eq(msg(&err), "op \"settle\" takes no \"headers\"");
     start();
     msgpack_pack_map(&pk, 2);
     str("op"), str("ping");
     v2();
-    cr_assert_eq(decode(&req, &err), 0, "%s", err.message);
+    cr_assert_eq(decode(&req, &err), 0, "%s", msg(&err));
     cr_assert_eq(req.version, PROTO_V2);
 }
 
@@ -608,11 +615,11 @@ Test(proto, a_protocol_2_decision_carries_the_numbers)
 static void expect_first_equals_general(void)
 {
     proto_request_t a, b;
-    proto_error_t err;
+    tt_err_t err;
     size_t used;
-    cr_assert_eq(proto_decode_first(out.data, out.len, &used, &a, &err), 0, "%s", err.message);
+    cr_assert_eq(proto_decode_first(out.data, out.len, &used, &a, &err), 0, "%s", msg(&err));
     cr_assert_eq(used, out.len);
-    cr_assert_eq(decode(&b, &err), 0, "%s", err.message);
+    cr_assert_eq(decode(&b, &err), 0, "%s", msg(&err));
     cr_assert(a.op == b.op && a.seq == b.seq && a.version == b.version && a.headers == b.headers);
     cr_assert(a.has_tokens == b.has_tokens && a.tokens == b.tokens && a.nsubject == b.nsubject);
     for (uint32_t i = 0; i < a.nsubject; i++)
