@@ -119,6 +119,29 @@ Test(envoy, a_file_becomes_rules_as_envoy_ratelimit_reads_it)
     cfg_free(cfg);
 }
 
+/* Two keys that read alike as an id: the second is told apart by a hash of its full key,
+ * FNV-1a 64, pinned (the id names the rule's counters and its metric series). */
+Test(envoy, a_rule_whose_id_is_taken_is_told_apart_by_a_hash_of_its_key)
+{
+    cfg_config_t *cfg = empty_config();
+    int rc;
+    char *text = envoy(cfg, "alike.yaml",
+                       "domain: d\n"
+                       "descriptors:\n"
+                       "  - key: a-b\n"
+                       "    rate_limit: { unit: minute, requests_per_unit: 1 }\n"
+                       "  - key: a_b\n"
+                       "    rate_limit: { unit: minute, requests_per_unit: 2 }\n",
+                       &rc);
+    cr_assert_eq(rc, 0, "%s", text);
+    free(text);
+    const cfg_limit_t *first = rule_at(cfg, "d.a-b"), *second = rule_at(cfg, "d.a_b");
+    cr_assert(first && second);
+    cr_expect_str_eq(first->id, "rls_d_a_b");
+    cr_expect_str_eq(second->id, "rls_d_a_b_be4ce4c9428e3ecf");
+    cfg_free(cfg);
+}
+
 Test(envoy, wildcards_shadow_quota_and_replaces_are_kept)
 {
     cfg_config_t *cfg = empty_config();

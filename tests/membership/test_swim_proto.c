@@ -561,3 +561,12 @@ Test(swim_proto, the_members_file_names_the_field_that_was_wrong)
     cr_assert_eq(swim_known_load(c, b, w.len, &err), 1);
     swim_free(c);
 }
+
+/* An id's hash is on the wire (a datagram's `from`) and keys the member index on every replica:
+ * it is FNV-1a 64, pinned to the published values so replicas of two versions agree. */
+Test(swim_proto, an_ids_hash_is_fnv1a_64)
+{
+    cr_assert_eq(swim_id_hash("", 0), UINT64_C(0xcbf29ce484222325));
+    cr_assert_eq(swim_id_hash("a", 1), UINT64_C(0xaf63dc4c8601ec8c));
+    cr_assert_eq(swim_id_hash("foobar", 6), UINT64_C(0x85944171f73967e8));
+}

@@ -753,3 +753,15 @@ Test(demand_limiter, is_unarmed_until_the_share_store_has_a_divisor_then_steps_t
     cr_expect_eq(memcmp(&got, &want, sizeof(got)), 0);
     demand_free(c);
 }
+
+/* Every replica must hash a member and a key alike, or two versions in one fleet disagree on
+ * who owns a key: the values are pinned (FNV-1a 64 finished by murmur3's fmix64; the identity's
+ * 8 bytes little endian, then the key). */
+#include "demand_index.h"
+
+Test(demand, member_and_key_hashes_are_the_same_on_every_replica_and_version)
+{
+    cr_assert_eq(member_hash("node-a", 6), UINT64_C(0x48e86629c152a3f3));
+    cr_assert_eq(key_hash(UINT64_C(0x0123456789abcdef), "team-1", 6), UINT64_C(0x11264fc26031549d));
+    cr_assert_eq(key_hash(0, "", 0), UINT64_C(0x7bd3144f29c0cc9e));
+}
