@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tt_hash.h"
+
 #define ARM_PATH "governance" /* the path of an arm finding */
 #define PREFIX ARM_PATH ": compile limits: govern: limit \"%s\": "
 
@@ -33,33 +35,24 @@ int cfg_type_algorithm_check(cfg_type_t t, ra_algorithm_t alg, tt_err_t *err)
                       ra_algorithm_name(alg));
 }
 
-/* FNV-1a, 64 bits: stable across versions and platforms, which is all an identity needs. */
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= UINT64_C(0x100000001b3);
-    }
-    return h;
-}
-
+/* The identity is FNV-1a 64 (common/tt_hash.h: stable across versions and platforms, which is
+ * all an identity needs) over the fields, each written the same way on every host. */
 static uint64_t fnv_i64(uint64_t h, int64_t v)
 {
     unsigned char b[8];
     for (int i = 0; i < 8; i++)
         b[i] = (unsigned char)((uint64_t)v >> (8 * i)); /* little-endian, whatever the host */
-    return fnv1a(h, b, sizeof(b));
+    return tt_fnv1a64(h, b, sizeof(b));
 }
 
 static uint64_t fnv_str(uint64_t h, const char *s)
 {
-    return fnv1a(h, s, strlen(s) + 1); /* the NUL separates fields */
+    return tt_fnv1a64(h, s, strlen(s) + 1); /* the NUL separates fields */
 }
 
 uint64_t cfg_limit_identity(const cfg_limit_t *l)
 {
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    uint64_t h = TT_FNV1A64_BASIS;
     h = fnv_str(h, l->id);
     h = fnv_i64(h, l->type);
     h = fnv_str(h, l->level);
@@ -76,9 +69,9 @@ uint64_t cfg_limit_identity(const cfg_limit_t *l)
         for (size_t i = 0; i < n; i++) {
             h = fnv_i64(h, (int64_t)e[i].match << 8 | e[i].flags);
             h = fnv_i64(h, (int64_t)e[i].key_len);
-            h = fnv1a(h, e[i].key, e[i].key_len);
+            h = tt_fnv1a64(h, e[i].key, e[i].key_len);
             h = fnv_i64(h, (int64_t)e[i].value_len);
-            h = fnv1a(h, e[i].value, e[i].value_len);
+            h = tt_fnv1a64(h, e[i].value, e[i].value_len);
         }
     }
     return h;

@@ -38,6 +38,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "tt_hash.h"
+
 static const char *const root_keys[] = {"domain", "descriptors", NULL};
 static const char *const descriptor_keys[] = {
     "key",        "value",           "rate_limit",      "descriptors",     "shadow_mode",
@@ -349,9 +351,7 @@ static int make_id(const cfg_config_t *cfg, const struct batch *b, size_t upto, 
             memcpy(l->id, id, strlen(id) + 1);
             return 0;
         }
-        uint64_t h = UINT64_C(0xcbf29ce484222325);
-        for (size_t i = 0; full[i]; i++)
-            h = (h ^ (unsigned char)full[i]) * UINT64_C(0x100000001b3);
+        uint64_t h = tt_fnv1a64(TT_FNV1A64_BASIS, full, strlen(full));
         size_t keep = k < CFG_ID_MAX - 17 ? k : CFG_ID_MAX - 17;
         snprintf(id + keep, sizeof(id) - keep, "_%016llx", (unsigned long long)h);
         cut = false;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "engine_int.h"
+#include "tt_hash.h"
 
 typedef struct detail {
     uint64_t hash; /* 0: empty */
@@ -26,14 +27,6 @@ struct gov_details {
     size_t count;
     uint64_t dropped;
 };
-
-static uint64_t fnv(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * UINT64_C(0x100000001b3);
-    return h;
-}
 
 /* Appends ".key" and "_value" parts to the key being built, cut at the bound. */
 static size_t put(char *key, size_t at, const char *a, size_t alen, char sep)
@@ -87,7 +80,7 @@ void gov__detail_count(gov_engine_t *e, const gov_limit_t *l, const gov_subject_
         return; /* out of memory: the per-limit counts still count it */
     gov_details_t *d = e->details;
     size_t id_len = strlen(l->cfg.id);
-    uint64_t h = fnv(fnv(UINT64_C(0xcbf29ce484222325), l->cfg.id, id_len + 1), key, len) | 1;
+    uint64_t h = tt_fnv1a64(tt_fnv1a64(TT_FNV1A64_BASIS, l->cfg.id, id_len + 1), key, len) | 1;
     for (size_t i = 0, at = h & (GOV_DETAIL_SLOTS - 1); i < GOV_DETAIL_SLOTS;
          i++, at = (at + 1) & (GOV_DETAIL_SLOTS - 1)) {
         detail_t *x = &d->slots[at];

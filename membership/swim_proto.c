@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tt_hash.h"
 #include "wire.h"
 #include "wire_pack.h"
 
@@ -445,12 +446,7 @@ int swim_open(const uint8_t (*keys)[SWIM_KEY_BYTES], size_t nkeys, const char *l
 
 uint64_t swim_id_hash(const char *id, size_t len)
 {
-    uint64_t h = UINT64_C(14695981039346656037);
-    for (size_t i = 0; i < len; i++) {
-        h ^= (uint8_t)id[i];
-        h *= UINT64_C(1099511628211);
-    }
-    return h;
+    return tt_fnv1a64(TT_FNV1A64_BASIS, id, len);
 }
 
 int swim_keyring_parse(const char *text, size_t len, uint8_t (*keys)[SWIM_KEY_BYTES], size_t max,

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "demand.h"
+#include "tt_hash.h"
 
 #define NIL UINT32_MAX
 
@@ -29,19 +30,9 @@ static inline uint64_t fmix64(uint64_t k)
     return k;
 }
 
-static inline uint64_t fnv1a(uint64_t h, const void *p, size_t len)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ b[i]) * UINT64_C(0x100000001b3);
-    return h;
-}
-
-#define FNV_BASIS UINT64_C(0xcbf29ce484222325)
-
 static inline uint64_t member_hash(const char *id, size_t len)
 {
-    return fmix64(fnv1a(FNV_BASIS, id, len));
+    return fmix64(tt_fnv1a64(TT_FNV1A64_BASIS, id, len));
 }
 
 static inline uint64_t key_hash(uint64_t identity, const void *key, size_t len)
@@ -49,7 +40,7 @@ static inline uint64_t key_hash(uint64_t identity, const void *key, size_t len)
     uint8_t id[8];
     for (int i = 0; i < 8; i++)
         id[i] = (uint8_t)(identity >> (8 * i)); /* little endian on every host */
-    return fmix64(fnv1a(fnv1a(FNV_BASIS, id, 8), key, len));
+    return fmix64(tt_fnv1a64(tt_fnv1a64(TT_FNV1A64_BASIS, id, 8), key, len));
 }
 
 /* ---- keys and their index ------------------------------------------------------------------ */
