@@ -94,7 +94,7 @@ static void free_store_if_done(rds_store_t *s)
         return;
     while (s->free_slots) {
         rds_call_t *c = s->free_slots;
-        s->free_slots = c->next;
+        s->free_slots = c->next_free;
         free(c);
     }
     for (uint32_t i = 0; i < s->n_nodes; i++)
@@ -110,10 +110,11 @@ static rds_call_t *acquire(rds_store_t *s)
 {
     rds_call_t *c = s->free_slots;
     if (c != NULL)
-        s->free_slots = c->next;
+        s->free_slots = c->next_free;
     else if ((c = malloc(sizeof(*c))) == NULL)
         return NULL;
     memset(c, 0, offsetof(rds_call_t, caller));
+    tt_queue_init(&c->wait);
     c->slot = -1;
     c->store = s;
     s->live++;
@@ -122,19 +123,15 @@ static rds_call_t *acquire(rds_store_t *s)
 
 static void unlink_waiting(rds_call_t *c)
 {
-    rds_store_t *s = c->store;
-    if (!c->waiting)
-        return;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->head = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    else
-        s->tail = c->prev;
-    c->prev = c->next = NULL;
-    c->waiting = false;
+    tt_queue_remove(&c->wait);
+}
+
+/* The oldest call on the waiting list, NULL when none. */
+static rds_call_t *oldest_waiting(const rds_store_t *s)
+{
+    return tt_queue_empty(&s->waiting)
+               ? NULL
+               : tt_queue_data(tt_queue_head(&s->waiting), rds_call_t, wait);
 }
 
 /* Returns the slot to the free list; the store may be freed here when it is closing. */
@@ -142,7 +139,7 @@ static void release(rds_call_t *c)
 {
     rds_store_t *s = c->store;
     unlink_waiting(c);
-    c->next = s->free_slots;
+    c->next_free = s->free_slots;
     s->free_slots = c;
     s->live--;
     free_store_if_done(s);
@@ -152,10 +149,11 @@ static void on_deadline(uv_timer_t *t);
 
 static void arm_deadline(rds_store_t *s)
 {
-    if (s->closing || s->head == NULL)
+    rds_call_t *head = oldest_waiting(s);
+    if (s->closing || head == NULL)
         return;
     uint64_t now = uv_now(s->loop);
-    uint64_t wait = s->head->deadline_ms > now ? s->head->deadline_ms - now : 0;
+    uint64_t wait = head->deadline_ms > now ? head->deadline_ms - now : 0;
     uv_timer_start(&s->deadline, on_deadline, wait, 0);
 }
 
@@ -163,14 +161,7 @@ static void push_waiting(rds_call_t *c)
 {
     rds_store_t *s = c->store;
     c->deadline_ms = uv_now(s->loop) + s->timeout_ms;
-    c->prev = s->tail;
-    c->next = NULL;
-    if (s->tail)
-        s->tail->next = c;
-    else
-        s->head = c;
-    s->tail = c;
-    c->waiting = true;
+    tt_queue_insert_tail(&s->waiting, &c->wait);
     if (!uv_is_active((uv_handle_t *)&s->deadline))
         arm_deadline(s);
 }
@@ -227,8 +218,8 @@ static void on_deadline(uv_timer_t *t)
 {
     rds_store_t *s = t->data;
     uint64_t now = uv_now(s->loop);
-    while (s->head != NULL && s->head->deadline_ms <= now) {
-        rds_call_t *c = s->head;
+    rds_call_t *c;
+    while ((c = oldest_waiting(s)) != NULL && c->deadline_ms <= now) {
         rds_node_t *n = c->node;
         unlink_waiting(c);
         if (n != NULL && n->conn != NULL && n->conn == c->conn &&
@@ -469,6 +460,7 @@ int rds_store_new(uv_loop_t *loop, const rds_options_t *o, rds_store_t **out, tt
     rds_store_t *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return tt_err_set(err, TT_ERR_NOMEM, "", "redis: out of memory");
+    tt_queue_init(&s->waiting);
     int rc = rds__topology_parse(s, o, err);
     if (rc < 0) {
         free(s->scratch);
@@ -532,8 +524,7 @@ void rds_store_close(rds_store_t *s)
         answer_all(c, RDS_ECLOSED, "redis: store closed");
         release(c);
     }
-    while (s->head != NULL) {
-        rds_call_t *c = s->head;
+    for (rds_call_t *c; (c = oldest_waiting(s)) != NULL;) {
         unlink_waiting(c);
         if (c->kind == RDS_CALL_DECIDE)
             answer_all(c, RDS_ECLOSED, "redis: store closed");

@@ -16,6 +16,7 @@
 #include "redis_store.h"
 #include "slots.h"
 #include "tt_arena.h"
+#include "tt_queue.h"
 
 /* Buckets of the open batches' index (a power of two). */
 #define RDS_OPEN_BUCKETS 256
@@ -80,13 +81,13 @@ typedef struct rds_caller {
  */
 struct rds_call {
     rds_store_t *store;
-    rds_node_t *node;        /* where the command goes, or was last sent */
-    const rds_conn_t *conn;  /* ... on which connection of it */
-    rds_call_t *prev, *next; /* the waiting list, or (next only) the free list */
+    rds_node_t *node;       /* where the command goes, or was last sent */
+    const rds_conn_t *conn; /* ... on which connection of it */
+    tt_queue_t wait;        /* on the store's waiting list while sent (tt_queue_linked) */
+    rds_call_t *next_free;  /* on the free list */
     uint64_t deadline_ms;
     uint64_t sent_ns; /* for the node's latency */
     rds_call_kind_t kind;
-    bool waiting;                        /* on the waiting list */
     bool retried;                        /* NOSCRIPT already answered with an EVAL */
     uint8_t redirects;                   /* MOVED/ASK followed so far */
     int script;                          /* RDS_CALL_SCRIPT_LOAD: the asset */
@@ -131,7 +132,7 @@ struct rds_store {
     uv_timer_t refresh;  /* the next CLUSTER SLOTS */
     uint64_t timeout_ms, backoff_min_ms, backoff_max_ms;
     uint32_t max_in_flight, live; /* per node; call slots in use */
-    rds_call_t *head, *tail;      /* waiting list, oldest first */
+    tt_queue_t waiting;           /* calls sent (rds_call_t.wait), oldest first */
     rds_call_t *free_slots;
     /* open batches: in the order they opened, and by (node, slot, script) for the one that
      * takes the next operation; the idle handle flushes them once per loop turn */
