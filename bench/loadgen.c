@@ -346,10 +346,10 @@ static void check_msgpack(const uint8_t *msg, size_t len)
         }
         if (wire_str_eq(key, "error")) {
             st.errors++;
-            proto_out_t json = {0};
+            tt_buf_t json = {0};
             if (!st.first_error[0] && json_from_msgpack(&r, &json) == 0)
                 note_error((const char *)json.data, json.len);
-            proto_out_free(&json);
+            tt_buf_free(&json);
             return;
         }
         if (wire_skip(&r) != 0)

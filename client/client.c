@@ -32,7 +32,7 @@ struct tt_client {
     bool broken; /* a transport or framing error: every later call fails with TT_EIO */
     uint64_t next_seq;
     size_t outstanding;
-    proto_out_t out; /* queued requests; out_sent bytes of it are already written */
+    tt_buf_t out; /* queued requests; out_sent bytes of it are already written */
     size_t out_sent;
     uint8_t *in; /* read answers: [in_pos, in_len) unconsumed */
     size_t in_len, in_pos, in_cap;
@@ -102,7 +102,7 @@ void tt_close(tt_client_t *c)
     if (!c)
         return;
     close(c->fd);
-    proto_out_free(&c->out);
+    tt_buf_free(&c->out);
     free(c->in);
     free(c);
 }

@@ -126,29 +126,29 @@ static bool has_key(const uint8_t *msg, size_t len, const char *key)
  * has the "headers" map the library rendered from them, as a protocol 1 answer had. */
 int cli_print_json(const tt_response_t *r)
 {
-    proto_out_t out = {0};
+    tt_buf_t out = {0};
     wire_reader_t rd = {.pos = r->raw, .end = r->raw + r->raw_len};
     int rc = r->raw ? json_from_msgpack(&rd, &out) : -1;
     if (rc == 0 && r->kind == TT_KIND_DECISION && !has_key(r->raw, r->raw_len, "headers") &&
         out.len > 0 && out.data[out.len - 1] == '}') {
         out.len--; /* reopen the map */
-        proto_out_append(&out, ",\"headers\":{", 12);
+        tt_buf_append(&out, ",\"headers\":{", 12);
         for (unsigned i = 0; i < r->nheaders; i++) {
             if (i)
-                proto_out_append(&out, ",", 1);
-            json_str(&out, r->headers[i].name, strlen(r->headers[i].name));
-            proto_out_append(&out, ":", 1);
-            json_str(&out, r->headers[i].value, strlen(r->headers[i].value));
+                tt_buf_append(&out, ",", 1);
+            tt_json_str(&out, r->headers[i].name, strlen(r->headers[i].name));
+            tt_buf_append(&out, ":", 1);
+            tt_json_str(&out, r->headers[i].value, strlen(r->headers[i].value));
         }
-        proto_out_append(&out, "}}", 2);
+        tt_buf_append(&out, "}}", 2);
     }
-    if (rc || proto_out_append(&out, "", 1)) {
-        proto_out_free(&out);
+    if (rc || tt_buf_append(&out, "", 1)) {
+        tt_buf_free(&out);
         fprintf(stderr, "tokentriage: cannot render the answer as JSON\n");
         return EX_SOFTWARE_;
     }
     printf("%s\n", (char *)out.data);
-    proto_out_free(&out);
+    tt_buf_free(&out);
     return EX_OK_;
 }
 
@@ -160,12 +160,12 @@ static void cell_text(wire_reader_t *rd, char *cell)
         snprintf(cell, CLI_CELL, "%.*s", (int)s.len, s.ptr);
         return;
     }
-    proto_out_t out = {0};
-    if (json_from_msgpack(rd, &out) == 0 && proto_out_append(&out, "", 1) == 0)
+    tt_buf_t out = {0};
+    if (json_from_msgpack(rd, &out) == 0 && tt_buf_append(&out, "", 1) == 0)
         snprintf(cell, CLI_CELL, "%s", (char *)out.data);
     else
         snprintf(cell, CLI_CELL, "?");
-    proto_out_free(&out);
+    tt_buf_free(&out);
 }
 
 int cli_table_column(cli_table_t *t, const char *name, size_t len)

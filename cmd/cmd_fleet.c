@@ -288,31 +288,31 @@ static int64_t most_n(const view_t *v, size_t n)
 
 static int print_all_json(const view_t *v, size_t n, bool agree)
 {
-    proto_out_t out = {0};
-    proto_out_append(&out, "{\"replicas\":[", 13);
+    tt_buf_t out = {0};
+    tt_buf_append(&out, "{\"replicas\":[", 13);
     for (size_t i = 0; i < n; i++) {
-        proto_out_append(&out, i ? ",{\"node\":" : "{\"node\":", i ? 9 : 8);
-        json_str(&out, v[i].node, strlen(v[i].node));
-        proto_out_append(&out, ",\"address\":", 11);
-        json_str(&out, v[i].address, strlen(v[i].address));
-        proto_out_append(&out, ",\"state\":", 9);
-        json_str(&out, v[i].state, strlen(v[i].state));
+        tt_buf_append(&out, i ? ",{\"node\":" : "{\"node\":", i ? 9 : 8);
+        tt_json_str(&out, v[i].node, strlen(v[i].node));
+        tt_buf_append(&out, ",\"address\":", 11);
+        tt_json_str(&out, v[i].address, strlen(v[i].address));
+        tt_buf_append(&out, ",\"state\":", 9);
+        tt_json_str(&out, v[i].state, strlen(v[i].state));
         if (v[i].error) {
-            proto_out_append(&out, ",\"error\":", 9);
-            json_str(&out, v[i].error, strlen(v[i].error));
+            tt_buf_append(&out, ",\"error\":", 9);
+            tt_json_str(&out, v[i].error, strlen(v[i].error));
         } else {
             wire_reader_t rd = {.pos = v[i].raw, .end = v[i].raw + v[i].len};
-            proto_out_append(&out, ",\"fleet\":", 9);
+            tt_buf_append(&out, ",\"fleet\":", 9);
             if (json_from_msgpack(&rd, &out) != 0)
-                proto_out_append(&out, "null", 4);
+                tt_buf_append(&out, "null", 4);
         }
-        proto_out_append(&out, "}", 1);
+        tt_buf_append(&out, "}", 1);
     }
-    proto_out_append(&out, agree ? "],\"n_agree\":true}" : "],\"n_agree\":false}", agree ? 17 : 18);
+    tt_buf_append(&out, agree ? "],\"n_agree\":true}" : "],\"n_agree\":false}", agree ? 17 : 18);
     if (out.failed)
         return EX_SOFTWARE_;
     printf("%.*s\n", (int)out.len, (const char *)out.data);
-    proto_out_free(&out);
+    tt_buf_free(&out);
     return EX_OK_;
 }
 

@@ -17,6 +17,7 @@
 #include "config.h"
 #include "snap.h"
 #include "tt_clock.h"
+#include "tt_json.h"
 
 #define HELP                                                                                       \
     "usage: tokentriage state inspect FILE [--json]\n"                                             \
@@ -99,17 +100,16 @@ static const char *alg_name(int v)
     return ra_algorithm_name((ra_algorithm_t)v);
 }
 
-/* A JSON string: quotes and backslashes escaped, control bytes as '?' (a crafted file is not
- * trusted to hold only the characters ids and labels allow). */
+/* A JSON string through the one escaper (a crafted file is not trusted to hold only the
+ * characters ids and labels allow). */
 static void json_str(const char *p)
 {
-    putchar('"');
-    for (; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            putchar('\\');
-        putchar((unsigned char)*p < 0x20 ? '?' : *p);
-    }
-    putchar('"');
+    tt_buf_t b = {0};
+    if (tt_json_str(&b, p, strlen(p)) == 0)
+        fwrite(b.data, 1, b.len, stdout);
+    else
+        fputs("\"\"", stdout);
+    tt_buf_free(&b);
 }
 
 static void print_json(const char *path, size_t len, const st_header_t *h, const seen_t *s,

@@ -89,17 +89,17 @@ static void explain_limit(FILE *to, const cfg_limit_t *l)
     "memory, 78 errors found.\n"
 
 /* Appends a C string; nonzero when memory ran out. */
-static int put(proto_out_t *out, const char *s)
+static int put(tt_buf_t *out, const char *s)
 {
-    return proto_out_append(out, s, strlen(s));
+    return tt_buf_append(out, s, strlen(s));
 }
 
 /* The findings as one JSON object (--json), for CI annotations. 0, or -1 out of memory. */
 static int print_json(const char *file, const cfg_report_t *r, int rc)
 {
-    proto_out_t out = {0};
+    tt_buf_t out = {0};
     char num[64];
-    int bad = put(&out, "{\"file\":") | json_str(&out, file, strlen(file));
+    int bad = put(&out, "{\"file\":") | tt_json_str(&out, file, strlen(file));
     snprintf(num, sizeof(num), ",\"valid\":%s,\"errors\":%zu,\"warnings\":%zu,\"findings\":[",
              rc == 0 ? "true" : "false", r->n_errors, r->n_warnings);
     bad |= put(&out, num);
@@ -108,19 +108,19 @@ static int print_json(const char *file, const cfg_report_t *r, int rc)
         const char *code = f->warning ? NULL : tt_err_name(f->code);
         bad |= put(&out, i ? ",{\"severity\":\"" : "{\"severity\":\"");
         bad |= put(&out, f->warning ? "warning\",\"code\":" : "error\",\"code\":");
-        bad |= code ? json_str(&out, code, strlen(code)) : put(&out, "null");
-        bad |= put(&out, ",\"path\":") | json_str(&out, f->path, strlen(f->path));
+        bad |= code ? tt_json_str(&out, code, strlen(code)) : put(&out, "null");
+        bad |= put(&out, ",\"path\":") | tt_json_str(&out, f->path, strlen(f->path));
         if (f->line > 0)
             snprintf(num, sizeof(num), ",\"line\":%d,\"column\":%d", f->line, f->col);
         else
             snprintf(num, sizeof(num), ",\"line\":null,\"column\":null");
         bad |= put(&out, num) | put(&out, ",\"message\":");
-        bad |= json_str(&out, f->message, strlen(f->message)) | put(&out, "}");
+        bad |= tt_json_str(&out, f->message, strlen(f->message)) | put(&out, "}");
     }
     bad |= put(&out, "]}\n");
     if (!bad)
         fwrite(out.data, 1, out.len, stdout);
-    proto_out_free(&out);
+    tt_buf_free(&out);
     return bad ? -1 : 0;
 }
 

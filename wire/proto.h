@@ -5,9 +5,9 @@
  * Every message is one msgpack map with string keys. A stream is a sequence of such maps, so
  * a reader first frames (finds where one message ends without interpreting it), then decodes
  * the framed bytes into a proto_request_t whose strings point into those bytes (no copy).
- * Encoders append responses to a caller-owned proto_out_t, writing each value in place in its
- * smallest msgpack form (msgpack-c's packer costs an indirect call per item, a quarter of a
- * decision's time; the tests read every encoder's output back with msgpack-c's unpacker).
+ * Encoders append responses to a caller-owned tt_buf_t (common/tt_buf.h), writing each value in
+ * place in its smallest msgpack form (msgpack-c's packer costs an indirect call per item, a quarter
+ * of a decision's time; the tests read every encoder's output back with msgpack-c's unpacker).
  *
  * The decoder is hand-written over (pos, end) rather than msgpack-c's object unpacker, which
  * allocates an object array as soon as it reads an array or map header: a 6-byte message
@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "ratehdr.h"
+#include "tt_buf.h"
 #include "wire.h"
 
 #define PROTO_MAX_MESSAGE (64u * 1024u)    /* bytes in one request or response */
@@ -136,17 +137,20 @@ int proto_decode_request(const uint8_t *msg, size_t len, proto_request_t *req, t
 int proto_decode_first(const uint8_t *data, size_t len, size_t *used, proto_request_t *req,
                        tt_err_t *err);
 
-/* A growable output buffer. The owner frees data; `failed` latches an allocation failure. */
-typedef struct proto_out {
-    uint8_t *data;
-    size_t len;
-    size_t cap;
-    bool failed;
-} proto_out_t;
-
-void proto_out_free(proto_out_t *out);
-/* Appends raw bytes; 0 or -1 (allocation failed, `failed` set). */
-int proto_out_append(proto_out_t *out, const void *bytes, size_t n);
+/*
+ * The encoders write into the one byte buffer, tt_buf_t (common/tt_buf.h). proto_out_t and its
+ * two functions were this buffer's old names: kept only until the branches that were written
+ * with them have landed (issue 33 item 4); new code says tt_buf_*.
+ */
+typedef tt_buf_t proto_out_t;
+static inline void proto_out_free(tt_buf_t *out)
+{
+    tt_buf_free(out);
+}
+static inline int proto_out_append(tt_buf_t *out, const void *bytes, size_t n)
+{
+    return tt_buf_append(out, bytes, n);
+}
 
 /* What a decision response carries (SPEC §5). Strings need not be NUL-terminated. */
 typedef struct proto_header {
@@ -213,23 +217,23 @@ typedef struct proto_member {
 } proto_member_t;
 
 /* Response encoders: each appends one whole message to out. Return 0 or -1 (out->failed). */
-int proto_enc_decision(proto_out_t *out, uint64_t seq, const proto_decision_t *d);
-int proto_enc_settled(proto_out_t *out, uint64_t seq, int64_t settled, bool already_settled);
-int proto_enc_charged(proto_out_t *out, uint64_t seq, int64_t charged);
-int proto_enc_released(proto_out_t *out, uint64_t seq, bool released);
-int proto_enc_pong(proto_out_t *out, uint64_t seq, const char *version);
-int proto_enc_error(proto_out_t *out, uint64_t seq, const char *code, const char *message);
+int proto_enc_decision(tt_buf_t *out, uint64_t seq, const proto_decision_t *d);
+int proto_enc_settled(tt_buf_t *out, uint64_t seq, int64_t settled, bool already_settled);
+int proto_enc_charged(tt_buf_t *out, uint64_t seq, int64_t charged);
+int proto_enc_released(tt_buf_t *out, uint64_t seq, bool released);
+int proto_enc_pong(tt_buf_t *out, uint64_t seq, const char *version);
+int proto_enc_error(tt_buf_t *out, uint64_t seq, const char *code, const char *message);
 /* doubt: why n may be wrong ("duplicate node id ..."), sent as n_in_doubt; NULL: not sent.
  * snapshot_age_ms: the age of the last good snapshot of the counters (SPEC §11), -1 for none
  * (state off, or nothing written or restored yet). */
-int proto_enc_fleet(proto_out_t *out, uint64_t seq, const char *node, int64_t n, const char *doubt,
+int proto_enc_fleet(tt_buf_t *out, uint64_t seq, const char *node, int64_t n, const char *doubt,
                     int64_t snapshot_age_ms, const proto_fleet_limit_t *rows, uint32_t nrows,
                     const char *const *acquire_only, uint32_t n_acquire_only);
-int proto_enc_members(proto_out_t *out, uint64_t seq, int64_t live, const proto_member_t *rows,
+int proto_enc_members(tt_buf_t *out, uint64_t seq, int64_t live, const proto_member_t *rows,
                       uint32_t nrows);
 
 /* Request encoder (the client side): only the fields req->op takes are written; "v" when
  * req->version is above 1, "headers" when req->headers is set. */
-int proto_enc_request(proto_out_t *out, const proto_request_t *req);
+int proto_enc_request(tt_buf_t *out, const proto_request_t *req);
 
 #endif

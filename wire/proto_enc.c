@@ -1,52 +1,11 @@
 /*
- * Encoding: answers (and, for the client, requests) appended to a proto_out_t, each value written
- * in place in its smallest msgpack form. See proto.h.
+ * Encoding: answers (and, for the client, requests) appended to a tt_buf_t (common/tt_buf.h),
+ * each value written in place in its smallest msgpack form. See proto.h.
  */
 #include "proto_int.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-void proto_out_free(proto_out_t *out)
-{
-    free(out->data);
-    out->data = NULL;
-    out->len = out->cap = 0;
-}
-
-/* Grows the buffer: room()'s slow path, out of line. */
-static __attribute__((noinline)) bool grow(proto_out_t *out, size_t n)
-{
-    if (out->failed)
-        return false;
-    size_t cap = out->cap ? out->cap : 256;
-    while (cap - out->len < n)
-        cap *= 2;
-    uint8_t *p = realloc(out->data, cap);
-    if (!p) {
-        out->failed = true;
-        return false;
-    }
-    out->data = p;
-    out->cap = cap;
-    return true;
-}
-
-/* Makes room for n more bytes; false (and `failed` latched) when memory runs out. */
-static inline bool room(proto_out_t *out, size_t n)
-{
-    return __builtin_expect(out->cap - out->len >= n, 1) || grow(out, n);
-}
-
-int proto_out_append(proto_out_t *out, const void *bytes, size_t n)
-{
-    if (!room(out, n))
-        return -1;
-    if (n)
-        memcpy(out->data + out->len, bytes, n);
-    out->len += n;
-    return 0;
-}
 
 /*
  * The writer. Answers are small maps of short keys and integers, so every value is written in
@@ -159,55 +118,55 @@ W_INLINE uint8_t *p_bool(uint8_t *d, bool v)
 /* Runs the p_ writer call `expr` (on `d`) at the end of out when `need` bytes fit. */
 #define W_PUT(out, need, expr)                                                                     \
     do {                                                                                           \
-        if (room(out, need)) {                                                                     \
+        if (tt_buf_room(out, need)) {                                                              \
             uint8_t *d = (out)->data + (out)->len;                                                 \
             (out)->len = (size_t)((expr) - (out)->data);                                           \
         }                                                                                          \
     } while (0)
 
-W_INLINE void w_map(proto_out_t *out, uint32_t n)
+W_INLINE void w_map(tt_buf_t *out, uint32_t n)
 {
     W_PUT(out, 5, p_map(d, n));
 }
 
-W_INLINE void w_array(proto_out_t *out, uint32_t n)
+W_INLINE void w_array(tt_buf_t *out, uint32_t n)
 {
     W_PUT(out, 5, p_array(d, n));
 }
 
-W_INLINE void w_str(proto_out_t *out, const char *p, size_t n)
+W_INLINE void w_str(tt_buf_t *out, const char *p, size_t n)
 {
     W_PUT(out, 5 + n, p_str(d, p, n));
 }
 
-W_INLINE void w_pstr(proto_out_t *out, proto_str_t s)
+W_INLINE void w_pstr(tt_buf_t *out, proto_str_t s)
 {
     w_str(out, s.ptr, s.len);
 }
 
-static void w_cstr(proto_out_t *out, const char *s)
+static void w_cstr(tt_buf_t *out, const char *s)
 {
     w_str(out, s, strlen(s));
 }
 
-W_INLINE void w_uint(proto_out_t *out, uint64_t v)
+W_INLINE void w_uint(tt_buf_t *out, uint64_t v)
 {
     W_PUT(out, 9, p_uint(d, v));
 }
 
-W_INLINE void w_int(proto_out_t *out, int64_t v)
+W_INLINE void w_int(tt_buf_t *out, int64_t v)
 {
     W_PUT(out, 9, p_int(d, v));
 }
 
-W_INLINE void w_bool(proto_out_t *out, bool v)
+W_INLINE void w_bool(tt_buf_t *out, bool v)
 {
     W_PUT(out, 1, p_bool(d, v));
 }
 
 #define W_KEY(out, lit) w_str(out, lit, sizeof(lit) - 1)
 
-static int done(proto_out_t *out, size_t start)
+static int done(tt_buf_t *out, size_t start)
 {
     if (out->failed) {
         out->len = start; /* never leave half a message behind */
@@ -217,7 +176,7 @@ static int done(proto_out_t *out, size_t start)
 }
 
 /* Opens an answer: a map of `fields` entries (seq included) and the seq. */
-static void open_answer(proto_out_t *out, uint32_t fields, uint64_t seq)
+static void open_answer(tt_buf_t *out, uint32_t fields, uint64_t seq)
 {
     w_map(out, fields);
     W_KEY(out, "seq");
@@ -262,7 +221,7 @@ W_INLINE uint8_t *p_disclosed(uint8_t *d, const proto_disclosed_t *x)
  * A decision is the answer of nearly every request, so it is written with one room check: the
  * bound below is every key, every integer at 9 bytes and every string with a 5-byte header.
  */
-int proto_enc_decision(proto_out_t *out, uint64_t seq, const proto_decision_t *d)
+int proto_enc_decision(tt_buf_t *out, uint64_t seq, const proto_decision_t *d)
 {
     const proto_disclosed_t *x = d->disclosed;
     bool has_limit = d->limit.len > 0, has_rem = d->remaining >= 0, has_code = d->code.len > 0;
@@ -272,7 +231,7 @@ int proto_enc_decision(proto_out_t *out, uint64_t seq, const proto_decision_t *d
         need += 5 + d->soft_denied[i].len;
     for (uint32_t i = 0; d->send_headers && i < d->nheaders; i++)
         need += 10 + d->headers[i].name.len + d->headers[i].value.len;
-    if (!room(out, need))
+    if (!tt_buf_room(out, need))
         return -1;
     unsigned numbers =
         x ? (unsigned)x->has_policy + x->has_requests + x->has_tokens + (x->retry_s >= 0) : 0;
@@ -312,7 +271,7 @@ int proto_enc_decision(proto_out_t *out, uint64_t seq, const proto_decision_t *d
     return 0;
 }
 
-int proto_enc_settled(proto_out_t *out, uint64_t seq, int64_t settled, bool already_settled)
+int proto_enc_settled(tt_buf_t *out, uint64_t seq, int64_t settled, bool already_settled)
 {
     size_t start = out->len;
     open_answer(out, 3, seq);
@@ -323,7 +282,7 @@ int proto_enc_settled(proto_out_t *out, uint64_t seq, int64_t settled, bool alre
     return done(out, start);
 }
 
-int proto_enc_charged(proto_out_t *out, uint64_t seq, int64_t charged)
+int proto_enc_charged(tt_buf_t *out, uint64_t seq, int64_t charged)
 {
     size_t start = out->len;
     open_answer(out, 2, seq);
@@ -332,7 +291,7 @@ int proto_enc_charged(proto_out_t *out, uint64_t seq, int64_t charged)
     return done(out, start);
 }
 
-int proto_enc_released(proto_out_t *out, uint64_t seq, bool released)
+int proto_enc_released(tt_buf_t *out, uint64_t seq, bool released)
 {
     size_t start = out->len;
     open_answer(out, 2, seq);
@@ -341,7 +300,7 @@ int proto_enc_released(proto_out_t *out, uint64_t seq, bool released)
     return done(out, start);
 }
 
-int proto_enc_pong(proto_out_t *out, uint64_t seq, const char *version)
+int proto_enc_pong(tt_buf_t *out, uint64_t seq, const char *version)
 {
     size_t start = out->len;
     open_answer(out, 3, seq);
@@ -352,7 +311,7 @@ int proto_enc_pong(proto_out_t *out, uint64_t seq, const char *version)
     return done(out, start);
 }
 
-int proto_enc_error(proto_out_t *out, uint64_t seq, const char *code, const char *message)
+int proto_enc_error(tt_buf_t *out, uint64_t seq, const char *code, const char *message)
 {
     size_t start = out->len;
     open_answer(out, 2, seq);
@@ -374,7 +333,7 @@ struct fleet_head {
     uint32_t n_acquire_only;
 };
 
-static void fleet_body(proto_out_t *out, uint64_t seq, const void *ctx,
+static void fleet_body(tt_buf_t *out, uint64_t seq, const void *ctx,
                        const proto_fleet_limit_t *rows, uint32_t nrows, bool truncated)
 {
     const struct fleet_head *h = ctx;
@@ -453,8 +412,8 @@ static void fleet_body(proto_out_t *out, uint64_t seq, const void *ctx,
     }
 }
 
-static void members_body(proto_out_t *out, uint64_t seq, const void *ctx,
-                         const proto_member_t *rows, uint32_t nrows, bool truncated)
+static void members_body(tt_buf_t *out, uint64_t seq, const void *ctx, const proto_member_t *rows,
+                         uint32_t nrows, bool truncated)
 {
     open_answer(out, 4, seq);
     W_KEY(out, "live");
@@ -506,7 +465,7 @@ static void members_body(proto_out_t *out, uint64_t seq, const void *ctx,
         return done(out, start_);                                                                  \
     } while (0)
 
-int proto_enc_fleet(proto_out_t *out, uint64_t seq, const char *node, int64_t n, const char *doubt,
+int proto_enc_fleet(tt_buf_t *out, uint64_t seq, const char *node, int64_t n, const char *doubt,
                     int64_t snapshot_age_ms, const proto_fleet_limit_t *rows, uint32_t nrows,
                     const char *const *acquire_only, uint32_t n_acquire_only)
 {
@@ -514,13 +473,13 @@ int proto_enc_fleet(proto_out_t *out, uint64_t seq, const char *node, int64_t n,
     FIT_ROWS(out, seq, &head, rows, nrows, fleet_body);
 }
 
-int proto_enc_members(proto_out_t *out, uint64_t seq, int64_t live, const proto_member_t *rows,
+int proto_enc_members(tt_buf_t *out, uint64_t seq, int64_t live, const proto_member_t *rows,
                       uint32_t nrows)
 {
     FIT_ROWS(out, seq, &live, rows, nrows, members_body);
 }
 
-int proto_enc_request(proto_out_t *out, const proto_request_t *req)
+int proto_enc_request(tt_buf_t *out, const proto_request_t *req)
 {
     if ((unsigned)req->op >= PROTO_OP_COUNT_)
         return -1;

@@ -47,7 +47,7 @@ static void check_request(const proto_request_t *req)
     check(req->actual >= 0 && req->actual <= PROTO_MAX_COUNT);
 
     /* round trip through the client's encoder */
-    proto_out_t out = {0};
+    tt_buf_t out = {0};
     check(proto_enc_request(&out, req) == 0);
     size_t n;
     bool deep;
@@ -61,13 +61,13 @@ static void check_request(const proto_request_t *req)
     for (uint32_t i = 0; i < req->nsubject; i++)
         check(same_str(again.subject[i].level, req->subject[i].level) &&
               same_str(again.subject[i].id, req->subject[i].id));
-    proto_out_free(&out);
+    tt_buf_free(&out);
 }
 
 /* Echo the request's strings through the answer encoders: each must frame as one message. */
 static void check_answers(const proto_request_t *req)
 {
-    proto_out_t out = {0};
+    tt_buf_t out = {0};
     proto_header_t h[PROTO_MAX_LEVELS];
     for (uint32_t i = 0; i < req->nsubject; i++)
         h[i] = (proto_header_t){req->subject[i].level, req->subject[i].id};
@@ -118,19 +118,19 @@ static void check_answers(const proto_request_t *req)
     for (int i = 0; i < 4; i++) {
         check(proto_frame(out.data + off, out.len - off, &n, &deep) == 0);
         wire_reader_t r = {.pos = out.data + off, .end = out.data + off + n};
-        proto_out_t json = {0};
+        tt_buf_t json = {0};
         check(json_from_msgpack(&r, &json) == 0 && r.pos == out.data + off + n);
-        proto_out_free(&json);
+        tt_buf_free(&json);
         off += n;
     }
     check(off == out.len);
-    proto_out_free(&out);
+    tt_buf_free(&out);
 }
 
 /* One run: what the handler saw and what the stream wrote. */
 typedef struct run {
-    proto_out_t seen;             /* op and seq of each request handed up */
-    proto_out_t written;          /* every answer, in order */
+    tt_buf_t seen;                /* op and seq of each request handed up */
+    tt_buf_t written;             /* every answer, in order */
     stream_slot_t *pending[8192]; /* more than a 64 KiB input can hold decides */
     int npending;
 } run_t;
@@ -151,8 +151,8 @@ static void on_request(void *ud, stream_t *st, const proto_request_t *req)
 {
     run_t *run = ud;
     check_request(req);
-    proto_out_append(&run->seen, &req->op, sizeof(req->op));
-    proto_out_append(&run->seen, &req->seq, sizeof(req->seq));
+    tt_buf_append(&run->seen, &req->op, sizeof(req->op));
+    tt_buf_append(&run->seen, &req->seq, sizeof(req->seq));
     if (req->op == PROTO_OP_DECIDE) {
         check(run->npending < 8192);
         stream_slot_t *s = malloc(sizeof(*s));
@@ -162,7 +162,7 @@ static void on_request(void *ud, stream_t *st, const proto_request_t *req)
         return;
     }
     check_answers(req);
-    proto_out_t *out = stream_answer_buf(st);
+    tt_buf_t *out = stream_answer_buf(st);
     check(out && proto_enc_pong(out, req->seq, "fuzz") == 0);
 }
 
@@ -174,7 +174,7 @@ static void drain(stream_t *st, run_t *run)
     for (;;) {
         complete(run);
         if (stream_flush_begin(st, &p, &n)) {
-            proto_out_append(&run->written, p, n);
+            tt_buf_append(&run->written, p, n);
             stream_flush_end(st);
         }
         if (!st->paused || st->draining || st->failed)
@@ -220,7 +220,7 @@ static void feed(const uint8_t *data, size_t size, bool split, size_t out_limit,
     complete(run);
 }
 
-static bool same_bytes(const proto_out_t *a, const proto_out_t *b)
+static bool same_bytes(const tt_buf_t *a, const tt_buf_t *b)
 {
     return a->len == b->len && (a->len == 0 || memcmp(a->data, b->data, a->len) == 0);
 }
@@ -276,9 +276,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     feed(data, size, true, 256 + (size_t)(rng & 0xfff), &cut);
     check(same_bytes(&whole.seen, &cut.seen));
     check(same_bytes(&whole.written, &cut.written));
-    proto_out_free(&whole.seen);
-    proto_out_free(&whole.written);
-    proto_out_free(&cut.seen);
-    proto_out_free(&cut.written);
+    tt_buf_free(&whole.seen);
+    tt_buf_free(&whole.written);
+    tt_buf_free(&cut.seen);
+    tt_buf_free(&cut.written);
     return 0;
 }

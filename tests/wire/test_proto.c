@@ -8,11 +8,11 @@
 
 static int wr(void *data, const char *buf, size_t len)
 {
-    return proto_out_append(data, buf, len);
+    return tt_buf_append(data, buf, len);
 }
 
 /* A scratch message built with msgpack-c's packer. */
-static proto_out_t out;
+static tt_buf_t out;
 static msgpack_packer pk;
 
 static void start(void)
@@ -29,7 +29,7 @@ static void str(const char *s)
 
 static void fini(void)
 {
-    proto_out_free(&out);
+    tt_buf_free(&out);
 }
 
 TestSuite(proto, .fini = fini);
@@ -341,14 +341,14 @@ Test(proto, a_decision_reads_back_as_json)
     out.len = 0;
     cr_assert_eq(proto_enc_decision(&out, 7, &d), 0);
     wire_reader_t r = {.pos = out.data, .end = out.data + out.len};
-    proto_out_t json = {0};
+    tt_buf_t json = {0};
     cr_assert_eq(json_from_msgpack(&r, &json), 0);
-    proto_out_append(&json, "", 1);
+    tt_buf_append(&json, "", 1);
     cr_assert_str_eq((char *)json.data,
                      "{\"seq\":7,\"admit\":true,\"verdict\":\"admit\",\"limit\":\"team_rpm\","
                      "\"remaining\":59,\"retry_after\":0,\"reset_after\":1,\"soft_denied\":[],"
                      "\"headers\":{\"Ratelimit-Policy\":\"\\\"team_rpm\\\";q=300;w=60\"}}");
-    proto_out_free(&json);
+    tt_buf_free(&json);
 }
 
 Test(proto, a_demand_mode_fleet_row_carries_its_division_figures_and_others_do_not)
@@ -369,9 +369,9 @@ Test(proto, a_demand_mode_fleet_row_carries_its_division_figures_and_others_do_n
     out.len = 0;
     cr_assert_eq(proto_enc_fleet(&out, 9, "r0", 4, NULL, 2500, rows, 2, NULL, 0), 0);
     wire_reader_t r = {.pos = out.data, .end = out.data + out.len};
-    proto_out_t json = {0};
+    tt_buf_t json = {0};
     cr_assert_eq(json_from_msgpack(&r, &json), 0);
-    proto_out_append(&json, "", 1);
+    tt_buf_append(&json, "", 1);
     const char *j = (const char *)json.data;
     const char *d = strstr(j, "\"id\":\"d\"");
     cr_assert(d, "%s", j);
@@ -381,7 +381,7 @@ Test(proto, a_demand_mode_fleet_row_carries_its_division_figures_and_others_do_n
               "%s", j);
     cr_assert(strstr(j, "division") > d, "the local row has no demand fields");
     cr_assert(strstr(j, "\"n\":4,\"snapshot_age_ms\":2500,"), "%s", j);
-    proto_out_free(&json);
+    tt_buf_free(&json);
 }
 
 Test(proto, every_prefix_of_every_response_is_either_more_or_whole)
@@ -401,7 +401,7 @@ Test(proto, every_prefix_of_every_response_is_either_more_or_whole)
 }
 
 /* msgpack-c, the reference implementation, reads every answer back as the same map. */
-static void expect_msgpack_c_reads(const proto_out_t *o, const char *json)
+static void expect_msgpack_c_reads(const tt_buf_t *o, const char *json)
 {
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
@@ -412,11 +412,11 @@ static void expect_msgpack_c_reads(const proto_out_t *o, const char *json)
     cr_assert_eq(u.data.type, MSGPACK_OBJECT_MAP);
     msgpack_unpacked_destroy(&u);
     wire_reader_t r = {.pos = o->data, .end = o->data + o->len};
-    proto_out_t j = {0};
+    tt_buf_t j = {0};
     cr_assert_eq(json_from_msgpack(&r, &j), 0);
-    proto_out_append(&j, "", 1);
+    tt_buf_append(&j, "", 1);
     cr_assert_str_eq((char *)j.data, json);
-    proto_out_free(&j);
+    tt_buf_free(&j);
 }
 
 Test(proto, msgpack_c_reads_every_answer_including_wide_integers)
@@ -478,19 +478,19 @@ Test(proto, a_listing_too_long_for_one_message_is_truncated_to_fit)
     bool deep;
     cr_assert_eq(proto_frame(out.data, out.len, &n, &deep), 0);
     wire_reader_t r = {.pos = out.data, .end = out.data + out.len};
-    proto_out_t json = {0};
+    tt_buf_t json = {0};
     cr_assert_eq(json_from_msgpack(&r, &json), 0);
-    proto_out_append(&json, "", 1);
+    tt_buf_append(&json, "", 1);
     cr_assert(strstr((char *)json.data, "\"live\":2000,\"truncated\":true,\"members\":["));
-    proto_out_free(&json);
+    tt_buf_free(&json);
     out.len = 0;
     cr_assert_eq(proto_enc_members(&out, 1, 3, rows, 3), 0);
     r = (wire_reader_t){.pos = out.data, .end = out.data + out.len};
-    json = (proto_out_t){0};
+    json = (tt_buf_t){0};
     json_from_msgpack(&r, &json);
-    proto_out_append(&json, "", 1);
+    tt_buf_append(&json, "", 1);
     cr_assert(strstr((char *)json.data, "\"truncated\":false"));
-    proto_out_free(&json);
+    tt_buf_free(&json);
 }
 
 /* {"op":"decide","seq":5,"subject":{"key":"k"}} plus what extra() packs (n_extra entries). */
