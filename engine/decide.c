@@ -34,13 +34,6 @@ bool gov__blocks(const probe_t *p)
     return p->evaluated && !p->r.admit && p->l->cfg.posture.enforce_hard;
 }
 
-int64_t gov__depth_of(const ra_limiter_t *lim)
-{
-    if (lim->algorithm == RA_GCRA || lim->algorithm == RA_TOKEN_BUCKET)
-        return lim->tolerance_ns / lim->emission_ns;
-    return lim->amount;
-}
-
 /*
  * What a non-committing unit probe reads on the state after the decision. When the probe's
  * own step was committed, its `remaining` already is that reading (a unit probe on the new
@@ -121,12 +114,12 @@ static void reserve_charged(gov_engine_t *e, gov_set_t *set, const gov_subject_t
         out->reservation = gov__reservation_open(e, set, s, tokens, &charged, &local, now);
 }
 
-/* gov_obs_tighter on two admitted probes' own readings (remaining over depth), the depths
- * worked out only when there are two to compare. */
+/* gov_obs_tighter's rule on two admitted probes' own readings (remaining over depth), the
+ * depths worked out only when there are two to compare. */
 static bool tighter(const probe_t *a, const probe_t *b)
 {
-    return (__int128)a->r.remaining * gov__depth_of(&b->lim) <
-           (__int128)b->r.remaining * gov__depth_of(&a->lim);
+    return gov__tighter(a->r.remaining, gov__depth_of(&a->lim), b->r.remaining,
+                        gov__depth_of(&b->lim));
 }
 
 void gov__decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, int64_t now,

@@ -16,6 +16,13 @@ static int64_t ceil_div(int64_t v, int64_t unit)
     return v <= 0 ? 0 : v / unit + (v % unit != 0);
 }
 
+int64_t gov__depth_of(const ra_limiter_t *lim)
+{
+    if (lim->algorithm == RA_GCRA || lim->algorithm == RA_TOKEN_BUCKET)
+        return lim->tolerance_ns / lim->emission_ns;
+    return lim->amount;
+}
+
 void gov_obs_fill(gov_obs_t *o, const ra_limiter_t *lim, int64_t state, int64_t now)
 {
     const cfg_limit_t *l = o->limit;
@@ -56,7 +63,7 @@ bool gov_obs_tighter(const gov_obs_t *a, const gov_obs_t *b)
         return a->limit != NULL;
     if (!a->limit)
         return false;
-    return (__int128)a->remaining * b->depth < (__int128)b->remaining * a->depth;
+    return gov__tighter(a->remaining, a->depth, b->remaining, b->depth);
 }
 
 static void trio(proto_trio_t *t, const gov_obs_t *o)

@@ -2,17 +2,26 @@
  * The engine's internals, shared by its files (not installed; the API is engine.h and store.h).
  * Cross-file helpers carry the gov__ prefix (libuv's uv__), file-local ones none.
  *
- * The files, one seam each:
+ * The files, one seam each, each calling only files below it in this list (none calls back up;
+ * scripts/check_includes.py reads the calls from the objects and fails on a circle):
  *   engine.c   create, destroy, hooks, tick, names, metrics
- *   gen.c      configuration generations: building, binding to counter identities, reload
- *   probe.c    subjects to applicable limits, the limiter in force, the local counter
- *   decide.c   the two-phase decision and its disclosure
- *   pending.c  requests waiting on the redis store
- *   settle.c   reservations, settle and charge (resv.c holds the pool)
- *   acquire.c  concurrency leases (lease.c holds the pool)
+ *   domain.c   a domain's descriptors decided by the rule language (gov_decide_domain)
  *   asks.c     several asks decided as one (the gRPC front door)
+ *   acquire.c  concurrency leases
+ *   decide.c   the two-phase decision
+ *   settle.c   reservations, settle and charge
+ *   pending.c  requests waiting on the redis store
+ *   gen.c      configuration generations: building, binding to counter identities, reload
+ *   match.c    the rule language's matching tree, built per generation
+ *   probe.c    subjects to applicable limits, the limiter in force, the local counter
  *   fleet.c    the fleet bounds
+ *   disclose.c what a decision discloses, as numbers; a limiter's depth
+ *   detail.c   the rule language's detailed series
  *   persist.c  counters read out for a snapshot and put back at start (state/ does the files)
+ *   lease.c    the lease pool; resv.c the reservation pool
+ *   ticket.c   sealed lease and reservation ids
+ *   table.c    the counter table
+ *   result.c   a result's start and its failure (gov__result_init, gov__fail)
  */
 #ifndef TT_ENGINE_INT_H
 #define TT_ENGINE_INT_H
@@ -132,17 +141,35 @@ static inline bool gov__via_redis(const probe_t *p)
     return p->l->cfg.store == CFG_STORE_REDIS && !p->local;
 }
 
-/* ---- engine.c ---------------------------------------------------------------------------- */
+/* ---- result.c (below every other file) ---------------------------------------------------- */
 
 /* Fails `out` with code, the path of the field and a message (tt_err_set); returns code. */
 int gov__fail(gov_result_t *out, int code, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void gov__result_init(gov_result_t *out);
 
+/* ---- disclose.c (below decide.c and fleet.c) ------------------------------------------------ */
+
+/* A limiter's depth: the units a fresh counter holds (gcra: tau / T; windows: the amount). */
+int64_t gov__depth_of(const ra_limiter_t *lim);
+
+/* Whether a reading of remaining ra out of depth da is tighter than rb out of db: a lower
+ * remaining / depth, compared exactly (128-bit cross products). The one rule gov_obs_tighter
+ * and decide.c's choice of the tightest admitted probe both apply. */
+static inline bool gov__tighter(int64_t ra, int64_t da, int64_t rb, int64_t db)
+{
+    return (__int128)ra * db < (__int128)rb * da;
+}
+
 /* ---- gen.c ------------------------------------------------------------------------------- */
 
-/* True while `h` still names the identity it was bound to (alive, same generation). */
-bool gov__handle_live(const gov_table_t *t, gov_handle_t h);
+/* True while `h` still names the identity it was bound to (alive, same generation). Inline:
+ * probe.c, decide.c and acquire.c ask it before they touch a counter, and gen.c calls down
+ * into probe.c. */
+static inline bool gov__handle_live(const gov_table_t *t, gov_handle_t h)
+{
+    return h.index >= 0 && t->idents[h.index].alive && t->idents[h.index].gen == h.gen;
+}
 
 /* Copies and checks limits into a new generation *out (refs 1): 0, or GOV_ELIMITS (the path
  * names the limit) or GOV_ENOMEM, described in err. */
@@ -222,7 +249,6 @@ void gov__local_step(gov_engine_t *e, probe_t *p, int64_t now, int64_t cost);
  * error counted and posture.fail's: closed, a denial (true); open, false: the caller steps the
  * local fallback limiter built from the same limit. */
 bool gov__redis_answer(gov_engine_t *e, probe_t *q, const gov_redis_reply_t *rep);
-int64_t gov__depth_of(const ra_limiter_t *lim);
 /* True when a probe's denial blocks the decision (hard, evaluated, denied). */
 bool gov__blocks(const probe_t *p);
 /* What a non-committing unit probe reads on the state after the decision. */

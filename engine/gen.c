@@ -20,11 +20,6 @@
 
 #include "engine_int.h"
 
-bool gov__handle_live(const gov_table_t *t, gov_handle_t h)
-{
-    return h.index >= 0 && t->idents[h.index].alive && t->idents[h.index].gen == h.gen;
-}
-
 static bool counts(const cfg_limit_t *l)
 {
     return cfg_limit_counts(l);
