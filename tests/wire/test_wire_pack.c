@@ -4,12 +4,21 @@
 
 #include "wire_pack.h"
 
+static uint8_t buf[16];
+static wire_pack_t w;
+static msgpack_packer pk;
+
+/* A packer writing into the first cap bytes of buf (zeroed). */
+static void start(size_t cap)
+{
+    memset(buf, 0, sizeof(buf));
+    w = (wire_pack_t){.p = buf, .cap = cap};
+    wire_packer_init(&pk, &w);
+}
+
 Test(wire_pack, the_packer_writes_into_the_space_given)
 {
-    uint8_t buf[16];
-    wire_pack_t w = {.p = buf, .cap = sizeof(buf)};
-    msgpack_packer pk;
-    wire_packer_init(&pk, &w);
+    start(sizeof(buf));
     msgpack_pack_array(&pk, 2);
     msgpack_pack_uint32(&pk, 7);
     msgpack_pack_str(&pk, 2);
@@ -21,10 +30,7 @@ Test(wire_pack, the_packer_writes_into_the_space_given)
 
 Test(wire_pack, a_write_past_the_end_sets_overflow_and_it_stays_set)
 {
-    uint8_t buf[8] = {0};
-    wire_pack_t w = {.p = buf, .cap = 4};
-    msgpack_packer pk;
-    wire_packer_init(&pk, &w);
+    start(4);
     msgpack_pack_bin(&pk, 5);
     msgpack_pack_bin_body(&pk, "abcde", 5); /* 2 + 5 > 4 */
     cr_assert(w.overflow);
@@ -36,10 +42,7 @@ Test(wire_pack, a_write_past_the_end_sets_overflow_and_it_stays_set)
 
 Test(wire_pack, an_empty_body_without_a_pointer_is_nothing)
 {
-    uint8_t buf[4];
-    wire_pack_t w = {.p = buf, .cap = sizeof(buf)};
-    msgpack_packer pk;
-    wire_packer_init(&pk, &w);
+    start(4);
     msgpack_pack_bin(&pk, 0);
     msgpack_pack_bin_body(&pk, NULL, 0);
     msgpack_pack_str(&pk, 0);
