@@ -70,6 +70,22 @@ static inline void tt_queue_insert_head(tt_queue_t *head, tt_queue_t *q)
     head->next = q;
 }
 
+/* Moves every node of `from` to `to` in order (what `to` held is forgotten: an unused head);
+ * `from` is empty after. For walking a list that the walk itself may add to: move it aside
+ * first, and what is added meanwhile waits on `from` for the next walk. */
+static inline void tt_queue_move(tt_queue_t *from, tt_queue_t *to)
+{
+    if (tt_queue_empty(from)) {
+        tt_queue_init(to);
+        return;
+    }
+    to->next = from->next;
+    to->prev = from->prev;
+    to->next->prev = to;
+    to->prev->next = to;
+    tt_queue_init(from);
+}
+
 /* Takes q off its list (nothing when it is on none); q is a list of one again. */
 static inline void tt_queue_remove(tt_queue_t *q)
 {

@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tt_queue.h"
+
 #define GRPC_PREFIX 5 /* compressed flag (1 byte) + message length (4 bytes, big-endian) */
 
 typedef struct stream {
@@ -43,16 +45,16 @@ typedef struct stream {
     uint8_t prefix[GRPC_PREFIX];
     uint8_t *body; /* the response message, sent after prefix (malloc'd) */
     size_t body_len;
-    size_t sent; /* bytes of prefix + message written */
-    struct stream *prev, *next;
+    size_t sent;     /* bytes of prefix + message written */
+    tt_queue_t node; /* on its connection's streams */
 } stream_t;
 
 struct rls_conn {
     nghttp2_session *ng;
     rls_conn_config_t cfg;
     rls_caller_t who;
-    int64_t now; /* of the input being read */
-    stream_t *streams;
+    int64_t now;              /* of the input being read */
+    tt_queue_t streams;       /* stream_t.node, the newest first */
     size_t work;              /* done in this turn */
     bool paused;              /* the turn's budget ran out */
     bool greeted;             /* the client's SETTINGS came */
@@ -258,10 +260,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
     st->conn = c;
     st->method = -1;
     st->opened = c->now;
-    st->next = c->streams;
-    if (c->streams)
-        c->streams->prev = st;
-    c->streams = st;
+    tt_queue_insert_head(&c->streams, &st->node);
     c->st.streams++;
     nghttp2_session_set_stream_user_data(ng, st->id, st);
     return 0;
@@ -427,12 +426,7 @@ static int on_close(nghttp2_session *ng, int32_t id, uint32_t error_code, void *
         return 0;
     give_back(c, st);
     nghttp2_session_set_stream_user_data(ng, id, NULL);
-    if (st->prev)
-        st->prev->next = st->next;
-    else
-        c->streams = st->next;
-    if (st->next)
-        st->next->prev = st->prev;
+    tt_queue_remove(&st->node);
     stream_free(st);
     if (--c->st.streams == 0)
         c->quiet = c->now;
@@ -444,6 +438,8 @@ rls_conn_t *rls_conn_new(const rls_conn_config_t *cfg, const rls_caller_t *who, 
     rls_conn_t *c = calloc(1, sizeof(*c));
     nghttp2_session_callbacks *cb = NULL;
     nghttp2_option *opt = NULL;
+    if (c)
+        tt_queue_init(&c->streams);
     if (!c || nghttp2_session_callbacks_new(&cb) != 0) {
         free(c);
         return NULL;
@@ -492,9 +488,10 @@ void rls_conn_free(rls_conn_t *c)
 {
     if (!c)
         return;
-    while (c->streams) { /* detached first, whatever nghttp2_session_del calls back */
-        stream_t *st = c->streams;
-        c->streams = st->next;
+    /* detached first, whatever nghttp2_session_del calls back */
+    while (!tt_queue_empty(&c->streams)) {
+        stream_t *st = tt_queue_data(tt_queue_head(&c->streams), stream_t, node);
+        tt_queue_remove(&st->node);
         nghttp2_session_set_stream_user_data(c->ng, st->id, NULL);
         stream_free(st);
     }
@@ -551,9 +548,14 @@ static int64_t request_deadline(const stream_t *st)
 int64_t rls_conn_deadline(const rls_conn_t *c)
 {
     int64_t at = c->closing ? INT64_MAX : own_deadline(c);
-    for (const stream_t *st = c->streams; st && !c->closing; st = st->next)
-        if (request_deadline(st) < at)
-            at = request_deadline(st);
+    const tt_queue_t *q;
+    if (!c->closing)
+        tt_queue_foreach(q, &c->streams)
+        {
+            const stream_t *st = tt_queue_data(q, stream_t, node);
+            if (request_deadline(st) < at)
+                at = request_deadline(st);
+        }
     return at;
 }
 
@@ -587,7 +589,10 @@ size_t rls_conn_tick(rls_conn_t *c, int64_t now)
 {
     size_t waiting = 0;
     c->now = now;
-    for (stream_t *st = c->streams; st; st = st->next) {
+    tt_queue_t *q;
+    tt_queue_foreach(q, &c->streams)
+    {
+        stream_t *st = tt_queue_data(q, stream_t, node);
         if (now >= request_deadline(st)) { /* dripped, or never ended: as HTTP's 408 */
             answer_error(c, st, RLS_DEADLINE_EXCEEDED, "the request did not arrive whole in time");
             continue;

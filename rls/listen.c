@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "tt_clock.h"
+#include "tt_queue.h"
 
 #define OUT_HIGH (256u << 10)
 #define OUT_LOW (64u << 10)
@@ -57,9 +58,9 @@ struct rls_srv {
     uv_idle_t turns; /* runs while some connection has input left from its last turn */
     uv_timer_t trim; /* armed when a connection closes: free heap pages back to the kernel */
     bool timing, stopped;
-    int open_handles;         /* the listener, the timers and every connection not yet closed */
-    conn_t *oldest, *newest;  /* by last completed call, see above */
-    conn_t *busy, *busy_last; /* connections with a turn to come, in order */
+    int open_handles; /* the listener, the timers and every connection not yet closed */
+    tt_queue_t conns; /* conn_t.age, oldest first: by last completed call, see above */
+    tt_queue_t busy;  /* conn_t.turn: connections with a turn to come, in order */
     unsigned nconns;
     uint8_t rbuf[READ_BUF]; /* one read at a time on the loop's thread */
 };
@@ -76,10 +77,9 @@ struct conn {
     bool more;     /* the last turn stopped short: another is due (busy) */
     uint8_t *rest; /* the input it did not take */
     size_t rest_len, rest_cap;
-    uint64_t calls; /* answered at the last look */
-    conn_t *older, *newer;
-    conn_t *busy_next;
-    bool in_busy;
+    uint64_t calls;  /* answered at the last look */
+    tt_queue_t age;  /* on s->conns */
+    tt_queue_t turn; /* on s->busy while a turn is due (tt_queue_linked) */
 };
 
 typedef struct wreq {
@@ -129,29 +129,20 @@ static void on_conn_closed(uv_handle_t *h)
     maybe_free(s);
 }
 
+/* The connection longest without a completed call, NULL when none. */
+static conn_t *oldest(rls_srv_t *s)
+{
+    return tt_queue_empty(&s->conns) ? NULL : tt_queue_data(tt_queue_head(&s->conns), conn_t, age);
+}
+
 static void unlink_conn(conn_t *c)
 {
-    rls_srv_t *s = c->s;
-    if (c->older)
-        c->older->newer = c->newer;
-    else
-        s->oldest = c->newer;
-    if (c->newer)
-        c->newer->older = c->older;
-    else
-        s->newest = c->older;
-    c->older = c->newer = NULL;
+    tt_queue_remove(&c->age);
 }
 
 static void link_newest(conn_t *c)
 {
-    rls_srv_t *s = c->s;
-    c->older = s->newest;
-    if (s->newest)
-        s->newest->newer = c;
-    else
-        s->oldest = c;
-    s->newest = c;
+    tt_queue_insert_tail(&c->s->conns, &c->age);
 }
 
 static void on_turn(uv_idle_t *h);
@@ -159,34 +150,15 @@ static void on_turn(uv_idle_t *h);
 static void busy_add(conn_t *c)
 {
     rls_srv_t *s = c->s;
-    if (c->in_busy)
+    if (tt_queue_linked(&c->turn))
         return;
-    c->in_busy = true;
-    c->busy_next = NULL;
-    if (s->busy_last)
-        s->busy_last->busy_next = c;
-    else
-        s->busy = c;
-    s->busy_last = c;
+    tt_queue_insert_tail(&s->busy, &c->turn);
     uv_idle_start(&s->turns, on_turn);
 }
 
 static void busy_remove(conn_t *c)
 {
-    rls_srv_t *s = c->s;
-    if (!c->in_busy)
-        return;
-    c->in_busy = false;
-    conn_t *prev = NULL;
-    for (conn_t *b = s->busy; b != c; b = b->busy_next)
-        prev = b;
-    if (prev)
-        prev->busy_next = c->busy_next;
-    else
-        s->busy = c->busy_next;
-    if (s->busy_last == c)
-        s->busy_last = prev;
-    c->busy_next = NULL;
+    tt_queue_remove(&c->turn);
 }
 
 static void conn_close(conn_t *c)
@@ -325,8 +297,10 @@ static void on_timer(uv_timer_t *t)
     rls_srv_t *s = t->data;
     int64_t now = tt_wall_ns();
     size_t waiting = 0;
-    for (conn_t *c = s->oldest, *next; c; c = next) {
-        next = c->newer;
+    tt_queue_t *q, *tmp;
+    tt_queue_foreach_safe(q, tmp, &s->conns)
+    {
+        conn_t *c = tt_queue_data(q, conn_t, age);
         waiting += rls_conn_tick(c->rc, now);
         flush(c);
     }
@@ -420,18 +394,17 @@ static void feed(conn_t *c, const uint8_t *in, size_t len)
 static void on_turn(uv_idle_t *h)
 {
     rls_srv_t *s = h->data;
-    /* one turn each for the connections busy now; one made busy again waits for the next */
-    conn_t *last = s->busy_last;
-    for (conn_t *c = s->busy; c;) {
-        conn_t *next = c->busy_next;
-        bool end = c == last;
+    /* one turn each for the connections busy now, moved aside first: one made busy again (or
+     * for the first time) by a turn waits on s->busy for the next; one closed meanwhile leaves
+     * the list it is on */
+    tt_queue_t now;
+    tt_queue_move(&s->busy, &now);
+    while (!tt_queue_empty(&now)) {
+        conn_t *c = tt_queue_data(tt_queue_head(&now), conn_t, turn);
         busy_remove(c);
         feed(c, c->rest, c->rest_len);
-        if (end)
-            break;
-        c = next;
     }
-    if (!s->busy)
+    if (tt_queue_empty(&s->busy))
         uv_idle_stop(&s->turns);
 }
 
@@ -455,7 +428,7 @@ static void free_handle(uv_handle_t *h)
 /* At the budget: the connection longest without a completed call goes, told why first. */
 static void make_room(rls_srv_t *s)
 {
-    conn_t *c = s->oldest;
+    conn_t *c = oldest(s);
     if (!c || s->nconns < s->opt.max_connections)
         return;
     rls_conn_shutdown(c->rc, "evicted: server.max_connections reached");
@@ -491,6 +464,8 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     c->s = s;
+    tt_queue_init(&c->age);
+    tt_queue_init(&c->turn);
     c->h.h.data = c;
     c->timer.data = c;
     if (s->path[0])
@@ -588,6 +563,8 @@ int rls_srv_start(rls_srv_t **out, uv_loop_t *loop, const rls_srv_options_t *opt
         return tt_err_set(err, TT_ERR_NOMEM, "server.grpc", "out of memory");
     s->loop = loop;
     s->opt = *opt;
+    tt_queue_init(&s->conns);
+    tt_queue_init(&s->busy);
     if (!s->opt.max_connections)
         s->opt.max_connections = 1024;
     uv_timer_init(loop, &s->timer);
@@ -619,8 +596,8 @@ void rls_srv_stop(rls_srv_t *s)
     if (!s || s->stopped)
         return;
     s->stopped = true;
-    while (s->oldest)
-        conn_close(s->oldest);
+    for (conn_t *c; (c = oldest(s)) != NULL;)
+        conn_close(c);
     if (s->path[0])
         unlink(s->path);
     uv_close((uv_handle_t *)&s->timer, on_handle_closed);

@@ -65,3 +65,21 @@ Test(tt_queue, the_safe_walk_may_remove_the_node_it_stands_on)
     }
     cr_assert_str_eq(order(&head), "13");
 }
+
+Test(tt_queue, a_list_moved_aside_keeps_its_order_and_the_old_head_starts_empty)
+{
+    tt_queue_t head, aside;
+    item_t it[3] = {{.v = 1}, {.v = 2}, {.v = 3}};
+    tt_queue_init(&head);
+    tt_queue_move(&head, &aside); /* empty to empty */
+    cr_assert(tt_queue_empty(&aside));
+    for (int i = 0; i < 3; i++)
+        tt_queue_insert_tail(&head, &it[i].node);
+    tt_queue_move(&head, &aside);
+    cr_assert(tt_queue_empty(&head));
+    cr_assert_str_eq(order(&aside), "123");
+    tt_queue_remove(&it[1].node); /* a node leaves whichever list it is on */
+    tt_queue_insert_tail(&head, &it[1].node);
+    cr_assert_str_eq(order(&aside), "13");
+    cr_assert_str_eq(order(&head), "2");
+}
