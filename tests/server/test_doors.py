@@ -2,7 +2,8 @@
 """ctest server_doors: every way in on one real daemon, each asked through its own client: the
 decision socket (msgpack, the Python client), HTTP on the socket and on TCP, Envoy's gRPC
 (Debian's python3-grpcio). They are one engine call (server/door.c): the same decisions, counted
-on /metrics by door.
+on /metrics by door; and who may spend is the same on every door (SPEC §9): a uid the socket
+refuses (server.allow_uids) spends nothing over loopback TCP either (setpriv runs its clients).
 
 usage: test_doors.py TOKENTRIAGE PROTO_DIR CLIENTS_DIR
 """
@@ -28,12 +29,16 @@ CONFIG = """\
 server:
   socket: {sock}
   socket_mode: 0666
+  allow_uids: [0]
   http: 127.0.0.1:{port}
   grpc: {grpc}
 governance:
   limits:
     - {{ id: team_rpm, attach: {{ level: team }}, type: rpm, amount: 3, period: 1m }}
+    - {{ id: key_tpm, attach: {{ level: key }}, type: tpm, amount: 100000, period: 8760h,
+        burst: 100000 }}
 """
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
 def unix_http(sock, target, method="GET"):
@@ -100,6 +105,38 @@ def one_engine_call(sock, port, call, pb, Client):
         check(m.get(name) == value, f"/metrics {name} {value} ({m.get(name)})")
 
 
+def as_nobody(*curl):
+    """curl as uid 65534: (HTTP status or 0, body)."""
+    out = subprocess.run(NOBODY + ["curl", "-sS", "-m", "10", "-w", "\n%{http_code}", *curl],
+                         capture_output=True, text=True)
+    body, _, code = out.stdout.rpartition("\n")
+    return int(code or 0), body
+
+
+def uids_hold_on_every_door(sock, port, Client):
+    """Issue 34 item 4: uid 65534, refused on the socket (allow_uids: [0]), must not spend over
+    loopback TCP either: neither decide nor settle root's reservation."""
+    with Client(sock) as c:
+        d = c.decide({"key": "root"}, tokens=50000)
+        left = d["tokens"][1]
+    check(d["admit"] and d.get("reservation") and left == 50000,
+          f"root reserves 50000 of key_tpm on the socket (remaining {left})")
+    status, _ = as_nobody("--unix-socket", sock, "http://tt/v1/decide?key=root&tokens=1")
+    check(status != 200, f"uid 65534 on the socket: refused ({status})")
+    status, body = as_nobody(f"http://127.0.0.1:{port}/v1/decide?key=root&tokens=20000")
+    check(status in (401, 403), f"uid 65534 over 127.0.0.1 /v1/decide: refused ({status} {body})")
+    status, body = as_nobody("-X", "POST", f"http://127.0.0.1:{port}/v1/settle?"
+                             f"reservation={d['reservation']}&actual=100000")
+    check(status in (401, 403), f"uid 65534 over 127.0.0.1 /v1/settle of root's reservation: "
+          f"refused ({status} {body})")
+    with Client(sock) as c:
+        after = c.decide({"key": "root"}, tokens=0)["tokens"][1]
+        s = c.settle(d["reservation"], 50000)
+    check(after == left, f"key_tpm's counter is as root left it ({after}, want {left})")
+    check(s.get("settled") == 1 and not s.get("already_settled"),
+          f"root's reservation is still root's to settle ({s})")
+
+
 def main():
     tt, proto_dir, clients = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
     sys.path.insert(0, clients)
@@ -125,6 +162,7 @@ def main():
         call = channel.unary_unary(RLS, request_serializer=pb.RateLimitRequest.SerializeToString,
                                    response_deserializer=pb.RateLimitResponse.FromString)
         one_engine_call(sock, port, call, pb, Client)
+        uids_hold_on_every_door(sock, port, Client)
     except Exception as e:  # noqa: BLE001
         check(False, f"unexpected {type(e).__name__}: {e}")
     finally:
