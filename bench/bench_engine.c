@@ -89,7 +89,7 @@ static double run(gov_engine_t *e, size_t keys, size_t decisions, int64_t *now, 
         size_t k = i % keys;
         s.pairs[0].id = ids[k];
         s.pairs[0].id_len = id_lens[k];
-        if (gov_decide(e, &s, tokens, *now, &r, NULL, NULL) == 0 && r.admit)
+        if (gov_decide(e, NULL, &s, tokens, *now, &r, NULL, NULL) == 0 && r.admit)
             admitted++;
     }
     int64_t t1 = cpu_ns();
@@ -144,7 +144,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < max_keys; i++) {
         s.pairs[0] = (gov_pair_t){"key", 3, ids[i], id_lens[i]};
         int64_t t0 = cpu_ns();
-        gov_decide(e, &s, 0, now, &r, NULL, NULL);
+        gov_decide(e, NULL, &s, 0, now, &r, NULL, NULL);
         int64_t dt = cpu_ns() - t0;
         worst = dt > worst ? dt : worst;
     }

@@ -74,7 +74,7 @@ static void send_one(slot_t *sl)
         int n = snprintf(sl->id, sizeof(sl->id), "k%d", (int)(b->sent++ % (uint64_t)b->keys));
         sl->s.n = 1;
         sl->s.pairs[0] = (gov_pair_t){"team", 4, sl->id, (size_t)n};
-        int rc = gov_decide(b->e, &sl->s, GOV_NO_TOKENS, realtime(), &sl->out, on_done, sl);
+        int rc = gov_decide(b->e, NULL, &sl->s, GOV_NO_TOKENS, realtime(), &sl->out, on_done, sl);
         if (rc == GOV_PENDING)
             return;
         b->failed++;

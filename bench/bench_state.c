@@ -54,7 +54,7 @@ static bool decide(gov_engine_t *e, uint64_t k, int64_t now)
     gov_subject_t s = {.n = 1};
     s.pairs[0] = (gov_pair_t){"key", 3, key, (size_t)key_bytes};
     gov_result_t r;
-    return gov_decide(e, &s, GOV_NO_TOKENS, now, &r, NULL, NULL) == 0 && r.admit;
+    return gov_decide(e, NULL, &s, GOV_NO_TOKENS, now, &r, NULL, NULL) == 0 && r.admit;
 }
 
 /* A latency histogram that allocates nothing while it runs (a growing array would grow the

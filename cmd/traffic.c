@@ -261,7 +261,7 @@ static int replay(const cfg_config_t *cfg, tfile_t *files, size_t nfiles, size_t
                 break;
             int b = (int)((__int128)(r.t - t_min) * BUCKETS / span);
             gov_result_t res;
-            int rc = gov_decide(e, &r.s, r.tokens, r.t, &res, NULL, NULL);
+            int rc = gov_decide(e, NULL, &r.s, r.tokens, r.t, &res, NULL, NULL);
             bool was_denied = denied(r.verdict);
             totals[was_denied]++;
             if (rc < 0) {

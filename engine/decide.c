@@ -91,9 +91,9 @@ static void fill_kept(gov_result_t *out, const probe_t *p, int64_t now)
 
 /* An admitted decision's reservation: the tpm limits it charged (counted, not failed open nor
  * soft-denied), as bits over the subject's tpm limits in config order. */
-static void reserve_charged(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s,
-                            const probe_t *p, size_t n, int64_t tokens, int64_t now,
-                            gov_result_t *out)
+static void reserve_charged(gov_engine_t *e, const gov_client_t *who, gov_set_t *set,
+                            const gov_subject_t *s, const probe_t *p, size_t n, int64_t tokens,
+                            int64_t now, gov_result_t *out)
 {
     gov_probe_set_t charged = {{0}}, local = {{0}};
     size_t k = 0;
@@ -111,7 +111,7 @@ static void reserve_charged(gov_engine_t *e, gov_set_t *set, const gov_subject_t
         k++;
     }
     if (any)
-        out->reservation = gov__reservation_open(e, set, s, tokens, &charged, &local, now);
+        out->reservation = gov__reservation_open(e, who, set, s, tokens, &charged, &local, now);
 }
 
 /* gov_obs_tighter's rule on two admitted probes' own readings (remaining over depth), the
@@ -260,9 +260,9 @@ size_t gov__counters_needed(gov_engine_t *e, const probe_t *p, size_t n)
  * and counted in *n_redis; with replies (the second pass) they take their answers in order.
  * Returns GOV_PENDING when redis must be asked, else 0 with the decision finished.
  */
-static int decide_run(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s, probe_t *p, size_t n,
-                      int64_t tokens, int64_t now, const gov_redis_reply_t *replies,
-                      size_t *n_redis, gov_result_t *out)
+static int decide_run(gov_engine_t *e, const gov_client_t *who, gov_set_t *set,
+                      const gov_subject_t *s, probe_t *p, size_t n, int64_t tokens, int64_t now,
+                      const gov_redis_reply_t *replies, size_t *n_redis, gov_result_t *out)
 {
     int rc = gov_table_has_room(&e->table, n)
                  ? 0
@@ -293,7 +293,7 @@ static int decide_run(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s, p
         return GOV_PENDING;
     gov__decide_finish(e, set, p, n, now, GOV_FINISH_COMMIT, out);
     if (out->admit && tokens > 0) /* a 0-token decision is a reading: nothing to settle */
-        reserve_charged(e, set, s, p, n, tokens, now, out);
+        reserve_charged(e, who, set, s, p, n, tokens, now, out);
     return 0;
 }
 
@@ -301,13 +301,16 @@ static int decide_run(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s, p
 static void decide_resume(gov_pending_t *pd, probe_t *p, size_t n, int64_t now)
 {
     size_t n_redis = 0;
-    (void)decide_run(pd->e, pd->set, &pd->subject, p, n, pd->tokens, now, pd->replies, &n_redis,
-                     pd->out);
+    (void)decide_run(pd->e, &pd->who, pd->set, &pd->subject, p, n, pd->tokens, now, pd->replies,
+                     &n_redis, pd->out);
 }
 
-int gov_decide(gov_engine_t *e, const gov_subject_t *s, int64_t tokens, int64_t now,
-               gov_result_t *out, gov_done_fn done, void *ctx)
+int gov_decide(gov_engine_t *e, const gov_client_t *who, const gov_subject_t *s, int64_t tokens,
+               int64_t now, gov_result_t *out, gov_done_fn done, void *ctx)
 {
+    static const gov_client_t anonymous = {0, 0};
+    if (!who)
+        who = &anonymous;
     probe_t p[GOV_APPLY_MAX];
     size_t n = 0, n_redis = 0, held = e->table.count;
     gov__result_init(out);
@@ -320,11 +323,12 @@ int gov_decide(gov_engine_t *e, const gov_subject_t *s, int64_t tokens, int64_t 
         if (p[i].l->cfg.type == CFG_TYPE_TPM)
             return gov__fail(out, GOV_ETOKENS, "tokens", "required: tpm limit \"%s\" applies",
                              p[i].l->cfg.id);
-    rc = decide_run(e, e->set, s, p, n, tokens, now, NULL, &n_redis, out);
+    rc = decide_run(e, who, e->set, s, p, n, tokens, now, NULL, &n_redis, out);
     if (rc == GOV_PENDING) {
         gov_pending_t tmpl = {.types = RATE_TYPES,
                               .finish = decide_resume,
                               .tokens = tokens,
+                              .who = *who,
                               .done = done,
                               .ctx = ctx};
         gov_pending_t *pd = gov__pending_new(e, e->set, s, n_redis, &tmpl, out);

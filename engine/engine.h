@@ -134,6 +134,16 @@ enum {
  * fills the numbers: a caller that hands out header strings renders them once, here. */
 void gov_result_render(gov_result_t *r);
 
+/*
+ * Who a decision or a settle is for, as the server's door established it (SPEC §9; the door
+ * checks that the caller may spend at all, the engine only keeps reservations apart). NULL where
+ * a gov_client_t is asked for is the anonymous client {0, 0}.
+ */
+typedef struct gov_client {
+    uint64_t account; /* whose share of the reservation pool a reservation takes */
+    uint64_t owner;   /* who may settle it: a settle of another owner is told the id is unknown */
+} gov_client_t;
+
 /* Called once for every GOV_PENDING answer, with the `out` the request was given. */
 typedef void (*gov_done_fn)(gov_result_t *res, void *ctx);
 
@@ -206,13 +216,14 @@ int gov_engine_reload(gov_engine_t *e, const cfg_limit_t *limits, size_t n, bool
                       gov_reload_fn report, void *ctx, tt_err_t *err);
 
 /*
- * One decision. rpm limits present cost 1; tpm limits present `tokens` (GOV_NO_TOKENS when the
- * request had none: an error if a tpm limit applies). `done`/`ctx` are used only on GOV_PENDING.
- * An admitted decision that charged a tpm limit opens a reservation (out->reservation) unless
- * memory runs out, in which case its estimate simply stays charged.
+ * One decision for `who`. rpm limits present cost 1; tpm limits present `tokens` (GOV_NO_TOKENS
+ * when the request had none: an error if a tpm limit applies). `done`/`ctx` are used only on
+ * GOV_PENDING. An admitted decision that charged a tpm limit opens a reservation
+ * (out->reservation), `who`'s to settle, unless memory runs out, in which case its estimate
+ * simply stays charged.
  */
-int gov_decide(gov_engine_t *e, const gov_subject_t *s, int64_t tokens, int64_t now,
-               gov_result_t *out, gov_done_fn done, void *ctx);
+int gov_decide(gov_engine_t *e, const gov_client_t *who, const gov_subject_t *s, int64_t tokens,
+               int64_t now, gov_result_t *out, gov_done_fn done, void *ctx);
 
 /* ---- several asks decided as one (the gRPC front door's descriptors) -------------------- */
 
@@ -287,15 +298,16 @@ int gov_decide_domain(gov_engine_t *e, const char *domain, size_t domain_len, co
                       gov_verdict_t *overall, gov_done_fn done, void *ctx);
 
 /*
- * Settles a reservation (SPEC section 5): every tpm limit the decision charged (admitted and
- * counted; the same counters, as long as a reload kept their limits) is corrected by
- * (actual - reserved) x T: a refund never below `now`, an overrun always charged. Once: a repeat
- * answers 0 with out->already_settled and changes nothing. An id never issued, expired (not
- * settled within the reservation ttl: it stays charged) or evicted (the pool was full) is
- * GOV_ERESERVATION and changes nothing. out->settled = limits corrected.
+ * Settles a reservation (SPEC section 5) for `who`: every tpm limit the decision charged
+ * (admitted and counted; the same counters, as long as a reload kept their limits) is corrected
+ * by (actual - reserved) x T: a refund never below `now`, an overrun always charged. Once: a
+ * repeat answers 0 with out->already_settled and changes nothing. An id never issued, expired
+ * (not settled within the reservation ttl: it stays charged), evicted (the pool was full) or
+ * open for another owner than who->owner is GOV_ERESERVATION and changes nothing. out->settled =
+ * limits corrected.
  */
-int gov_settle(gov_engine_t *e, uint64_t reservation, int64_t actual, int64_t now,
-               gov_result_t *out, gov_done_fn done, void *ctx);
+int gov_settle(gov_engine_t *e, const gov_client_t *who, uint64_t reservation, int64_t actual,
+               int64_t now, gov_result_t *out, gov_done_fn done, void *ctx);
 
 /*
  * Charges `tokens` counted after the fact, with no reservation, to every tpm limit that applies

@@ -277,13 +277,14 @@ void gov__fill_from(gov_result_t *out, const probe_t *p);
 
 /* ---- settle.c ---------------------------------------------------------------------------- */
 
-/* Opens a reservation for a decision admitted under `set` that charged the tpm probes in
+/* Opens `who`'s reservation for a decision admitted under `set` that charged the tpm probes in
  * `charged` (bits over the subject's tpm limits in `set`, in order) `reserved` tokens each,
  * those in `local` on a redis limit's local fallback. Returns its id, or 0 when memory runs
  * out. */
-uint64_t gov__reservation_open(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s,
-                               int64_t reserved, const gov_probe_set_t *charged,
-                               const gov_probe_set_t *local, int64_t now);
+uint64_t gov__reservation_open(gov_engine_t *e, const gov_client_t *who, gov_set_t *set,
+                               const gov_subject_t *s, int64_t reserved,
+                               const gov_probe_set_t *charged, const gov_probe_set_t *local,
+                               int64_t now);
 /* Frees a reservation's record (the pool's drop). */
 void gov__reservation_drop(void *record);
 
@@ -310,8 +311,9 @@ struct gov_pending {
     unsigned types;
     gov_finish_fn finish;
     int64_t tokens, reserved, actual;
-    int64_t settled; /* settle: limits corrected before redis was asked */
-    bool select;     /* a reservation's: only the probes in `keep`, those in `local` marked */
+    gov_client_t who; /* decide: whose reservation it opens */
+    int64_t settled;  /* settle: limits corrected before redis was asked */
+    bool select;      /* a reservation's: only the probes in `keep`, those in `local` marked */
     gov_probe_set_t keep, local;
     gov_result_t *out;
     gov_done_fn done;

@@ -12,6 +12,9 @@
  * many reservations are held and for how long; an unsettled one that expires or is evicted to
  * make room simply stays charged, which errs towards admitting less, never more.
  *
+ * A reservation is its client's (gov_client_t): a settle by another owner is told the id is
+ * unknown, and changes nothing, so a reservation id that leaks lets no other client refund it.
+ *
  * A settle corrects the same counters the decision charged, through the handles of the
  * generation it was decided under: a limit a reload kept is corrected, one it reset or removed
  * is not (its counters are gone), and nothing another limit holds now is touched.
@@ -27,20 +30,26 @@
 /* A reservation's record, owned by the pool: the subject follows, packed. */
 typedef struct resv_record {
     gov_set_t *set; /* a reference */
+    uint64_t owner; /* who may settle it (gov_client_t.owner) */
     int64_t reserved;
     gov_probe_set_t charged, local;
     uint8_t subject[];
 } resv_record_t;
 
-uint64_t gov__reservation_open(gov_engine_t *e, gov_set_t *set, const gov_subject_t *s,
-                               int64_t reserved, const gov_probe_set_t *charged,
-                               const gov_probe_set_t *local, int64_t now)
+uint64_t gov__reservation_open(gov_engine_t *e, const gov_client_t *who, gov_set_t *set,
+                               const gov_subject_t *s, int64_t reserved,
+                               const gov_probe_set_t *charged, const gov_probe_set_t *local,
+                               int64_t now)
 {
     size_t bytes = sizeof(resv_record_t) + gov__subject_pack_size(s);
     resv_record_t *r = malloc(bytes);
     if (!r)
         return 0;
-    *r = (resv_record_t){.set = set, .reserved = reserved, .charged = *charged, .local = *local};
+    *r = (resv_record_t){.set = set,
+                         .owner = who->owner,
+                         .reserved = reserved,
+                         .charged = *charged,
+                         .local = *local};
     set->refs++;
     gov__subject_pack(r->subject, s);
     uint64_t id = gov_resv_add(&e->resv, r, bytes, now);
@@ -138,27 +147,25 @@ static int check_count(gov_result_t *out, const char *what, int64_t v)
     return 0;
 }
 
-int gov_settle(gov_engine_t *e, uint64_t reservation, int64_t actual, int64_t now,
-               gov_result_t *out, gov_done_fn done, void *ctx)
+int gov_settle(gov_engine_t *e, const gov_client_t *who, uint64_t reservation, int64_t actual,
+               int64_t now, gov_result_t *out, gov_done_fn done, void *ctx)
 {
     gov__result_init(out);
     int rc = check_count(out, "actual", actual);
     if (rc < 0)
         return rc;
     void *record = NULL;
-    switch (gov_resv_find(&e->resv, reservation, now, &record)) {
-    case GOV_RESV_SETTLED:
+    int state = gov_resv_find(&e->resv, reservation, now, &record);
+    if (state == GOV_RESV_SETTLED) {
         out->already_settled = true;
         return 0;
-    case GOV_RESV_OPEN:
-        break;
-    default:
-        return gov__fail(out, GOV_ERESERVATION, "reservation",
-                         "unknown or expired (never issued, not settled within %lld "
-                         "s of its decision, or evicted from a full pool); it stays charged",
-                         (long long)(e->resv.ttl / RA_NS_PER_S));
     }
     resv_record_t *r = record;
+    if (state != GOV_RESV_OPEN || r->owner != (who ? who->owner : 0))
+        return gov__fail(out, GOV_ERESERVATION, "reservation",
+                         "unknown or expired (never issued, another client's, not settled within "
+                         "%lld s of its decision, or evicted from a full pool); it stays charged",
+                         (long long)(e->resv.ttl / RA_NS_PER_S));
     gov_subject_t s;
     probe_t p[GOV_APPLY_MAX];
     size_t n = 0;

@@ -67,10 +67,10 @@ int door_call(door_t *d, const door_caller_t *who, const door_args_t *a, door_re
     int rc;
     switch (a->op) {
     case PROTO_OP_DECIDE:
-        rc = gov_decide(d->engine, a->subject, a->tokens, a->now, out, on_done, req);
+        rc = gov_decide(d->engine, NULL, a->subject, a->tokens, a->now, out, on_done, req);
         break;
     case PROTO_OP_SETTLE:
-        rc = gov_settle(d->engine, a->reservation, a->tokens, a->now, out, on_done, req);
+        rc = gov_settle(d->engine, NULL, a->reservation, a->tokens, a->now, out, on_done, req);
         break;
     case PROTO_OP_CHARGE:
         rc = gov_charge(d->engine, a->subject, a->tokens, a->now, out, on_done, req);

@@ -86,7 +86,7 @@ static inline gov_result_t decide(gov_engine_t *e, const gov_subject_t *s, int64
                                   int64_t now)
 {
     gov_result_t r;
-    int rc = gov_decide(e, s, tokens, now, &r, NULL, NULL);
+    int rc = gov_decide(e, NULL, s, tokens, now, &r, NULL, NULL);
     cr_assert_eq(rc, 0, "decide: %d %s", rc, r.err.message);
     gov_result_render(&r);
     return r;

@@ -241,15 +241,16 @@ Test(decide, tpm_without_tokens_is_a_clear_error)
     gov_engine_t *e = mk_engine(&l, 1, true);
     gov_subject_t s;
     gov_result_t r;
-    cr_assert_eq(gov_decide(e, subj(&s, "team", "t", NULL), GOV_NO_TOKENS, T0, &r, NULL, NULL),
-                 GOV_ETOKENS);
+    cr_assert_eq(
+        gov_decide(e, NULL, subj(&s, "team", "t", NULL), GOV_NO_TOKENS, T0, &r, NULL, NULL),
+        GOV_ETOKENS);
     cr_assert_eq(r.status, GOV_ETOKENS);
     cr_assert_eq(r.err.code, GOV_ETOKENS);
     cr_assert_str_eq(r.err.path, "tokens");
     cr_assert_str_eq(r.err.message, "required: tpm limit \"team_tpm\" applies");
     cr_assert_str_eq(gov_strcode(r.status), "tokens_required");
-    cr_assert_eq(gov_decide(e, &s, -5, T0, &r, NULL, NULL), GOV_ERANGE);
-    cr_assert_eq(gov_decide(e, &s, (INT64_C(1) << 40) + 1, T0, &r, NULL, NULL), GOV_ERANGE);
+    cr_assert_eq(gov_decide(e, NULL, &s, -5, T0, &r, NULL, NULL), GOV_ERANGE);
+    cr_assert_eq(gov_decide(e, NULL, &s, (INT64_C(1) << 40) + 1, T0, &r, NULL, NULL), GOV_ERANGE);
     gov_engine_destroy(e);
 }
 
@@ -260,7 +261,7 @@ Test(decide, malformed_subjects_are_named_and_change_nothing)
     gov_subject_t s;
     gov_result_t r;
     subj(&s, "team", "t", "team", "u", NULL);
-    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, NULL, NULL), GOV_ESUBJECT);
+    cr_assert_eq(gov_decide(e, NULL, &s, GOV_NO_TOKENS, T0, &r, NULL, NULL), GOV_ESUBJECT);
     cr_assert_eq(r.err.code, GOV_ESUBJECT);
     cr_assert_str_eq(r.err.path, "subject.team");
     cr_assert_str_eq(r.err.message, "level given twice");
@@ -268,11 +269,11 @@ Test(decide, malformed_subjects_are_named_and_change_nothing)
     memset(id, 'x', sizeof(id) - 1);
     id[sizeof(id) - 1] = 0;
     subj(&s, "team", id, NULL);
-    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, NULL, NULL), GOV_ESUBJECT);
+    cr_assert_eq(gov_decide(e, NULL, &s, GOV_NO_TOKENS, T0, &r, NULL, NULL), GOV_ESUBJECT);
     cr_assert_str_eq(r.err.path, "subject.team");
     cr_assert_str_eq(r.err.message, "id longer than 256 bytes");
     s.n = GOV_SUBJECT_MAX + 1;
-    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, NULL, NULL), GOV_ESUBJECT);
+    cr_assert_eq(gov_decide(e, NULL, &s, GOV_NO_TOKENS, T0, &r, NULL, NULL), GOV_ESUBJECT);
     gov_metrics_t m;
     gov_engine_metrics(e, &m);
     cr_assert_eq(m.counters, 0);
@@ -322,7 +323,7 @@ static int64_t remaining_tokens(gov_engine_t *e, const gov_subject_t *s, int64_t
 static gov_result_t settle(gov_engine_t *e, uint64_t reservation, int64_t actual, int64_t now)
 {
     gov_result_t r;
-    int rc = gov_settle(e, reservation, actual, now, &r, NULL, NULL);
+    int rc = gov_settle(e, NULL, reservation, actual, now, &r, NULL, NULL);
     cr_assert_eq(rc, 0, "settle: %d %s", rc, r.err.message);
     return r;
 }
@@ -421,13 +422,14 @@ Test(settle, a_made_up_reservation_is_refused_and_refunds_nothing)
     gov_result_t r;
     const uint64_t guesses[] = {0, 1, id + 1, id - 1, id ^ (UINT64_C(1) << 32), UINT64_MAX};
     for (size_t i = 0; i < sizeof(guesses) / sizeof(guesses[0]); i++) {
-        cr_assert_eq(gov_settle(e, guesses[i], 0, T0, &r, NULL, NULL), GOV_ERESERVATION);
+        cr_assert_eq(gov_settle(e, NULL, guesses[i], 0, T0, &r, NULL, NULL), GOV_ERESERVATION);
         cr_assert_str_eq(gov_strcode(r.status), "unknown_reservation");
     }
     cr_assert_eq(r.err.code, GOV_ERESERVATION);
     cr_assert_str_eq(r.err.path, "reservation");
-    cr_assert_str_eq(r.err.message, "unknown or expired (never issued, not settled within 900 s of "
-                                    "its decision, or evicted from a full pool); it stays charged");
+    cr_assert_str_eq(r.err.message,
+                     "unknown or expired (never issued, another client's, not settled within 900 s "
+                     "of its decision, or evicted from a full pool); it stays charged");
     cr_assert_eq(remaining_tokens(e, &s, T0), 0);
     gov_engine_destroy(e);
 }
@@ -492,13 +494,37 @@ Test(settle, a_reservation_not_settled_in_time_expires_as_charged)
     uint64_t id = reserve(e, &s, 20000, T0);
     gov_engine_tick(e, T0 + 10 * S);
     gov_result_t r;
-    cr_assert_eq(gov_settle(e, id, 0, T0 + 10 * S, &r, NULL, NULL), GOV_ERESERVATION);
+    cr_assert_eq(gov_settle(e, NULL, id, 0, T0 + 10 * S, &r, NULL, NULL), GOV_ERESERVATION);
     /* still charged: 10 s refilled 1666 tokens, not the 20000 a refund would give */
     cr_assert_eq(remaining_tokens(e, &s, T0 + 10 * S), 1666);
     gov_metrics_t m;
     gov_engine_metrics(e, &m);
     cr_assert_eq(m.reservations, 0);
     cr_assert_eq(m.reservations_expired, 1);
+    gov_engine_destroy(e);
+}
+
+/* SPEC §9: a reservation is its client's. Another owner's settle is told the id is unknown and
+ * refunds nothing; the owner's own settle still applies, once. */
+Test(settle, a_reservation_is_settled_by_its_owner_alone)
+{
+    cfg_limit_t l = tpm("team_tpm", "team", 100000, INT64_C(8760) * 3600 * S, 20000);
+    gov_engine_t *e = mk_engine(&l, 1, true);
+    gov_subject_t s;
+    subj(&s, "team", "t", NULL);
+    gov_client_t a = {.account = 1, .owner = 7}, b = {.account = 2, .owner = 8};
+    gov_result_t r;
+    cr_assert_eq(gov_decide(e, &a, &s, 20000, T0, &r, NULL, NULL), 0);
+    cr_assert(r.admit && r.reservation);
+    uint64_t id = r.reservation;
+    cr_assert_eq(gov_settle(e, &b, id, 0, T0, &r, NULL, NULL), GOV_ERESERVATION);
+    cr_assert(strstr(r.err.message, "another client's"), "%s", r.err.message);
+    cr_assert_eq(gov_settle(e, NULL, id, 0, T0, &r, NULL, NULL), GOV_ERESERVATION,
+                 "the anonymous client is another owner too");
+    cr_assert_eq(remaining_tokens(e, &s, T0), 0, "nothing was refunded");
+    cr_assert_eq(gov_settle(e, &a, id, 5000, T0, &r, NULL, NULL), 0);
+    cr_assert_eq(r.settled, 1);
+    cr_assert_eq(remaining_tokens(e, &s, T0), 15000, "the owner's settle refunded 15000");
     gov_engine_destroy(e);
 }
 
@@ -511,7 +537,7 @@ Test(settle, a_full_pool_ends_its_oldest_reservation_which_stays_charged)
     uint64_t a = reserve(e, &s, 5000, T0), b = reserve(e, &s, 5000, T0),
              c = reserve(e, &s, 5000, T0);
     gov_result_t r;
-    cr_assert_eq(gov_settle(e, a, 0, T0, &r, NULL, NULL), GOV_ERESERVATION, "a was evicted");
+    cr_assert_eq(gov_settle(e, NULL, a, 0, T0, &r, NULL, NULL), GOV_ERESERVATION, "a was evicted");
     cr_assert_eq(settle(e, b, 0, T0).settled, 1);
     cr_assert_eq(settle(e, c, 0, T0).settled, 1);
     cr_assert_eq(remaining_tokens(e, &s, T0), 15000, "a's 5000 stay charged");
@@ -570,8 +596,8 @@ Test(settle, bad_input_is_a_clear_error_and_changes_nothing)
     subj(&s, "team", "t", NULL);
     uint64_t id = reserve(e, &s, 16384, T0);
     gov_result_t r;
-    cr_assert_eq(gov_settle(e, id, -7, T0, &r, NULL, NULL), GOV_ERANGE);
-    cr_assert_eq(gov_settle(e, id, (INT64_C(1) << 40) + 1, T0, &r, NULL, NULL), GOV_ERANGE);
+    cr_assert_eq(gov_settle(e, NULL, id, -7, T0, &r, NULL, NULL), GOV_ERANGE);
+    cr_assert_eq(gov_settle(e, NULL, id, (INT64_C(1) << 40) + 1, T0, &r, NULL, NULL), GOV_ERANGE);
     cr_assert_eq(r.err.code, GOV_ERANGE);
     cr_assert_str_eq(r.err.path, "actual");
     cr_assert_str_eq(r.err.message, "1099511627777 is outside 0..2^40");

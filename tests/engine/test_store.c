@@ -18,7 +18,7 @@ static gov_result_t via_redis(gov_engine_t *e, fake_redis_t *f, const gov_subjec
     gov_result_t r;
     done_log_t d = {0};
     int i = f->n;
-    cr_assert_eq(gov_decide(e, s, tokens, T0, &r, on_done, &d), GOV_PENDING);
+    cr_assert_eq(gov_decide(e, NULL, s, tokens, T0, &r, on_done, &d), GOV_PENDING);
     if (unavailable)
         fake_unavailable(f, i, T0);
     else
@@ -44,7 +44,7 @@ Test(redis, a_redis_limit_answers_through_the_callback)
     subj(&s, "team", "t", "key", "k", NULL);
     gov_result_t r;
     done_log_t d = {0};
-    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, on_done, &d), GOV_PENDING);
+    cr_assert_eq(gov_decide(e, NULL, &s, GOV_NO_TOKENS, T0, &r, on_done, &d), GOV_PENDING);
     cr_assert_eq(f.n, 1);
     cr_assert_eq(f.ops[0]->key_len, 1);
     cr_assert_eq(memcmp(f.ops[0]->key, "t", 1), 0);
@@ -59,7 +59,7 @@ Test(redis, a_redis_limit_answers_through_the_callback)
     cr_assert_str_eq(hdr(&r, "X-Ratelimit-Remaining-Requests"), "9");
     /* second request: redis denies, so nothing is committed locally */
     gov_result_t r2;
-    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r2, on_done, &d), GOV_PENDING);
+    cr_assert_eq(gov_decide(e, NULL, &s, GOV_NO_TOKENS, T0, &r2, on_done, &d), GOV_PENDING);
     fake_answer(&f, 1, T0);
     cr_assert_eq(d.calls, 2);
     cr_assert_eq(r2.verdict, GOV_DENY);
@@ -84,7 +84,7 @@ Test(redis, a_local_denial_never_asks_redis)
     cr_assert(via_redis(e, &f, &s, GOV_NO_TOKENS, false).admit);
     gov_result_t r;
     done_log_t d = {0};
-    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, on_done, &d), 0);
+    cr_assert_eq(gov_decide(e, NULL, &s, GOV_NO_TOKENS, T0, &r, on_done, &d), 0);
     cr_assert_eq(r.verdict, GOV_DENY);
     cr_assert_str_eq(r.limit, "local");
     cr_assert_eq(f.submitted, 1);
@@ -101,8 +101,8 @@ Test(redis, completions_out_of_order_each_reach_their_own_result)
     subj(&b, "team", "bb", NULL);
     gov_result_t ra, rb;
     done_log_t da = {0}, db = {0};
-    cr_assert_eq(gov_decide(e, &a, GOV_NO_TOKENS, T0, &ra, on_done, &da), GOV_PENDING);
-    cr_assert_eq(gov_decide(e, &b, GOV_NO_TOKENS, T0, &rb, on_done, &db), GOV_PENDING);
+    cr_assert_eq(gov_decide(e, NULL, &a, GOV_NO_TOKENS, T0, &ra, on_done, &da), GOV_PENDING);
+    cr_assert_eq(gov_decide(e, NULL, &b, GOV_NO_TOKENS, T0, &rb, on_done, &db), GOV_PENDING);
     gov_metrics_t m;
     gov_engine_metrics(e, &m);
     cr_assert_eq(m.pending, 2);
@@ -168,11 +168,11 @@ Test(redis, no_store_wired_or_a_refused_submit_answers_synchronously)
     subj(&s, "team", "t", NULL);
     gov_result_t r;
     done_log_t d = {0};
-    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, on_done, &d), 0);
+    cr_assert_eq(gov_decide(e, NULL, &s, GOV_NO_TOKENS, T0, &r, on_done, &d), 0);
     cr_assert_eq(r.retry_after_s, 1);
     fake_redis_t f = {.refuse = true};
     gov_engine_set_redis(e, &fake_ops, &f);
-    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, on_done, &d), 0);
+    cr_assert_eq(gov_decide(e, NULL, &s, GOV_NO_TOKENS, T0, &r, on_done, &d), 0);
     cr_assert_eq(r.verdict, GOV_DENY);
     cr_assert_eq(d.calls, 0);
     gov_engine_destroy(e);
@@ -188,7 +188,8 @@ Test(redis, an_answer_from_inside_submit_is_synchronous)
     gov_subject_t s;
     gov_result_t r;
     done_log_t d = {0};
-    cr_assert_eq(gov_decide(e, subj(&s, "team", "t", NULL), GOV_NO_TOKENS, T0, &r, on_done, &d), 0);
+    cr_assert_eq(
+        gov_decide(e, NULL, subj(&s, "team", "t", NULL), GOV_NO_TOKENS, T0, &r, on_done, &d), 0);
     cr_assert(r.admit);
     cr_assert_eq(r.remaining, 42);
     cr_assert_eq(d.calls, 0);
@@ -203,9 +204,9 @@ Test(redis, a_reload_while_pending_finishes_against_the_old_config)
     gov_subject_t s;
     gov_result_t r;
     done_log_t d = {0};
-    cr_assert_eq(
-        gov_decide(e, subj(&s, "team", "t", "key", "k", NULL), GOV_NO_TOKENS, T0, &r, on_done, &d),
-        GOV_PENDING);
+    cr_assert_eq(gov_decide(e, NULL, subj(&s, "team", "t", "key", "k", NULL), GOV_NO_TOKENS, T0, &r,
+                            on_done, &d),
+                 GOV_PENDING);
     tt_err_t err;
     cr_assert_eq(gov_engine_reload(e, NULL, 0, true, NULL, NULL, &err), 0);
     fake_answer(&f, 0, T0);
@@ -231,7 +232,7 @@ Test(redis, a_late_answer_after_two_reloads_never_commits_a_reused_identity)
     gov_result_t r;
     done_log_t d = {0};
     subj(&s, "team", "t", "key", "k", NULL);
-    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, T0, &r, on_done, &d), GOV_PENDING);
+    cr_assert_eq(gov_decide(e, NULL, &s, GOV_NO_TOKENS, T0, &r, on_done, &d), GOV_PENDING);
     tt_err_t err;
     cr_assert_eq(gov_engine_reload(e, second, 1, true, NULL, NULL, &err), 0, "%s", err.message);
     gov_engine_tick(e, T0); /* "old"'s counter is reclaimed: its identity is free again */
@@ -258,11 +259,11 @@ Test(redis, settle_goes_to_redis_and_counts_it)
     gov_result_t r;
     done_log_t d = {0};
     subj(&s, "team", "t", NULL);
-    cr_assert_eq(gov_decide(e, &s, 16384, T0, &r, on_done, &d), GOV_PENDING);
+    cr_assert_eq(gov_decide(e, NULL, &s, 16384, T0, &r, on_done, &d), GOV_PENDING);
     fake_answer(&f, 0, T0);
     cr_assert(r.admit);
     cr_assert_neq(r.reservation, 0);
-    cr_assert_eq(gov_settle(e, r.reservation, 1000, T0, &r, on_done, &d), GOV_PENDING);
+    cr_assert_eq(gov_settle(e, NULL, r.reservation, 1000, T0, &r, on_done, &d), GOV_PENDING);
     cr_assert_eq(f.ops[1]->kind, GOV_REDIS_SETTLE);
     cr_assert_eq(f.ops[1]->reserved, 16384);
     cr_assert_eq(f.ops[1]->actual, 1000);
@@ -360,7 +361,7 @@ Test(share, settle_uses_the_share_in_force)
     /* N = 2: T_s = 1.2 ms; tau_s = max(12 s, T_s x 16384) = 19.66 s: depth 16384 tokens */
     gov_result_t r = decide(e, &s, 8000, T0);
     cr_assert(r.admit);
-    cr_assert_eq(gov_settle(e, r.reservation, 1000, T0, &r, NULL, NULL), 0);
+    cr_assert_eq(gov_settle(e, NULL, r.reservation, 1000, T0, &r, NULL, NULL), 0);
     cr_assert_eq(r.settled, 1);
     r = decide(e, &s, 0, T0);
     cr_assert_str_eq(hdr(&r, "X-Ratelimit-Remaining-Tokens"), "15384");
@@ -437,7 +438,7 @@ Test(share, a_per_key_hook_counts_tokens_on_decide_and_nothing_on_settle)
     gov_result_t r = decide(e, &s, 8000, T0);
     cr_assert(r.admit);
     cr_assert_eq(f.counted, 8000);
-    cr_assert_eq(gov_settle(e, r.reservation, 1000, T0, &r, NULL, NULL), 0);
+    cr_assert_eq(gov_settle(e, NULL, r.reservation, 1000, T0, &r, NULL, NULL), 0);
     cr_assert_eq(r.settled, 1);
     cr_assert_eq(f.calls, 2);
     cr_assert_eq(f.counted, 8000, "settle counts nothing");
@@ -511,7 +512,7 @@ Test(redis, a_decision_the_fallback_counted_is_settled_on_the_fallback)
     /* redis is back, but it never counted those 20000: the refund goes where they were counted,
      * at once, and redis is not asked */
     int submitted = f.submitted;
-    cr_assert_eq(gov_settle(e, id, 5000, T0, &r, NULL, NULL), 0);
+    cr_assert_eq(gov_settle(e, NULL, id, 5000, T0, &r, NULL, NULL), 0);
     cr_assert_eq(r.settled, 1);
     cr_assert_eq(f.submitted, submitted);
     cr_assert(via_redis(e, &f, &s, 15000, true).admit, "the refund reached the fallback");
@@ -533,7 +534,7 @@ Test(redis, settle_while_unavailable_corrects_the_fallback_counter_when_open)
     /* redis goes away: the fallback's own counter spends its burst too */
     cr_assert(via_redis(e, &f, &s, 20000, true).admit);
     done_log_t d = {0};
-    cr_assert_eq(gov_settle(e, id, 5000, T0, &r, on_done, &d), GOV_PENDING);
+    cr_assert_eq(gov_settle(e, NULL, id, 5000, T0, &r, on_done, &d), GOV_PENDING);
     cr_assert_eq(f.ops[2]->kind, GOV_REDIS_SETTLE);
     fake_unavailable(&f, 2, T0);
     cr_assert_eq(d.calls, 1);

@@ -137,7 +137,8 @@ Test(record, a_recording_replayed_against_a_tighter_config_denies_as_the_engine_
         gov_subject_t s = {
             .n = 2, .pairs = {{"team", 4, team, strlen(team)}, {"key", 3, key, strlen(key)}}};
         gov_result_t res;
-        cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, now + i * 1000000, &res, NULL, NULL), 0);
+        cr_assert_eq(gov_decide(e, NULL, &s, GOV_NO_TOKENS, now + i * 1000000, &res, NULL, NULL),
+                     0);
         if (!res.admit) {
             denied_team += strcmp(res.limit, "team_rpm") == 0;
             denied_key += strcmp(res.limit, "key_rpm") == 0;

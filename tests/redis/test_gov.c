@@ -127,7 +127,7 @@ static void send_decide(node_t *n, const char *team, int64_t tokens, tally_t *t)
     pending_t *p = malloc(sizeof(*p));
     p->t = t;
     t->sent++;
-    int rc = gov_decide(n->e, &s, tokens, realtime(), &p->out, on_decided, p);
+    int rc = gov_decide(n->e, NULL, &s, tokens, realtime(), &p->out, on_decided, p);
     cr_assert(rc == 0 || rc == GOV_PENDING, "decide: %d %s", rc, p->out.err.message);
     if (rc == 0) { /* answered at once (redis refused the call, posture decided) */
         count(t, &p->out);
@@ -284,7 +284,8 @@ Test(gov, a_settle_refunds_in_redis_by_the_unused_tokens_and_a_charge_adds)
     gov_result_t out;
     int64_t n_settled = -1;
     cr_assert_neq(t.last_reservation, 0);
-    int rc = gov_settle(n.e, t.last_reservation, 1000, realtime(), &out, on_settled, &n_settled);
+    int rc =
+        gov_settle(n.e, NULL, t.last_reservation, 1000, realtime(), &out, on_settled, &n_settled);
     cr_assert_eq(rc, GOV_PENDING, "%d %s", rc, out.err.message);
     cr_assert(rh_run_until(&loop, settled, &n_settled, 2000));
     cr_assert_eq(n_settled, 1);

@@ -226,9 +226,9 @@ static gov_result_t engine_denial(void)
     gov_subject_t s;
     gov_result_t r;
     subj(&s, "team", "t-1", NULL);
-    cr_assert_eq(gov_decide(e, &s, 0, T0, &r, NULL, NULL), 0);
+    cr_assert_eq(gov_decide(e, NULL, &s, 0, T0, &r, NULL, NULL), 0);
     cr_assert(r.admit);
-    cr_assert_eq(gov_decide(e, &s, 0, T0 + S / 2, &r, NULL, NULL), 0);
+    cr_assert_eq(gov_decide(e, NULL, &s, 0, T0 + S / 2, &r, NULL, NULL), 0);
     gov_engine_destroy(e);
     cr_assert_not(r.admit);
     gov_result_render(&r); /* as the door does before an answer */

@@ -104,7 +104,8 @@ static bool decide(gov_engine_t *e, const char *team, const char *key, int64_t n
     if (team)
         s.pairs[s.n++] = (gov_pair_t){"team", 4, team, strlen(team)};
     gov_result_t r;
-    cr_assert_eq(gov_decide(e, &s, GOV_NO_TOKENS, now, &r, NULL, NULL), 0, "%s", r.err.message);
+    cr_assert_eq(gov_decide(e, NULL, &s, GOV_NO_TOKENS, now, &r, NULL, NULL), 0, "%s",
+                 r.err.message);
     return r.admit;
 }
 
