@@ -23,9 +23,12 @@ tmp=$bench_tmp
 hport=$(bench_free_port)
 gport=$(bench_free_port)
 ulimit -n "$(ulimit -Hn)" # 300 idle connections and the clients: the daemon inherits it
+# TCP doors decide only for a bearer token (SPEC §9): every client, good and hostile, has this one
+token=bench-token-0123456789abcdef
+echo "tokens: [{ name: bench, token: $token, subjects: { key: [\"*\"] } }]" >"$tmp/tokens.yaml"
 cat >"$tmp/tt.yaml" <<YAML
 server: { socket: $tmp/tt.sock, http: "127.0.0.1:$hport", grpc: "127.0.0.1:$gport",
-          max_connections: 256 }
+          http_decide: on, tokens_file: $tmp/tokens.yaml, max_connections: 256 }
 governance:
   limits:
     - { id: key_rpm, attach: { level: key }, type: rpm, amount: 60000000, period: 1m }
@@ -43,7 +46,7 @@ for ((r = 1; r <= runs; r++)); do
       # the attack runs through the three clients, stopped after them; niced, so that on a small
       # machine its own CPU does not stand for the daemon's delays (it still sends whenever the
       # daemon reads: the daemon is what is measured)
-      nice -n 19 "$build/bench/h2attack" "$a" "tcp:$gport" "$(conns "$a")" 600 >"$tmp/attack.out" 2>&1 &
+      nice -n 19 "$build/bench/h2attack" "$a" "tcp:$gport" "$(conns "$a")" 600 "$token" >"$tmp/attack.out" 2>&1 &
       apid=$!
       sleep 1 # under way: the connections made, the first megabytes sent
     fi
@@ -52,8 +55,8 @@ for ((r = 1; r <= runs; r++)); do
     s=$("$build/bench/loadgen" --proto msgpack --socket "$tmp/tt.sock" -c 1 -p 1 -k 10000 \
       -d "$duration" -w 200 || echo "$none")
     h=$("$build/bench/loadgen" --proto http --socket "tcp:$hport" -c 1 -p 1 -k 10000 \
-      -d "$duration" -w 200 || echo "$none")
-    g=$(timeout $((duration / 1000 + 30)) "$build/bench/bench_grpc" "tcp:$gport" 1 "$secs" 10000 ||
+      -d "$duration" -w 200 --token "$token" || echo "$none")
+    g=$(timeout $((duration / 1000 + 30)) "$build/bench/bench_grpc" "tcp:$gport" 1 "$secs" 10000 "$token" ||
       echo "$none")
     t1=$(bench_cpu_ticks "$pid")
     rss=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")

@@ -5,7 +5,8 @@
  * SECONDS. Prints calls/s, errors and, per call, p50/p99 latency. bench/bench_grpc.sh runs it
  * beside `tokentriage bench` on the socket.
  *
- * usage: bench_grpc UNIX_PATH|tcp:PORT CONCURRENCY SECONDS KEYS
+ * usage: bench_grpc UNIX_PATH|tcp:PORT CONCURRENCY SECONDS KEYS [TOKEN]
+ * (TOKEN: sent as `authorization: Bearer TOKEN`; a TCP door decides only for a bearer token)
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -73,23 +74,27 @@ static ssize_t body_cb(nghttp2_session *s, int32_t id, uint8_t *buf, size_t leng
         (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1, 0                            \
     }
 
+static char bearer[160]; /* "Bearer TOKEN", or "" */
+
 static void submit(nghttp2_session *s)
 {
-    static const nghttp2_nv hdrs[] = {
+    static nghttp2_nv hdrs[] = {
         NV(":method", "POST"),
         NV(":scheme", "http"),
         NV(":path", "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"),
         NV(":authority", "tt"),
         NV("content-type", "application/grpc"),
         NV("te", "trailers"),
+        {(uint8_t *)"authorization", (uint8_t *)bearer, 13, 0, 0},
     };
+    hdrs[6].valuelen = strlen(bearer);
     call_t *c = calloc(1, sizeof(*c));
     long k = next_key++ % keys;
     c->msg = msgs[k];
     c->len = lens[k];
     c->t0 = now_s();
     nghttp2_data_provider prd = {.source.ptr = c, .read_callback = body_cb};
-    if (nghttp2_submit_request(s, NULL, hdrs, 6, &prd, c) < 0) {
+    if (nghttp2_submit_request(s, NULL, hdrs, bearer[0] ? 7 : 6, &prd, c) < 0) {
         fprintf(stderr, "submit failed\n");
         exit(1);
     }
@@ -131,13 +136,15 @@ static int cmp(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: bench_grpc UNIX_PATH|tcp:PORT CONCURRENCY SECONDS KEYS\n");
+    if (argc != 5 && !(argc == 6 && strlen(argv[5]) < sizeof(bearer) - 8)) {
+        fprintf(stderr, "usage: bench_grpc UNIX_PATH|tcp:PORT CONCURRENCY SECONDS KEYS [TOKEN]\n");
         return 2;
     }
     long conc = atol(argv[2]);
     double secs = atof(argv[3]);
     keys = atol(argv[4]);
+    if (argc == 6)
+        snprintf(bearer, sizeof(bearer), "Bearer %s", argv[5]);
     msgs = calloc((size_t)keys, sizeof(*msgs));
     lens = calloc((size_t)keys, sizeof(*lens));
     for (long i = 0; i < keys; i++) {

@@ -112,11 +112,11 @@ int main(int argc, char **argv)
                 return 1;
             srv_metrics_t *m = srv_metrics_new();
             door_t *door = NULL;
-            if (!m || door_new(&door, e, m) != 0)
+            if (!m || door_new(&door, e, m, NULL, &err) != 0)
                 return 1;
             cfg_config_t *live = cfg;
             rls_conn_config_t cc = {.door = door_rls(door), .cfg = &live};
-            rls_caller_t who = {.tcp = true};
+            rls_caller_t who = {.tcp = false}; /* a unix peer: decided, no token to check */
             rls_conn_t *c = rls_conn_new(&cc, &who, T0);
             const uint8_t *p = in.p, *out;
             size_t left = in.len;

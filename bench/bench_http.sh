@@ -17,8 +17,13 @@ bench_args "runs duration build" "" "$@"
 bench_need "$build" "$build/bench/loadgen" "$build/cmd/tokentriage"
 tmp=$bench_tmp
 port=$(bench_free_port)
-# bench/bench.yaml's limit, with the socket and a loopback HTTP listener
-{ echo "server: { socket: $tmp/tt.sock, http: \"127.0.0.1:$port\" }"; sed -n '/^governance:/,$p' bench/bench.yaml; } > "$tmp/tt.yaml"
+# bench/bench.yaml's limit, with the socket and a loopback HTTP listener that decides for a bearer
+# token (SPEC §9), each request carrying it
+token=bench-token-0123456789abcdef
+echo "tokens: [{ name: bench, token: $token, subjects: { key: [\"*\"] } }]" > "$tmp/tokens.yaml"
+{ echo "server: { socket: $tmp/tt.sock, http: \"127.0.0.1:$port\", http_decide: on,"
+  echo "          tokens_file: $tmp/tokens.yaml }"
+  sed -n '/^governance:/,$p' bench/bench.yaml; } > "$tmp/tt.yaml"
 bench_serve "$tmp/tt.sock" "$tmp/serve.log" "$build/cmd/tokentriage" serve -c "$tmp/tt.yaml"
 pid=$bench_pid
 bench_load
@@ -30,7 +35,7 @@ for ((r = 1; r <= runs; r++)); do
   for cs in "${cases[@]}"; do
     read -r proto target c p <<<"$cs"
     out=$("$build/bench/loadgen" --proto "$proto" --socket "$target" -c "$c" -p "$p" -k 10000 \
-      -d "$duration" -w 300 --pid "$pid")
+      -d "$duration" -w 300 --pid "$pid" --token "$token")
     where=$([[ $target == tcp:* ]] && echo tcp || echo socket)
     echo "$proto $where $c $p $out" >> "$tmp/raw"
   done

@@ -12,7 +12,8 @@
  *           announces 64 KiB, sending as much of it as the windows allow, and holding it
  *   idle    CONNS connections, half silent, half after the preface; a closed one is opened again
  *
- * usage: h2attack MODE ADDR CONNS SECONDS   (ADDR: tcp:PORT or a unix socket path)
+ * usage: h2attack MODE ADDR CONNS SECONDS [TOKEN]   (ADDR: tcp:PORT or a unix socket path; TOKEN:
+ * every call's `authorization: Bearer TOKEN`, the attacker a client the door lets decide)
  * Runs for SECONDS (or until SIGTERM) and prints one JSON line: the bytes sent and the
  * connections opened.
  */
@@ -225,9 +226,14 @@ static void idle(int conns)
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: h2attack hpack|lawful|bodies|idle ADDR CONNS SECONDS\n");
+    static char bearer[160];
+    if (argc != 5 && !(argc == 6 && strlen(argv[5]) < sizeof(bearer) - 8)) {
+        fprintf(stderr, "usage: h2attack hpack|lawful|bodies|idle ADDR CONNS SECONDS [TOKEN]\n");
         return 64;
+    }
+    if (argc == 6) {
+        snprintf(bearer, sizeof(bearer), "Bearer %s", argv[5]);
+        h2raw_authorization = bearer;
     }
     const char *mode = argv[1];
     addr = argv[2];

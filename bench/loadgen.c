@@ -3,6 +3,7 @@
  *
  *   loadgen --proto msgpack|resp|http --socket PATH|tcp:PORT [-c CONNS] [-p DEPTH] [-k KEYS]
  *           [-d MS] [-w MS] [--sha SHA1] [--prefill] [--seed N] [--pid PID] [--v1]
+ *           [--token TOKEN]
  *
  * Why one generator. The comparison is only fair when every target sees the same client: the
  * same connections, the same number of requests in flight, the same keys in the same order,
@@ -10,9 +11,10 @@
  * ceiling, the daemon with a local limit, the daemon with a redis limit), `resp` speaks Redis
  * (EVALSHA of bench/redis_gcra.lua), `http` the daemon's HTTP front door (GET /v1/decide on
  * keep-alive connections, pipelined like the others; over the socket, or the TCP listener with
- * --socket tcp:PORT). Answers are framed by the daemon's own framing (proto_frame), by
- * hiredis's reply reader and by libhttp-parser respectively, and each is checked: a decision
- * (admit true/false; HTTP 200/429) or an error, counted apart.
+ * --socket tcp:PORT, with --token: the TCP listener decides for a bearer token only). Answers are
+ * framed by the daemon's own framing (proto_frame), by hiredis's reply reader and by libhttp-parser
+ * respectively, and each is checked: a decision (admit true/false; HTTP 200/429) or an error,
+ * counted apart.
  *
  * Why one thread. The machine has two cores and each target serves from one thread; a thread
  * per connection would take the target's core away from it with context switches. One epoll
@@ -58,7 +60,9 @@
 #define MAX_DEPTH 4096
 #define IN_CAP (256 * 1024)
 #define KEY_DIGITS 8
-#define MAX_REQ 160 /* bytes of the longest request either protocol sends */
+#define TOKEN_MAX 128 /* bytes of --token */
+/* bytes of the longest request any protocol sends (HTTP with its Authorization line) */
+#define MAX_REQ (160 + TOKEN_MAX + 32)
 /* The limit both the daemon's config (bench/bench.yaml) and the Redis script apply. */
 #define LIMIT_BURST "100"
 #define LIMIT_RATE "600"
@@ -93,7 +97,8 @@ static struct {
     int64_t duration_ns, warmup_ns;
     const char *sha;
     bool prefill;
-    bool v1; /* msgpack requests without "v": protocol 1 answers */
+    bool v1;           /* msgpack requests without "v": protocol 1 answers */
+    const char *token; /* http: Authorization: Bearer this (a TCP listener needs it) */
     uint64_t seed;
     int pid; /* the target's process, for its CPU time; 0: not measured */
 } opt = {.conns = 1,
@@ -233,13 +238,17 @@ static size_t encode(conn_t *c, uint64_t k, uint8_t *p)
         return (size_t)(p + KEY_DIGITS - start);
     }
     if (opt.proto == P_HTTP) {
-        static const char head[] = "GET /v1/decide?key=k", tail[] = " HTTP/1.1\r\nHost: t\r\n\r\n";
+        static const char head[] = "GET /v1/decide?key=k", tail[] = " HTTP/1.1\r\nHost: t\r\n";
         memcpy(p, head, sizeof(head) - 1);
         p += sizeof(head) - 1;
         put_key((char *)p, k);
         p += KEY_DIGITS;
         memcpy(p, tail, sizeof(tail) - 1);
-        return (size_t)(p + sizeof(tail) - 1 - start);
+        p += sizeof(tail) - 1;
+        if (opt.token) /* a TCP listener decides for a bearer token only */
+            p += sprintf((char *)p, "Authorization: Bearer %s\r\n", opt.token);
+        memcpy(p, "\r\n", 2);
+        return (size_t)(p + 2 - start);
     }
     p += sprintf((char *)p, "*8\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n$1\r\n1\r\n$9\r\nk", opt.sha);
     put_key((char *)p, k);
@@ -465,25 +474,21 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: loadgen --proto msgpack|resp|http --socket PATH|tcp:PORT [-c CONNS] [-p DEPTH] "
-            "[-k KEYS] [-d MS] [-w MS] [--sha SHA1] [--prefill] [--seed N] [--pid PID] [--v1]\n");
+            "[-k KEYS] [-d MS] [-w MS] [--sha SHA1] [--prefill] [--seed N] [--pid PID] [--v1] "
+            "[--token TOKEN]\n");
     exit(64);
 }
 
 static void parse_args(int argc, char **argv)
 {
-    static const struct option o[] = {{"proto", required_argument, NULL, 'P'},
-                                      {"socket", required_argument, NULL, 's'},
-                                      {"connections", required_argument, NULL, 'c'},
-                                      {"depth", required_argument, NULL, 'p'},
-                                      {"keys", required_argument, NULL, 'k'},
-                                      {"duration", required_argument, NULL, 'd'},
-                                      {"warmup", required_argument, NULL, 'w'},
-                                      {"sha", required_argument, NULL, 'S'},
-                                      {"prefill", no_argument, NULL, 'F'},
-                                      {"seed", required_argument, NULL, 'r'},
-                                      {"pid", required_argument, NULL, 'i'},
-                                      {"v1", no_argument, NULL, '1'},
-                                      {NULL, 0, NULL, 0}};
+    static const struct option o[] = {
+        {"proto", required_argument, NULL, 'P'},       {"socket", required_argument, NULL, 's'},
+        {"connections", required_argument, NULL, 'c'}, {"depth", required_argument, NULL, 'p'},
+        {"keys", required_argument, NULL, 'k'},        {"duration", required_argument, NULL, 'd'},
+        {"warmup", required_argument, NULL, 'w'},      {"sha", required_argument, NULL, 'S'},
+        {"prefill", no_argument, NULL, 'F'},           {"seed", required_argument, NULL, 'r'},
+        {"pid", required_argument, NULL, 'i'},         {"v1", no_argument, NULL, '1'},
+        {"token", required_argument, NULL, 'T'},       {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "s:c:p:k:d:w:", o, NULL)) != -1) {
         switch (ch) {
@@ -530,13 +535,17 @@ static void parse_args(int argc, char **argv)
         case '1':
             opt.v1 = true;
             break;
+        case 'T':
+            opt.token = optarg;
+            break;
         default:
             usage();
         }
     }
     if (!opt.socket || opt.conns < 1 || opt.conns > MAX_CONNS || opt.depth < 1 ||
         opt.depth > MAX_DEPTH || opt.keys < 1 || opt.keys > 100000000 || optind != argc ||
-        (opt.proto == P_RESP && (!opt.sha || strlen(opt.sha) != 40)))
+        (opt.proto == P_RESP && (!opt.sha || strlen(opt.sha) != 40)) ||
+        (opt.token && strlen(opt.token) > TOKEN_MAX))
         usage();
 }
 

@@ -112,7 +112,12 @@
     X(HTTP_BAD, -110, "http_bad_request", "the bytes are not an HTTP/1.x request")                 \
     X(HTTP_TARGET, -111, "http_target_too_long", "the request target is too long")                 \
     X(HTTP_HEAD, -112, "http_head_too_large", "the request head is too large")                     \
-    X(HTTP_BODY, -113, "http_body_too_large", "the request body is too large")
+    X(HTTP_BODY, -113, "http_body_too_large", "the request body is too large")                     \
+    /* server/door (DOOR_E*): who may spend (SPEC §9) */                                          \
+    X(UNAUTHENTICATED, -120, "unauthenticated",                                                    \
+      "a decision over TCP without a bearer token server.tokens_file holds")                       \
+    X(FORBIDDEN, -121, "forbidden", "the token may not name this subject, or this reservation")    \
+    X(PEER, -122, "peer_not_allowed", "the peer's uid and gid are not in server.allow_uids/gids")
 
 enum {
 #define TT_ERR_ENUM_(name, value, wire, msg) TT_ERR_##name = value,

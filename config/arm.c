@@ -215,6 +215,13 @@ int cfg_arm(cfg_config_t *cfg, cfg_report_t *report)
         if (thin_burst(report, i, l, cfg->share.replicas) < 0)
             return CFG_ENOMEM;
     }
+    cfg__tokens_free(&cfg->tokens); /* armed again: the file is read again */
+    if (cfg->server.tokens_file[0]) {
+        int rc = cfg__load_tokens(&cfg->tokens, cfg->server.tokens_file, report);
+        if (rc == CFG_ENOMEM)
+            return rc;
+        failed |= rc < 0;
+    }
     if (failed)
         return CFG_EINVALID;
     cfg->armed = true;

@@ -46,6 +46,13 @@ enum {
 #define CFG_DOMAINS_MAX 32         /* server.grpc_domains / grpc_charge_domains entries */
 #define CFG_HEADER_MAX 128         /* an HTTP header name in server.http_subject/http_tokens */
 #define CFG_HTTP_SUBJECT_MAX 16    /* server.http_subject entries (a subject's levels) */
+#define CFG_TOKENS_MAX 1024        /* entries of server.tokens_file */
+#define CFG_TOKEN_LEVELS_MAX 16    /* levels one token's subjects name */
+#define CFG_GRANTS_MAX 65536       /* ids granted in server.tokens_file, all tokens together */
+#define CFG_TOKEN_MIN 16           /* bytes of a bearer token given in clear */
+#define CFG_TOKEN_MAX 512
+#define CFG_TOKEN_DIGEST 32    /* SHA-256 */
+#define CFG_SUBJECT_ID_MAX 256 /* bytes of a subject id (the engine's GOV_ID_MAX) */
 #define CFG_PERIOD_MAX_NS (INT64_C(8760) * 3600 * 1000000000) /* 8760h, one year */
 #define CFG_GRPC_FILES_MAX 256 /* files read from server.grpc_config_dir */
 
@@ -72,11 +79,11 @@ enum {
 #define CFG_DEMAND_KEYS_MAX 65536
 #define CFG_DEFAULT_REDIS_TIMEOUT_NS (INT64_C(50) * 1000000)
 
-/* server.http_decide: where the HTTP listener serves /v1/decide and /v1/settle. */
+/* server.http_decide: whether the TCP listener serves /v1/decide and /v1/settle. */
 typedef enum cfg_http_decide {
-    CFG_HTTP_DECIDE_LOOPBACK = 0, /* only when server.http is a loopback address (default) */
-    CFG_HTTP_DECIDE_ON,           /* on any address: anyone who reaches it spends counters */
-    CFG_HTTP_DECIDE_OFF,
+    CFG_HTTP_DECIDE_OFF = 0, /* the default: decisions over HTTP on the socket only */
+    CFG_HTTP_DECIDE_ON,      /* also on server.http, each request with a bearer token of
+                                server.tokens_file (required) */
 } cfg_http_decide_t;
 
 /* One server.http_subject entry: the subject level a request header names. */
@@ -84,6 +91,33 @@ typedef struct cfg_http_level {
     char level[CFG_LEVEL_MAX + 1];
     char header[CFG_HEADER_MAX + 1];
 } cfg_http_level_t;
+
+/* One id a token may name at one level (server.tokens_file): exactly, or as a prefix ("a-*"; "*"
+ * alone: any id). The id's bytes are in the tokens' `ids`, at id_off. */
+typedef struct cfg_grant {
+    char level[CFG_LEVEL_MAX + 1];
+    uint32_t id_off, id_len;
+    bool prefix;
+} cfg_grant_t;
+
+/* One bearer token: its SHA-256 (the token itself is not kept), the client it speaks for, and
+ * what it may name: grants[first .. first + n_grants) of its cfg_tokens_t. */
+typedef struct cfg_token {
+    char name[CFG_NAME_MAX + 1];
+    uint64_t client; /* a hash of the name, never 0: entries of one name are one client */
+    uint8_t digest[CFG_TOKEN_DIGEST];
+    size_t first, n_grants;
+} cfg_token_t;
+
+/* server.tokens_file, read when the config is armed (cfg_arm). Owned by the config. */
+typedef struct cfg_tokens {
+    cfg_token_t *tokens;
+    size_t n;
+    cfg_grant_t *grants;
+    size_t n_grants, grants_cap;
+    char *ids;
+    size_t ids_len, ids_cap;
+} cfg_tokens_t;
 
 /* server: the decision socket and the operations endpoint. */
 /* server.record: a bounded, rotating sample of the decisions' inputs, for `tokentriage simulate
@@ -107,10 +141,13 @@ typedef struct cfg_server {
     cfg_http_level_t http_subject[CFG_HTTP_SUBJECT_MAX];
     size_t n_http_subject;
     char http_tokens[CFG_HEADER_MAX + 1]; /* the header carrying tokens; "" = none */
-    int64_t max_counters;                 /* live counters held before new keys are refused */
-    int64_t max_connections;              /* concurrent socket clients */
-    char state_dir[CFG_PATH_MAX + 1];     /* counters across restarts (SPEC 11); "" = off */
-    int64_t snapshot_interval_ns;         /* 0: a snapshot only at stop */
+    /* the bearer tokens the TCP doors (HTTP decide, gRPC on host:port) accept, and what each
+     * may spend; "" = none: no TCP door decides. Read at arm, so on every reload. */
+    char tokens_file[CFG_PATH_MAX + 1];
+    int64_t max_counters;             /* live counters held before new keys are refused */
+    int64_t max_connections;          /* concurrent socket clients */
+    char state_dir[CFG_PATH_MAX + 1]; /* counters across restarts (SPEC 11); "" = off */
+    int64_t snapshot_interval_ns;     /* 0: a snapshot only at stop */
     /* reload when the config file (or the keyring file) changes: inotify on their directories,
      * and a poll every config_poll_ns behind it (docs/configuration.md, "Reload") */
     bool config_watch;
@@ -214,6 +251,7 @@ typedef struct cfg_config {
     cfg_redis_t redis;
     size_t n_limits;
     cfg_limit_t *limits; /* owned; validated and canonical, armed only after cfg_arm */
+    cfg_tokens_t tokens; /* server.tokens_file's, once armed */
     bool armed;
 } cfg_config_t;
 
@@ -254,8 +292,9 @@ int cfg_load_string(const char *name, const char *text, size_t len, cfg_config_t
 
 /*
  * Arms every limit (cfg_limit_arm): seed messages for each limit that fails, warnings for the
- * ledger types this daemon does not enforce. All-or-nothing: returns 0 and sets cfg->armed,
- * or CFG_EINVALID with every failing limit reported.
+ * ledger types this daemon does not enforce; and reads server.tokens_file (its findings carry
+ * that file's positions). All-or-nothing: returns 0 and sets cfg->armed, or CFG_EINVALID with
+ * every failing limit and token reported.
  */
 int cfg_arm(cfg_config_t *cfg, cfg_report_t *report);
 
@@ -280,6 +319,13 @@ int cfg_load_envoy_string(cfg_config_t *cfg, const char *name, const char *text,
 
 /* The limit with this id, or NULL. */
 const cfg_limit_t *cfg_find_limit(const cfg_config_t *cfg, const char *id);
+
+/* The entry of a bearer token presented (`len` bytes), or NULL. Its SHA-256 is compared with
+ * every entry's in constant time (libsodium): the time taken says nothing of which matched. */
+const cfg_token_t *cfg_token_find(const cfg_tokens_t *t, const char *token, size_t len);
+/* Whether `tok` may name `id` at `level`. */
+bool cfg_token_allows(const cfg_tokens_t *t, const cfg_token_t *tok, const char *level,
+                      size_t level_len, const char *id, size_t id_len);
 
 /* The sections a running daemon reads at start only: `server` (with max_counters),
  * `shared_state.share` (membership and division) and `shared_state.redis`. */

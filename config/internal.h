@@ -67,6 +67,11 @@ int cfg__yaml_load(const char *name, const char *text, size_t len, unsigned flag
 int cfg__read_file(const char *path, char **buf, size_t *len, cfg_report_t *report);
 void cfg__doc_free(cfg_doc_t *doc);
 
+/* server.tokens_file into t (tokens.c). 0, or CFG_EINVALID / CFG_ENOMEM with every finding
+ * reported and t empty. */
+int cfg__load_tokens(cfg_tokens_t *t, const char *path, cfg_report_t *report);
+void cfg__tokens_free(cfg_tokens_t *t);
+
 /* The value node of `key` in a mapping node (its first occurrence), or NULL. */
 const cfg_node_t *cfg__map_get(const cfg_node_t *map, const char *key);
 

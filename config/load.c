@@ -212,6 +212,7 @@ void cfg_free(cfg_config_t *cfg)
     if (!cfg)
         return;
     free(cfg->limits);
+    cfg__tokens_free(&cfg->tokens);
     free(cfg);
 }
 

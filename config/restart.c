@@ -29,7 +29,8 @@ static bool record_differs(const cfg_record_t *a, const cfg_record_t *b)
 
 static bool server_differs(const cfg_server_t *a, const cfg_server_t *b)
 {
-    /* grpc_domains and grpc_charge_domains apply on reload: the front door reads them live */
+    /* grpc_domains and grpc_charge_domains apply on reload: the front door reads them live; so
+     * does tokens_file (path and content: the doors check callers against the armed config's) */
     if (strcmp(a->grpc, b->grpc) != 0 || http_differs(a, b))
         return true;
     return strcmp(a->socket, b->socket) != 0 || a->socket_mode != b->socket_mode ||

@@ -16,6 +16,7 @@ static const char *const server_keys[] = {"socket",
                                           "http_decide",
                                           "http_subject",
                                           "http_tokens",
+                                          "tokens_file",
                                           "max_counters",
                                           "max_connections",
                                           "allow_uids",
@@ -39,7 +40,7 @@ static const char *const server_keys[] = {"socket",
 static const char *const record_keys[] = {"file",          "max_bytes",     "files", "sample",
                                           "hash_subjects", "hash_key_file", NULL};
 static const char *const limit_header_keys[] = {"limit", "remaining", "reset", NULL};
-static const char *const http_decide_names[] = {"loopback", "on", "off", NULL};
+static const char *const http_decide_names[] = {"off", "on", NULL};
 
 /* An HTTP header name: an RFC 9110 token. */
 static int header_char(int ch)
@@ -244,9 +245,23 @@ void cfg__load_server(struct cfg__ctx *c, const cfg_node_t *n)
     if ((v = cfg__at(m, "http")))
         cfg__get_address(c, v, "server.http", s->http, true, true);
     int decide;
-    if ((v = cfg__at(m, "http_decide")) &&
-        cfg__get_enum(c, v, "server.http_decide", "setting", http_decide_names, &decide) == 0)
+    const cfg_node_t *decide_at = cfg__at(m, "http_decide");
+    if (decide_at && decide_at->kind == CFG_NODE_SCALAR && decide_at->text &&
+        strcmp(decide_at->text, "loopback") == 0) /* the old default */
+        cfg__err(c, "server.http_decide", decide_at,
+                 "\"loopback\" is no more: any local user reached 127.0.0.1 and spent every "
+                 "counter; write \"on\" (each request with a bearer token of server.tokens_file) "
+                 "or \"off\" (the socket serves /v1/decide)");
+    else if (decide_at && cfg__get_enum(c, decide_at, "server.http_decide", "setting",
+                                        http_decide_names, &decide) == 0)
         s->http_decide = (cfg_http_decide_t)decide;
+    const cfg_node_t *tokens_at = cfg__at(m, "tokens_file");
+    if (tokens_at &&
+        cfg__get_string(c, tokens_at, "server.tokens_file", s->tokens_file, CFG_PATH_MAX, true,
+                        NULL, "a path") == 0 &&
+        s->tokens_file[0] && s->tokens_file[0] != '/')
+        cfg__err(c, "server.tokens_file", tokens_at,
+                 "\"%s\" must be an absolute path (or \"\" for no tokens)", s->tokens_file);
     load_http_mapping(c, cfg__at(m, "http_subject"), cfg__at(m, "http_tokens"));
     if ((v = cfg__at(m, "max_counters")))
         cfg__get_int(c, v, cfg__join(p, "server", "max_counters"), 1, 100000000, &s->max_counters);
@@ -297,6 +312,16 @@ void cfg__load_server(struct cfg__ctx *c, const cfg_node_t *n)
         cfg__get_bool(c, v, "server.grpc_shadow_mode", &s->grpc_shadow_mode);
     if ((v = cfg__at(m, "grpc_limit_headers")))
         load_limit_headers(c, v);
+    /* SPEC §9: a TCP door decides only with bearer tokens */
+    if (s->http_decide == CFG_HTTP_DECIDE_ON && !s->tokens_file[0])
+        cfg__err(c, "server.http_decide", decide_at,
+                 "on needs server.tokens_file: a decision over TCP is made only for a bearer "
+                 "token bound to the subjects it may spend");
+    if (s->grpc[0] && s->grpc[0] != '/' && !s->tokens_file[0])
+        cfg__err(c, "server.grpc", cfg__at(m, "grpc"),
+                 "a TCP address needs server.tokens_file: a decision over TCP is made only for a "
+                 "bearer token bound to the subjects it may spend (or serve gRPC on an absolute "
+                 "unix socket path, where server.allow_uids apply)");
 }
 
 /* A sequence of host:port (gossip seeds, Redis Cluster seeds, Sentinels): at most `max`, each

@@ -26,6 +26,7 @@
 #include "tt_queue.h"
 
 #define GRPC_PREFIX 5 /* compressed flag (1 byte) + message length (4 bytes, big-endian) */
+#define AUTH_KEEP 601 /* bytes of `authorization` kept: one past what the door reads */
 
 typedef struct stream {
     int32_t id;
@@ -38,7 +39,9 @@ typedef struct stream {
     struct rls_conn *conn;
     int64_t deadline; /* 0: none */
     int64_t opened;   /* its HEADERS came */
-    uint8_t *in;      /* the request body as received (prefix + message), bounded */
+    char *auth;       /* the `authorization` metadata (at most AUTH_KEEP bytes), for the door */
+    size_t auth_len;
+    uint8_t *in; /* the request body as received (prefix + message), bounded */
     size_t in_len, in_cap;
     size_t held; /* body bytes not yet given back to the flow-control windows */
     size_t list; /* the current field block's size, as RFC 9113 §6.5.2 counts it */
@@ -72,6 +75,7 @@ struct rls_conn {
 static void stream_free(stream_t *st)
 {
     rls_call_abandon(st->call); /* its answer, when it comes, goes nowhere */
+    free(st->auth);
     free(st->in);
     free(st->body);
     free(st);
@@ -84,6 +88,9 @@ static void give_back(rls_conn_t *c, stream_t *st)
     free(st->in);
     st->in = NULL;
     st->in_len = st->in_cap = 0;
+    free(st->auth); /* read by the door when the call was decided, or never needed */
+    st->auth = NULL;
+    st->auth_len = 0;
     if (st->held) {
         nghttp2_session_consume_connection(c->ng, st->held);
         c->st.body_held -= st->held;
@@ -226,9 +233,12 @@ static int complete(rls_conn_t *c, stream_t *st)
                             "exactly one length-prefixed request message is expected");
     const uint8_t *msg = st->in + GRPC_PREFIX;
     rls_answer_t ans;
+    rls_caller_t who = c->who;
+    who.authorization = st->auth;
+    who.authorization_len = st->auth_len;
     int status = st->method == RLS_METHOD_HEALTH_CHECK
                      ? rls_health_check(msg, len, &ans)
-                     : rls_call_start(&st->call, c->cfg.door, &c->who, c->cfg.cfg, msg, len, c->now,
+                     : rls_call_start(&st->call, c->cfg.door, &who, c->cfg.cfg, msg, len, c->now,
                                       &ans, decided, st);
     give_back(c, st);
     if (status == RLS_PENDING) /* decided() answers it */
@@ -337,6 +347,16 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
     } else if (is(name, namelen, "content-type")) {
         st->grpc = is(value, valuelen, "application/grpc") ||
                    is(value, valuelen, "application/grpc+proto");
+    } else if (is(name, namelen, "authorization")) {
+        /* kept for the door, which reads "Bearer <token>"; a second one is kept as none valid */
+        size_t keep = st->auth ? 0 : valuelen < AUTH_KEEP ? valuelen : AUTH_KEEP;
+        char *auth = malloc(keep ? keep : 1);
+        if (!auth)
+            return NGHTTP2_ERR_CALLBACK_FAILURE;
+        memcpy(auth, value, keep);
+        free(st->auth);
+        st->auth = auth;
+        st->auth_len = keep;
     } else if (is(name, namelen, "grpc-timeout")) {
         int64_t ns;
         if (parse_timeout(value, valuelen, &ns) < 0)

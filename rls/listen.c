@@ -20,6 +20,7 @@
  * the socket takes it at once). A client holding every slot idle loses its oldest slots to
  * Envoy's next connection instead of locking it out.
  */
+#define _GNU_SOURCE /* struct ucred, SO_PEERCRED */
 #include "listen.h"
 
 #include <malloc.h>
@@ -31,6 +32,7 @@
 #include <unistd.h>
 
 #include "tt_clock.h"
+#include "tt_peer.h"
 #include "tt_queue.h"
 
 #define OUT_HIGH (256u << 10)
@@ -478,7 +480,11 @@ static void on_connection(uv_stream_t *server, int status)
     link_newest(c);
     s->nconns++;
     rls_caller_t who = {.tcp = !s->path[0]};
-    if (uv_accept(server, &c->h.s) != 0 || !(c->rc = rls_conn_new(&s->opt.conn, &who, now))) {
+    int rc = uv_accept(server, &c->h.s);
+    uv_os_fd_t fd;
+    if (rc == 0 && !who.tcp && uv_fileno(&c->h.h, &fd) == 0)
+        who.cred = tt_peer_cred(fd, &who.uid, &who.gid); /* the door checks it, call by call */
+    if (rc != 0 || !(c->rc = rls_conn_new(&s->opt.conn, &who, now))) {
         conn_close(c);
         return;
     }

@@ -71,6 +71,11 @@ static int status_of(int gov_err)
         return RLS_RESOURCE_EXHAUSTED;
     case GOV_EINVAL:
         return RLS_FAILED_PRECONDITION; /* a redis-backed limit among levels' descriptors */
+    case TT_ERR_UNAUTHENTICATED:
+        return RLS_UNAUTHENTICATED; /* over TCP without a token server.tokens_file holds */
+    case TT_ERR_FORBIDDEN:
+    case TT_ERR_PEER:
+        return RLS_PERMISSION_DENIED; /* a subject the token may not name; a peer not allowed */
     default:
         return RLS_INVALID_ARGUMENT;
     }
@@ -321,6 +326,9 @@ static int finish(const rls_call_t *call, int g, rls_answer_t *out)
             while (at + 1 < call->n && call->res[at].status == 0)
                 at++;
         char text[TT_ERR_TEXT_MAX];
+        if (g == TT_ERR_UNAUTHENTICATED || g == TT_ERR_PEER) /* the caller, not a descriptor */
+            return failf(out, status_of(g), "%s",
+                         tt_err_format(&call->res[0].err, text, sizeof(text)));
         return failf(out, status_of(g < 0 ? g : call->res[at].status), "descriptors[%zu]: %s", at,
                      tt_err_format(&call->res[at].err, text, sizeof(text)));
     }

@@ -31,10 +31,12 @@ enum {
     RLS_INVALID_ARGUMENT = 3,
     RLS_DEADLINE_EXCEEDED = 4,
     RLS_NOT_FOUND = 5,
+    RLS_PERMISSION_DENIED = 7,
     RLS_RESOURCE_EXHAUSTED = 8,
     RLS_FAILED_PRECONDITION = 9,
     RLS_UNIMPLEMENTED = 12,
     RLS_INTERNAL = 13,
+    RLS_UNAUTHENTICATED = 16,
 };
 
 /* One answer: a packed response message on RLS_OK, else a status and its message. */
@@ -47,9 +49,14 @@ typedef struct rls_answer {
 
 void rls_answer_free(rls_answer_t *a);
 
-/* Who sent a call, as the shell knows it (listen.c: the connection). */
+/* Who sent a call, as the shells know it (listen.c: the connection; h2.c: the call's metadata).
+ * The door decides what it may spend. */
 typedef struct rls_caller {
-    bool tcp; /* the connection came over TCP (not a unix socket) */
+    bool tcp;  /* the connection came over TCP (not a unix socket) */
+    bool cred; /* uid and gid are the kernel's (SO_PEERCRED: a unix socket's peer) */
+    uint32_t uid, gid;
+    const char *authorization; /* the call's `authorization` metadata, or NULL; borrowed */
+    size_t authorization_len;
 } rls_caller_t;
 
 /* The engine call a request's descriptors are decided with: `decide` answers the asks of

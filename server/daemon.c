@@ -223,6 +223,7 @@ static void reload(daemon_t *d, const char *trigger, const char *changed)
     }
     reload_commit(d, &r);
     tt_log(TT_LOG_INFO, "reload applied", TT_UINT("limits", d->cfg->n_limits),
+           TT_UINT("tokens", d->cfg->tokens.n), /* how many, never which */
            TT_UINT("generation", d->status.generation));
 }
 
@@ -710,8 +711,14 @@ static int start(daemon_t *d)
     }
     d->info = (srv_info_metrics_t){.version = opt->version, .commit = opt->commit, .cfg = &d->cfg};
     srv_metrics_add_source(d->metrics, srv_info_metrics_render, &d->info);
-    if (door_new(&d->door, d->engine, d->metrics) != 0) {
-        tt_log(TT_LOG_ERROR, "cannot start", TT_STR("detail", "door: out of memory"));
+    door_options_t dopt = {.allow_uids = d->cfg->server.allow_uids,
+                           .n_allow_uids = d->cfg->server.n_allow_uids,
+                           .allow_gids = d->cfg->server.allow_gids,
+                           .n_allow_gids = d->cfg->server.n_allow_gids,
+                           .cfg = &d->cfg};
+    if (door_new(&d->door, d->engine, d->metrics, &dopt, &gerr) != 0) {
+        tt_log(TT_LOG_ERROR, "cannot start",
+               TT_STR("detail", tt_err_format(&gerr, err, sizeof(err))));
         return EX_SOFTWARE_;
     }
     if (d->cfg->server.record.file[0]) {
@@ -770,10 +777,6 @@ static int start(daemon_t *d)
         .n_http_subject = d->cfg->server.n_http_subject,
         .http_tokens = d->cfg->server.http_tokens,
         .max_connections = (unsigned)d->cfg->server.max_connections,
-        .allow_uids = d->cfg->server.allow_uids,
-        .n_allow_uids = d->cfg->server.n_allow_uids,
-        .allow_gids = d->cfg->server.allow_gids,
-        .n_allow_gids = d->cfg->server.n_allow_gids,
     };
     if (dispatch_new(&d->dispatch, d->engine, d->door, d->metrics, d->node, path, opt->version) !=
         0) {
@@ -854,8 +857,8 @@ static int start(daemon_t *d)
     tt_log(TT_LOG_INFO, "serving", TT_STR("socket", path), TT_STR("mode", mode),
            TT_STR("http", d->cfg->server.http[0] ? d->cfg->server.http : "off"),
            TT_STR("config", opt->config_path ? opt->config_path : "<default>"),
-           TT_UINT("limits", d->cfg->n_limits), TT_UINT("generation", d->status.generation),
-           TT_STR("version", opt->version));
+           TT_UINT("limits", d->cfg->n_limits), TT_UINT("tokens", d->cfg->tokens.n),
+           TT_UINT("generation", d->status.generation), TT_STR("version", opt->version));
     char hint[512];
     snprintf(hint, sizeof(hint),
              "tokentriage decide -s %s --subject key=demo --subject team=demo "

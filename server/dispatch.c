@@ -147,7 +147,11 @@ static void engine_call(dispatch_t *s, stream_t *c, const proto_request_t *req)
     p->form = form_of(req);
     gov_subject_t subj;
     to_subject(req, &subj);
-    door_caller_t who = {.door = SRV_DOOR_SOCKET, .conn = c->id};
+    door_caller_t who = {.door = SRV_DOOR_SOCKET,
+                         .conn = c->id,
+                         .cred = c->peer_cred,
+                         .uid = c->peer_uid,
+                         .gid = c->peer_gid};
     door_args_t a = {
         .op = req->op,
         .subject = &subj,

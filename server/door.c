@@ -1,9 +1,14 @@
 /* The one engine call behind every door; see door.h. */
 #include "door.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
 
 #include <uv.h>
+
+#define AUTH_MAX 600 /* bytes of an `authorization` value read: "Bearer " and a 512-byte token */
 
 struct door {
     gov_engine_t *engine;
@@ -12,12 +17,107 @@ struct door {
     rls_door_t rls;
     door_observe_fn observe;
     void *observe_ud;
+    uint32_t allow_uids[DOOR_ALLOW_MAX], allow_gids[DOOR_ALLOW_MAX];
+    size_t n_allow_uids, n_allow_gids;
+    cfg_config_t *const *cfg;
 };
 
 void door_set_observer(door_t *d, door_observe_fn fn, void *ud)
 {
     d->observe = fn;
     d->observe_ud = ud;
+}
+
+/* What a caller turned out to be: whose call it is for the engine, and, over TCP, its token. */
+typedef struct admitted {
+    gov_client_t client;
+    const cfg_tokens_t *tokens;
+    const cfg_token_t *token; /* NULL for a unix caller */
+} admitted_t;
+
+bool door_peer_allowed(const door_t *d, const door_caller_t *who)
+{
+    if (!d || (d->n_allow_uids == 0 && d->n_allow_gids == 0))
+        return true;
+    if (!who->cred)
+        return false;
+    for (size_t i = 0; i < d->n_allow_uids; i++)
+        if (d->allow_uids[i] == who->uid)
+            return true;
+    for (size_t i = 0; i < d->n_allow_gids; i++)
+        if (d->allow_gids[i] == who->gid)
+            return true;
+    return false;
+}
+
+/* The token of "Bearer <token>" (RFC 6750: the scheme case-insensitive, one or more spaces). */
+static bool bearer(const char *v, size_t len, const char **tok, size_t *tok_len)
+{
+    static const char scheme[] = "Bearer ";
+    if (len > AUTH_MAX || len < sizeof(scheme) || strncasecmp(v, scheme, sizeof(scheme) - 1) != 0)
+        return false;
+    size_t at = sizeof(scheme) - 1;
+    while (at < len && v[at] == ' ')
+        at++;
+    *tok = v + at;
+    *tok_len = len - at;
+    return *tok_len > 0;
+}
+
+/* Who the caller is, checked: a unix peer against the allow-list, a TCP caller by its token.
+ * 0, or a negative code with out's error set. */
+static int admit(const door_t *d, const door_caller_t *who, admitted_t *a, gov_result_t *out)
+{
+    *a = (admitted_t){0};
+    if (!who->tcp) {
+        if (!door_peer_allowed(d, who))
+            return out->status = tt_err_set(&out->err, TT_ERR_PEER, "",
+                                            who->cred ? "uid %u, gid %u: not in server.allow_uids "
+                                                        "or server.allow_gids"
+                                                      : "the peer's uid and gid are unknown",
+                                            who->uid, who->gid);
+        /* the socket's callers are one owner; each uid its own share of the pool */
+        if (who->cred)
+            a->client.account = UINT64_C(1) << 32 | who->uid;
+        return 0;
+    }
+    const char *tok;
+    size_t tok_len;
+    const cfg_config_t *cfg = d->cfg ? *d->cfg : NULL;
+    if (!who->authorization)
+        return out->status = tt_err_set(&out->err, TT_ERR_UNAUTHENTICATED, "authorization",
+                                        "a decision over TCP needs a bearer token "
+                                        "(authorization: Bearer <token>)");
+    if (!bearer(who->authorization, who->authorization_len, &tok, &tok_len))
+        return out->status =
+                   tt_err_set(&out->err, TT_ERR_UNAUTHENTICATED, "authorization",
+                              "expected \"Bearer <token>\" (RFC 6750), at most %d bytes", AUTH_MAX);
+    if (!cfg || !cfg->server.tokens_file[0])
+        return out->status = tt_err_set(&out->err, TT_ERR_UNAUTHENTICATED, "authorization",
+                                        "no token is accepted: server.tokens_file is not set");
+    a->tokens = &cfg->tokens;
+    if (!(a->token = cfg_token_find(a->tokens, tok, tok_len)))
+        return out->status = tt_err_set(&out->err, TT_ERR_UNAUTHENTICATED, "authorization",
+                                        "the bearer token is not one of server.tokens_file's");
+    a->client = (gov_client_t){.account = a->token->client, .owner = a->token->client};
+    return 0;
+}
+
+/* Whether the admitted caller may name every (level, id) of s: a token its grant's alone. */
+static int grant(const admitted_t *a, const gov_subject_t *s, gov_result_t *out)
+{
+    for (size_t i = 0; a->token && i < s->n; i++) {
+        const gov_pair_t *p = &s->pairs[i];
+        if (cfg_token_allows(a->tokens, a->token, p->level, p->level_len, p->id, p->id_len))
+            continue;
+        char path[TT_ERR_PATH_MAX];
+        snprintf(path, sizeof(path), "subject.%.*s", (int)(p->level_len < 64 ? p->level_len : 64),
+                 p->level);
+        return out->status = tt_err_set(&out->err, TT_ERR_FORBIDDEN, path,
+                                        "token \"%s\" may not name this id (server.tokens_file)",
+                                        a->token->name);
+    }
+    return 0;
 }
 
 static srv_verdict_t verdict_of(gov_verdict_t v)
@@ -64,13 +164,21 @@ int door_call(door_t *d, const door_caller_t *who, const door_args_t *a, door_re
                         .ctx = ctx};
     gov_result_t *out = &req->result;
     srv_metrics_request(d->metrics, who->door, a->op);
+    admitted_t ad;
     int rc;
+    *out = (gov_result_t){0};
+    if ((rc = admit(d, who, &ad, out)) < 0 ||
+        (a->op != PROTO_OP_SETTLE && (rc = grant(&ad, a->subject, out)) < 0)) {
+        count(d, who->door, a->op, a->start_ns, a->batched, rc, GOV_ADMIT);
+        return rc;
+    }
     switch (a->op) {
     case PROTO_OP_DECIDE:
-        rc = gov_decide(d->engine, NULL, a->subject, a->tokens, a->now, out, on_done, req);
+        rc = gov_decide(d->engine, &ad.client, a->subject, a->tokens, a->now, out, on_done, req);
         break;
     case PROTO_OP_SETTLE:
-        rc = gov_settle(d->engine, NULL, a->reservation, a->tokens, a->now, out, on_done, req);
+        rc =
+            gov_settle(d->engine, &ad.client, a->reservation, a->tokens, a->now, out, on_done, req);
         break;
     case PROTO_OP_CHARGE:
         rc = gov_charge(d->engine, a->subject, a->tokens, a->now, out, on_done, req);
@@ -125,14 +233,24 @@ int door_decide_asks(door_t *d, const door_caller_t *who, const char *domain, si
 {
     uint64_t start = uv_hrtime();
     srv_metrics_request(d->metrics, who->door, PROTO_OP_DECIDE);
+    admitted_t ad;
+    for (size_t i = 0; i < n; i++)
+        results[i] = (gov_result_t){0};
+    int rc = n ? admit(d, who, &ad, &results[0]) : 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = grant(&ad, &asks[i].subject, &results[i]); /* the error in the ask it concerns */
+    if (rc < 0) {
+        count(d, who->door, PROTO_OP_DECIDE, start, false, rc, GOV_ADMIT);
+        return rc;
+    }
     domain_wait_t *w = NULL;
     if (done && n) { /* it may wait on Redis: the count's state outlives this call */
         w = malloc(sizeof(*w));
         if (!w) {
             for (size_t i = 0; i < n; i++)
                 results[i] = (gov_result_t){0};
-            int rc = results[0].status = tt_err_set(&results[0].err, GOV_ENOMEM, "request",
-                                                    "out of memory starting the decision");
+            rc = results[0].status = tt_err_set(&results[0].err, GOV_ENOMEM, "request",
+                                                "out of memory starting the decision");
             count(d, who->door, PROTO_OP_DECIDE, start, false, rc, GOV_ADMIT);
             return rc;
         }
@@ -145,8 +263,8 @@ int door_decide_asks(door_t *d, const door_caller_t *who, const char *domain, si
                              .ctx = ctx};
     }
     gov_verdict_t v = GOV_ADMIT;
-    int rc = gov_decide_domain(d->engine, domain, domain_len, asks, n, flags, now, results,
-                               w ? &w->overall : &v, w ? on_domain_done : NULL, w);
+    rc = gov_decide_domain(d->engine, domain, domain_len, asks, n, flags, now, results,
+                           w ? &w->overall : &v, w ? on_domain_done : NULL, w);
     if (rc == GOV_PENDING)
         return rc;
     if (w) {
@@ -175,21 +293,43 @@ static int rls_decide(void *ud, const rls_caller_t *who, const char *domain, siz
                       const gov_ask_t *asks, size_t n, unsigned flags, int64_t now,
                       gov_result_t *results, gov_done_fn done, void *ctx)
 {
-    (void)who;
-    door_caller_t caller = {.door = SRV_DOOR_GRPC};
+    door_caller_t caller = {.door = SRV_DOOR_GRPC,
+                            .tcp = who->tcp,
+                            .cred = who->cred,
+                            .uid = who->uid,
+                            .gid = who->gid,
+                            .authorization = who->authorization,
+                            .authorization_len = who->authorization_len};
     return door_decide_asks(ud, &caller, domain, domain_len, asks, n, flags, now, results, done,
                             ctx);
 }
 
-int door_new(door_t **out, gov_engine_t *engine, srv_metrics_t *metrics)
+int door_new(door_t **out, gov_engine_t *engine, srv_metrics_t *metrics, const door_options_t *opt,
+             tt_err_t *err)
 {
+    static const door_options_t none = {0};
+    if (!opt)
+        opt = &none;
+    *out = NULL;
+    if (opt->n_allow_uids > DOOR_ALLOW_MAX || opt->n_allow_gids > DOOR_ALLOW_MAX)
+        return tt_err_set(err, TT_ERR_INVAL,
+                          opt->n_allow_uids > DOOR_ALLOW_MAX ? "server.allow_uids"
+                                                             : "server.allow_gids",
+                          "at most %d entries", DOOR_ALLOW_MAX);
     door_t *d = calloc(1, sizeof(*d));
-    *out = d;
     if (!d)
-        return -1;
+        return tt_err_set(err, TT_ERR_NOMEM, "", "out of memory");
     d->engine = engine;
     d->metrics = metrics;
     d->rls = (rls_door_t){.decide = rls_decide, .ud = d};
+    d->n_allow_uids = opt->n_allow_uids;
+    d->n_allow_gids = opt->n_allow_gids;
+    if (d->n_allow_uids)
+        memcpy(d->allow_uids, opt->allow_uids, d->n_allow_uids * sizeof(uint32_t));
+    if (d->n_allow_gids)
+        memcpy(d->allow_gids, opt->allow_gids, d->n_allow_gids * sizeof(uint32_t));
+    d->cfg = opt->cfg;
+    *out = d;
     return 0;
 }
 

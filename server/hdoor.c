@@ -108,8 +108,22 @@ int hdoor_respond_text(proto_out_t *out, int status, const char *reason, const c
                          f);
 }
 
+static int respond_error_with(proto_out_t *out, int status, const char *reason, const char *extra,
+                              const char *code, const char *message, hdoor_frame_t f);
+
 int hdoor_respond_error(proto_out_t *out, int status, const char *reason, const char *code,
                         const char *message, hdoor_frame_t f)
+{
+    return respond_error_with(out, status, reason, NULL, code, message, f);
+}
+
+static const char *reason_of(int status)
+{
+    return status == 401 ? "Unauthorized" : status == 403 ? "Forbidden" : "Too Many Requests";
+}
+
+static int respond_error_with(proto_out_t *out, int status, const char *reason, const char *extra,
+                              const char *code, const char *message, hdoor_frame_t f)
 {
     char body[512];
     tbuf_t b = {body, 0, sizeof(body), false};
@@ -118,21 +132,26 @@ int hdoor_respond_error(proto_out_t *out, int status, const char *reason, const 
     put(&b, ",\"message\":", 11);
     json_str(&b, message, strlen(message));
     put(&b, "}}\n", 3);
-    return hdoor_respond(out, status, reason, "application/json", NULL, body, b.len, f);
+    return hdoor_respond(out, status, reason, "application/json", extra, body, b.len, f);
 }
 
-static const char *reason_of(int status)
-{
-    return status == 401 ? "Unauthorized" : status == 403 ? "Forbidden" : "Too Many Requests";
-}
-
-/* The engine's error in r: its code's name and "path: message". */
+/* The engine's (or the door's) error in r: its code's name and "path: message". The door's
+ * refusals are 401 (with the challenge RFC 6750 asks for) and 403, whatever the route. */
 static int respond_engine_error(proto_out_t *out, int status, const char *reason,
                                 const gov_result_t *r, hdoor_frame_t f)
 {
     char text[TT_ERR_TEXT_MAX];
-    return hdoor_respond_error(out, status, reason, gov_strcode(r->status),
-                               tt_err_format(&r->err, text, sizeof(text)), f);
+    const char *extra = NULL;
+    if (r->status == TT_ERR_UNAUTHENTICATED) {
+        status = 401;
+        reason = "Unauthorized";
+        extra = "WWW-Authenticate: Bearer realm=\"tokentriage\"\r\n";
+    } else if (r->status == TT_ERR_FORBIDDEN || r->status == TT_ERR_PEER) {
+        status = 403;
+        reason = "Forbidden";
+    }
+    return respond_error_with(out, status, reason, extra, gov_strcode(r->status),
+                              tt_err_format(&r->err, text, sizeof(text)), f);
 }
 
 int hdoor_respond_decision(proto_out_t *out, const gov_result_t *r, int deny_status,
@@ -223,6 +242,8 @@ bool hdoor_want(void *ud, const char *name, size_t len)
 {
     const hdoor_map_t *m = ud;
     hreq_str_t n = {name, len};
+    if (hreq_str_ieq(n, "Authorization") || hreq_str_ieq(n, "Tokentriage-Authorization"))
+        return true;
     for (size_t i = 0; i < m->n_subject; i++)
         if (hreq_str_ieq(n, m->subject[i].header))
             return true;
@@ -444,6 +465,9 @@ static int read_headers(const hdoor_env_t *env, const hreq_request_t *req, hdoor
                            show(shown, sizeof(shown), h->name.ptr, h->name.len)),
                        -1;
             }
+        if (hreq_str_ieq(h->name, "Authorization") ||
+            hreq_str_ieq(h->name, "Tokentriage-Authorization"))
+            continue; /* read_authorization's */
         char where[CFG_HEADER_MAX + 8];
         snprintf(where, sizeof(where), "header %.*s", (int)h->name.len, h->name.ptr);
         if (m->tokens[0] && hreq_str_ieq(h->name, m->tokens)) {
@@ -462,12 +486,39 @@ static int read_headers(const hdoor_env_t *env, const hreq_request_t *req, hdoor
     return 0;
 }
 
+/*
+ * The caller's credentials, for the door: Tokentriage-Authorization when sent, else
+ * Authorization. A forward-auth proxy passes its client's own headers along, and an LLM client's
+ * Authorization is often its API key (Bearer sk-...): the proxy states its tokentriage token in
+ * the header of our own name instead, which then wins. 0, or a 400 written.
+ */
+static int read_authorization(const hreq_request_t *req, hdoor_call_t *call, proto_out_t *out,
+                              hdoor_frame_t f)
+{
+    static const char *const names[] = {"Tokentriage-Authorization", "Authorization"};
+    call->authorization = (hreq_str_t){NULL, 0};
+    for (size_t n = 0; n < 2 && !call->authorization.ptr; n++) {
+        bool seen = false;
+        for (uint32_t i = 0; i < req->nheaders; i++) {
+            if (!hreq_str_ieq(req->headers[i].name, names[n]))
+                continue;
+            if (seen)
+                return bad(out, f, "bad_value", "header %s given twice", names[n]), -1;
+            seen = true;
+            call->authorization = trim(req->headers[i].value);
+        }
+    }
+    return 0;
+}
+
 static hdoor_route_t decide(const hdoor_env_t *env, const hreq_request_t *req, bool forwarded,
                             hdoor_call_t *call, proto_out_t *out, hdoor_frame_t f)
 {
     call->subject.n = 0;
     call->tokens = GOV_NO_TOKENS;
     call->deny_status = 429;
+    if (read_authorization(req, call, out, f))
+        return HDOOR_ANSWERED;
     /* a forwarded request's query is its client's, not ours */
     if (!forwarded && read_query(env, req->query, call, out, f))
         return HDOOR_ANSWERED;
@@ -496,6 +547,8 @@ static hdoor_route_t settle(const hreq_request_t *req, hdoor_call_t *call, proto
     }
     call->reservation = 0;
     call->tokens = GOV_NO_TOKENS;
+    if (read_authorization(req, call, out, f))
+        return HDOOR_ANSWERED;
     const char *p = req->query.ptr;
     char *scratch = call->scratch;
     hreq_str_t name, value;
@@ -545,8 +598,8 @@ hdoor_route_t hdoor_route(const hdoor_env_t *env, const hreq_request_t *req, hdo
     if (spends && !env->decide) {
         hdoor_respond_error(out, 403, "Forbidden", "decide_off",
                             "this listener does not serve /v1/decide and /v1/settle: "
-                            "server.http_decide (off, or loopback while server.http is not a "
-                            "loopback address)",
+                            "server.http_decide is off (the socket serves them; on TCP they need "
+                            "server.http_decide: on and a bearer token of server.tokens_file)",
                             f);
         return HDOOR_ANSWERED;
     }

@@ -18,7 +18,12 @@
  * An admitted decision that charged a tpm limit carries its reservation id in the JSON body and
  * in a `Tokentriage-Reservation` header (a forward-auth proxy can copy it to its upstream);
  * `POST /v1/settle?reservation=ID&actual=A` settles it, once. Both routes spend, so both are
- * served where /v1/decide is (server.http_decide).
+ * served where /v1/decide is: always on the socket, on the TCP listener only with
+ * server.http_decide on. The request's `Tokentriage-Authorization` (when sent, so a forward-auth
+ * proxy need not replace its client's own Authorization) or `Authorization` goes to the door
+ * (door.h), which decides who may spend: over TCP its bearer token must be one of
+ * server.tokens_file's, granted every level and id the request names (401 without one, 403 for
+ * a subject it may not name).
  *
  * Never a decision on doubtful input: a query parameter that names no configured level (a
  * typo would escape every limit), a level given twice, an empty or oversized id, a tokens
@@ -67,7 +72,8 @@ typedef struct hdoor_map {
     char tokens[CFG_HEADER_MAX + 1]; /* "" = none */
 } hdoor_map_t;
 
-/* hreq's filter: keeps the mapped headers (ud is the hdoor_map_t). */
+/* hreq's filter: keeps the mapped headers, Authorization and Tokentriage-Authorization (ud is
+ * the hdoor_map_t). */
 bool hdoor_want(void *ud, const char *name, size_t len);
 
 /* Is `level` a level some limit attaches to? (The shell asks the engine.) */
@@ -91,6 +97,8 @@ typedef struct hdoor_call {
     int64_t tokens;       /* GOV_NO_TOKENS when the request named none; settle: actual */
     uint64_t reservation; /* settle: the id to settle */
     int deny_status;      /* 429, or what ?deny_status= asked for (401, 403: nginx auth_request) */
+    hreq_str_t authorization; /* Tokentriage-Authorization's value, else Authorization's, for the
+                                 door; {NULL, 0}: none */
     char scratch[HREQ_TARGET_MAX];
 } hdoor_call_t;
 
@@ -111,13 +119,14 @@ hdoor_route_t hdoor_route(const hdoor_env_t *env, const hreq_request_t *req, hdo
 /* The answer to a decision: 200 admit, deny_status (429 unless the request asked otherwise)
  * for a deny or unfittable (Retry-After on deny), 503 for a deny only posture.fail closed made,
  * the disclosure headers on each, a JSON body; an engine error is a 400 naming it (503 when out
- * of memory). */
+ * of memory); a caller the door refused is 401 (no bearer token the daemon holds, with
+ * WWW-Authenticate: Bearer) or 403 (a subject its token may not name, a peer not allowed). */
 int hdoor_respond_decision(proto_out_t *out, const gov_result_t *r, int deny_status,
                            hdoor_frame_t f);
 
 /* The answer to a settle: 200 with {"settled": N, "already_settled": bool} (a repeat is 200 and
- * changed nothing), 404 unknown_reservation, 400 naming any other engine error, 503 when out of
- * memory. */
+ * changed nothing), 404 unknown_reservation (another client's included), 401 and 403 as for a
+ * decision, 400 naming any other engine error, 503 when out of memory. */
 int hdoor_respond_settled(proto_out_t *out, const gov_result_t *r, hdoor_frame_t f);
 
 #endif

@@ -87,6 +87,7 @@ typedef struct http_conn {
     uv_shutdown_t sd;
     bool request_timing; /* the timer runs the REQUEST_MS deadline of a request under way */
     bool decide;         /* /v1/decide is served on this connection */
+    door_caller_t who;   /* TCP, or the socket's peer as srv.c read it */
     hpend_t *waiting;    /* a decision the engine has not answered yet */
     hreq_reader_t rd;
     uint8_t *in; /* read but not parsed yet, while the connection is held back */
@@ -348,7 +349,9 @@ static void engine_call(http_conn_t *c, proto_op_t op, hdoor_frame_t f)
     p->c = c;
     p->f = f;
     p->deny_status = h->call.deny_status;
-    door_caller_t who = {.door = SRV_DOOR_HTTP};
+    door_caller_t who = c->who;
+    who.authorization = h->call.authorization.ptr;
+    who.authorization_len = h->call.authorization.len;
     door_args_t a = {.op = op,
                      .subject = &h->call.subject,
                      .tokens = h->call.tokens,
@@ -372,8 +375,11 @@ static bool level_known(void *ud, const char *level, size_t len)
 static void answer(http_conn_t *c, const hreq_request_t *req, hdoor_frame_t f)
 {
     struct srv_http *h = c->http;
-    hdoor_env_t env = {
-        .map = &h->map, .decide = c->decide, .known = level_known, .known_ud = h->srv->door};
+    hdoor_env_t env = {.map = &h->map,
+                       .decide = c->decide &&
+                                 h->srv->door, /* a server without a door serves no decision */
+                       .known = level_known,
+                       .known_ud = h->srv->door};
     hdoor_route_t route = hdoor_route(&env, req, &h->call, &c->fill, f);
     if (route == HDOOR_DECIDE || route == HDOOR_SETTLE)
         engine_call(c, route == HDOOR_SETTLE ? PROTO_OP_SETTLE : PROTO_OP_DECIDE, f);
@@ -543,9 +549,9 @@ static bool make_room(struct srv_http *h)
     return true;
 }
 
-/* A new connection in the budget, its timer ready; the caller initialises its stream. NULL
- * when there is no room or memory. */
-static http_conn_t *conn_new(struct srv_http *h, bool decide)
+/* A new connection of `who` in the budget, its timer ready; the caller initialises its stream.
+ * NULL when there is no room or memory. */
+static http_conn_t *conn_new(struct srv_http *h, bool decide, const door_caller_t *who)
 {
     if (!make_room(h))
         return NULL;
@@ -554,6 +560,7 @@ static http_conn_t *conn_new(struct srv_http *h, bool decide)
         return NULL;
     c->http = h;
     c->decide = decide;
+    c->who = *who;
     h->nconns++;
     link_newest(c);
     uv_timer_init(h->srv->loop, &c->timer);
@@ -573,7 +580,8 @@ static void on_connection(uv_stream_t *server, int status)
     struct srv_http *h = server->data;
     if (status < 0)
         return;
-    http_conn_t *c = conn_new(h, h->decide_tcp);
+    door_caller_t who = {.door = SRV_DOOR_HTTP, .tcp = true};
+    http_conn_t *c = conn_new(h, h->decide_tcp, &who);
     if (!c) { /* take it off the backlog, and close it */
         uv_tcp_t *t = malloc(sizeof(*t));
         if (t && uv_tcp_init(server->loop, t) == 0 && uv_accept(server, (uv_stream_t *)t) == 0)
@@ -592,10 +600,15 @@ static void on_connection(uv_stream_t *server, int status)
     arm_timer(c);
 }
 
-int srv__http_adopt(srv_t *s, int fd, const uint8_t *data, size_t len)
+int srv__http_adopt(srv_t *s, int fd, const uint8_t *data, size_t len, const stream_t *from)
 {
     struct srv_http *h = s->http;
-    http_conn_t *c = h && !h->stopped ? conn_new(h, true) : NULL;
+    door_caller_t who = {.door = SRV_DOOR_HTTP,
+                         .conn = from->id,
+                         .cred = from->peer_cred,
+                         .uid = from->peer_uid,
+                         .gid = from->peer_gid};
+    http_conn_t *c = h && !h->stopped ? conn_new(h, true, &who) : NULL;
     if (!c)
         return -1;
     uv_pipe_init(s->loop, &c->h.pipe, 0);
@@ -611,14 +624,6 @@ int srv__http_adopt(srv_t *s, int fd, const uint8_t *data, size_t len)
     return 0;
 }
 
-static bool is_loopback(const struct sockaddr_storage *ss)
-{
-    if (ss->ss_family == AF_INET)
-        return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
-    const struct in6_addr *a6 = &((const struct sockaddr_in6 *)ss)->sin6_addr;
-    return ss->ss_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(a6);
-}
-
 /* Listens on addr; logs the bound address and where /v1/decide is served. */
 static int listen_tcp(struct srv_http *h, const char *addr, cfg_http_decide_t decide, tt_err_t *err)
 {
@@ -629,8 +634,7 @@ static int listen_tcp(struct srv_http *h, const char *addr, cfg_http_decide_t de
             err->code = SRV_ELISTEN;
         return SRV_ELISTEN;
     }
-    h->decide_tcp =
-        decide == CFG_HTTP_DECIDE_ON || (decide == CFG_HTTP_DECIDE_LOOPBACK && is_loopback(&ss));
+    h->decide_tcp = decide == CFG_HTTP_DECIDE_ON; /* each request with its bearer token */
     uv_tcp_init(s->loop, &h->listener);
     h->listener.data = h;
     h->listening = true;
@@ -654,13 +658,9 @@ static int listen_tcp(struct srv_http *h, const char *addr, cfg_http_decide_t de
                             : ((struct sockaddr_in *)&ss)->sin_port);
         snprintf(bound, sizeof(bound), v6 ? "[%s]:%d" : "%s:%d", ip, port);
     }
-    tt_log(TT_LOG_INFO, "http listening", TT_STR("address", bound[0] ? bound : addr),
-           TT_STR("decide", h->decide_tcp ? "on" : "off"));
-    if (!h->decide_tcp && decide == CFG_HTTP_DECIDE_LOOPBACK)
-        tt_log(TT_LOG_INFO,
-               "http: /v1/decide is not served on a non-loopback address unless "
-               "server.http_decide is on (the socket serves it)",
-               TT_STR("address", bound[0] ? bound : addr));
+    tt_log(
+        TT_LOG_INFO, "http listening", TT_STR("address", bound[0] ? bound : addr),
+        TT_STR("decide", h->decide_tcp ? "on, with bearer tokens" : "off (the socket serves it)"));
     return 0;
 }
 

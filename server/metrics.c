@@ -27,10 +27,20 @@ static const uint32_t door_ops[SRV_DOOR_COUNT_] = {
     1u << PROTO_OP_DECIDE,
 };
 /* The codes counted apart; any other (the engine's own) counts as "other", the last. */
-static const char *const error_codes[] = {"bad_frame",   "too_large",     "too_deep",
-                                          "wrong_type",  "unknown_op",    "missing_field",
-                                          "bad_value",   "unknown_field", "too_many_connections",
-                                          "unavailable", "other"};
+static const char *const error_codes[] = {"bad_frame",
+                                          "too_large",
+                                          "too_deep",
+                                          "wrong_type",
+                                          "unknown_op",
+                                          "missing_field",
+                                          "bad_value",
+                                          "unknown_field",
+                                          "too_many_connections",
+                                          "unavailable",
+                                          "unauthenticated",
+                                          "forbidden",
+                                          "peer_not_allowed",
+                                          "other"};
 #define NERRORS (sizeof(error_codes) / sizeof(error_codes[0]))
 
 /* One door's decision metrics. */

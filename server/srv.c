@@ -33,10 +33,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "door.h"
 #include "tt_log.h"
 #include "srv_int.h"
 #include "tt_clock.h"
 #include "tt_path.h"
+#include "tt_peer.h"
 
 /* The path of a socket error: the option it comes from (server.socket, or -s in its place). */
 #define SOCKET_FIELD "server.socket"
@@ -158,7 +160,7 @@ static bool handed_to_http(srv_conn_t *c, const uint8_t *data, size_t len)
     uv_os_fd_t fd;
     int dup_fd = uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
     conn_close(c);
-    if (dup_fd >= 0 && srv__http_adopt(c->srv, dup_fd, data, len) != 0)
+    if (dup_fd >= 0 && srv__http_adopt(c->srv, dup_fd, data, len, &c->st) != 0)
         close(dup_fd);
     return true;
 }
@@ -191,27 +193,6 @@ static void refuse(srv_conn_t *c, const char *code, const char *message)
     settle(c);
 }
 
-/* The allow-list (srv_options_t): true when it is empty, or the peer's credentials as the
- * kernel gives them (SO_PEERCRED: not forgeable by the peer) name an allowed uid or gid. */
-static bool peer_allowed(const srv_t *s, uv_pipe_t *pipe)
-{
-    if (s->n_allow_uids == 0 && s->n_allow_gids == 0)
-        return true;
-    uv_os_fd_t fd;
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-    if (uv_fileno((uv_handle_t *)pipe, &fd) != 0 ||
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
-        return false;
-    for (size_t i = 0; i < s->n_allow_uids; i++)
-        if (s->allow_uids[i] == cred.uid)
-            return true;
-    for (size_t i = 0; i < s->n_allow_gids; i++)
-        if (s->allow_gids[i] == cred.gid)
-            return true;
-    return false;
-}
-
 static void on_connection(uv_stream_t *server, int status)
 {
     srv_t *s = server->data;
@@ -237,12 +218,20 @@ static void on_connection(uv_stream_t *server, int status)
         conn_close(c);
         return;
     }
-    if (!peer_allowed(s, &c->pipe)) {
+    /* who is at the other end, as the kernel says; the door decides who may spend */
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0)
+        c->st.peer_cred = tt_peer_cred(fd, &c->st.peer_uid, &c->st.peer_gid);
+    door_caller_t who = {.door = SRV_DOOR_SOCKET,
+                         .cred = c->st.peer_cred,
+                         .uid = c->st.peer_uid,
+                         .gid = c->st.peer_gid};
+    if (!door_peer_allowed(s->door, &who)) {
         static unsigned long refused;
         if (refused++ % 1000 == 0)
             tt_log(TT_LOG_WARN, "connection refused: peer not in server.allow_uids/allow_gids",
                    TT_UINT("refused", refused)); /* a line per 1000 */
-        refuse(c, "peer_not_allowed", "this uid/gid is not allowed on this socket");
+        refuse(c, tt_err_name(TT_ERR_PEER), "this uid/gid is not allowed on this socket");
         return;
     }
     if (s->nconns > s->max_connections) {
@@ -371,19 +360,6 @@ int srv_start(srv_t **out, uv_loop_t *loop, const srv_options_t *opt,
     s->metrics = metrics;
     s->max_connections = opt->max_connections ? opt->max_connections : SRV_DEFAULT_MAX_CONNECTIONS;
     s->out_limit = opt->out_limit ? opt->out_limit : SRV_DEFAULT_OUT_LIMIT;
-    s->n_allow_uids = opt->n_allow_uids;
-    s->n_allow_gids = opt->n_allow_gids;
-    if (s->n_allow_uids > SRV_ALLOW_MAX || s->n_allow_gids > SRV_ALLOW_MAX) {
-        free(s);
-        return tt_err_set(err, SRV_ELISTEN,
-                          opt->n_allow_uids > SRV_ALLOW_MAX ? "server.allow_uids"
-                                                            : "server.allow_gids",
-                          "at most %d entries", SRV_ALLOW_MAX);
-    }
-    if (s->n_allow_uids)
-        memcpy(s->allow_uids, opt->allow_uids, s->n_allow_uids * sizeof(uint32_t));
-    if (s->n_allow_gids)
-        memcpy(s->allow_gids, opt->allow_gids, s->n_allow_gids * sizeof(uint32_t));
     s->path = strdup(opt->socket_path);
     if (!s->path) {
         srv_free(s);

@@ -22,11 +22,9 @@ struct door;
 #define SRV_DEFAULT_MODE 0660
 #define SRV_DEFAULT_MAX_CONNECTIONS 16384
 #define SRV_DEFAULT_OUT_LIMIT (1024 * 1024)
-#define SRV_ALLOW_MAX 32 /* entries in each of srv_options_t's allow lists */
 
 /* Errors from srv_start, described in a tt_err_t (the path names the option: server.socket,
- * server.http, server.allow_uids, server.allow_gids): rows of the one error table
- * (common/tt_err.h). */
+ * server.http): rows of the one error table (common/tt_err.h). */
 enum {
     SRV_EINUSE = TT_ERR_INUSE,   /* a live daemon already answers on the socket */
     SRV_ELISTEN = TT_ERR_LISTEN, /* cannot create, bind or listen (path, permissions, address) */
@@ -47,13 +45,10 @@ typedef struct srv_options {
     unsigned max_connections; /* 0: SRV_DEFAULT_MAX_CONNECTIONS */
     size_t out_limit;         /* unsent answer bytes before a connection stops being read;
                                  0: SRV_DEFAULT_OUT_LIMIT */
-    /* peer allow-list checked with SO_PEERCRED at accept (copied): with either list non-empty,
-     * a peer whose uid is not in allow_uids and whose gid is not in allow_gids is told
-     * "peer_not_allowed" and closed */
-    const uint32_t *allow_uids, *allow_gids;
-    size_t n_allow_uids, n_allow_gids;
-    /* the engine call the HTTP front door (http.c: server.http_decide, and HTTP on the socket)
-     * decides through (door.h); the caller's, outliving the server */
+    /* the engine call every request that spends goes through (door.h), the caller's, outliving
+     * the server (NULL: HTTP serves no decision). It also says who may connect: a socket peer
+     * door_peer_allowed refuses (server.allow_uids/allow_gids) is told "peer_not_allowed" and
+     * closed at accept. */
     struct door *door;
 } srv_options_t;
 

@@ -27,8 +27,6 @@ struct srv {
     char *path;
     unsigned max_connections;
     size_t out_limit;
-    uint32_t allow_uids[SRV_ALLOW_MAX], allow_gids[SRV_ALLOW_MAX]; /* srv_options_t's allow lists */
-    size_t n_allow_uids, n_allow_gids;
     const stream_handler_t *handler;
     struct door *door; /* srv_options_t's: the HTTP front door decides through it */
     srv_metrics_t *metrics;
@@ -53,7 +51,8 @@ struct srv_http;
 int srv__http_start(srv_t *s, const srv_options_t *opt, tt_err_t *err);
 void srv__http_stop(srv_t *s);
 /* A socket connection that spoke HTTP: http.c takes over fd (a duplicate: the caller closes its
- * own), with data[0, len) already read from it. -1 when it cannot (fd is then the caller's). */
-int srv__http_adopt(srv_t *s, int fd, const uint8_t *data, size_t len);
+ * own), with data[0, len) already read from it and the peer `from`'s stream says. -1 when it
+ * cannot (fd is then the caller's). */
+int srv__http_adopt(srv_t *s, int fd, const uint8_t *data, size_t len, const stream_t *from);
 
 #endif

@@ -73,9 +73,11 @@ typedef struct stream_stats {
 
 struct stream {
     const stream_handler_t *h;
-    void (*wake)(stream_t *st); /* the shell: a completion left answers to write */
-    void *shell;                /* the shell's own pointer (its connection) */
-    uint64_t id;                /* the shell's name for the connection (the lease owner tag) */
+    void (*wake)(stream_t *st);  /* the shell: a completion left answers to write */
+    void *shell;                 /* the shell's own pointer (its connection) */
+    uint64_t id;                 /* the shell's name for the connection (the lease owner tag) */
+    bool peer_cred;              /* the shell's word for who is at the other end: the kernel's */
+    uint32_t peer_uid, peer_gid; /* uid and gid of the peer (SO_PEERCRED), when peer_cred */
     size_t out_limit;
     int64_t now_wall_ns; /* the batch's clocks, read once per read by the shell */
     uint64_t now_mono_ns;

@@ -157,11 +157,11 @@ uint64_t srv_watch_fingerprint(const char *path, bool dir)
  * What stat says of a path, so that a check reads a file's bytes only when it may have changed:
  * the poll then costs a stat per file (about 23 us of the loop per poll, measured with the links'
  * resolution), not a read of a config of up to 1 MiB (3.9 ms of FNV-1a on the loop for one,
- * measured on the loaded development VM; 6.6 us for 4 KiB). Any write moves the file's ctime, a ConfigMap update gives the
- * path a new inode. A time stamp coarser than the writes (one second on some file systems) could
- * hide a second write of the same size in the same tick, so, as git does with its racy entries,
- * a file changed within the last 2 s is not trusted: its signature is 0 and the next check reads
- * it again.
+ * measured on the loaded development VM; 6.6 us for 4 KiB). Any write moves the file's ctime, a
+ * ConfigMap update gives the path a new inode. A time stamp coarser than the writes (one second on
+ * some file systems) could hide a second write of the same size in the same tick, so, as git does
+ * with its racy entries, a file changed within the last 2 s is not trusted: its signature is 0 and
+ * the next check reads it again.
  */
 static uint64_t meta_one(uint64_t h, const char *path, int64_t now_ns, bool *recent)
 {

@@ -17,7 +17,7 @@
 static cfg_config_t *empty_config(void)
 {
     cfg_config_t *cfg;
-    char *text = load_text("server: { grpc: \"127.0.0.1:0\" }\n", 0, &cfg);
+    char *text = load_text("server: { grpc: /run/tt-test-grpc.sock }\n", 0, &cfg);
     cr_assert_not_null(cfg, "%s", text);
     free(text);
     return cfg;

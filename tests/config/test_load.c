@@ -1,6 +1,7 @@
 /* The schema: the bad-config table, the examples, the embedded default, defaults, reload. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <unistd.h>
 
 #include "helpers.h"
 
@@ -62,16 +63,34 @@ Test(vectors, every_bad_config_gets_exactly_its_expected_errors)
     cr_assert_geq(cases, 25);
 }
 
-static void expect_valid_and_armed(const char *path)
+/* Validates and arms the file at path, its `from` replaced by `to` first (a mounted path where
+ * the test has the file); from NULL: as it is. */
+static void expect_valid_and_armed_at(const char *path, const char *from, const char *to)
 {
     size_t len = 0;
     char *text = slurp(path, &len);
     cr_assert_not_null(text, "%s", path);
+    char *at = from ? strstr(text, from) : NULL;
+    if (at) {
+        size_t head = (size_t)(at - text), tail = len - head - strlen(from);
+        char *moved = malloc(head + strlen(to) + tail + 1);
+        memcpy(moved, text, head);
+        memcpy(moved + head, to, strlen(to));
+        memcpy(moved + head + strlen(to), at + strlen(from), tail + 1);
+        free(text);
+        text = moved;
+        len = head + strlen(to) + tail;
+    }
     char *got = validate_arm(path, text, len);
     cr_expect(strstr(got, "OK: configuration is valid\n"), "%s:\n%s", path, got);
     cr_expect_not(strstr(got, "Error: "), "%s:\n%s", path, got);
     free(got);
     free(text);
+}
+
+static void expect_valid_and_armed(const char *path)
+{
+    expect_valid_and_armed_at(path, NULL, NULL);
 }
 
 Test(examples, every_example_and_the_k8s_config_validate_and_arm)
@@ -92,7 +111,16 @@ Test(examples, every_example_and_the_k8s_config_validate_and_arm)
     }
     closedir(d);
     cr_assert_geq(n, 10);
-    expect_valid_and_armed(TT_SOURCE_DIR "/k8s/tokentriage.yaml");
+    /* the DaemonSet mounts its tokens file (k8s/secret-tokens.yaml, no token) at
+     * /etc/tokentriage/tokens.yaml: arming reads it, so the test puts one where it can */
+    char tokens[] = "/tmp/tt-k8s-tokens-XXXXXX";
+    int fd = mkstemp(tokens);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, "tokens: []\n", 11), 11);
+    close(fd);
+    expect_valid_and_armed_at(TT_SOURCE_DIR "/k8s/tokentriage.yaml", "/etc/tokentriage/tokens.yaml",
+                              tokens);
+    unlink(tokens);
 }
 
 Test(defaults, the_embedded_default_serves_local_limits_at_once)
@@ -425,8 +453,9 @@ Test(schema, a_bad_allow_list_is_refused_naming_the_entry)
 Test(schema, the_http_front_door_maps_headers_to_levels)
 {
     cfg_config_t *cfg;
-    char *text = load_text("server:\n  http_decide: on\n  http_subject: { team: X-Team, key: "
-                           "X-Api-Key }\n  http_tokens: X-Tokens\n",
+    char *text = load_text("server:\n  http_decide: on\n  tokens_file: /etc/tt/tokens.yaml\n"
+                           "  http_subject: { team: X-Team, key: X-Api-Key }\n"
+                           "  http_tokens: X-Tokens\n",
                            0, &cfg);
     cr_assert_str_eq(text, "");
     cr_assert_eq(cfg->server.http_decide, CFG_HTTP_DECIDE_ON);
@@ -438,7 +467,8 @@ Test(schema, the_http_front_door_maps_headers_to_levels)
     free(text);
     cfg_free(cfg);
     text = load_text("server: {}\n", 0, &cfg);
-    cr_assert_eq(cfg->server.http_decide, CFG_HTTP_DECIDE_LOOPBACK, "loopback by default");
+    cr_assert_eq(cfg->server.http_decide, CFG_HTTP_DECIDE_OFF, "off by default (SPEC §9)");
+    cr_assert_str_eq(cfg->server.tokens_file, "");
     cr_assert_eq(cfg->server.n_http_subject, 0);
     cr_assert_str_eq(cfg->server.http_tokens, "");
     free(text);
@@ -462,7 +492,15 @@ Test(schema, a_bad_http_mapping_is_refused_naming_the_entry)
          "server.http_tokens: header X-TEAM already names level team"},
         {"server:\n  http_tokens: \"\"\n", "server.http_tokens: must not be empty"},
         {"server:\n  http_decide: yes\n", "server.http_decide: unknown setting \"yes\""},
-        {"server:\n  http_decide: loopbak\n", "did you mean \"loopback\"?"},
+        {"server:\n  http_decide: loopbak\n", "unknown setting \"loopbak\""},
+        /* SPEC §9: a TCP door decides only with bearer tokens (issue 34 item 4) */
+        {"server:\n  http_decide: loopback\n",
+         "server.http_decide: \"loopback\" is no more: any local user"},
+        {"server:\n  http_decide: on\n", "server.http_decide: on needs server.tokens_file"},
+        {"server:\n  grpc: 127.0.0.1:8081\n",
+         "server.grpc: a TCP address needs server.tokens_file"},
+        {"server:\n  tokens_file: tokens.yaml\n",
+         "server.tokens_file: \"tokens.yaml\" must be an absolute path"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char *text = load_text(cases[i].yaml, 0, NULL);

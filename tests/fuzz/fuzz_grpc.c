@@ -149,7 +149,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(gov_engine_create_config(&e, &o, cfg, &err) == 0);
     srv_metrics_t *m = srv_metrics_new();
     door_t *door = NULL;
-    check(m && door_new(&door, e, m) == 0);
+    check(m && door_new(&door, e, m, NULL, &err) == 0);
     if (data[0] & 1)
         connection(door, data + 1, size - 1);
     else

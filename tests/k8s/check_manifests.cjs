@@ -5,7 +5,9 @@
 // `--self-test` then removes or breaks each of those fields in turn and requires the checks to
 // name it: a check that cannot fail is not a check.
 //
-// usage: node check_manifests.cjs BASE.yaml NODE_CRITICAL.yaml CLIENT_POD.yaml [--self-test]
+// usage: node check_manifests.cjs BASE.yaml NODE_CRITICAL.yaml CLIENT_POD.yaml TENANT_DOOR.yaml
+//        TENANT.yaml [--self-test]
+// (TENANT_DOOR: the base with components/tenant-door; TENANT: k8s/examples/tenant rendered)
 // (NODE_PATH must point at a node_modules folder holding kubernetes-models and yaml.)
 "use strict";
 const fs = require("fs");
@@ -18,6 +20,7 @@ const SOCKET_DIR = "/run/tokentriage";
 const STATE_DIR = "/var/lib/tokentriage";
 const GOSSIP_PORT = 7946;
 const RLS_SERVICE = "tokentriage-rls";
+const DECIDE_SERVICE = "tokentriage-decide";
 
 function loadDocs(file) {
   return YAML.parseAllDocuments(fs.readFileSync(file, "utf8"))
@@ -49,7 +52,7 @@ const find = (docs, kind, pred = () => true) => docs.find((o) => o.kind === kind
 const get = (o, path) => path.split(".").reduce((v, k) => (v == null ? undefined : v[k]), o);
 
 // Runs every named check over one render; returns [{name, ok, why}].
-function checkAll(base, nodeCritical, client) {
+function checkAll(base, nodeCritical, client, tenantDoor, tenant) {
   const results = [];
   const check = (name, fn) => {
     let why;
@@ -61,7 +64,8 @@ function checkAll(base, nodeCritical, client) {
     results.push({ name, ok: why === true, why: why === true ? "" : why || "missing" });
   };
 
-  for (const [label, docs] of [["base", base], ["node-critical", nodeCritical], ["client", client]])
+  for (const [label, docs] of [["base", base], ["node-critical", nodeCritical], ["client", client],
+                               ["tenant-door", tenantDoor], ["tenant", tenant]])
     for (const o of docs)
       check(`schema: ${label} ${o.kind}/${get(o, "metadata.name")}`, () => {
         const errs = schemaErrors(o);
@@ -229,6 +233,16 @@ function checkAll(base, nodeCritical, client) {
   });
   check("config keyring_file is the mounted gossip.keys", () =>
     share().keyring_file === `/etc/tokentriage/${projected("secret")[0].items[0].path}`);
+  // Who may spend over TCP (SPEC §9): the tokens file, from a Secret, mounted where the config
+  // reads it; HTTP decides on TCP only with it.
+  const tokensSource = () => projected("secret").find((s) => (s.items || []).some((i) => i.key === "tokens.yaml"));
+  check("config volume's Secret exists in the render with tokens.yaml", () => {
+    const src = tokensSource();
+    const s = src && find(base, "Secret", (o) => o.metadata.name === src.name);
+    return !!s && typeof (s.stringData?.["tokens.yaml"] ?? s.data?.["tokens.yaml"]) === "string";
+  });
+  check("config server.tokens_file is the mounted tokens.yaml", () =>
+    get(config(), "server.tokens_file") === `/etc/tokentriage/${tokensSource().items[0].path}`);
   check("config node_id is ${NODE_NAME}", () => share().node_id === "${NODE_NAME}");
   check("config advertise is ${POD_IP}:7946", () => share().advertise === `\${POD_IP}:${GOSSIP_PORT}`);
   check("config bind listens on 7946 on every address", () => share().bind === `0.0.0.0:${GOSSIP_PORT}`);
@@ -240,6 +254,40 @@ function checkAll(base, nodeCritical, client) {
     String(get(config(), "server.http")).startsWith("0.0.0.0:"));
   check("config has a share limit", () =>
     (get(config(), "governance.limits") || []).some((l) => l.store === "share"));
+
+  // The tenant door: a node-local Service on the HTTP port, and a client that needs no privilege.
+  const decide = find(tenantDoor, "Service", (o) => o.metadata.name === DECIDE_SERVICE);
+  check("components/tenant-door Service tokentriage-decide internalTrafficPolicy Local", () =>
+    get(decide, "spec.internalTrafficPolicy") === "Local");
+  check("components/tenant-door Service targets server.http's port, where decide is on", () => {
+    const p = (get(decide, "spec.ports") || [])[0] || {};
+    const target = namedPort(p.targetPort) || {};
+    return (target.containerPort === configHttpPort() && String(get(config(), "server.http_decide")) === "on") ||
+      `targetPort ${p.targetPort} (${target.containerPort}), http_decide ${get(config(), "server.http_decide")}`;
+  });
+  check("components/tenant-door adds nothing to the DaemonSet", () =>
+    JSON.stringify(find(tenantDoor, "DaemonSet")) === JSON.stringify(ds));
+  const tns = find(tenant, "Namespace");
+  const job = find(tenant, "Job");
+  const tspec = get(job, "spec.template.spec") || {};
+  const tctr = (tspec.containers || [])[0] || {};
+  check("tenant Namespace enforces the restricted Pod Security Standard", () =>
+    get(tns, "metadata.labels")?.["pod-security.kubernetes.io/enforce"] === "restricted");
+  check("tenant Job has no hostPath, host namespaces or privilege", () =>
+    !(tspec.volumes || []).some((v) => v.hostPath) && !tspec.hostNetwork && !tspec.hostPID &&
+    !tspec.hostIPC && !get(tctr, "securityContext.privileged"));
+  check("tenant Job meets restricted: non-root, RuntimeDefault seccomp, drop ALL, no escalation", () =>
+    (get(tctr, "securityContext.runAsNonRoot") ?? get(tspec, "securityContext.runAsNonRoot")) === true &&
+    (get(tctr, "securityContext.seccompProfile.type") ?? get(tspec, "securityContext.seccompProfile.type")) === "RuntimeDefault" &&
+    (get(tctr, "securityContext.capabilities.drop") || []).includes("ALL") &&
+    get(tctr, "securityContext.allowPrivilegeEscalation") === false);
+  check("tenant Job sends its Secret's token as a bearer token to tokentriage-decide", () => {
+    const env = (tctr.env || []).find((e) => e.name === "TOKEN");
+    const secret = find(tenant, "Secret", (o) => o.metadata.name === get(env, "valueFrom.secretKeyRef.name"));
+    const cmd = [...(tctr.command || []), ...(tctr.args || [])].join(" ");
+    return !!secret && cmd.includes('Authorization: Bearer $TOKEN') &&
+      cmd.includes(`${DECIDE_SERVICE}.${get(decide, "metadata.namespace")}.svc.cluster.local:${get(decide, "spec.ports.0.port")}`);
+  });
 
   // The client example.
   const cpod = find(client, "Pod");
@@ -286,10 +334,21 @@ const MUTATIONS = [
   ["internalTrafficPolicy Local", (b) => (rlsSvc(b).spec.internalTrafficPolicy = "Cluster")],
   ["targets the grpc container port", (b) => (dsCtr(b).ports = dsCtr(b).ports.filter((p) => p.name !== "grpc"))],
   ["server.grpc's port", (b) => setConfig(b, (c) => (c.server.grpc = "127.0.0.1:8081"))],
+  ["tokens.yaml", (b) => (dsSpec(b).volumes.find((v) => v.name === "config").projected.sources.pop())],
+  ["server.tokens_file", (b) => setConfig(b, (c) => (c.server.tokens_file = "/etc/tokens.yaml"))],
   ["ConfigMap exists", (b) => (b.splice(b.indexOf(find(b, "ConfigMap")), 1))],
   ["node_id", (b) => setConfig(b, (c) => (c.shared_state.share.node_id = "node-1"))],
   ["seeds name", (b) => setConfig(b, (c) => (c.shared_state.share.seeds = ["127.0.0.1:7946"]))],
   ["schema: base DaemonSet", (b) => (dsCtr(b).ports[0].containerPort = "seven")],
+];
+const MUTATIONS_TENANT_DOOR = [
+  ["tokentriage-decide internalTrafficPolicy Local", (t) => (find(t, "Service", (o) => o.metadata.name === DECIDE_SERVICE).spec.internalTrafficPolicy = "Cluster")],
+];
+const MUTATIONS_TENANT = [
+  ["enforces the restricted", (t) => (find(t, "Namespace").metadata.labels["pod-security.kubernetes.io/enforce"] = "baseline")],
+  ["no hostPath", (t) => (find(t, "Job").spec.template.spec.volumes = [{ name: "s", hostPath: { path: SOCKET_DIR } }])],
+  ["drop ALL", (t) => (find(t, "Job").spec.template.spec.containers[0].securityContext.capabilities.drop = [])],
+  ["bearer token", (t) => (find(t, "Job").spec.template.spec.containers[0].env = [])],
 ];
 const MUTATIONS_CLIENT = [
   ["readOnly", (c) => delete find(c, "Pod").spec.containers[0].volumeMounts[0].readOnly],
@@ -307,8 +366,9 @@ function setConfig(b, edit) {
 }
 
 function main() {
-  const [baseFile, ncFile, clientFile, flag] = process.argv.slice(2);
-  const load = () => [loadDocs(baseFile), loadDocs(ncFile), loadDocs(clientFile)];
+  const [baseFile, ncFile, clientFile, doorFile, tenantFile, flag] = process.argv.slice(2);
+  const load = () => [loadDocs(baseFile), loadDocs(ncFile), loadDocs(clientFile), loadDocs(doorFile),
+                      loadDocs(tenantFile)];
   let failed = 0;
   for (const r of checkAll(...load())) {
     console.log(`${r.ok ? "ok  " : "FAIL"} ${r.name}${r.ok ? "" : ": " + r.why}`);
@@ -327,6 +387,8 @@ function main() {
     };
     run(0, MUTATIONS);
     run(2, MUTATIONS_CLIENT);
+    run(3, MUTATIONS_TENANT_DOOR);
+    run(4, MUTATIONS_TENANT);
   }
   console.log(failed ? `${failed} check(s) failed` : "all manifest checks passed");
   process.exit(failed ? 1 : 0);

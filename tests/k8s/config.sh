@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # ctest k8s_config_arms: the config inside the rendered ConfigMap (what the pods really mount)
 # passes `tokentriage validate --arm --offline` (compiled as serve compiles it; the host checks
-# need the node: its keyring file, its directories) with the environment the DaemonSet gives it,
-# and without that environment it is refused, naming the variables (so the downward API env is
-# load-bearing).
+# need the node: its keyring file, its directories) with the environment the DaemonSet gives it
+# and the tokens file of the rendered Secret where the config names it (arming reads
+# server.tokens_file), and without that environment it is refused, naming the variables (so the
+# downward API env is load-bearing).
 # usage: config.sh SOURCE_DIR CACHE_DIR TOKENTRIAGE
 set -euo pipefail
 src=$1 cache=$2 tt=$3
@@ -15,10 +16,15 @@ trap 'rm -rf "$work"' EXIT
 "$KUBECTL" kustomize "$src/k8s" > "$work/render.yaml"
 NODE_PATH="$NODE_MODULES" node -e '
   const YAML = require("yaml"), fs = require("fs");
-  const cm = YAML.parseAllDocuments(fs.readFileSync(process.argv[1], "utf8")).map((d) => d.toJS())
-    .find((o) => o.kind === "ConfigMap" && o.metadata.name.startsWith("tokentriage-config"));
-  fs.writeFileSync(process.argv[2], cm.data["tokentriage.yaml"]);
-' "$work/render.yaml" "$work/tokentriage.yaml"
+  const docs = YAML.parseAllDocuments(fs.readFileSync(process.argv[1], "utf8")).map((d) => d.toJS());
+  const cm = docs.find((o) => o.kind === "ConfigMap" && o.metadata.name.startsWith("tokentriage-config"));
+  const tokens = docs.find((o) => o.kind === "Secret" && o.metadata.name === "tokentriage-tokens");
+  const path = YAML.parse(cm.data["tokentriage.yaml"]).server.tokens_file;
+  /* the config as the pod reads it, its tokens file (mounted at /etc/tokentriage) beside it here */
+  fs.writeFileSync(process.argv[2] + "/tokens.yaml", tokens.stringData["tokens.yaml"]);
+  fs.writeFileSync(process.argv[2] + "/tokentriage.yaml",
+                   cm.data["tokentriage.yaml"].replace(path, process.argv[2] + "/tokens.yaml"));
+' "$work/render.yaml" "$work"
 
 fail=0
 if out=$(env -i NODE_NAME=node-a POD_IP=198.18.0.1 "$tt" validate --arm --offline "$work/tokentriage.yaml" 2>&1); then

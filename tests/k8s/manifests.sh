@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# ctest k8s_manifests: renders k8s/ offline with kustomize (the base, the node-critical component,
-# and an operator's overlay that replaces the keyring placeholder as secret-gossip.yaml describes),
+# ctest k8s_manifests: renders k8s/ offline with kustomize (the base, the node-critical and
+# tenant-door components, the restricted-namespace client of examples/tenant, and an operator's
+# overlay that replaces the keyring placeholder as secret-gossip.yaml describes),
 # validates every object against the Kubernetes schemas and checks the fields tokentriage needs
 # (check_manifests.cjs, which also proves each check can fail).
 # usage: manifests.sh SOURCE_DIR CACHE_DIR
@@ -19,6 +20,12 @@ mkdir "$work/nc"
 printf 'resources: [%s]\ncomponents: [%s/components/node-critical]\n' "$rel" "$rel" \
   > "$work/nc/kustomization.yaml"
 "$KUBECTL" kustomize "$work/nc" > "$work/node-critical.yaml"
+
+mkdir "$work/td"
+printf 'resources: [%s]\ncomponents: [%s/components/tenant-door]\n' "$rel" "$rel" \
+  > "$work/td/kustomization.yaml"
+"$KUBECTL" kustomize "$work/td" > "$work/tenant-door.yaml"
+"$KUBECTL" kustomize "$src/k8s/examples/tenant" > "$work/tenant.yaml"
 
 # The overlay from secret-gossip.yaml's instructions, with a freshly generated key.
 mkdir "$work/ov"
@@ -45,4 +52,5 @@ NODE_PATH="$NODE_MODULES" node -e '
 ' "$work/overlay.yaml" "$work/ov/gossip.keys"
 
 NODE_PATH="$NODE_MODULES" node "$src/tests/k8s/check_manifests.cjs" \
-  "$work/base.yaml" "$work/node-critical.yaml" "$src/k8s/examples/client-pod.yaml" --self-test
+  "$work/base.yaml" "$work/node-critical.yaml" "$src/k8s/examples/client-pod.yaml" \
+  "$work/tenant-door.yaml" "$work/tenant.yaml" --self-test

@@ -27,24 +27,44 @@
 
 #define ENHANCE_YOUR_CALM 0xb
 
+/* gRPC on TCP decides only for a bearer token of server.tokens_file (SPEC §9): every call of
+ * these clients, good and hostile, carries this one */
+#define TOKEN "rls-door-token-0123456789abcdef"
+
 static tt_daemon_t d;
 static int grpc_port, http_port;
+static char tokens_dir[64], tokens_file[96];
 
 static void stop(void)
 {
     tt_daemon_stop(&d);
+    if (tokens_file[0])
+        unlink(tokens_file);
+    if (tokens_dir[0])
+        rmdir(tokens_dir);
+    tokens_file[0] = tokens_dir[0] = '\0';
 }
 
 TestSuite(rls_door, .fini = stop, .timeout = 120);
 
-/* The daemon with gRPC and HTTP on loopback TCP, and `more` server lines. */
+/* The daemon with gRPC and HTTP on loopback TCP, TOKEN in its tokens file, and `more` server
+ * lines. */
 static void start_with(const char *more)
 {
+    snprintf(tokens_dir, sizeof(tokens_dir), "/tmp/tt-rls-door-XXXXXX");
+    cr_assert_not_null(mkdtemp(tokens_dir));
+    snprintf(tokens_file, sizeof(tokens_file), "%s/tokens.yaml", tokens_dir);
+    FILE *f = fopen(tokens_file, "w");
+    cr_assert_not_null(f);
+    fputs("tokens: [{ name: rls, token: " TOKEN ", subjects: { key: [\"*\"] } }]\n", f);
+    fclose(f);
+    h2raw_authorization = "Bearer " TOKEN;
     char extra[512];
     grpc_port = tt_free_port();
     http_port = tt_free_port();
-    snprintf(extra, sizeof(extra), "  grpc: 127.0.0.1:%d\n  http: 127.0.0.1:%d\n%s", grpc_port,
-             http_port, more);
+    snprintf(extra, sizeof(extra),
+             "  grpc: 127.0.0.1:%d\n  http: 127.0.0.1:%d\n  http_decide: on\n  tokens_file: %s\n%s",
+             grpc_port, http_port, tokens_file, more);
     cr_assert_eq(tt_daemon_start(&d, LIMITS, extra), 0);
 }
 
@@ -200,7 +220,8 @@ Test(rls_door, connections_sending_amplified_headers_do_not_stall_the_other_door
         cr_assert_eq(tt_decide(sock, (tt_pair_t[]){{"key", key}}, 1, -1, &tr), 0,
                      "socket decide %d not answered within %d ms", i, deadline);
         cr_assert(tr.admit);
-        const char req[] = "GET /v1/decide?key=http HTTP/1.1\r\nHost: t\r\n\r\n";
+        const char req[] = "GET /v1/decide?key=http HTTP/1.1\r\nHost: t\r\n"
+                           "Authorization: Bearer " TOKEN "\r\n\r\n";
         cr_assert_eq(httpc_send(hfd, req, sizeof(req) - 1), 0);
         cr_assert_eq(httpc_read(hfd, &hr, deadline), 0, "HTTP decide %d not answered within %d ms",
                      i, deadline);

@@ -15,7 +15,8 @@ typedef struct door_fixture {
 static inline door_t *door_fixture_open(door_fixture_t *f, gov_engine_t *engine)
 {
     cr_assert_not_null(f->metrics = srv_metrics_new());
-    cr_assert_eq(door_new(&f->door, engine, f->metrics), 0);
+    tt_err_t err;
+    cr_assert_eq(door_new(&f->door, engine, f->metrics, NULL, &err), 0);
     return f->door;
 }
 

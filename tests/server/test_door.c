@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "door_fixture.h"
 #include "helpers.h" /* tests/engine's: limits and engines in a line */
@@ -146,4 +147,164 @@ Test(door, a_grpc_request_of_several_asks_is_one_decision)
     cr_assert_eq(sample("tokentriage_verdicts_total{door=\"grpc\",verdict=\"unfittable\"}"), 1);
     cr_assert_eq(sample("tokentriage_requests_total{door=\"grpc\",op=\"decide\"}"), 3);
     cr_assert_eq(sample("tokentriage_decision_latency_seconds_count{door=\"grpc\"}"), 3);
+}
+
+Test(door, allow_lists_past_their_bound_name_the_list)
+{
+    static uint32_t ids[DOOR_ALLOW_MAX + 1];
+    door_t *d;
+    tt_err_t err;
+    door_options_t o = {.allow_gids = ids, .n_allow_gids = DOOR_ALLOW_MAX + 1};
+    cr_assert_eq(door_new(&d, eng, fx.metrics, &o, &err), TT_ERR_INVAL);
+    cr_assert_null(d);
+    cr_assert_str_eq(err.path, "server.allow_gids");
+    cr_assert_str_eq(err.message, "at most 32 entries");
+    o = (door_options_t){.allow_uids = ids, .n_allow_uids = DOOR_ALLOW_MAX + 1};
+    cr_assert_eq(door_new(&d, eng, fx.metrics, &o, &err), TT_ERR_INVAL);
+    cr_assert_str_eq(err.path, "server.allow_uids");
+}
+
+/* ---- who may spend (SPEC §9) ------------------------------------------------------------ */
+
+#define TOKEN "proxy-token-0123456789abcdef"
+#define TOKEN_A "team-a-token-0123456789abcdef"
+
+static cfg_config_t *tcfg;
+static char tdir[64], tfile[96];
+
+static door_t *cd; /* the suite's checked door */
+
+/* A door whose callers are checked: allow_uids [0], the tokens of a file armed into tcfg. */
+static void checked_setup(void)
+{
+    setup();
+    snprintf(tdir, sizeof(tdir), "/tmp/tt-door-XXXXXX");
+    cr_assert_not_null(mkdtemp(tdir));
+    snprintf(tfile, sizeof(tfile), "%s/tokens.yaml", tdir);
+    FILE *f = fopen(tfile, "w");
+    fputs("tokens:\n"
+          "  - { name: proxy, token: " TOKEN ", subjects: { team: [\"*\"], key: [\"*\"] } }\n"
+          "  - { name: team-a, token: " TOKEN_A ", subjects: { team: [a] } }\n",
+          f);
+    fclose(f);
+    char yaml[256];
+    snprintf(yaml, sizeof(yaml), "server: { tokens_file: %s, http_decide: on }\n", tfile);
+    cfg_report_t r = {0};
+    cr_assert_eq(cfg_load_string("t.yaml", yaml, strlen(yaml), &tcfg, &r), 0);
+    cr_assert_eq(cfg_arm(tcfg, &r), 0);
+    cfg_report_free(&r);
+    static const uint32_t root[] = {0};
+    door_options_t o = {.allow_uids = root, .n_allow_uids = 1, .cfg = &tcfg};
+    tt_err_t err;
+    cr_assert_eq(door_new(&cd, eng, fx.metrics, &o, &err), 0);
+}
+
+static void checked_teardown(void)
+{
+    door_free(cd);
+    cfg_free(tcfg);
+    unlink(tfile);
+    rmdir(tdir);
+    teardown();
+}
+
+TestSuite(who_may_spend, .init = checked_setup, .fini = checked_teardown);
+
+static int call_as(door_t *d, const door_caller_t *who, proto_op_t op, const gov_subject_t *s,
+                   int64_t tokens, uint64_t reservation, door_req_t *req)
+{
+    door_args_t a = {
+        .op = op, .subject = s, .tokens = tokens, .reservation = reservation, .now = T0};
+    return door_call(d, who, &a, req, never, NULL);
+}
+
+static door_caller_t tcp_with(const char *auth)
+{
+    return (door_caller_t){.door = SRV_DOOR_HTTP,
+                           .tcp = true,
+                           .authorization = auth,
+                           .authorization_len = auth ? strlen(auth) : 0};
+}
+
+Test(who_may_spend, a_unix_peer_outside_the_allow_list_spends_nothing)
+{
+    door_t *d = cd;
+    door_req_t req;
+    gov_subject_t s = team("u");
+    door_caller_t nobody = {.door = SRV_DOOR_HTTP, .cred = true, .uid = 65534, .gid = 65534};
+    door_caller_t unknown = {.door = SRV_DOOR_GRPC};
+    door_caller_t root = {.door = SRV_DOOR_SOCKET, .cred = true, .uid = 0, .gid = 0};
+    cr_assert_eq(call_as(d, &nobody, PROTO_OP_DECIDE, &s, GOV_NO_TOKENS, 0, &req), TT_ERR_PEER);
+    cr_assert(strstr(req.result.err.message, "uid 65534"), "%s", req.result.err.message);
+    cr_assert_eq(call_as(d, &unknown, PROTO_OP_DECIDE, &s, GOV_NO_TOKENS, 0, &req), TT_ERR_PEER,
+                 "a peer whose ids the kernel did not give");
+    cr_assert_not(door_peer_allowed(d, &nobody));
+    cr_assert(door_peer_allowed(d, &root));
+    cr_assert_eq(
+        sample("tokentriage_request_errors_total{door=\"http\",code=\"peer_not_allowed\"}"), 1);
+    cr_assert_eq(call_as(d, &root, PROTO_OP_DECIDE, &s, GOV_NO_TOKENS, 0, &req), 0);
+    cr_assert_eq(req.result.remaining, 1, "the refused calls spent nothing: 2 - 1");
+}
+
+Test(who_may_spend, over_tcp_only_a_token_decides_and_only_its_subjects)
+{
+    door_t *d = cd;
+    door_req_t req;
+    gov_subject_t a = team("a"), b = team("b");
+    static const char *const refused[] = {
+        NULL, "Bearer", "Basic cHJveHk6eA==", "Bearer not-a-token-of-this-daemon"};
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        door_caller_t who = tcp_with(refused[i]);
+        cr_assert_eq(call_as(d, &who, PROTO_OP_DECIDE, &a, GOV_NO_TOKENS, 0, &req),
+                     TT_ERR_UNAUTHENTICATED, "case %zu", i);
+        cr_assert_str_eq(req.result.err.path, "authorization");
+    }
+    door_caller_t team_a = tcp_with("bearer  " TOKEN_A); /* the scheme's case, and spaces */
+    cr_assert_eq(call_as(d, &team_a, PROTO_OP_DECIDE, &b, GOV_NO_TOKENS, 0, &req),
+                 TT_ERR_FORBIDDEN);
+    cr_assert_str_eq(req.result.err.path, "subject.team");
+    cr_assert(strstr(req.result.err.message, "team-a"), "%s", req.result.err.message);
+    cr_assert_null(strstr(req.result.err.message, TOKEN_A), "never the token itself");
+    cr_assert_eq(call_as(d, &team_a, PROTO_OP_DECIDE, &a, GOV_NO_TOKENS, 0, &req), 0);
+    cr_assert(req.result.admit);
+    cr_assert_eq(req.result.remaining, 1, "the refusals spent nothing");
+    gov_subject_t ab;
+    subj(&ab, "team", "a", "key", "k", NULL);
+    cr_assert_eq(call_as(d, &team_a, PROTO_OP_CHARGE, &ab, 1, 0, &req), TT_ERR_FORBIDDEN,
+                 "a level it was not given, on a charge too");
+    cr_assert_eq(sample("tokentriage_request_errors_total{door=\"http\",code=\"unauthenticated\"}"),
+                 4);
+    cr_assert_eq(sample("tokentriage_request_errors_total{door=\"http\",code=\"forbidden\"}"), 2);
+    /* asks: the one it may not name carries the error; nothing is decided */
+    door_caller_t grpc_a = {.door = SRV_DOOR_GRPC,
+                            .tcp = true,
+                            .authorization = "Bearer " TOKEN_A,
+                            .authorization_len = strlen("Bearer " TOKEN_A)};
+    gov_ask_t asks[2] = {{.subject = team("a"), .cost = 1}, {.subject = team("b"), .cost = 1}};
+    gov_result_t res[2];
+    cr_assert_eq(door_decide_asks(d, &grpc_a, "d", 1, asks, 2, GOV_ASK_EXACT, T0, res, NULL, NULL),
+                 TT_ERR_FORBIDDEN);
+    cr_assert_eq(res[0].status, 0);
+    cr_assert_eq(res[1].status, TT_ERR_FORBIDDEN);
+    cr_assert_eq(call_as(d, &team_a, PROTO_OP_DECIDE, &a, GOV_NO_TOKENS, 0, &req), 0);
+    cr_assert_eq(req.result.remaining, 0, "the refused asks spent nothing of team a");
+}
+
+Test(who_may_spend, a_token_settles_its_own_reservations_alone)
+{
+    door_t *d = cd;
+    door_req_t req;
+    gov_subject_t k;
+    subj(&k, "key", "k", NULL);
+    door_caller_t proxy = tcp_with("Bearer " TOKEN), team_a = tcp_with("Bearer " TOKEN_A);
+    door_caller_t root = {.door = SRV_DOOR_SOCKET, .cred = true, .uid = 0, .gid = 0};
+    cr_assert_eq(call_as(d, &proxy, PROTO_OP_DECIDE, &k, 20000, 0, &req), 0);
+    uint64_t id = req.result.reservation;
+    cr_assert_neq(id, 0);
+    cr_assert_eq(call_as(d, &team_a, PROTO_OP_SETTLE, NULL, 0, id, &req), GOV_ERESERVATION,
+                 "another token's");
+    cr_assert_eq(call_as(d, &root, PROTO_OP_SETTLE, NULL, 0, id, &req), GOV_ERESERVATION,
+                 "the socket's callers are another owner");
+    cr_assert_eq(call_as(d, &proxy, PROTO_OP_SETTLE, NULL, 0, id, &req), 0);
+    cr_assert_eq(req.result.settled, 1);
 }

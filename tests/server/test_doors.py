@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""ctest server_doors: every way in on one real daemon, each asked through its own client: the
-decision socket (msgpack, the Python client), HTTP on the socket and on TCP, Envoy's gRPC
-(Debian's python3-grpcio). They are one engine call (server/door.c): the same decisions, counted
-on /metrics by door; and who may spend is the same on every door (SPEC §9): a uid the socket
-refuses (server.allow_uids) spends nothing over loopback TCP either (setpriv runs its clients).
+"""ctest server_doors: every way in on real daemons, each asked through its own client: the
+decision socket (msgpack, the Python client), HTTP on the socket and on TCP, Envoy's gRPC on a unix
+path and on TCP (Debian's python3-grpcio). They are one engine call (server/door.c): the same
+decisions, counted on /metrics by door; and who may spend is the same on every door (SPEC §9): a
+uid the socket refuses (server.allow_uids) is refused on every unix door and spends nothing over
+loopback TCP (setpriv runs its clients), and over TCP only a bearer token of server.tokens_file
+spends, and only the subjects it was granted.
 
 usage: test_doors.py TOKENTRIAGE PROTO_DIR CLIENTS_DIR
 """
@@ -24,19 +26,39 @@ from rlspb import load_messages  # noqa: E402
 from ttcheck import check, connectable, free_port, stop, summary, wait_for  # noqa: E402
 
 RLS = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
-
-CONFIG = """\
+HEALTH = "/grpc.health.v1.Health/Check"
+PROXY = "proxy-token-0123456789abcdef"   # any team, any key
+TEAM_A = "team-a-token-0123456789abcdef"  # team a, keys a-*
+TOKENS = f"""\
+tokens:
+  - {{ name: proxy, token: {PROXY}, subjects: {{ team: ["*"], key: ["*"] }} }}
+  - {{ name: team-a, token: {TEAM_A}, subjects: {{ team: [a], key: ["a-*"] }} }}
+"""
+LIMITS = """\
+governance:
+  limits:
+    - { id: team_rpm, attach: { level: team }, type: rpm, amount: 3, period: 1m }
+    - { id: key_tpm, attach: { level: key }, type: tpm, amount: 100000, period: 8760h,
+        burst: 100000 }
+"""
+# gRPC on a unix path (allow_uids), HTTP on TCP (tokens)
+UNIX = """\
 server:
   socket: {sock}
   socket_mode: 0666
   allow_uids: [0]
   http: 127.0.0.1:{port}
+  http_decide: on
+  tokens_file: {tokens}
   grpc: {grpc}
-governance:
-  limits:
-    - {{ id: team_rpm, attach: {{ level: team }}, type: rpm, amount: 3, period: 1m }}
-    - {{ id: key_tpm, attach: {{ level: key }}, type: tpm, amount: 100000, period: 8760h,
-        burst: 100000 }}
+"""
+# gRPC on TCP (tokens)
+TCP = """\
+server:
+  socket: {sock}
+  http: ""
+  tokens_file: {tokens}
+  grpc: 127.0.0.1:{grpc}
 """
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
@@ -55,9 +77,9 @@ def unix_http(sock, target, method="GET"):
     return int(head.split()[1]), body.decode()
 
 
-def tcp_http(port, target, method="GET"):
+def tcp_http(port, target, method="GET", token=PROXY):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    c.request(method, target)
+    c.request(method, target, headers={"Authorization": f"Bearer {token}"} if token else {})
     r = c.getresponse()
     out = r.status, r.read().decode()
     c.close()
@@ -81,7 +103,7 @@ def one_engine_call(sock, port, call, pb, Client):
         for _ in range(2):
             check(c.decide({"team": "s"})["admit"], "socket: admitted")
     check(unix_http(sock, "/v1/decide?team=h1")[0] == 200, "HTTP on the socket: 200")
-    check(tcp_http(port, "/v1/decide?team=h2")[0] == 200, "HTTP on TCP: 200")
+    check(tcp_http(port, "/v1/decide?team=h2")[0] == 200, "HTTP on TCP, with a token: 200")
     codes = []
     for _ in range(4):
         r = pb.RateLimitRequest(domain="edge")
@@ -113,9 +135,25 @@ def as_nobody(*curl):
     return int(code or 0), body
 
 
-def uids_hold_on_every_door(sock, port, Client):
-    """Issue 34 item 4: uid 65534, refused on the socket (allow_uids: [0]), must not spend over
-    loopback TCP either: neither decide nor settle root's reservation."""
+GRPC_AS_NOBODY = """
+import sys, grpc
+sys.path.insert(0, sys.argv[2])
+import rls_pb2 as pb
+r = pb.RateLimitRequest(domain="edge")
+r.descriptors.add().entries.add(key="key", value="root")
+with grpc.insecure_channel("unix:" + sys.argv[1]) as ch:
+    try:
+        ch.unary_unary("%s", request_serializer=pb.RateLimitRequest.SerializeToString)(r, timeout=10)
+        print("OK")
+    except grpc.RpcError as e:
+        print(e.code().name)
+""" % RLS
+
+
+def uids_hold_on_every_door(sock, port, gsock, pydir, Client):
+    """Issue 34 item 4: uid 65534, refused on the socket (allow_uids: [0]), is refused on every
+    unix door and spends nothing over loopback TCP: neither decide nor settle root's
+    reservation."""
     with Client(sock) as c:
         d = c.decide({"key": "root"}, tokens=50000)
         left = d["tokens"][1]
@@ -129,12 +167,63 @@ def uids_hold_on_every_door(sock, port, Client):
                              f"reservation={d['reservation']}&actual=100000")
     check(status in (401, 403), f"uid 65534 over 127.0.0.1 /v1/settle of root's reservation: "
           f"refused ({status} {body})")
+    status, body = as_nobody("-X", "POST", "-H", f"Authorization: Bearer {PROXY}",
+                             f"http://127.0.0.1:{port}/v1/settle?"
+                             f"reservation={d['reservation']}&actual=100000")
+    check(status == 404, f"even with a token, the socket's reservation is not a token's to settle "
+          f"({status} {body})")
+    out = subprocess.run(NOBODY + [sys.executable, "-c", GRPC_AS_NOBODY, gsock, pydir],
+                         capture_output=True, text=True, timeout=30)
+    check(out.stdout.strip() == "PERMISSION_DENIED",
+          f"uid 65534 on the gRPC unix socket: PERMISSION_DENIED ({out.stdout.strip()} "
+          f"{out.stderr.strip()[-200:]})")
     with Client(sock) as c:
         after = c.decide({"key": "root"}, tokens=0)["tokens"][1]
         s = c.settle(d["reservation"], 50000)
     check(after == left, f"key_tpm's counter is as root left it ({after}, want {left})")
     check(s.get("settled") == 1 and not s.get("already_settled"),
           f"root's reservation is still root's to settle ({s})")
+
+
+def grpc_over_tcp(port, pb, health_pb2):
+    """gRPC on TCP decides only for a token of server.tokens_file, and only its subjects; the
+    health check needs none (the kubelet's probe carries no token)."""
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        call = ch.unary_unary(RLS, request_serializer=pb.RateLimitRequest.SerializeToString,
+                              response_deserializer=pb.RateLimitResponse.FromString)
+
+        def code(team, token):
+            r = pb.RateLimitRequest(domain="edge")
+            r.descriptors.add().entries.add(key="team", value=team)
+            md = [("authorization", f"Bearer {token}")] if token else []
+            try:
+                return call(r, timeout=5, metadata=md).overall_code
+            except grpc.RpcError as e:
+                return e.code()
+
+        OK = pb.RateLimitResponse.OK
+        check(code("a", None) == grpc.StatusCode.UNAUTHENTICATED,
+              "gRPC over TCP without a token: UNAUTHENTICATED")
+        check(code("a", "not-a-token-of-this-daemon-1234") == grpc.StatusCode.UNAUTHENTICATED,
+              "gRPC over TCP with an unknown token: UNAUTHENTICATED")
+        check(code("b", TEAM_A) == grpc.StatusCode.PERMISSION_DENIED,
+              "team a's token for team b: PERMISSION_DENIED")
+        check(code("a", TEAM_A) == OK, "team a's token for team a: OK")
+        check(code("b", PROXY) == OK, "the proxy's token for team b: OK")
+        hc = ch.unary_unary(HEALTH, request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+                            response_deserializer=health_pb2.HealthCheckResponse.FromString)
+        check(hc(health_pb2.HealthCheckRequest(), timeout=5).status ==
+              health_pb2.HealthCheckResponse.SERVING, "the health check needs no token: SERVING")
+
+
+def start(tt, work, name, config, **where):
+    """A daemon on the server section `config` (formatted with where) and LIMITS; (Popen, its
+    log)."""
+    cfg, log = os.path.join(work, f"{name}.yaml"), os.path.join(work, f"{name}.log")
+    with open(cfg, "w") as f:
+        f.write(config.format(**where) + LIMITS)
+    return subprocess.Popen([tt, "serve", "-c", cfg], stdout=subprocess.DEVNULL,
+                            stderr=open(log, "w")), log
 
 
 def main():
@@ -144,31 +233,40 @@ def main():
 
     work = tempfile.mkdtemp(prefix="tt-doors-")
     os.chmod(work, 0o755)
-    pb, _ = load_messages(proto_dir, work)
+    pb, health_pb2 = load_messages(proto_dir, work)
+    tokens = os.path.join(work, "tokens.yaml")
+    with open(tokens, "w") as f:
+        f.write(TOKENS)
     sock, gsock = os.path.join(work, "tt.sock"), os.path.join(work, "grpc.sock")
     port = free_port()
-    cfg = os.path.join(work, "tt.yaml")
-    with open(cfg, "w") as f:
-        f.write(CONFIG.format(sock=sock, port=port, grpc=gsock))
-    log = os.path.join(work, "serve.log")
-    daemon = subprocess.Popen([tt, "serve", "-c", cfg], stdout=subprocess.DEVNULL,
-                              stderr=open(log, "w"))
+    daemons = []
     channel = None
     try:
+        daemons.append(start(tt, work, "unix", UNIX, sock=sock, port=port, grpc=gsock,
+                             tokens=tokens))
         wait_for("the daemon's listeners",
                  lambda: connectable(sock) and connectable(gsock) and
-                 connectable(("127.0.0.1", port)), procs=[daemon])
+                 connectable(("127.0.0.1", port)), procs=[daemons[0][0]])
         channel = grpc.insecure_channel("unix:" + gsock)
         call = channel.unary_unary(RLS, request_serializer=pb.RateLimitRequest.SerializeToString,
                                    response_deserializer=pb.RateLimitResponse.FromString)
         one_engine_call(sock, port, call, pb, Client)
-        uids_hold_on_every_door(sock, port, Client)
+        uids_hold_on_every_door(sock, port, gsock, os.path.join(work, "py"), Client)
+        sock2, gport = os.path.join(work, "tcp.sock"), free_port()
+        daemons.append(start(tt, work, "tcp", TCP, sock=sock2, grpc=gport, tokens=tokens))
+        wait_for("the gRPC TCP listener", lambda: connectable(("127.0.0.1", gport)),
+                 procs=[daemons[1][0]])
+        grpc_over_tcp(gport, pb, health_pb2)
+        m = metrics(sock2)
+        name = 'tokentriage_request_errors_total{door="grpc",code="unauthenticated"}'
+        check(m.get(name) == 2, f"/metrics {name} 2 ({m.get(name)})")
     except Exception as e:  # noqa: BLE001
         check(False, f"unexpected {type(e).__name__}: {e}")
     finally:
         if channel:
             channel.close()
-        stop(daemon, log)
+        for daemon, log in daemons:
+            stop(daemon, log)
         shutil.rmtree(work, ignore_errors=True)
     return summary("server doors")
 

@@ -362,3 +362,61 @@ Test(hdoor, an_admit_with_a_reservation_carries_it_in_a_header_and_the_body)
               answer());
     cr_assert(strstr(answer(), ",\"reservation\":12345678901234567890,"), "%s", answer());
 }
+
+static bool authorization_is(const char *want)
+{
+    return want ? call.authorization.len == strlen(want) &&
+                      memcmp(call.authorization.ptr, want, call.authorization.len) == 0
+                : call.authorization.ptr == NULL;
+}
+
+/* The credentials go to the door as sent; Tokentriage-Authorization wins over a client's own
+ * Authorization (a forward-auth proxy passes the client's API key along). */
+Test(hdoor, the_credentials_are_read_for_the_door)
+{
+    cr_assert_eq(route("GET /v1/decide?team=t HTTP/1.1\r\n\r\n"), HDOOR_DECIDE);
+    cr_assert(authorization_is(NULL));
+    cr_assert_eq(route("GET /v1/decide?team=t HTTP/1.1\r\nauthorization:  Bearer abc \r\n\r\n"),
+                 HDOOR_DECIDE);
+    cr_assert(authorization_is("Bearer abc"));
+    cr_assert_eq(route("GET /v1/decide?team=t HTTP/1.1\r\nAuthorization: Bearer sk-client\r\n"
+                       "Tokentriage-Authorization: Bearer ours\r\n\r\n"),
+                 HDOOR_DECIDE);
+    cr_assert(authorization_is("Bearer ours"));
+    cr_assert_eq(route("POST /v1/settle?reservation=7&actual=1 HTTP/1.1\r\n"
+                       "Tokentriage-Authorization: Bearer ours\r\n\r\n"),
+                 HDOOR_SETTLE);
+    cr_assert(authorization_is("Bearer ours"));
+    cr_assert_eq(route("GET /v1/decide?team=t HTTP/1.1\r\nAuthorization: Bearer a\r\n"
+                       "Authorization: Bearer b\r\n\r\n"),
+                 HDOOR_ANSWERED);
+    cr_assert(strstr(answer(), "400 Bad Request") && strstr(answer(), "given twice"), "%s",
+              answer());
+    cr_assert_eq(route("POST /v1/settle?reservation=7&actual=1 HTTP/1.1\r\n"
+                       "Authorization: Bearer a\r\nAuthorization: Bearer b\r\n\r\n"),
+                 HDOOR_ANSWERED);
+    cr_assert(strstr(answer(), "header Authorization given twice"), "%s", answer());
+}
+
+/* The door's refusals: 401 with the challenge RFC 6750 asks for, 403; on both routes. */
+Test(hdoor, a_caller_the_door_refused_is_401_or_403)
+{
+    gov_result_t r = {.status = TT_ERR_UNAUTHENTICATED};
+    tt_err_set(&r.err, TT_ERR_UNAUTHENTICATED, "authorization", "no token");
+    cr_assert_eq(hdoor_respond_decision(&out, &r, 429, keep), 0);
+    cr_assert(strstr(answer(), "HTTP/1.1 401 Unauthorized\r\n"), "%s", answer());
+    cr_assert(strstr(answer(), "\r\nWWW-Authenticate: Bearer realm=\"tokentriage\"\r\n"), "%s",
+              answer());
+    cr_assert(
+        strstr(answer(), "\"code\":\"unauthenticated\",\"message\":\"authorization: no token\""),
+        "%s", answer());
+    out.len = 0;
+    cr_assert_eq(hdoor_respond_settled(&out, &r, keep), 0);
+    cr_assert(strstr(answer(), "HTTP/1.1 401 Unauthorized\r\n"), "%s", answer());
+    out.len = 0;
+    r.status = r.err.code = TT_ERR_FORBIDDEN;
+    cr_assert_eq(hdoor_respond_decision(&out, &r, 429, keep), 0);
+    cr_assert(strstr(answer(), "HTTP/1.1 403 Forbidden\r\n") && strstr(answer(), "\"forbidden\""),
+              "%s", answer());
+    cr_assert_null(strstr(answer(), "WWW-Authenticate"));
+}

@@ -1,4 +1,5 @@
-/* The HTTP front door (SPEC §12) on the real daemon: /v1/decide over the TCP listener. */
+/* The HTTP front door (SPEC §12) on the real daemon: /v1/decide over the TCP listener, each
+ * request with a bearer token of server.tokens_file (SPEC §9). */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <netinet/in.h>
@@ -23,31 +24,63 @@
 
 /* A year-long tpm bucket: nothing refills during a test, so the remaining tokens move by
  * exactly what was charged and refunded. */
+/* Tokens per team, for the reservations of several clients. */
+#define TPM_TEAM                                                                                   \
+    "    - id: team_tpm\n      attach: { level: team }\n      type: tpm\n      amount: 100000\n"   \
+    "      period: 8760h\n      burst: 100000\n"
+
 #define TPM_YEAR                                                                                   \
     "    - id: key_tpm\n      attach: { level: key }\n      type: tpm\n      amount: 100000\n"     \
     "      period: 8760h\n      burst: 100000\n"
+
+/* server.tokens_file: the proxy's token names any team and key, team a's only its own. */
+#define TOKEN "proxy-token-0123456789abcdef"
+#define TOKEN_A "team-a-token-0123456789abcdef"
+#define TOKENS                                                                                     \
+    "tokens:\n"                                                                                    \
+    "  - { name: proxy, token: " TOKEN ", subjects: { team: [\"*\"], key: [\"*\"] } }\n"           \
+    "  - { name: team-a, token: " TOKEN_A ", subjects: { team: [a], key: [\"a-*\"] } }\n"
 
 static tt_daemon_t d;
 static int port;
 static httpc_response_t r;
 static char v[256];
+static char tokens_dir[64], tokens_file[96];
+static const char *bearer = TOKEN; /* what ask() presents; NULL: no Authorization */
 
 static void stop(void)
 {
     tt_daemon_stop(&d);
+    if (tokens_file[0])
+        unlink(tokens_file);
+    if (tokens_dir[0])
+        rmdir(tokens_dir);
+    tokens_file[0] = tokens_dir[0] = '\0';
+    bearer = TOKEN;
 }
 
 TestSuite(http_decide, .fini = stop, .timeout = 60);
 
-/* The daemon with HTTP on host:<free port>, the header mapping, and `more` server lines. */
+/* The daemon with HTTP on host:<free port>, the header mapping, decide served there with the
+ * tokens of TOKENS (unless `more` says http_decide itself), and `more` server lines. */
 static void start_on(const char *host, const char *limits, const char *more)
 {
-    char extra[512];
+    if (!tokens_dir[0]) {
+        snprintf(tokens_dir, sizeof(tokens_dir), "/tmp/tt-http-tokens-XXXXXX");
+        cr_assert_not_null(mkdtemp(tokens_dir));
+        snprintf(tokens_file, sizeof(tokens_file), "%s/tokens.yaml", tokens_dir);
+        FILE *f = fopen(tokens_file, "w");
+        cr_assert_not_null(f);
+        fputs(TOKENS, f);
+        fclose(f);
+    }
+    char extra[768];
     port = tt_free_port();
     snprintf(extra, sizeof(extra),
              "  http: %s:%d\n  http_subject: { team: X-Team, key: X-Api-Key }\n"
-             "  http_tokens: X-Tokens\n%s",
-             host, port, more);
+             "  http_tokens: X-Tokens\n  tokens_file: %s\n%s%s",
+             host, port, tokens_file, strstr(more, "http_decide:") ? "" : "  http_decide: on\n",
+             more);
     cr_assert_eq(tt_daemon_start(&d, limits, extra), 0);
 }
 
@@ -62,8 +95,11 @@ static int ask(const char *method, const char *target, const char *headers)
     int fd = httpc_tcp(port);
     cr_assert_geq(fd, 0);
     static char req[65536];
-    int n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n%s\r\n",
-                     method, target, headers ? headers : "");
+    char auth[128] = "";
+    if (bearer)
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", bearer);
+    int n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n%s%s\r\n",
+                     method, target, auth, headers ? headers : "");
     cr_assert_lt((size_t)n, sizeof(req));
     httpc_reset();
     httpc_send(fd, req, (size_t)n); /* the daemon may answer a bad head before taking it all */
@@ -164,7 +200,8 @@ Test(http_decide, a_thousand_decisions_on_one_keep_alive_connection)
     start();
     int fd = httpc_tcp(port);
     httpc_reset();
-    const char req[] = "GET /v1/decide?key=ka HTTP/1.1\r\nHost: t\r\nX-Tokens: 1\r\n\r\n";
+    const char req[] = "GET /v1/decide?key=ka HTTP/1.1\r\nHost: t\r\nX-Tokens: 1\r\n"
+                       "Authorization: Bearer " TOKEN "\r\n\r\n";
     for (int i = 0; i < 1000; i++) {
         cr_assert_eq(httpc_send(fd, req, sizeof(req) - 1), 0);
         cr_assert_eq(httpc_read(fd, &r, 5000), 0, "request %d", i);
@@ -179,11 +216,12 @@ Test(http_decide, a_pipelined_burst_is_answered_in_order)
     start();
     int fd = httpc_tcp(port);
     httpc_reset();
-    static char burst[200 * 100];
+    static char burst[200 * 160];
     size_t len = 0;
     for (int i = 0; i < 200; i++)
         len += (size_t)snprintf(burst + len, sizeof(burst) - len,
-                                "GET /v1/decide?key=pipe&tokens=%d HTTP/1.1\r\nHost: t\r\n\r\n",
+                                "GET /v1/decide?key=pipe&tokens=%d HTTP/1.1\r\nHost: t\r\n"
+                                "Authorization: Bearer " TOKEN "\r\n\r\n",
                                 i + 1);
     cr_assert_eq(httpc_send(fd, burst, len), 0);
     for (int i = 0; i < 200; i++) {
@@ -207,18 +245,87 @@ Test(http_decide, a_deny_only_posture_fail_closed_made_is_503)
     cr_assert_not_null(httpc_header(&r, "Retry-After", v, sizeof(v)));
 }
 
-Test(http_decide, a_non_loopback_listener_serves_decide_only_when_told)
+/* SPEC §9 (issue 34 item 4): the TCP listener decides only when server.http_decide is on, and
+ * then only for a bearer token of server.tokens_file; on loopback as anywhere. */
+Test(http_decide, the_tcp_listener_decides_only_when_told_and_only_for_a_token)
 {
-    start_on("0.0.0.0", LIMITS, "");
-    cr_assert_eq(ask("GET", "/v1/decide?team=t", NULL), 403, "%s", r.raw);
-    cr_assert(strstr(r.body, "server.http_decide"), "%s", r.body);
-    cr_assert_eq(ask("GET", "/healthz", NULL), 200);
-    tt_daemon_stop(&d);
-    start_on("0.0.0.0", LIMITS, "  http_decide: on\n");
-    cr_assert_eq(ask("GET", "/v1/decide?team=t", NULL), 200, "%s", r.raw);
-    tt_daemon_stop(&d);
     start_on("127.0.0.1", LIMITS, "  http_decide: off\n");
     cr_assert_eq(ask("GET", "/v1/decide?team=t", NULL), 403, "%s", r.raw);
+    cr_assert(strstr(r.body, "\"code\":\"decide_off\"") && strstr(r.body, "server.http_decide"),
+              "%s", r.body);
+    cr_assert_eq(ask("GET", "/healthz", NULL), 200);
+    tt_daemon_stop(&d);
+    start_on("0.0.0.0", LIMITS, "");
+    cr_assert_eq(ask("GET", "/v1/decide?key=sentinel&tokens=1", NULL), 200, "%s", r.raw);
+    cr_assert_eq(requests_left(), 59999);
+    static const char *const refused[] = {NULL, "not-a-token-of-this-daemon-1234", ""};
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        bearer = refused[i];
+        cr_assert_eq(ask("GET", "/v1/decide?key=sentinel&tokens=1", NULL), 401, "case %zu: %s", i,
+                     r.raw);
+        cr_assert(strstr(r.body, "\"code\":\"unauthenticated\""), "%s", r.body);
+        cr_assert_str_eq(httpc_header(&r, "WWW-Authenticate", v, sizeof(v)),
+                         "Bearer realm=\"tokentriage\"");
+    }
+    bearer = NULL;
+    cr_assert_eq(
+        ask("GET", "/v1/decide?key=sentinel&tokens=1", "Authorization: Basic cHJveHk6eA==\r\n"),
+        401, "%s", r.raw);
+    cr_assert(strstr(r.body, "expected \\\"Bearer <token>\\\""), "%s", r.body);
+    cr_assert_eq(ask("POST", "/v1/settle?reservation=7&actual=1", NULL), 401, "%s", r.raw);
+    bearer = TOKEN;
+    cr_assert_eq(ask("GET", "/v1/decide?key=sentinel&tokens=1", NULL), 200, "%s", r.raw);
+    /* a forward-auth proxy passes its client's own Authorization (an LLM API key) along and
+     * states its token in Tokentriage-Authorization, which wins */
+    bearer = "sk-the-client-s-own-api-key-000";
+    cr_assert_eq(ask("GET", "/v1/decide?key=sentinel&tokens=1",
+                     "Tokentriage-Authorization: Bearer " TOKEN "\r\n"),
+                 200, "%s", r.raw);
+    cr_assert_eq(requests_left(), 59997, "only the requests with the token spent");
+}
+
+/* issue 31 item 4: a token spends only the subjects it was granted, and settles only what it
+ * reserved; the socket's reservations are not a token's either. */
+Test(http_decide, a_token_spends_only_its_subjects_and_settles_only_its_reservations)
+{
+    start_on("127.0.0.1", LIMITS TPM_TEAM, "");
+    bearer = TOKEN_A;
+    cr_assert_eq(ask("GET", "/v1/decide?team=a&key=a-1&tokens=1", NULL), 200, "%s", r.raw);
+    static const char *const other[] = {"/v1/decide?team=b", "/v1/decide?team=a&key=b-1",
+                                        "/v1/decide?key=a-1&team=ab"};
+    for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+        cr_assert_eq(ask("GET", other[i], NULL), 403, "%s: %s", other[i], r.raw);
+        cr_assert(strstr(r.body, "\"code\":\"forbidden\"") && strstr(r.body, "team-a"), "%s",
+                  r.body);
+    }
+    cr_assert_eq(ask("GET", "/v1/decide", "X-Team: b\r\n"), 403, "a mapped header is named too");
+    /* team a's reservation, and the proxy's */
+    cr_assert_eq(ask("GET", "/v1/decide?team=a&tokens=5000", NULL), 200, "%s", r.raw);
+    char mine[32], theirs[32], target[128];
+    cr_assert_not_null(httpc_header(&r, "Tokentriage-Reservation", mine, sizeof(mine)));
+    bearer = TOKEN;
+    cr_assert_eq(ask("GET", "/v1/decide?team=a&tokens=5000", NULL), 200, "%s", r.raw);
+    cr_assert_not_null(httpc_header(&r, "Tokentriage-Reservation", theirs, sizeof(theirs)));
+    bearer = TOKEN_A;
+    snprintf(target, sizeof(target), "/v1/settle?reservation=%s&actual=0", theirs);
+    cr_assert_eq(ask("POST", target, NULL), 404, "another token's reservation: %s", r.raw);
+    snprintf(target, sizeof(target), "/v1/settle?reservation=%s&actual=0", mine);
+    cr_assert_eq(ask("POST", target, NULL), 200, "%s", r.raw);
+    cr_assert(strstr(r.body, "\"settled\":1"), "%s", r.body);
+    bearer = TOKEN;
+    snprintf(target, sizeof(target), "/v1/settle?reservation=%s&actual=0", theirs);
+    cr_assert_eq(ask("POST", target, NULL), 200, "the proxy settles its own: %s", r.raw);
+    /* a reservation made on the socket is the socket's callers', not a token's */
+    tt_client_t *c = tt_daemon_client(&d);
+    tt_response_t tr;
+    cr_assert_eq(tt_decide(c, (tt_pair_t[]){{"team", "a"}}, 1, 100, &tr), 0);
+    cr_assert(tr.admit && tr.reservation);
+    snprintf(target, sizeof(target), "/v1/settle?reservation=%llu&actual=0",
+             (unsigned long long)tr.reservation);
+    cr_assert_eq(ask("POST", target, NULL), 404, "%s", r.raw);
+    cr_assert_eq(tt_settle(c, tr.reservation, 0, &tr), 0);
+    cr_assert_eq(tr.settled, 1, "still the socket's to settle");
+    tt_close(c);
 }
 
 Test(http_decide, decisions_over_http_are_counted_on_metrics)
@@ -331,6 +438,7 @@ Test(http_decide, a_space_before_a_header_colon_is_400_on_both_doors)
 {
     start();
     static const char req[] = "POST /v1/decide?key=smuggle&tokens=1 HTTP/1.1\r\nHost: t\r\n"
+                              "Authorization: Bearer " TOKEN "\r\n"
                               "Transfer-Encoding : chunked\r\n\r\n0\r\n\r\n";
     for (int door = 0; door < 2; door++) {
         int fd = door == 0 ? httpc_tcp(port) : httpc_unix(d.socket);

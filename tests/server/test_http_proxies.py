@@ -134,10 +134,15 @@ def main():
         return p
 
     try:
+        token = "curl-token-0123456789abcdef"
+        with open(os.path.join(work, "tokens.yaml"), "w") as f:
+            f.write(f"tokens:\n  - {{ name: curl, token: {token}, subjects: {{ team: [t-curl] }} }}\n")
         with open(os.path.join(work, "tt.yaml"), "w") as f:
             f.write(f"""server:
   socket: {sock}
   http: 127.0.0.1:{http_port}
+  http_decide: on
+  tokens_file: {os.path.join(work, "tokens.yaml")}
   http_subject: {{ team: X-Team, key: X-Api-Key }}
   http_tokens: X-Tokens
 governance:
@@ -195,8 +200,9 @@ governance:
         through("caddy", caddy_port, "t-caddy")
         reservation_handoff("caddy", caddy_port, sock)
 
-        # curl, as a person would try it: the TCP listener and the socket
-        for how, args in (("TCP", [f"http://127.0.0.1:{http_port}/v1/decide?team=t-curl"]),
+        # curl, as a person would try it: the TCP listener (with its bearer token) and the socket
+        for how, args in (("TCP", ["-H", f"Authorization: Bearer {token}",
+                                   f"http://127.0.0.1:{http_port}/v1/decide?team=t-curl"]),
                           ("unix socket", ["--unix-socket", sock, "http://tt/v1/decide?team=t-curl"])):
             out = subprocess.run(["curl", "-sS", "-i", *args], capture_output=True, text=True,
                                  timeout=10).stdout

@@ -99,7 +99,7 @@ static void start(void)
     snprintf(t.sock, sizeof(t.sock), "%s/tt.sock", t.dir);
     uv_loop_init(&t.loop);
     srv_options_t so = {.socket_path = t.sock};
-    cr_assert_eq(door_new(&t.door, t.engine, t.metrics), 0);
+    cr_assert_eq(door_new(&t.door, t.engine, t.metrics, NULL, &gerr), 0);
     cr_assert_eq(dispatch_new(&t.dispatch, t.engine, t.door, t.metrics, "test", t.sock, "test"), 0);
     cr_assert_eq(srv_start(&t.srv, &t.loop, &so, dispatch_handler(t.dispatch), t.metrics, &gerr), 0,
                  "%s", gerr.message);

@@ -111,21 +111,6 @@ Test(srv_errors, a_bad_http_address_names_server_http)
     stop(s);
 }
 
-Test(srv_errors, allow_lists_past_their_bound_name_the_list)
-{
-    static uint32_t ids[SRV_ALLOW_MAX + 1];
-    srv_t *s;
-    tt_err_t err;
-    srv_options_t o = {.socket_path = sock, .allow_gids = ids, .n_allow_gids = SRV_ALLOW_MAX + 1};
-    cr_assert_eq(start(&s, &o, &err), SRV_ELISTEN);
-    cr_assert_null(s);
-    cr_assert_str_eq(err.path, "server.allow_gids");
-    cr_assert_str_eq(err.message, "at most 32 entries");
-    o = (srv_options_t){.socket_path = sock, .allow_uids = ids, .n_allow_uids = SRV_ALLOW_MAX + 1};
-    cr_assert_eq(start(&s, &o, &err), SRV_ELISTEN);
-    cr_assert_str_eq(err.path, "server.allow_uids");
-}
-
 Test(srv_errors, a_socket_path_too_long_is_refused)
 {
     char longp[120]; /* past sun_path's 108 bytes */

@@ -80,6 +80,8 @@ void h2raw_hpack_indexed(h2raw_buf_t *b, uint32_t index)
     h2raw_hpack_int(b, 0x80, 7, index);
 }
 
+const char *h2raw_authorization;
+
 void h2raw_grpc_fields(h2raw_buf_t *b, const char *path)
 {
     static const char *fields[][2] = {{":method", "POST"},
@@ -92,6 +94,9 @@ void h2raw_grpc_fields(h2raw_buf_t *b, const char *path)
         const char *v = fields[i][1] ? fields[i][1] : path;
         h2raw_hpack_literal(b, fields[i][0], v, strlen(v), false);
     }
+    if (h2raw_authorization)
+        h2raw_hpack_literal(b, "authorization", h2raw_authorization, strlen(h2raw_authorization),
+                            false);
 }
 
 void h2raw_frame(h2raw_buf_t *b, uint8_t type, uint8_t flags, uint32_t stream, const void *payload,

@@ -47,8 +47,12 @@ void h2raw_hpack_int(h2raw_buf_t *b, uint8_t first, int prefix, uint64_t v);
 void h2raw_hpack_literal(h2raw_buf_t *b, const char *name, const char *value, size_t value_len,
                          bool index);
 void h2raw_hpack_indexed(h2raw_buf_t *b, uint32_t index);
-/* The fields of a gRPC call to `path` (POST, http, tt, application/grpc, te: trailers). */
+/* The fields of a gRPC call to `path` (POST, http, tt, application/grpc, te: trailers, and
+ * authorization: h2raw_authorization when it is set). */
 void h2raw_grpc_fields(h2raw_buf_t *b, const char *path);
+/* The `authorization` every call sends ("Bearer <token>": tokentriage's gRPC door on TCP decides
+ * only for a bearer token of its server.tokens_file); NULL, the default: none. */
+extern const char *h2raw_authorization;
 
 /* One frame; a header block as HEADERS and as many CONTINUATIONs as it takes; the client
  * preface and an empty SETTINGS; a gRPC message (its 5-byte prefix, then msg) as one DATA. */
