@@ -631,9 +631,10 @@ static void watch_metrics(proto_out_t *out, void *ud)
 
 /*
  * server.config_watch: the config file, and every other file a reload reads again (a sealed
- * replica's keyring file, the Redis password files), reload when they change. Called before
- * any of them is read but the config, whose fingerprint `seen` was taken before it was read, so
- * an update racing the start is not lost. -1 when out of memory.
+ * replica's keyring file, the Redis password files, server.tokens_file), reload when they
+ * change. Called before any of them is read but the config (and the tokens file, read when it
+ * was armed), whose fingerprint `seen` was taken before it was read, so an update racing the
+ * start is not lost. -1 when out of memory.
  */
 static int start_watch(daemon_t *d, uint64_t seen)
 {
@@ -642,7 +643,8 @@ static int start_watch(daemon_t *d, uint64_t seen)
         return 0;
     const char *also[] = {c->share.present ? c->share.keyring_file : "",
                           c->redis.present ? c->redis.password_file : "",
-                          c->redis.present ? c->redis.sentinel_password_file : ""};
+                          c->redis.present ? c->redis.sentinel_password_file : "",
+                          c->server.tokens_file};
     srv_watch_options_t o = {.poll_ns = c->server.config_poll_ns};
     if (srv_watch_new(&d->watch, &d->loop, &o) != 0 ||
         srv_watch_add(d->watch, d->opt->config_path, false, &seen, on_watch, d) != 0)
@@ -661,6 +663,7 @@ static int start_watch(daemon_t *d, uint64_t seen)
            TT_STR("keyring", also[0][0] ? also[0] : "none"),
            TT_STR("redis_password", also[1][0] ? also[1] : "none"),
            TT_STR("sentinel_password", also[2][0] ? also[2] : "none"),
+           TT_STR("tokens", also[3][0] ? also[3] : "none"),
            TT_STR("grpc_config_dir", rules[0] ? rules : "none"),
            TT_BOOL("inotify", srv_watch_inotify(d->watch)),
            TT_NUM("poll_s", c->server.config_poll_ns / 1e9));

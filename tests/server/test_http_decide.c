@@ -454,3 +454,26 @@ Test(http_decide, a_space_before_a_header_colon_is_400_on_both_doors)
     cr_assert_eq(ask("GET", "/v1/decide?key=smuggle&tokens=1", NULL), 200);
     cr_assert_eq(requests_left(), 59999, "only the good request spent: %s", r.raw);
 }
+
+/* issue 31 item 4: the tokens file is read again on every reload, and the config watch reloads
+ * when it changes (no signal, no restart): a new token decides, a removed one no longer does. */
+Test(http_decide, tokens_rotate_without_a_restart)
+{
+    start_on("127.0.0.1", LIMITS, "");
+    cr_assert_eq(ask("GET", "/v1/decide?team=t", NULL), 200, "%s", r.raw);
+    FILE *f = fopen(tokens_file, "w");
+    cr_assert_not_null(f);
+    fputs("tokens:\n  - { name: proxy, token: rotated-token-0123456789abc, "
+          "subjects: { team: [\"*\"] } }\n",
+          f);
+    fclose(f);
+    bearer = "rotated-token-0123456789abc";
+    int status = 0;
+    for (long long end = tt_now_ms() + 20000; status != 200 && tt_now_ms() < end;)
+        if ((status = ask("GET", "/v1/decide?team=t", NULL)) != 200)
+            usleep(20000); /* polled with a deadline: the watch reloads within its poll */
+    cr_assert_eq(status, 200, "the new token is not accepted: %s", r.raw);
+    bearer = TOKEN;
+    cr_assert_eq(ask("GET", "/v1/decide?team=t", NULL), 401, "the old one is: %s", r.raw);
+    cr_assert(tt_daemon_log_has(&d, "reload applied", 0));
+}
