@@ -58,8 +58,6 @@ CALL_CIRCLES_PENDING = {
         "issue 33 item 3 (membership's shell and its push-pull)",
     frozenset({"redis/node.c", "redis/redis_store.c", "redis/topology.c"}):
         "issue 33 item 2 (redis/: the node's events)",
-    frozenset({"config/envoy.c", "config/load.c"}):
-        "found by this check: cfg__read_file and cfg__add_overrides (config/, envoy's rule files)",
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
