@@ -5,6 +5,7 @@
  *   membership_sim loss  [nodes] [loss] [secs] false deaths and suspicions under loss
  *   membership_sim bytes [nodes] [secs]        steady-state bytes/s per node
  *   membership_sim join  [nodes]               time until every view is complete
+ *   membership_sim traces                      the trace hashes of twelve seeded runs (below)
  *   membership_sim scale [nodes] [secs] [loss] [kill_every]
  *       a sealed fleet for secs at loss: bytes/s per member (UDP, push-pull), a member killed
  *       every kill_every s and the time until every live member has it dead, false deaths;
@@ -262,6 +263,93 @@ static void scale_bench(int n, int secs, double loss, int every)
     sim_free(s);
 }
 
+/*
+ * Traces for a refactor of the core (issue 33): a behaviour change shows as another hash. Three
+ * scenarios, four seeds each: (1) 32 members, sealed on odd seeds, 2% duplication and up to 30 ms
+ * of reordering: a kill, a leave, a restart in place, a restart with a new address, a partition
+ * in halves healed after 15 s, a pause, a slow member and a one-way cut; (2) 24 members at 20% loss
+ * for 300 s; (3) ten members, five of which leave and restart in place as an island beside the
+ * five that stayed (issue 35).
+ */
+static uint64_t trace_events(uint64_t seed)
+{
+    sim_opts_t o;
+    sim_opts_default(&o);
+    o.seed = seed;
+    o.sealed = seed & 1;
+    o.dup = 0.02;
+    o.delay_max = 30 * SIM_MS;
+    sim_t *s = sim_new(&o);
+    sim_add_many(s, 32);
+    sim_run_until(s, sim_now(s) + 20 * SIM_S);
+    sim_kill(s, 5);
+    sim_run_until(s, sim_now(s) + 60 * SIM_S);
+    sim_leave(s, 7);
+    sim_run_until(s, sim_now(s) + 10 * SIM_S);
+    sim_restart_in_place(s, 7, 0);
+    sim_run_until(s, sim_now(s) + 30 * SIM_S);
+    sim_restart(s, 5, 1);
+    sim_run_until(s, sim_now(s) + 30 * SIM_S);
+    for (int i = 16; i < 32; i++)
+        sim_group(s, i, 1);
+    sim_run_until(s, sim_now(s) + 15 * SIM_S);
+    for (int i = 16; i < 32; i++)
+        sim_group(s, i, 0);
+    sim_run_until(s, sim_now(s) + 90 * SIM_S);
+    sim_pause(s, 3, 5 * SIM_S);
+    sim_lag(s, 9, 2 * SIM_S);
+    sim_cut(s, 2, 4, true);
+    sim_run_until(s, sim_now(s) + 60 * SIM_S);
+    uint64_t t = sim_trace(s);
+    sim_free(s);
+    return t;
+}
+
+static uint64_t trace_loss(uint64_t seed)
+{
+    sim_opts_t o;
+    sim_opts_default(&o);
+    o.seed = seed;
+    o.loss = 0.2;
+    sim_t *s = sim_new(&o);
+    sim_add_many(s, 24);
+    sim_run_until(s, sim_now(s) + 300 * SIM_S);
+    uint64_t t = sim_trace(s);
+    sim_free(s);
+    return t;
+}
+
+static uint64_t trace_island(uint64_t seed)
+{
+    sim_opts_t o;
+    sim_opts_default(&o);
+    o.seed = seed;
+    sim_t *s = sim_new(&o);
+    sim_add_many(s, 10);
+    sim_run_until(s, sim_now(s) + 20 * SIM_S);
+    for (int i = 0; i < 5; i++) {
+        sim_leave(s, i);
+        sim_run_until(s, sim_now(s) + 300 * SIM_MS);
+    }
+    sim_run_until(s, sim_now(s) + 2 * SIM_S);
+    sim_restart_in_place(s, 0, -1);
+    for (int i = 1; i < 5; i++)
+        sim_restart_in_place(s, i, 0);
+    sim_run_until(s, sim_now(s) + 90 * SIM_S);
+    uint64_t t = sim_trace(s);
+    sim_free(s);
+    return t;
+}
+
+static void traces(void)
+{
+    for (uint64_t seed = 1; seed <= 4; seed++)
+        printf("events %llu %016llx\nloss %llu %016llx\nisland %llu %016llx\n",
+               (unsigned long long)seed, (unsigned long long)trace_events(seed),
+               (unsigned long long)seed, (unsigned long long)trace_loss(seed),
+               (unsigned long long)seed, (unsigned long long)trace_island(seed));
+}
+
 int main(int argc, char **argv)
 {
     /* Blocks above 128 KiB (each core's member table) from mmap, not the heap: a table grows by
@@ -285,8 +373,10 @@ int main(int argc, char **argv)
                     argc > 4 ? atof(argv[4]) : 0.2, argc > 5 ? atoi(argv[5]) : 120);
     else if (strcmp(what, "join") == 0)
         join_bench(argc > 2 ? atoi(argv[2]) : 1000);
+    else if (strcmp(what, "traces") == 0)
+        traces();
     else {
-        fprintf(stderr, "usage: membership_sim kill|loss|bytes|join|scale [args]\n");
+        fprintf(stderr, "usage: membership_sim kill|loss|bytes|join|scale|traces [args]\n");
         return 64;
     }
     fprintf(stderr, "cpu %.2f s\n", (double)(clock() - c0) / CLOCKS_PER_SEC);
