@@ -93,9 +93,16 @@
  * time window and by our start, and carry claims no older than what a push-pull at our join
  * brought.
  *
- * Files: swim.c (this: the core's life, its timers, its public surface), swim_table.c (the
- * member table), swim_gossip.c (dissemination and sending), swim_detect.c (probing and
- * suspicion), swim_recv.c (admitting and applying what arrives); swim_int.h is what they share.
+ * Files, in layers, each calling only the ones below it (issue 33: they used to call each other
+ * both ways over the one swim_core_t): swim_table.c at the bottom (the member records, their
+ * index and states, reclaiming, the event queue), then swim_gossip.c (dissemination and
+ * sending, push-pull, the search for islands), swim_detect.c (probing, suspicion, local
+ * health, and what a detection ends in: swim__suspect, swim__declare), swim_recv.c (admitting
+ * and applying what arrives), and swim.c on top (this: the core's life, its timers, its public
+ * surface). What the layers above keep per member hears from the table through the hooks
+ * swim_new wires (c->hooks: a suspicion ends, a member dies or leaves, a member is reclaimed,
+ * members are renumbered). swim_int.h is what they share. The split changed no behaviour: the
+ * simulator's traces for the same seeds are the same before and after (docs/membership.md).
  *
  * Costs: the member table is a dense array of lean records (self first) with an
  * open-addressing index by id hash; the broadcast queue is intrusive, bucketed by transmit
@@ -126,12 +133,6 @@ const char *swim_state_name(swim_state_t s)
     return (unsigned)s < 4 ? names[s] : "?";
 }
 
-bool swim_addr_eq(const swim_addr_t *a, const swim_addr_t *b)
-{
-    return a->family == b->family && a->port == b->port &&
-           memcmp(a->ip, b->ip, a->family == 6 ? 16 : 4) == 0;
-}
-
 void swim_config_default(swim_config_t *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -154,64 +155,6 @@ void swim_config_default(swim_config_t *cfg)
     cfg->rejoin_window_ns = 60000 * MS;
     cfg->rejoin_interval_ns = 1000 * MS;
     cfg->label = "";
-}
-
-void swim__health(swim_core_t *c, int delta)
-{
-    c->awareness += delta;
-    if (c->awareness < 0)
-        c->awareness = 0;
-    if (c->awareness > c->cfg.awareness_max - 1)
-        c->awareness = c->cfg.awareness_max - 1;
-}
-
-static int live_count(const swim_core_t *c)
-{
-    return c->live;
-}
-
-bool swim__grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return true;
-    size_t nc = *cap ? *cap : 16;
-    while (nc < need)
-        nc *= 2;
-    void *q = realloc(*p, nc * elem);
-    if (!q)
-        return false;
-    *p = q;
-    *cap = nc;
-    return true;
-}
-
-swim_event_t *swim__emit(swim_core_t *c, swim_event_type_t type, const member_t *m)
-{
-    if (!swim__grow((void **)&c->ev, &c->ev_cap, c->n_ev + 1, sizeof *c->ev))
-        return NULL;
-    if (type == SWIM_EV_DOWN)
-        c->ctr.downs++;
-    swim_event_t *e = &c->ev[c->n_ev++];
-    memset(e, 0, offsetof(swim_event_t, id));
-    e->type = type;
-    e->live_count = c->last_live;
-    if (m) {
-        e->generation = m->gen;
-        e->id_len = m->id_len;
-        memcpy(e->id, swim__id_of(c, m), m->id_len + 1u);
-    } else {
-        e->id[0] = 0;
-    }
-    return e;
-}
-
-void swim__note_live(swim_core_t *c)
-{
-    int live = live_count(c);
-    if (live != c->last_live) {
-        c->last_live = live;
-        swim__emit(c, SWIM_EV_LIVE_COUNT, NULL);
-    }
 }
 
 int swim_new(swim_core_t **out, const swim_config_t *cfg, int64_t now, tt_err_t *err)
@@ -250,6 +193,12 @@ int swim_new(swim_core_t **out, const swim_config_t *cfg, int64_t now, tt_err_t 
         memcpy(c->keys[k], cfg->keys[k], SWIM_KEY_BYTES);
     c->cfg.keys = (const uint8_t(*)[SWIM_KEY_BYTES])c->keys;
     c->rng = cfg->seed;
+    /* the table, the bottom layer, tells the layers above through these (swim_int.h) */
+    c->hooks = (swim_hooks_t){.unsuspect = swim__susp_cancel,
+                              .not_live = swim__rejoin_note,
+                              .dropped = swim__bc_unlink,
+                              .renumbered_queue = swim__bc_renumber,
+                              .renumbered_probes = swim__detect_renumber};
     for (int b = 0; b < BC_BUCKETS; b++)
         c->bc_head[b] = c->bc_tail[b] = -1;
     if (swim__reserve(c) || swim__add_member(c, now, cfg->id, id_len, 0) != 0) {
@@ -556,7 +505,7 @@ int swim_member_find(const swim_core_t *c, const char *id, swim_member_view_t *v
 
 int swim_live_count(const swim_core_t *c)
 {
-    return live_count(c);
+    return c->live;
 }
 
 int swim_health(const swim_core_t *c)

@@ -1,12 +1,24 @@
 /*
- * Failure detection: the probe round, indirect probes and relays, Lifeguard's suspicion
- * timers and the persistent buddy pings. See swim.c.
+ * Failure detection, above dissemination: the probe round, indirect probes and relays,
+ * Lifeguard's suspicion timers and local health, the persistent buddy pings, and what a
+ * detection ends in (a suspicion, a death). It calls dissemination (swim_gossip.c) and the table
+ * and nothing above; the table tells it of a state change and a renumbering through the hooks
+ * swim_new wires. See swim.c.
  */
 #include "swim_int.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+void swim__health(swim_core_t *c, int delta)
+{
+    c->awareness += delta;
+    if (c->awareness < 0)
+        c->awareness = 0;
+    if (c->awareness > c->cfg.awareness_max - 1)
+        c->awareness = c->cfg.awareness_max - 1;
+}
 
 /* Room for one more running suspicion; false out of memory. */
 bool swim__susp_room(swim_core_t *c)
@@ -71,6 +83,58 @@ bool swim__susp_confirm(susp_t *x, uint64_t from)
     x->n++;
     x->deadline = x->start + susp_timeout(x);
     return true;
+}
+
+/* The table renumbered its members (reclaim): the suspicions and the probes follow, and the
+ * probe round starts again. */
+void swim__detect_renumber(swim_core_t *c, const int32_t *map, size_t old_n)
+{
+    for (size_t k = 0; k < c->n_susp; k++)
+        c->susp[k].member = map[c->susp[k].member];
+    for (int k = 0; k < 2; k++) {
+        probe_t *p = &c->probe[k];
+        if (p->active && (size_t)p->target < old_n && map[p->target] >= 0)
+            p->target = map[p->target];
+        else
+            p->active = false;
+    }
+    c->order_len = c->order_pos = 0;
+}
+
+/* A suspicion of member i at incarnation inc, by `from`: a new one when i is alive to us (or
+ * suspected at an older incarnation), a confirmation when it is suspect already. */
+void swim__suspect(swim_core_t *c, int64_t now, int32_t i, uint32_t inc, uint64_t from)
+{
+    member_t *m = &c->m[i];
+    if (inc < m->inc)
+        return;
+    /* A suspicion of a newer incarnation is a new suspicion (the member refuted the old
+     * one), never a confirmation: confirming would keep the old timer running and let the
+     * DEAD it declares carry the newest incarnation, beating the member's next refutation
+     * everywhere (slow members died so, refuting in time). memberlist likewise never
+     * lets a confirmation raise the incarnation its timer declares. */
+    if (m->state == SWIM_ALIVE || (m->state == SWIM_SUSPECT && inc > m->inc)) {
+        if (!swim__susp_room(c))
+            return;
+        m->inc = inc;
+        swim__set_state(c, now, i, SWIM_SUSPECT);
+        swim__susp_start(c, now, i, from);
+        c->ctr.suspicions++;
+        swim__broadcast(c, i, from);
+    } else if (m->state == SWIM_SUSPECT) {
+        if (swim__susp_confirm(&c->susp[m->susp], from))
+            swim__broadcast(c, i, from);
+    }
+}
+
+/* Member i is dead (or has left): the state, the broadcast, and the event if it was live. */
+void swim__declare(swim_core_t *c, int64_t now, int32_t i, swim_state_t s, uint64_t from)
+{
+    bool was_live = swim__is_live(c->m[i].state);
+    swim__set_state(c, now, i, s);
+    swim__broadcast(c, i, from);
+    if (was_live || s == SWIM_LEFT)
+        swim__emit(c, s == SWIM_LEFT ? SWIM_EV_LEFT : SWIM_EV_DOWN, &c->m[i]);
 }
 
 static bool probe_candidate(const member_t *m)
@@ -189,11 +253,7 @@ static void probe_finish(swim_core_t *c, int64_t now, probe_t *p)
         return;
     }
     m->probe_fails = 0;
-    swim_update_t u;
-    swim__member_update(c, m, &u);
-    u.state = SWIM_SUSPECT;
-    u.from = c->m[0].hash;
-    swim__apply(c, now, &u);
+    swim__suspect(c, now, p->target, m->inc, c->m[0].hash);
 }
 
 void swim__on_ack(swim_core_t *c, int64_t now, uint32_t seq, bool nack)

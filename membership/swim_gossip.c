@@ -1,6 +1,8 @@
 /*
- * Dissemination: the broadcast queue piggybacked on every datagram, building and sealing
- * datagrams, random choices of members, gossip rounds and push-pull. See swim.c.
+ * Dissemination, above the table: the broadcast queue piggybacked on every datagram, building
+ * and sealing datagrams, random choices of members, gossip rounds, push-pull and the search for
+ * islands. It calls the table (swim_table.c) and nothing above; the table tells it of reclaims
+ * and deaths through the hooks swim_new wires. See swim.c.
  */
 #include "swim_int.h"
 
@@ -90,6 +92,24 @@ static void bc_insert(swim_core_t *c, int32_t i, int b, bool at_head)
         else
             c->bc_head[b] = i;
         c->bc_tail[b] = i;
+    }
+}
+
+/* The table renumbered its members (reclaim): the queue's links follow. */
+void swim__bc_renumber(swim_core_t *c, const int32_t *map)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        member_t *m = &c->m[i];
+        if (m->bc_prev >= 0)
+            m->bc_prev = map[m->bc_prev];
+        if (m->bc_next >= 0)
+            m->bc_next = map[m->bc_next];
+    }
+    for (int b = 0; b < BC_BUCKETS; b++) {
+        if (c->bc_head[b] >= 0)
+            c->bc_head[b] = map[c->bc_head[b]];
+        if (c->bc_tail[b] >= 0)
+            c->bc_tail[b] = map[c->bc_tail[b]];
     }
 }
 
@@ -344,6 +364,14 @@ void swim__want_pushpull(swim_core_t *c, int64_t now)
  * REJOIN_FLEET tries an interval whatever its size, and a member's cost falls with N.
  */
 #define REJOIN_FLEET 4
+
+/* A member (or we) died or left: a place an island may grow, so we look for one for a window. */
+void swim__rejoin_note(swim_core_t *c, int64_t now, int32_t i)
+{
+    (void)i;
+    if (now + c->cfg.rejoin_window_ns > c->rejoin_until)
+        c->rejoin_until = now + c->cfg.rejoin_window_ns;
+}
 
 static bool rejoin_member(const swim_core_t *c, const member_t *m, int64_t now)
 {

@@ -90,8 +90,23 @@ typedef struct remembered {
     char id[SWIM_ID_MAX + 1];
 } remembered_t;
 
+/* What the table (the bottom layer) tells the layers above of the members they keep state for;
+ * swim_new wires them. */
+typedef struct swim_hooks {
+    /* member i is no longer suspect: its suspicion timer ends (failure detection) */
+    void (*unsuspect)(swim_core_t *c, int32_t i);
+    /* member i is dead or left at now: a place an island may grow (dissemination) */
+    void (*not_live)(swim_core_t *c, int64_t now, int32_t i);
+    /* member i is reclaimed: out of the dissemination queue */
+    void (*dropped)(swim_core_t *c, int32_t i);
+    /* the reclaim renumbered the members (map: old index -> new, -1 gone; old_n before) */
+    void (*renumbered_queue)(swim_core_t *c, const int32_t *map);
+    void (*renumbered_probes)(swim_core_t *c, const int32_t *map, size_t old_n);
+} swim_hooks_t;
+
 struct swim_core {
     swim_config_t cfg;
+    swim_hooks_t hooks;
     char label[SWIM_LABEL_MAX + 1];
     size_t label_len;
     uint8_t keys[SWIM_KEYRING_MAX][SWIM_KEY_BYTES];
@@ -204,13 +219,20 @@ static inline const uint8_t *swim__meta_of(const member_t *m)
     return m->meta ? m->meta : none;
 }
 
-/* swim.c: the core's life, its timers and its public surface */
-void swim__health(swim_core_t *c, int delta);
+/*
+ * The layers, each calling only the ones below it (swim.c's essay, "Files"):
+ *   swim.c          the core's life, its timers, its public surface
+ *   swim_recv.c     admitting and applying what arrives
+ *   swim_detect.c   probing, suspicion, local health, and what detection ends in
+ *   swim_gossip.c   dissemination, sending, push-pull, the search for islands
+ *   swim_table.c    the member records, their index and states, the event queue
+ * The table tells the layers above what they keep per member through c->hooks.
+ */
+
+/* swim_table.c */
 bool swim__grow(void **p, size_t *cap, size_t need, size_t elem);
 swim_event_t *swim__emit(swim_core_t *c, swim_event_type_t type, const member_t *m);
 void swim__note_live(swim_core_t *c);
-
-/* swim_table.c */
 int32_t swim__find(const swim_core_t *c, const char *id, size_t len);
 int swim__reserve(swim_core_t *c);
 bool swim__meta_room(member_t *m, size_t len);
@@ -220,6 +242,7 @@ void swim__reclaim(swim_core_t *c, int64_t now);
 
 /* swim_gossip.c */
 void swim__bc_unlink(swim_core_t *c, int32_t i);
+void swim__bc_renumber(swim_core_t *c, const int32_t *map);
 void swim__broadcast(swim_core_t *c, int32_t i, uint64_t from);
 void swim__member_update(const swim_core_t *c, const member_t *m, swim_update_t *u);
 void swim__send_msg_with(swim_core_t *c, int64_t now, const swim_addr_t *to, const swim_msg_t *om,
@@ -237,21 +260,25 @@ void swim__tell_live(swim_core_t *c, int64_t now, size_t max);
 void swim__want_pushpull(swim_core_t *c, int64_t now);
 void swim__gossip_tick(swim_core_t *c, int64_t now);
 void swim__announce(swim_core_t *c, int64_t now);
+void swim__rejoin_note(swim_core_t *c, int64_t now, int32_t i);
 void swim__rejoin_tick(swim_core_t *c, int64_t now);
 void swim__rejoin_answered(swim_core_t *c, int64_t now, const swim_addr_t *from);
 
 /* swim_detect.c */
+void swim__health(swim_core_t *c, int delta);
 bool swim__susp_room(swim_core_t *c);
 void swim__susp_cancel(swim_core_t *c, int32_t i);
 void swim__susp_start(swim_core_t *c, int64_t now, int32_t i, uint64_t from);
 bool swim__susp_confirm(susp_t *x, uint64_t from);
+void swim__detect_renumber(swim_core_t *c, const int32_t *map, size_t old_n);
+void swim__suspect(swim_core_t *c, int64_t now, int32_t i, uint32_t inc, uint64_t from);
+void swim__declare(swim_core_t *c, int64_t now, int32_t i, swim_state_t s, uint64_t from);
 void swim__on_ack(swim_core_t *c, int64_t now, uint32_t seq, bool nack);
 void swim__on_ping_req(swim_core_t *c, int64_t now, const swim_msg_t *msg, const swim_addr_t *from);
 void swim__detect_tick(swim_core_t *c, int64_t now);
 int64_t swim__detect_deadline(const swim_core_t *c, int64_t t);
 
 /* swim_recv.c */
-void swim__declare(swim_core_t *c, int64_t now, int32_t i, swim_state_t s, uint64_t from);
 void swim__apply(swim_core_t *c, int64_t now, const swim_update_t *u);
 
 #endif

@@ -1,6 +1,7 @@
 /*
- * Message handling: opening and admitting a datagram or a push-pull frame (seal, replay
- * window), applying the claims it carries, and answering it. See swim.c.
+ * Receiving, above failure detection: opening and admitting a datagram or a push-pull frame
+ * (seal, replay window), applying the claims it carries, and answering it. It calls detection
+ * (swim_detect.c), dissemination and the table, and nothing above. See swim.c.
  */
 #include "swim_int.h"
 
@@ -28,15 +29,6 @@ static void copy_alive(member_t *m, const swim_update_t *u)
     m->meta_len = (uint8_t)u->meta_len;
     if (u->meta_len)
         memcpy(m->meta, u->meta, u->meta_len);
-}
-
-void swim__declare(swim_core_t *c, int64_t now, int32_t i, swim_state_t s, uint64_t from)
-{
-    bool was_live = swim__is_live(c->m[i].state);
-    swim__set_state(c, now, i, s);
-    swim__broadcast(c, i, from);
-    if (was_live || s == SWIM_LEFT)
-        swim__emit(c, s == SWIM_LEFT ? SWIM_EV_LEFT : SWIM_EV_DOWN, &c->m[i]);
 }
 
 /* A report from a peer: another live process claims our id. Emits SWIM_EV_DUPLICATE when it is
@@ -206,25 +198,7 @@ void swim__apply(swim_core_t *c, int64_t now, const swim_update_t *u)
         return;
     }
     case SWIM_SUSPECT:
-        if (u->incarnation < m->inc)
-            return;
-        /* A suspicion of a newer incarnation is a new suspicion (the member refuted the old
-         * one), never a confirmation: confirming would keep the old timer running and let the
-         * DEAD it declares carry the newest incarnation, beating the member's next refutation
-         * everywhere (slow members died so, refuting in time). memberlist likewise never
-         * lets a confirmation raise the incarnation its timer declares. */
-        if (m->state == SWIM_ALIVE || (m->state == SWIM_SUSPECT && u->incarnation > m->inc)) {
-            if (!swim__susp_room(c))
-                return;
-            m->inc = u->incarnation;
-            swim__set_state(c, now, i, SWIM_SUSPECT);
-            swim__susp_start(c, now, i, u->from);
-            c->ctr.suspicions++;
-            swim__broadcast(c, i, u->from);
-        } else if (m->state == SWIM_SUSPECT) {
-            if (swim__susp_confirm(&c->susp[m->susp], u->from))
-                swim__broadcast(c, i, u->from);
-        }
+        swim__suspect(c, now, i, u->incarnation, u->from);
         return;
     case SWIM_DEAD:
     case SWIM_LEFT:

@@ -1,12 +1,70 @@
 /*
- * The member table: a dense array of lean records (self first), its open-addressing index by
- * id hash, the id arena, state changes and the reclaiming of dead and left members. See swim.c.
+ * The member table, the bottom of the core: a dense array of lean records (self first), its
+ * open-addressing index by id hash, the id arena, state changes, the reclaiming of dead and left
+ * members, and the event queue. It calls nothing of the files above it: what they keep per
+ * member (a running suspicion, a place in the dissemination queue) hears of a state change, a
+ * reclaim or a renumbering through the hooks swim_new hands it (c->hooks). See swim.c.
  */
 #include "swim_int.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+bool swim_addr_eq(const swim_addr_t *a, const swim_addr_t *b)
+{
+    return a->family == b->family && a->port == b->port &&
+           memcmp(a->ip, b->ip, a->family == 6 ? 16 : 4) == 0;
+}
+
+/* ---- memory and events ---------------------------------------------------------------------- */
+
+bool swim__grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return true;
+    size_t nc = *cap ? *cap : 16;
+    while (nc < need)
+        nc *= 2;
+    void *q = realloc(*p, nc * elem);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = nc;
+    return true;
+}
+
+swim_event_t *swim__emit(swim_core_t *c, swim_event_type_t type, const member_t *m)
+{
+    if (!swim__grow((void **)&c->ev, &c->ev_cap, c->n_ev + 1, sizeof *c->ev))
+        return NULL;
+    if (type == SWIM_EV_DOWN)
+        c->ctr.downs++;
+    swim_event_t *e = &c->ev[c->n_ev++];
+    memset(e, 0, offsetof(swim_event_t, id));
+    e->type = type;
+    e->live_count = c->last_live;
+    if (m) {
+        e->generation = m->gen;
+        e->id_len = m->id_len;
+        memcpy(e->id, swim__id_of(c, m), m->id_len + 1u);
+    } else {
+        e->id[0] = 0;
+    }
+    return e;
+}
+
+void swim__note_live(swim_core_t *c)
+{
+    int live = c->live;
+    if (live != c->last_live) {
+        c->last_live = live;
+        swim__emit(c, SWIM_EV_LIVE_COUNT, NULL);
+    }
+}
+
+/* ---- the index ----------------------------------------------------------------------------------
+ */
 
 /* The member index: open addressing, at most half full. A slot holds the member's position + 1
  * in its low IDX_BITS (0: empty) and 12 more bits of its hash above them, so a probe that meets
@@ -135,13 +193,13 @@ void swim__set_state(swim_core_t *c, int64_t now, int32_t i, swim_state_t s)
 {
     member_t *m = &c->m[i];
     if (m->state != SWIM_SUSPECT || s != SWIM_SUSPECT)
-        swim__susp_cancel(c, i);
+        c->hooks.unsuspect(c, i);
     if (m->state != s)
         m->state_since = now;
     if (!swim__is_live(s) && m->state_since + c->cfg.reclaim_ns < c->reclaim_due)
         c->reclaim_due = m->state_since + c->cfg.reclaim_ns;
-    if (!swim__is_live(s) && now + c->cfg.rejoin_window_ns > c->rejoin_until)
-        c->rejoin_until = now + c->cfg.rejoin_window_ns; /* a place an island may grow */
+    if (!swim__is_live(s))
+        c->hooks.not_live(c, now, i);
     c->live += (int)swim__is_live(s) - (int)swim__is_live(m->state);
     m->state = s;
 }
@@ -175,7 +233,7 @@ void swim__reclaim(swim_core_t *c, int64_t now)
     for (size_t i = 1; i < c->n; i++) {
         member_t *m = &c->m[i];
         if (!swim__is_live(m->state) && now - m->state_since >= c->cfg.reclaim_ns) {
-            swim__bc_unlink(c, (int32_t)i);
+            c->hooks.dropped(c, (int32_t)i);
             free(m->meta);
             map[i] = -1;
         } else {
@@ -194,26 +252,8 @@ void swim__reclaim(swim_core_t *c, int64_t now)
         memmove(c->ids + c->ids_len, c->ids + m->id_off, m->id_len + 1u);
         m->id_off = (uint32_t)c->ids_len;
         c->ids_len += m->id_len + 1u;
-        if (m->bc_prev >= 0)
-            m->bc_prev = map[m->bc_prev];
-        if (m->bc_next >= 0)
-            m->bc_next = map[m->bc_next];
     }
-    for (int b = 0; b < BC_BUCKETS; b++) {
-        if (c->bc_head[b] >= 0)
-            c->bc_head[b] = map[c->bc_head[b]];
-        if (c->bc_tail[b] >= 0)
-            c->bc_tail[b] = map[c->bc_tail[b]];
-    }
-    for (size_t k = 0; k < c->n_susp; k++)
-        c->susp[k].member = map[c->susp[k].member];
-    for (int k = 0; k < 2; k++) {
-        probe_t *p = &c->probe[k];
-        if (p->active && (size_t)p->target < old_n && map[p->target] >= 0)
-            p->target = map[p->target];
-        else
-            p->active = false;
-    }
-    c->order_len = c->order_pos = 0;
+    c->hooks.renumbered_queue(c, map);
+    c->hooks.renumbered_probes(c, map, old_n);
     index_rebuild(c);
 }
