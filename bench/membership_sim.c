@@ -271,6 +271,14 @@ static void scale_bench(int n, int secs, double loss, int every)
  * for 300 s; (3) ten members, five of which leave and restart in place as an island beside the
  * five that stayed (issue 35).
  */
+/* The run's trace; the simulator freed. */
+static uint64_t traced(sim_t *s)
+{
+    uint64_t t = sim_trace(s);
+    sim_free(s);
+    return t;
+}
+
 static uint64_t trace_events(uint64_t seed)
 {
     sim_opts_t o;
@@ -300,9 +308,7 @@ static uint64_t trace_events(uint64_t seed)
     sim_lag(s, 9, 2 * SIM_S);
     sim_cut(s, 2, 4, true);
     sim_run_until(s, sim_now(s) + 60 * SIM_S);
-    uint64_t t = sim_trace(s);
-    sim_free(s);
-    return t;
+    return traced(s);
 }
 
 static uint64_t trace_loss(uint64_t seed)
@@ -314,9 +320,7 @@ static uint64_t trace_loss(uint64_t seed)
     sim_t *s = sim_new(&o);
     sim_add_many(s, 24);
     sim_run_until(s, sim_now(s) + 300 * SIM_S);
-    uint64_t t = sim_trace(s);
-    sim_free(s);
-    return t;
+    return traced(s);
 }
 
 static uint64_t trace_island(uint64_t seed)
@@ -336,9 +340,7 @@ static uint64_t trace_island(uint64_t seed)
     for (int i = 1; i < 5; i++)
         sim_restart_in_place(s, i, 0);
     sim_run_until(s, sim_now(s) + 90 * SIM_S);
-    uint64_t t = sim_trace(s);
-    sim_free(s);
-    return t;
+    return traced(s);
 }
 
 static void traces(void)
