@@ -69,38 +69,6 @@ int mb_want_addr(const char *s, const char *field, struct sockaddr_storage *ss, 
         s);
 }
 
-void mb__to_swim(const struct sockaddr *sa, swim_addr_t *a)
-{
-    memset(a, 0, sizeof *a);
-    if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
-        a->family = 6;
-        a->port = ntohs(s6->sin6_port);
-        memcpy(a->ip, &s6->sin6_addr, 16);
-    } else {
-        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
-        a->family = 4;
-        a->port = ntohs(s4->sin_port);
-        memcpy(a->ip, &s4->sin_addr, 4);
-    }
-}
-
-void mb__from_swim(const swim_addr_t *a, struct sockaddr_storage *ss)
-{
-    memset(ss, 0, sizeof *ss);
-    if (a->family == 6) {
-        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
-        s6->sin6_family = AF_INET6;
-        s6->sin6_port = htons(a->port);
-        memcpy(&s6->sin6_addr, a->ip, 16);
-    } else {
-        struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
-        s4->sin_family = AF_INET;
-        s4->sin_port = htons(a->port);
-        memcpy(&s4->sin_addr, a->ip, 4);
-    }
-}
-
 void mb_addr_format(const swim_addr_t *a, char *out, size_t cap)
 {
     char ip[INET6_ADDRSTRLEN] = "?";
@@ -109,15 +77,6 @@ void mb_addr_format(const swim_addr_t *a, char *out, size_t cap)
 }
 
 /* ---- pumping the core ---- */
-
-/* The core's clock: monotonic, so a wall-clock step fires no timer (SPEC §7); the wall clock
- * goes beside it for sealing and the replay window. */
-int64_t mb__now(mb_t *mb)
-{
-    int64_t now = tt_mono_ns();
-    swim_set_wall(mb->core, now, tt_wall_ns());
-    return now;
-}
 
 static void on_timer(uv_timer_t *t);
 static void resolve_seed(mb_t *mb, size_t seed, bool absent);
@@ -514,6 +473,7 @@ int mb_start(mb_t **out, uv_loop_t *loop, const cfg_share_t *cfg, tt_err_t *err)
         return SWIM_ENOMEM;
     mb->loop = loop;
     mb->cfg = *cfg;
+    mb->pump = mb__pump;
     struct sockaddr_storage bind;
     int rc;
     if ((rc = mb_want_addr(cfg->bind, "shared_state.share.bind", &bind, err)))

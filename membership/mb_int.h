@@ -1,13 +1,17 @@
 /*
  * What mb.c and mb_pushpull.c share inside the membership shell: the shell's state and the
- * helpers both call. Not for anything outside membership/.
+ * helpers both call. mb_pushpull.c is below mb.c: it calls back only through mb->pump. Not for
+ * anything outside membership/.
  */
 #ifndef TT_MB_INT_H
 #define TT_MB_INT_H
 
+#include <netinet/in.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "mb.h"
+#include "tt_clock.h"
 
 #define FIRST_FRAME_MS 500
 /* Accepted connections whose frame has not opened yet: each may buffer up to
@@ -49,19 +53,60 @@ struct mb {
     void *app_ud;
     swim_addr_t self_addr;
     char advertise[80];
-    mb_keyring_t keyring; /* n 0: plaintext */
+    mb_keyring_t keyring;   /* n 0: plaintext */
+    void (*pump)(mb_t *mb); /* mb__pump, for the file below mb.c (mb_pushpull.c) */
     uint8_t rxbuf[65536];
 };
 
-/* The core's clock (monotonic), with the wall clock handed to the core beside it. */
-int64_t mb__now(mb_t *mb);
-/* After every call into the core: the outbox sent, push-pull started, events handed out,
- * the timer re-armed. */
+/* After every call into the core: the outbox sent, push-pull started, events handed out, the
+ * timer re-armed (mb.c). mb_pushpull.c, below mb.c, reaches it through mb->pump. */
 void mb__pump(mb_t *mb);
-void mb__to_swim(const struct sockaddr *sa, swim_addr_t *a);
-void mb__from_swim(const swim_addr_t *a, struct sockaddr_storage *ss);
 
-/* mb_pushpull.c: a push-pull we start to sa, and the listener's connection callback. */
+/* The core's clock: monotonic, so a wall-clock step fires no timer (SPEC §7); the wall clock
+ * goes beside it for sealing and the replay window. */
+static inline int64_t mb__now(mb_t *mb)
+{
+    int64_t now = tt_mono_ns();
+    swim_set_wall(mb->core, now, tt_wall_ns());
+    return now;
+}
+
+/* A socket address as the core's. */
+static inline void mb__to_swim(const struct sockaddr *sa, swim_addr_t *a)
+{
+    memset(a, 0, sizeof *a);
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+        a->family = 6;
+        a->port = ntohs(s6->sin6_port);
+        memcpy(a->ip, &s6->sin6_addr, 16);
+    } else {
+        const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+        a->family = 4;
+        a->port = ntohs(s4->sin_port);
+        memcpy(a->ip, &s4->sin_addr, 4);
+    }
+}
+
+/* The core's address as a socket address. */
+static inline void mb__from_swim(const swim_addr_t *a, struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof *ss);
+    if (a->family == 6) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons(a->port);
+        memcpy(&s6->sin6_addr, a->ip, 16);
+    } else {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons(a->port);
+        memcpy(&s4->sin_addr, a->ip, 4);
+    }
+}
+
+/* mb_pushpull.c, below mb.c (it calls back only through mb->pump): a push-pull we start to sa,
+ * and the listener's connection callback. */
 void mb__pushpull_to(mb_t *mb, const struct sockaddr *sa);
 void mb__on_connection(uv_stream_t *server, int status);
 /* Closes c (once); the shell's pending count drops when its handles have closed. */

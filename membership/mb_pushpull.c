@@ -164,7 +164,7 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         c->authed = true;
         uv_timer_start(&c->timeout, conn_timeout, CONN_TIMEOUT_MS, 0);
     }
-    mb__pump(mb);
+    mb->pump(mb);
     if (c->initiator || rc || conn_send_state(c))
         mb__conn_close(c);
 }
