@@ -85,11 +85,9 @@ int gov_decide_asks(gov_engine_t *e, const gov_ask_t *asks, size_t n_asks, unsig
     for (size_t i = n; i-- > 0 && !keep;)
         if (p[i].slot != GOV_SLOT_NONE)
             e->table.slots[p[i].slot].state = undo[i];
-    for (size_t a = 0; a < n_asks; a++) {
+    for (size_t a = 0; a < n_asks; a++)
         gov__decide_finish(e, e->set, p + first[a], first[a + 1] - first[a], now,
                            keep ? GOV_FINISH_WRITTEN : GOV_FINISH_UNDONE, &results[a]);
-        gov_result_render(&results[a]); /* the gRPC front door answers with the strings */
-    }
     if (e->table.count > held)
         gov_table_reclaim(&e->table, now, RECLAIM_PER_OP * (e->table.count - held));
     return 0;

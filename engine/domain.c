@@ -294,7 +294,6 @@ static void decide(gov_engine_t *e, gov_set_t *set, collected_t *c, const gov_as
                            keep ? GOV_FINISH_WRITTEN : GOV_FINISH_UNDONE, r);
         if (counted && r->met == GOV_MET_LIMIT)
             gov__detail_count(e, c->p[k].l, &asks[a].subject, c->p[k].outcome);
-        gov_result_render(r); /* the gRPC front door answers with the strings */
     }
 }
 

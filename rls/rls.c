@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "health.pb-c.h"
+#include "pbwrite.h"
 #include "rls.pb-c.h"
 
 typedef Envoy__Service__Ratelimit__V3__RateLimitRequest request_t;
@@ -232,7 +233,7 @@ static void status_of_result(const gov_result_t *r, status_t *s, limit_t *lim, d
 }
 
 /* Packs the response for `n` results. Returns 0 or a status. */
-static int respond(const cfg_config_t *cfg, const gov_result_t *r, size_t n, rls_answer_t *out)
+static int respond(const cfg_config_t *cfg, gov_result_t *r, size_t n, rls_answer_t *out)
 {
     response_t resp = ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__INIT;
     status_t st[GOV_ASKS_MAX], *stp[GOV_ASKS_MAX];
@@ -265,6 +266,8 @@ static int respond(const cfg_config_t *cfg, const gov_result_t *r, size_t n, rls
     resp.statuses = stp;
     size_t k = 0;
     int h = headers_from(r, n);
+    if (h >= 0) /* the strings of the one result whose headers travel */
+        gov_result_render(&r[h]);
     for (uint32_t j = 0; h >= 0 && j < r[h].n_headers; j++, k++) {
         envoy__service__ratelimit__v3__header_value__init(&hv[k]);
         hv[k].key = (char *)r[h].headers[j].name;
@@ -287,11 +290,11 @@ static int respond(const cfg_config_t *cfg, const gov_result_t *r, size_t n, rls
     }
     resp.n_response_headers_to_add = k;
     resp.response_headers_to_add = hvp;
-    out->len = envoy__service__ratelimit__v3__rate_limit_response__get_packed_size(&resp);
+    out->len = rls_response_size(&resp);
     out->body = malloc(out->len ? out->len : 1);
     if (!out->body)
         return failf(out, RLS_RESOURCE_EXHAUSTED, "out of memory packing the response");
-    envoy__service__ratelimit__v3__rate_limit_response__pack(&resp, out->body);
+    rls_response_write(&resp, out->body);
     return RLS_OK;
 }
 
@@ -315,7 +318,7 @@ static void call_free(rls_call_t *call)
 }
 
 /* The answer of a decided call: the engine's error if it gave one, else the response. */
-static int finish(const rls_call_t *call, int g, rls_answer_t *out)
+static int finish(rls_call_t *call, int g, rls_answer_t *out)
 {
     size_t at = 0;
     if (g >= 0)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "door_fixture.h"
+#include "pbwrite.h"
 #include "rls.h"
 #include "rls.pb-c.h"
 
@@ -275,4 +276,105 @@ Test(rls, a_domain_outside_grpc_domains_is_not_found)
     cr_assert_null(ask(&b, T0, &st, NULL));
     cr_assert_eq(st, RLS_NOT_FOUND);
     done(ok("edge", 0, "team=t1", NULL, T0));
+}
+
+/* ---- the response encoder (pbwrite.c) against protobuf-c, byte for byte -------------------- */
+
+typedef Envoy__Service__Ratelimit__V3__RateLimitResponse__DescriptorStatus status_t;
+typedef Envoy__Service__Ratelimit__V3__RateLimitResponse__RateLimit limit_t;
+typedef Envoy__Service__Ratelimit__V3__HeaderValue header_t;
+typedef Tokentriage__Wire__Duration duration_t;
+
+static uint64_t rng = 0x9e3779b97f4a7c15u;
+
+static uint64_t next(void) /* splitmix64 */
+{
+    uint64_t z = (rng += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+/* A number of the kinds the encoder must tell apart: 0 (left out), one byte, several, the top. */
+static uint64_t some(void)
+{
+    switch (next() % 5) {
+    case 0:
+        return 0;
+    case 1:
+        return next() % 128;
+    case 2:
+        return next() % 70000;
+    case 3:
+        return next();
+    default:
+        return UINT64_MAX;
+    }
+}
+
+/* NULL, "", or up to 300 bytes (a length of two bytes past 127). */
+static char *some_text(char *buf)
+{
+    uint64_t k = next() % 4;
+    if (k == 0)
+        return NULL;
+    size_t len = k == 1 ? 0 : k == 2 ? next() % 20 : next() % 300;
+    for (size_t i = 0; i < len; i++)
+        buf[i] = (char)('a' + next() % 26);
+    buf[len] = '\0';
+    return buf;
+}
+
+Test(rls, the_response_encoder_writes_what_protobuf_c_packs)
+{
+    static char texts[3 * GOV_ASKS_MAX + 2 * 16][301];
+    for (int round = 0; round < 5000; round++) {
+        response_t r = ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__INIT;
+        status_t st[GOV_ASKS_MAX], *stp[GOV_ASKS_MAX];
+        limit_t lim[GOV_ASKS_MAX];
+        duration_t dur[GOV_ASKS_MAX];
+        header_t hv[16], *hvp[16];
+        size_t t = 0;
+        r.overall_code = (int)(int32_t)some();
+        r.n_statuses = next() % 5 ? next() % 5 : next() % (GOV_ASKS_MAX + 1);
+        r.statuses = stp;
+        for (size_t i = 0; i < r.n_statuses; i++) {
+            envoy__service__ratelimit__v3__rate_limit_response__descriptor_status__init(&st[i]);
+            stp[i] = &st[i];
+            st[i].code = (int)(int32_t)some();
+            st[i].limit_remaining = (uint32_t)some();
+            if (next() % 3) {
+                envoy__service__ratelimit__v3__rate_limit_response__rate_limit__init(&lim[i]);
+                lim[i].requests_per_unit = (uint32_t)some();
+                lim[i].unit = (int)(int32_t)some();
+                lim[i].name = some_text(texts[t++]);
+                if (!lim[i].name)
+                    lim[i].name = (char *)protobuf_c_empty_string;
+                st[i].current_limit = &lim[i];
+            }
+            if (next() % 3) {
+                tokentriage__wire__duration__init(&dur[i]);
+                dur[i].seconds = (int64_t)some();
+                dur[i].nanos = (int32_t)some();
+                st[i].duration_until_reset = &dur[i];
+            }
+        }
+        r.n_response_headers_to_add = next() % 17;
+        r.response_headers_to_add = hvp;
+        for (size_t i = 0; i < r.n_response_headers_to_add; i++) {
+            envoy__service__ratelimit__v3__header_value__init(&hv[i]);
+            hvp[i] = &hv[i];
+            char *k = some_text(texts[t++]), *v = some_text(texts[t++]);
+            hv[i].key = k ? k : (char *)protobuf_c_empty_string;
+            hv[i].value = v ? v : (char *)protobuf_c_empty_string;
+        }
+        size_t want = envoy__service__ratelimit__v3__rate_limit_response__get_packed_size(&r);
+        cr_assert_eq(rls_response_size(&r), want, "round %d", round);
+        uint8_t *a = malloc(want + 1), *b = malloc(want + 1);
+        envoy__service__ratelimit__v3__rate_limit_response__pack(&r, a);
+        cr_assert_eq(rls_response_write(&r, b), want, "round %d", round);
+        cr_assert_eq(memcmp(a, b, want), 0, "round %d: the bytes differ", round);
+        free(a);
+        free(b);
+    }
 }
