@@ -1,12 +1,14 @@
 /*
  * ShouldRateLimit calls per second against a running daemon's server.grpc: one HTTP/2
  * connection (nghttp2's client session, blocking socket), CONCURRENCY calls in flight on it
- * (as Envoy multiplexes), each on one of KEYS descriptors [key=k-N] of domain "bench", for
- * SECONDS. Prints calls/s, errors and, per call, p50/p99 latency. bench/bench_grpc.sh runs it
- * beside `tokentriage bench` on the socket.
+ * (as Envoy multiplexes), each on one of KEYS values N, for SECONDS: DESCRIPTORS descriptors
+ * (default 1) [key=k-N], [key1=k-N], [key2=k-N] ... of DOMAIN (default "bench"). Prints calls/s,
+ * errors and, per call, p50/p99 latency. bench/bench_grpc.sh runs it beside `tokentriage bench`
+ * on the socket.
  *
- * usage: bench_grpc UNIX_PATH|tcp:PORT CONCURRENCY SECONDS KEYS [TOKEN]
- * (TOKEN: sent as `authorization: Bearer TOKEN`; a TCP door decides only for a bearer token)
+ * usage: bench_grpc UNIX_PATH|tcp:PORT CONCURRENCY SECONDS KEYS [TOKEN [DESCRIPTORS [DOMAIN]]]
+ * (TOKEN: sent as `authorization: Bearer TOKEN`, "" for none; a TCP door decides only for a
+ * bearer token)
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -136,35 +138,51 @@ static int cmp(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    if (argc != 5 && !(argc == 6 && strlen(argv[5]) < sizeof(bearer) - 8)) {
-        fprintf(stderr, "usage: bench_grpc UNIX_PATH|tcp:PORT CONCURRENCY SECONDS KEYS [TOKEN]\n");
+    if (argc < 5 || argc > 8 || (argc > 5 && strlen(argv[5]) >= sizeof(bearer) - 8)) {
+        fprintf(stderr, "usage: bench_grpc UNIX_PATH|tcp:PORT CONCURRENCY SECONDS KEYS "
+                        "[TOKEN [DESCRIPTORS [DOMAIN]]]\n");
         return 2;
     }
     long conc = atol(argv[2]);
     double secs = atof(argv[3]);
     keys = atol(argv[4]);
-    if (argc == 6)
+    if (argc > 5 && argv[5][0])
         snprintf(bearer, sizeof(bearer), "Bearer %s", argv[5]);
+    size_t nd = argc > 6 ? (size_t)atol(argv[6]) : 1;
+    char *domain = argc > 7 ? argv[7] : "bench";
+    if (nd < 1 || nd > 32) {
+        fprintf(stderr, "bench_grpc: DESCRIPTORS must be 1 to 32\n");
+        return 2;
+    }
     msgs = calloc((size_t)keys, sizeof(*msgs));
     lens = calloc((size_t)keys, sizeof(*lens));
     for (long i = 0; i < keys; i++) {
-        char id[32];
+        char id[32], names[32][8];
         snprintf(id, sizeof(id), "k-%ld", i);
-        Envoy__Service__Ratelimit__V3__RateLimitDescriptor__Entry e =
-            ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_DESCRIPTOR__ENTRY__INIT;
-        e.key = "key";
-        e.value = id;
-        Envoy__Service__Ratelimit__V3__RateLimitDescriptor__Entry *ep = &e;
-        Envoy__Service__Ratelimit__V3__RateLimitDescriptor d =
-            ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_DESCRIPTOR__INIT;
-        d.n_entries = 1;
-        d.entries = &ep;
-        Envoy__Service__Ratelimit__V3__RateLimitDescriptor *dp = &d;
+        Envoy__Service__Ratelimit__V3__RateLimitDescriptor__Entry e[32];
+        Envoy__Service__Ratelimit__V3__RateLimitDescriptor__Entry *ep[32];
+        Envoy__Service__Ratelimit__V3__RateLimitDescriptor d[32], *dp[32];
+        for (size_t j = 0; j < nd; j++) {
+            if (j)
+                snprintf(names[j], sizeof(names[j]), "key%zu", j);
+            else
+                snprintf(names[j], sizeof(names[j]), "key");
+            e[j] = (Envoy__Service__Ratelimit__V3__RateLimitDescriptor__Entry)
+                ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_DESCRIPTOR__ENTRY__INIT;
+            e[j].key = names[j];
+            e[j].value = id;
+            ep[j] = &e[j];
+            d[j] = (Envoy__Service__Ratelimit__V3__RateLimitDescriptor)
+                ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_DESCRIPTOR__INIT;
+            d[j].n_entries = 1;
+            d[j].entries = &ep[j];
+            dp[j] = &d[j];
+        }
         Envoy__Service__Ratelimit__V3__RateLimitRequest r =
             ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_REQUEST__INIT;
-        r.domain = "bench";
-        r.n_descriptors = 1;
-        r.descriptors = &dp;
+        r.domain = domain;
+        r.n_descriptors = nd;
+        r.descriptors = dp;
         size_t n = envoy__service__ratelimit__v3__rate_limit_request__get_packed_size(&r);
         msgs[i] = malloc(n + 5);
         msgs[i][0] = 0;
