@@ -528,6 +528,46 @@ Test(settle, a_reservation_is_settled_by_its_owner_alone)
     gov_engine_destroy(e);
 }
 
+/* Issue 34 item 9: one client filling the pool with large subjects must not flush another
+ * client's open reservations; a full pool takes from the client holding the most. */
+Test(settle, one_client_filling_the_pool_cannot_flush_another_clients_reservations)
+{
+    cfg_limit_t l = tpm("key_tpm", "key", INT64_C(1) << 40, INT64_C(8760) * 3600 * S, 0);
+    gov_engine_t *e = NULL;
+    tt_err_t err;
+    gov_options_t o = {.hash_seed = {5, 6}, .reservation_bytes = 64 * 1024};
+    cr_assert_eq(gov_engine_create(&e, &o, &l, 1, true, &err), 0, "%s", err.message);
+    gov_client_t a = {.account = 1, .owner = 1}, b = {.account = 2, .owner = 2};
+    gov_subject_t s;
+    gov_result_t r;
+    cr_assert_eq(gov_decide(e, &a, subj(&s, "key", "a", NULL), 1000, T0, &r, NULL, NULL), 0);
+    uint64_t mine = r.reservation;
+    cr_assert_neq(mine, 0);
+    /* b: 200 reservations of ~4 KiB each (16 levels of 250-byte ids), 12 times the budget */
+    static char id[16][251];
+    static const char *const level[16] = {"key", "l1", "l2",  "l3",  "l4",  "l5",  "l6",  "l7",
+                                          "l8",  "l9", "l10", "l11", "l12", "l13", "l14", "l15"};
+    for (int i = 0; i < 200; i++) {
+        s.n = 16;
+        for (int k = 0; k < 16; k++) {
+            memset(id[k], 'a' + k, 250);
+            snprintf(id[k], 12, "b%d-%d-", i, k);
+            id[k][strlen(id[k])] = 'x';
+            s.pairs[k] = (gov_pair_t){level[k], strlen(level[k]), id[k], 250};
+        }
+        cr_assert_eq(gov_decide(e, &b, &s, 1, T0, &r, NULL, NULL), 0, "%s", r.err.message);
+        cr_assert_neq(r.reservation, 0);
+    }
+    gov_metrics_t m;
+    gov_engine_metrics(e, &m);
+    cr_assert_gt(m.reservations_evicted, 150, "b's own reservations made room (%llu)",
+                 (unsigned long long)m.reservations_evicted);
+    cr_assert_eq(gov_settle(e, &a, mine, 10, T0, &r, NULL, NULL), 0,
+                 "a's reservation was flushed: %s", r.err.message);
+    cr_assert_eq(r.settled, 1);
+    gov_engine_destroy(e);
+}
+
 Test(settle, a_full_pool_ends_its_oldest_reservation_which_stays_charged)
 {
     cfg_limit_t l = tpm("team_tpm", "team", 100000, 60 * S, 20000);

@@ -52,6 +52,13 @@ server:
   tokens_file: {tokens}
   grpc: {grpc}
 """
+# the socket alone, every uid let in: two clients of one pool
+POOL = """\
+server:
+  socket: {sock}
+  socket_mode: 0666
+  http: ""
+"""
 # gRPC on TCP (tokens)
 TCP = """\
 server:
@@ -216,6 +223,52 @@ def grpc_over_tcp(port, pb, health_pb2):
               health_pb2.HealthCheckResponse.SERVING, "the health check needs no token: SERVING")
 
 
+# uid 65534 fills the reservation pool with large subjects, pipelined: a tpm decide each on a
+# subject of 16 levels of 250-byte ids (~4 KiB a reservation; 16 MiB hold ~4,000)
+FLOOD = """
+import socket, sys
+import msgpack
+sock, n = sys.argv[1], int(sys.argv[2])
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sock)
+pad = {f"l{k}": chr(97 + k) * 250 for k in range(1, 16)}
+unp = msgpack.Unpacker(raw=False)
+got = admitted = 0
+for i in range(0, n, 100):
+    batch = b"".join(msgpack.packb({"op": "decide", "seq": j, "v": 2, "tokens": 1,
+                                    "subject": dict(pad, key=f"flood-{j}")}) for j in range(i, i + 100))
+    s.sendall(batch)
+    while got < i + 100:
+        unp.feed(s.recv(1 << 20))
+        for a in unp:
+            got += 1
+            admitted += bool(a.get("reservation"))
+print(admitted)
+"""
+
+
+def one_client_cannot_flush_the_others(sock, Client):
+    """Issue 34 item 9: a client (uid 65534) filling the reservation pool with large subjects
+    must not evict another client's (root's) open reservation: a full pool takes from the
+    client holding the most."""
+    with Client(sock) as c:
+        d = c.decide({"key": "keep"}, tokens=1000)
+    check(bool(d.get("reservation")), "root holds a reservation")
+    out = subprocess.run(NOBODY + [sys.executable, "-c", FLOOD, sock, "5000"],
+                         capture_output=True, text=True, timeout=120)
+    check(out.stdout.strip() == "5000", f"uid 65534's 5000 decides each reserved "
+          f"({out.stdout.strip()} {out.stderr.strip()[-200:]})")
+    m = metrics(sock)
+    evicted = m.get('tokentriage_reservations_ended_total{reason="evicted"}', 0)
+    check(evicted > 500, f"the pool was full: {evicted:.0f} evicted")
+    with Client(sock) as c:
+        try:
+            s = c.settle(d["reservation"], 10)
+        except Exception as e:  # noqa: BLE001
+            s = {"error": str(e)}
+    check(s.get("settled") == 1, f"root's reservation survived the flood and settles ({s})")
+
+
 def start(tt, work, name, config, **where):
     """A daemon on the server section `config` (formatted with where) and LIMITS; (Popen, its
     log)."""
@@ -257,6 +310,10 @@ def main():
         wait_for("the gRPC TCP listener", lambda: connectable(("127.0.0.1", gport)),
                  procs=[daemons[1][0]])
         grpc_over_tcp(gport, pb, health_pb2)
+        sock3 = os.path.join(work, "pool.sock")
+        daemons.append(start(tt, work, "pool", POOL, sock=sock3))
+        wait_for("the pool daemon", lambda: connectable(sock3), procs=[daemons[-1][0]])
+        one_client_cannot_flush_the_others(sock3, Client)
         m = metrics(sock2)
         name = 'tokentriage_request_errors_total{door="grpc",code="unauthenticated"}'
         check(m.get(name) == 2, f"/metrics {name} 2 ({m.get(name)})")
