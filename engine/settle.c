@@ -52,7 +52,7 @@ uint64_t gov__reservation_open(gov_engine_t *e, const gov_client_t *who, gov_set
                          .local = *local};
     set->refs++;
     gov__subject_pack(r->subject, s);
-    uint64_t id = gov_resv_add(&e->resv, r, bytes, now);
+    uint64_t id = gov_resv_add(&e->resv, who->account, r, bytes, now);
     if (!id)
         gov__reservation_drop(r);
     return id;
