@@ -1,6 +1,7 @@
 /* See hdoor.h. */
 #include "hdoor.h"
 #include "tt_fmt.h"
+#include "tt_json.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -53,26 +54,16 @@ static void put_i64(tbuf_t *b, int64_t v)
     put(b, tmp, tt_fmt_i64(tmp, v));
 }
 
-/* A JSON string: quotes, backslashes and control bytes escaped; runs of plain bytes copied
- * whole (this runs for every header of every answer). */
+/* A JSON string through the one escaper (tt_json.h: runs of plain bytes copied whole, as this
+ * runs for every header of every answer); cut between characters when the buffer is full. */
 static void json_str(tbuf_t *b, const char *s, size_t n)
 {
     put(b, "\"", 1);
-    size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch >= 0x20 && ch != '"' && ch != '\\' && ch != 0x7f)
-            continue;
-        put(b, s + run, i - run);
-        run = i + 1;
-        if (ch == '"' || ch == '\\') {
-            char e[2] = {'\\', (char)ch};
-            put(b, e, 2);
-        } else {
-            putf(b, "\\u%04x", ch);
-        }
-    }
-    put(b, s + run, n - run);
+    size_t used;
+    b->len += tt_json_escape(b->p + b->len, b->cap - 1 - b->len, s, n, &used);
+    b->p[b->len] = '\0';
+    if (used < n)
+        b->full = true;
     put(b, "\"", 1);
 }
 

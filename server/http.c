@@ -59,7 +59,7 @@ struct srv_http {
     bool stopped; /* freed once the listener and every connection have closed */
     srv_t *srv;
     unsigned nconns, max_conns;
-    struct http_conn *oldest, *newest; /* by last completed request, see above */
+    tt_queue_t conns; /* http_conn_t.age, oldest first: by last completed request, see above */
     hdoor_map_t map;
     bool decide_tcp;         /* /v1/decide on the TCP listener (server.http_decide) */
     hdoor_call_t call;       /* the request being routed (one at a time) */
@@ -76,7 +76,7 @@ typedef struct http_conn {
     } h;
     uv_timer_t timer;
     struct srv_http *http;
-    struct http_conn *older, *newer;
+    tt_queue_t age; /* on the listener's conns */
     int open_handles;
     bool closed;
     bool held;      /* not read: answers to drain first (in/in_len hold what was read) */
@@ -109,27 +109,12 @@ static void maybe_free(struct srv_http *h)
 
 static void unlink_conn(http_conn_t *c)
 {
-    struct srv_http *h = c->http;
-    if (c->older)
-        c->older->newer = c->newer;
-    else
-        h->oldest = c->newer;
-    if (c->newer)
-        c->newer->older = c->older;
-    else
-        h->newest = c->older;
-    c->older = c->newer = NULL;
+    tt_queue_remove(&c->age);
 }
 
 static void link_newest(http_conn_t *c)
 {
-    struct srv_http *h = c->http;
-    c->older = h->newest;
-    if (h->newest)
-        h->newest->newer = c;
-    else
-        h->oldest = c;
-    h->newest = c;
+    tt_queue_insert_tail(&c->http->conns, &c->age);
 }
 
 static void on_handle_closed(uv_handle_t *handle)
@@ -536,9 +521,15 @@ static bool make_room(struct srv_http *h)
 {
     if (h->nconns < h->max_conns)
         return true;
-    http_conn_t *c = h->oldest;
-    while (c && c->waiting)
-        c = c->newer;
+    http_conn_t *c = NULL;
+    tt_queue_t *q;
+    tt_queue_foreach(q, &h->conns)
+    {
+        if (!tt_queue_data(q, http_conn_t, age)->waiting) {
+            c = tt_queue_data(q, http_conn_t, age);
+            break;
+        }
+    }
     if (!c)
         return false;
     static unsigned long evicted;
@@ -670,6 +661,7 @@ int srv__http_start(srv_t *s, const srv_options_t *opt, tt_err_t *err)
     if (!h)
         return tt_err_set(err, SRV_ENOMEM, "", "out of memory");
     h->srv = s;
+    tt_queue_init(&h->conns);
     h->max_conns = s->max_connections;
     for (size_t i = 0; i < opt->n_http_subject && i < CFG_HTTP_SUBJECT_MAX; i++)
         h->map.subject[h->map.n_subject++] = opt->http_subject[i];
@@ -695,8 +687,8 @@ void srv__http_stop(srv_t *s)
     h->stopped = true;
     if (h->listening)
         uv_close((uv_handle_t *)&h->listener, on_listener_closed);
-    while (h->oldest)
-        conn_close(h->oldest);
+    while (!tt_queue_empty(&h->conns))
+        conn_close(tt_queue_data(tt_queue_head(&h->conns), http_conn_t, age));
     s->http = NULL;
     maybe_free(h);
 }

@@ -51,12 +51,7 @@ static void on_conn_closed(uv_handle_t *h)
 {
     srv_conn_t *c = h->data;
     srv_t *s = c->srv;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    tt_queue_remove(&c->node);
     s->nconns--;
     srv_metrics_connections(s->metrics, -1);
     /* after the handle: a write cancelled by the close still had the stream's buffer */
@@ -208,10 +203,7 @@ static void on_connection(uv_stream_t *server, int status)
     c->st.wake = on_wake;
     uv_pipe_init(s->loop, &c->pipe, 0);
     c->pipe.data = c;
-    c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
-    s->conns = c;
+    tt_queue_insert_head(&s->conns, &c->node);
     s->nconns++;
     srv_metrics_connections(s->metrics, 1);
     if (uv_accept(server, (uv_stream_t *)&c->pipe) != 0) {
@@ -352,6 +344,8 @@ int srv_start(srv_t **out, uv_loop_t *loop, const srv_options_t *opt,
     /* a client that goes away with answers in flight must cost an EPIPE, not the process */
     signal(SIGPIPE, SIG_IGN);
     srv_t *s = calloc(1, sizeof(*s));
+    if (s)
+        tt_queue_init(&s->conns);
     if (!s)
         return tt_err_set(err, SRV_ENOMEM, "", "out of memory");
     s->loop = loop;
@@ -407,8 +401,9 @@ void srv_stop(srv_t *s)
         s->listening = false;
     }
     srv__http_stop(s);
-    for (srv_conn_t *c = s->conns; c; c = c->next)
-        conn_close(c);
+    tt_queue_t *q;
+    tt_queue_foreach(q, &s->conns) /* the close is asynchronous: each stays on the list */
+        conn_close(tt_queue_data(q, srv_conn_t, node));
 }
 
 void srv_free(srv_t *s)

@@ -52,8 +52,9 @@ typedef struct srv_options {
     struct door *door;
 } srv_options_t;
 
-/* /readyz: true when the daemon is armed (and, once membership lands, joined). Sets *why
- * to a short reason otherwise. */
+/* /readyz: true when the daemon can decide: its configuration armed, membership joined (or
+ * solo after its join timeout) when it gossips, the share store armed when it has one. Sets *why
+ * to a short reason otherwise ("membership not joined"). */
 typedef bool (*srv_ready_fn)(void *ud, const char **why);
 
 typedef struct srv srv_t;

@@ -6,6 +6,7 @@
 
 #include "srv.h"
 #include "stream.h"
+#include "tt_queue.h"
 
 typedef struct srv_conn srv_conn_t;
 
@@ -13,7 +14,7 @@ typedef struct srv_conn srv_conn_t;
 struct srv_conn {
     uv_pipe_t pipe;
     srv_t *srv;
-    srv_conn_t *prev, *next; /* the server's list of open connections */
+    tt_queue_t node; /* on the server's list of open connections */
     uv_write_t wr;
     bool closed;  /* uv_close called */
     bool sniffed; /* the first byte was read: msgpack, or HTTP handed to http.c */
@@ -37,7 +38,7 @@ struct srv {
     void *status_ud;
     srv_status_fn fleet; /* GET /v1/fleet; NULL: 404 */
     void *fleet_ud;
-    srv_conn_t *conns;
+    tt_queue_t conns; /* srv_conn_t.node, the newest first */
     unsigned nconns;
     uint64_t next_conn_id;
     bool stopping;

@@ -200,6 +200,16 @@ static gov_result_t result(bool admit, gov_verdict_t v)
     return r;
 }
 
+/* Strings in an answer go through the one escaper: DEL escaped, bytes that are not UTF-8 as
+ * U+FFFD, so the body is always valid JSON whatever a limit or a header holds. */
+Test(hdoor, the_json_body_is_valid_whatever_its_strings_hold)
+{
+    gov_result_t r = result(true, GOV_ADMIT);
+    snprintf(r.limit, sizeof(r.limit), "a\x7f\xff\n\xc3\xa9");
+    cr_assert_eq(hdoor_respond_decision(&out, &r, 429, keep), 0);
+    cr_assert(strstr(answer(), "\"limit\":\"a\\u007f\\ufffd\\n\xc3\xa9\""), "%s", answer());
+}
+
 Test(hdoor, an_admit_is_200_with_the_headers_and_a_json_body)
 {
     gov_result_t r = result(true, GOV_ADMIT);
