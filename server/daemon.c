@@ -277,7 +277,7 @@ static void flush_record(daemon_t *d)
 }
 
 /* /metrics: what the recording kept, dropped and began (server.record). */
-static void record_metrics(proto_out_t *out, void *ud)
+static void record_metrics(tt_buf_t *out, void *ud)
 {
     rec_stats_t st;
     rec_stats(ud, &st);
@@ -331,7 +331,7 @@ static void detail_metric(void *ctx, const gov_detail_t *m)
 }
 
 /* /metrics: the engine's families, decisions by limit and outcome first. */
-static void engine_metrics(proto_out_t *out, void *ud)
+static void engine_metrics(tt_buf_t *out, void *ud)
 {
     daemon_t *d = ud;
     static gov_limit_metrics_t lm[GOV_LIMITS_MAX];
@@ -401,7 +401,7 @@ static void engine_metrics(proto_out_t *out, void *ud)
 }
 
 /* GET /v1/fleet: the socket's `fleet` answer, for `fleet --all` on another replica. */
-static int fleet_http(void *ud, proto_out_t *body)
+static int fleet_http(void *ud, tt_buf_t *body)
 {
     daemon_t *d = ud;
     return dispatch_fleet(d->dispatch, body, 0, tt_wall_ns());
@@ -481,7 +481,7 @@ static void metrics_line(void *ud, const char *line)
 }
 
 /* /metrics: membership's families (members by state, gossip packets, bytes and drops). */
-static void membership_metrics(proto_out_t *out, void *ud)
+static void membership_metrics(tt_buf_t *out, void *ud)
 {
     daemon_t *d = ud;
     mb_metrics_write(d->mb, metrics_line, out);
@@ -533,7 +533,7 @@ static int64_t live_members(void *ud)
 
 /* server.socket_group: hand the socket to a group (its mode gives that group access). */
 /* /metrics: the redis store's families (calls, errors, timeouts, fallbacks, up). */
-static void redis_metrics(proto_out_t *out, void *ud)
+static void redis_metrics(tt_buf_t *out, void *ud)
 {
     daemon_t *d = ud;
     rds_gov_metrics(&d->redis, metrics_line, out);
@@ -624,7 +624,7 @@ static void on_watch(void *ctx, const char *changed)
     reload(ctx, "watch", changed);
 }
 
-static void watch_metrics(proto_out_t *out, void *ud)
+static void watch_metrics(tt_buf_t *out, void *ud)
 {
     srv_watch_metrics(ud, metrics_line, out);
 }

@@ -71,7 +71,7 @@ static void metrics_line(void *ctx, const char *text)
     srv_metrics_printf(ctx, "%s", text);
 }
 
-static void state_metrics(proto_out_t *out, void *ud)
+static void state_metrics(tt_buf_t *out, void *ud)
 {
     st_node_metrics(ud, tt_wall_ns(), metrics_line, out);
 }

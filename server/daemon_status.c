@@ -31,7 +31,7 @@ static int by_id(const void *a, const void *b)
     return c ? c : (x->id.len > y->id.len) - (x->id.len < y->id.len);
 }
 
-int srv_status_page(void *ud, proto_out_t *body)
+int srv_status_page(void *ud, tt_buf_t *body)
 {
     srv_status_src_t *s = ud;
     int64_t now = tt_wall_ns();

@@ -41,7 +41,7 @@ typedef struct srv_status_src {
 void srv_status_tick(srv_status_src_t *s, int64_t now);
 
 /* The srv_status_fn (ud: the srv_status_src_t): the page at the wall clock's now. */
-int srv_status_page(void *ud, proto_out_t *body);
+int srv_status_page(void *ud, tt_buf_t *body);
 
 void srv_status_free(srv_status_src_t *s);
 

@@ -65,7 +65,7 @@ static proto_str_t cstr(const char *s)
 
 /* Encodes a finished engine answer (the door has counted it): a decision (decide, acquire) in
  * `form`, a settle or charge, or the error the engine reported. */
-static int encode_result(const dispatch_t *s, proto_out_t *out, uint64_t seq, proto_op_t op,
+static int encode_result(const dispatch_t *s, tt_buf_t *out, uint64_t seq, proto_op_t op,
                          unsigned form, gov_result_t *r)
 {
     if (r->status < 0) {
@@ -129,7 +129,7 @@ static pending_t *spare(dispatch_t *s)
 
 static void answer(dispatch_t *s, stream_t *c, const proto_request_t *req, gov_result_t *r)
 {
-    proto_out_t *out = stream_answer_buf(c);
+    tt_buf_t *out = stream_answer_buf(c);
     if (!out || encode_result(s, out, req->seq, req->op, form_of(req), r))
         c->failed = true;
 }
@@ -171,7 +171,7 @@ static void engine_call(dispatch_t *s, stream_t *c, const proto_request_t *req)
     answer(s, c, req, &p->req.result);
 }
 
-int dispatch_fleet(dispatch_t *s, proto_out_t *out, uint64_t seq, int64_t now)
+int dispatch_fleet(dispatch_t *s, tt_buf_t *out, uint64_t seq, int64_t now)
 {
     static gov_fleet_entry_t entries[GOV_LIMITS_MAX];
     static proto_fleet_limit_t rows[GOV_LIMITS_MAX];
@@ -220,7 +220,7 @@ int dispatch_fleet(dispatch_t *s, proto_out_t *out, uint64_t seq, int64_t now)
 
 static void fleet(dispatch_t *s, stream_t *c, uint64_t seq)
 {
-    proto_out_t *out = stream_answer_buf(c);
+    tt_buf_t *out = stream_answer_buf(c);
     if (!out || dispatch_fleet(s, out, seq, c->now_wall_ns))
         c->failed = true;
 }
@@ -261,7 +261,7 @@ static void members(dispatch_t *s, stream_t *c, uint64_t seq)
         if (n > cap)
             n = cap;
     }
-    proto_out_t *out = stream_answer_buf(c);
+    tt_buf_t *out = stream_answer_buf(c);
     if (!out || proto_enc_members(out, seq, live, rows, (uint32_t)n))
         c->failed = true;
     if (rows != &self)
@@ -271,7 +271,7 @@ static void members(dispatch_t *s, stream_t *c, uint64_t seq)
 static void on_request(void *ud, stream_t *c, const proto_request_t *req)
 {
     dispatch_t *s = ud;
-    proto_out_t *out;
+    tt_buf_t *out;
     switch (req->op) {
     case PROTO_OP_DECIDE:
     case PROTO_OP_SETTLE:

@@ -41,7 +41,7 @@ typedef int64_t (*dispatch_snapshot_age_fn)(void *ud, int64_t now);
 void dispatch_set_snapshot_age(dispatch_t *d, dispatch_snapshot_age_fn fn, void *ud);
 /* Appends the `fleet` answer at `now` (one msgpack map, as the socket answers `seq`); the HTTP
  * listener's /v1/fleet serves it too. 0 or -1 (out->failed). */
-int dispatch_fleet(dispatch_t *d, proto_out_t *out, uint64_t seq, int64_t now);
+int dispatch_fleet(dispatch_t *d, tt_buf_t *out, uint64_t seq, int64_t now);
 /* After every stream using the handler has been freed. */
 void dispatch_free(dispatch_t *d);
 

@@ -67,7 +67,7 @@ static void json_str(tbuf_t *b, const char *s, size_t n)
     put(b, "\"", 1);
 }
 
-int hdoor_respond(proto_out_t *out, int status, const char *reason, const char *type,
+int hdoor_respond(tt_buf_t *out, int status, const char *reason, const char *type,
                   const char *extra, const void *body, size_t len, hdoor_frame_t f)
 {
     char head[256];
@@ -83,26 +83,26 @@ int hdoor_respond(proto_out_t *out, int status, const char *reason, const char *
     put_str(&h, f.keep_alive ? "\r\n" : "\r\nConnection: close\r\n");
     if (h.full)
         return -1;
-    proto_out_append(out, head, h.len);
+    tt_buf_append(out, head, h.len);
     if (extra)
-        proto_out_append(out, extra, strlen(extra));
-    proto_out_append(out, "\r\n", 2);
+        tt_buf_append(out, extra, strlen(extra));
+    tt_buf_append(out, "\r\n", 2);
     if (!f.head_only && len)
-        proto_out_append(out, body, len);
+        tt_buf_append(out, body, len);
     return out->failed ? -1 : 0;
 }
 
-int hdoor_respond_text(proto_out_t *out, int status, const char *reason, const char *text,
+int hdoor_respond_text(tt_buf_t *out, int status, const char *reason, const char *text,
                        hdoor_frame_t f)
 {
     return hdoor_respond(out, status, reason, "text/plain; charset=utf-8", NULL, text, strlen(text),
                          f);
 }
 
-static int respond_error_with(proto_out_t *out, int status, const char *reason, const char *extra,
+static int respond_error_with(tt_buf_t *out, int status, const char *reason, const char *extra,
                               const char *code, const char *message, hdoor_frame_t f);
 
-int hdoor_respond_error(proto_out_t *out, int status, const char *reason, const char *code,
+int hdoor_respond_error(tt_buf_t *out, int status, const char *reason, const char *code,
                         const char *message, hdoor_frame_t f)
 {
     return respond_error_with(out, status, reason, NULL, code, message, f);
@@ -113,7 +113,7 @@ static const char *reason_of(int status)
     return status == 401 ? "Unauthorized" : status == 403 ? "Forbidden" : "Too Many Requests";
 }
 
-static int respond_error_with(proto_out_t *out, int status, const char *reason, const char *extra,
+static int respond_error_with(tt_buf_t *out, int status, const char *reason, const char *extra,
                               const char *code, const char *message, hdoor_frame_t f)
 {
     char body[512];
@@ -128,7 +128,7 @@ static int respond_error_with(proto_out_t *out, int status, const char *reason, 
 
 /* The engine's (or the door's) error in r: its code's name and "path: message". The door's
  * refusals are 401 (with the challenge RFC 6750 asks for) and 403, whatever the route. */
-static int respond_engine_error(proto_out_t *out, int status, const char *reason,
+static int respond_engine_error(tt_buf_t *out, int status, const char *reason,
                                 const gov_result_t *r, hdoor_frame_t f)
 {
     char text[TT_ERR_TEXT_MAX];
@@ -145,8 +145,7 @@ static int respond_engine_error(proto_out_t *out, int status, const char *reason
                               tt_err_format(&r->err, text, sizeof(text)), f);
 }
 
-int hdoor_respond_decision(proto_out_t *out, const gov_result_t *r, int deny_status,
-                           hdoor_frame_t f)
+int hdoor_respond_decision(tt_buf_t *out, const gov_result_t *r, int deny_status, hdoor_frame_t f)
 {
     if (r->status < 0) {
         bool ours = r->status == GOV_ENOMEM || r->status == GOV_ELIMITS;
@@ -210,7 +209,7 @@ int hdoor_respond_decision(proto_out_t *out, const gov_result_t *r, int deny_sta
     return hdoor_respond(out, status, reason, "application/json", extra, body, b.len, f);
 }
 
-int hdoor_respond_settled(proto_out_t *out, const gov_result_t *r, hdoor_frame_t f)
+int hdoor_respond_settled(tt_buf_t *out, const gov_result_t *r, hdoor_frame_t f)
 {
     if (r->status < 0) {
         bool ours = r->status == GOV_ENOMEM;
@@ -263,7 +262,7 @@ static const char *show(char *buf, size_t size, const char *s, size_t n)
 
 /* A 400 naming what was wrong; returns HDOOR_ANSWERED. */
 __attribute__((format(printf, 4, 5))) static hdoor_route_t
-bad(proto_out_t *out, hdoor_frame_t f, const char *code, const char *fmt, ...)
+bad(tt_buf_t *out, hdoor_frame_t f, const char *code, const char *fmt, ...)
 {
     char msg[320];
     va_list ap;
@@ -343,7 +342,7 @@ static hreq_str_t trim(hreq_str_t v)
 
 /* Adds (level, id) from `where` (for messages); 0, or a 400 written. */
 static int add_pair(hdoor_call_t *call, hreq_str_t level, hreq_str_t id, const char *where,
-                    proto_out_t *out, hdoor_frame_t f)
+                    tt_buf_t *out, hdoor_frame_t f)
 {
     char lv[80];
     show(lv, sizeof(lv), level.ptr, level.len);
@@ -364,7 +363,7 @@ static int add_pair(hdoor_call_t *call, hreq_str_t level, hreq_str_t id, const c
     return 0;
 }
 
-static int set_tokens(hdoor_call_t *call, hreq_str_t v, const char *where, proto_out_t *out,
+static int set_tokens(hdoor_call_t *call, hreq_str_t v, const char *where, tt_buf_t *out,
                       hdoor_frame_t f)
 {
     char shown[80];
@@ -381,7 +380,7 @@ static int set_tokens(hdoor_call_t *call, hreq_str_t v, const char *where, proto
  * lengthens, so a buffer of the target's size holds them all). 1 with name and value, 0 at
  * the end, -1 with a 400 written. */
 static int query_next(const char **p, const char *end, char **scratch, hreq_str_t *name,
-                      hreq_str_t *value, proto_out_t *out, hdoor_frame_t f)
+                      hreq_str_t *value, tt_buf_t *out, hdoor_frame_t f)
 {
     while (*p < end) {
         const char *amp = memchr(*p, '&', (size_t)(end - *p));
@@ -410,7 +409,7 @@ static int query_next(const char **p, const char *end, char **scratch, hreq_str_
 }
 
 /* The query of /v1/decide: levels and tokens. 0, or a 400 written. */
-static int read_query(const hdoor_env_t *env, hreq_str_t q, hdoor_call_t *call, proto_out_t *out,
+static int read_query(const hdoor_env_t *env, hreq_str_t q, hdoor_call_t *call, tt_buf_t *out,
                       hdoor_frame_t f)
 {
     const char *p = q.ptr;
@@ -443,7 +442,7 @@ static int read_query(const hdoor_env_t *env, hreq_str_t q, hdoor_call_t *call, 
 
 /* The mapped headers. 0, or a 400 written. */
 static int read_headers(const hdoor_env_t *env, const hreq_request_t *req, hdoor_call_t *call,
-                        proto_out_t *out, hdoor_frame_t f)
+                        tt_buf_t *out, hdoor_frame_t f)
 {
     const hdoor_map_t *m = env->map;
     for (uint32_t i = 0; i < req->nheaders; i++) {
@@ -483,7 +482,7 @@ static int read_headers(const hdoor_env_t *env, const hreq_request_t *req, hdoor
  * Authorization is often its API key (Bearer sk-...): the proxy states its tokentriage token in
  * the header of our own name instead, which then wins. 0, or a 400 written.
  */
-static int read_authorization(const hreq_request_t *req, hdoor_call_t *call, proto_out_t *out,
+static int read_authorization(const hreq_request_t *req, hdoor_call_t *call, tt_buf_t *out,
                               hdoor_frame_t f)
 {
     static const char *const names[] = {"Tokentriage-Authorization", "Authorization"};
@@ -503,7 +502,7 @@ static int read_authorization(const hreq_request_t *req, hdoor_call_t *call, pro
 }
 
 static hdoor_route_t decide(const hdoor_env_t *env, const hreq_request_t *req, bool forwarded,
-                            hdoor_call_t *call, proto_out_t *out, hdoor_frame_t f)
+                            hdoor_call_t *call, tt_buf_t *out, hdoor_frame_t f)
 {
     call->subject.n = 0;
     call->tokens = GOV_NO_TOKENS;
@@ -527,7 +526,7 @@ static hdoor_route_t decide(const hdoor_env_t *env, const hreq_request_t *req, b
 }
 
 /* POST /v1/settle?reservation=ID&actual=A: the query names both, and nothing else. */
-static hdoor_route_t settle(const hreq_request_t *req, hdoor_call_t *call, proto_out_t *out,
+static hdoor_route_t settle(const hreq_request_t *req, hdoor_call_t *call, tt_buf_t *out,
                             hdoor_frame_t f)
 {
     if (req->method != HTTP_POST) {
@@ -579,7 +578,7 @@ static hdoor_route_t settle(const hreq_request_t *req, hdoor_call_t *call, proto
 }
 
 hdoor_route_t hdoor_route(const hdoor_env_t *env, const hreq_request_t *req, hdoor_call_t *call,
-                          proto_out_t *out, hdoor_frame_t f)
+                          tt_buf_t *out, hdoor_frame_t f)
 {
     hreq_str_t path = req->path;
     static const char prefix[] = "/v1/decide/";

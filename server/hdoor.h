@@ -53,15 +53,15 @@ typedef struct hdoor_frame {
  * then `extra` (whole header lines, each ending in CRLF, or NULL), then the body unless
  * head_only. Returns 0 or -1 (out->failed).
  */
-int hdoor_respond(proto_out_t *out, int status, const char *reason, const char *type,
+int hdoor_respond(tt_buf_t *out, int status, const char *reason, const char *type,
                   const char *extra, const void *body, size_t len, hdoor_frame_t f);
 
 /* The same with a text/plain body. */
-int hdoor_respond_text(proto_out_t *out, int status, const char *reason, const char *text,
+int hdoor_respond_text(tt_buf_t *out, int status, const char *reason, const char *text,
                        hdoor_frame_t f);
 
 /* A JSON error answer: {"error":{"code":...,"message":...}}. */
-int hdoor_respond_error(proto_out_t *out, int status, const char *reason, const char *code,
+int hdoor_respond_error(tt_buf_t *out, int status, const char *reason, const char *code,
                         const char *message, hdoor_frame_t f);
 
 /* The request headers that name subject levels and tokens (server.http_subject and
@@ -114,19 +114,18 @@ typedef struct hdoor_env {
  * 404, 405) has been appended to out, framed by f.
  */
 hdoor_route_t hdoor_route(const hdoor_env_t *env, const hreq_request_t *req, hdoor_call_t *call,
-                          proto_out_t *out, hdoor_frame_t f);
+                          tt_buf_t *out, hdoor_frame_t f);
 
 /* The answer to a decision: 200 admit, deny_status (429 unless the request asked otherwise)
  * for a deny or unfittable (Retry-After on deny), 503 for a deny only posture.fail closed made,
  * the disclosure headers on each, a JSON body; an engine error is a 400 naming it (503 when out
  * of memory); a caller the door refused is 401 (no bearer token the daemon holds, with
  * WWW-Authenticate: Bearer) or 403 (a subject its token may not name, a peer not allowed). */
-int hdoor_respond_decision(proto_out_t *out, const gov_result_t *r, int deny_status,
-                           hdoor_frame_t f);
+int hdoor_respond_decision(tt_buf_t *out, const gov_result_t *r, int deny_status, hdoor_frame_t f);
 
 /* The answer to a settle: 200 with {"settled": N, "already_settled": bool} (a repeat is 200 and
  * changed nothing), 404 unknown_reservation (another client's included), 401 and 403 as for a
  * decision, 400 naming any other engine error, 503 when out of memory. */
-int hdoor_respond_settled(proto_out_t *out, const gov_result_t *r, hdoor_frame_t f);
+int hdoor_respond_settled(tt_buf_t *out, const gov_result_t *r, hdoor_frame_t f);
 
 #endif

@@ -92,7 +92,7 @@ typedef struct http_conn {
     hreq_reader_t rd;
     uint8_t *in; /* read but not parsed yet, while the connection is held back */
     size_t in_len;
-    proto_out_t fill, flight;
+    tt_buf_t fill, flight;
     uv_write_t wr;
     bool writing;
 } http_conn_t;
@@ -126,8 +126,8 @@ static void on_handle_closed(uv_handle_t *handle)
     h->nconns--;
     hreq_free(&c->rd);
     free(c->in);
-    proto_out_free(&c->fill);
-    proto_out_free(&c->flight);
+    tt_buf_free(&c->fill);
+    tt_buf_free(&c->flight);
     free(c);
     maybe_free(h);
 }
@@ -222,7 +222,7 @@ static void flush(http_conn_t *c)
             finish(c);
         return;
     }
-    proto_out_t t = c->flight;
+    tt_buf_t t = c->flight;
     c->flight = c->fill;
     c->fill = t;
     c->fill.len = 0;
@@ -236,32 +236,32 @@ static void flush(http_conn_t *c)
 }
 
 /* /status and /v1/fleet: the body a hook makes, 404 without one, 503 when it fails. */
-static void answer_view(proto_out_t *out, srv_status_fn fn, void *ud, const char *type,
+static void answer_view(tt_buf_t *out, srv_status_fn fn, void *ud, const char *type,
                         const char *extra, hdoor_frame_t f)
 {
-    proto_out_t body = {0};
+    tt_buf_t body = {0};
     if (!fn)
         hdoor_respond_text(out, 404, "Not Found", "not served here\n", f);
     else if (fn(ud, &body) != 0 || body.failed)
         hdoor_respond_text(out, 503, "Service Unavailable", "the answer could not be made\n", f);
     else
         hdoor_respond(out, 200, "OK", type, extra, body.data, body.len, f);
-    proto_out_free(&body);
+    tt_buf_free(&body);
 }
 
 static void answer_ops(http_conn_t *c, hdoor_route_t route, hdoor_frame_t f)
 {
     srv_t *s = c->http->srv;
-    proto_out_t *out = &c->fill;
+    tt_buf_t *out = &c->fill;
     if (route == HDOOR_METRICS) {
-        proto_out_t body = {0};
+        tt_buf_t body = {0};
         srv_metrics_render(s->metrics, &body);
         if (body.failed)
             out->failed = true;
         else
             hdoor_respond(out, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", NULL,
                           body.data, body.len, f);
-        proto_out_free(&body);
+        tt_buf_free(&body);
     } else if (route == HDOOR_STATUS) {
         answer_view(out, s->status, s->status_ud, "text/html; charset=utf-8", STATUS_HEADERS, f);
     } else if (route == HDOOR_FLEET) {
@@ -472,7 +472,7 @@ static void on_write(uv_write_t *w, int status)
         return;
     }
     if (c->flight.cap > KEEP_CAP) /* a /metrics answer need not stay */
-        proto_out_free(&c->flight);
+        tt_buf_free(&c->flight);
     flush(c);
     resume(c);
     arm_timer(c);

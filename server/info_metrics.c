@@ -66,7 +66,7 @@ static long open_fds(void)
     return n - 1;
 }
 
-static void process_families(proto_out_t *out)
+static void process_families(tt_buf_t *out)
 {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0)
@@ -106,7 +106,7 @@ static void process_families(proto_out_t *out)
           start);
 }
 
-static void limit_families(proto_out_t *out, const cfg_config_t *cfg)
+static void limit_families(tt_buf_t *out, const cfg_config_t *cfg)
 {
     size_t n = cfg ? cfg->n_limits : 0;
     P(out, "# HELP tokentriage_limit_info A configured limit: its type, store, algorithm and "
@@ -142,7 +142,7 @@ static void limit_families(proto_out_t *out, const cfg_config_t *cfg)
     }
 }
 
-void srv_info_metrics_render(proto_out_t *out, void *ud)
+void srv_info_metrics_render(tt_buf_t *out, void *ud)
 {
     const srv_info_metrics_t *im = ud;
     P(out,

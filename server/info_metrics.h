@@ -25,6 +25,6 @@ typedef struct srv_info_metrics {
 } srv_info_metrics_t;
 
 /* A srv_metrics_source_fn: appends the families above. ud is a srv_info_metrics_t. */
-void srv_info_metrics_render(proto_out_t *out, void *ud);
+void srv_info_metrics_render(tt_buf_t *out, void *ud);
 
 #endif

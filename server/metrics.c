@@ -129,7 +129,7 @@ int srv_metrics_add_source(srv_metrics_t *m, srv_metrics_source_fn fn, void *ud)
     return 0;
 }
 
-void srv_metrics_printf(proto_out_t *out, const char *fmt, ...)
+void srv_metrics_printf(tt_buf_t *out, const char *fmt, ...)
 {
     char buf[512];
     va_list ap, again;
@@ -140,17 +140,17 @@ void srv_metrics_printf(proto_out_t *out, const char *fmt, ...)
     if (n >= (int)sizeof(buf)) { /* a long block: format it again at its size */
         char *big = malloc((size_t)n + 1);
         if (big && vsnprintf(big, (size_t)n + 1, fmt, again) == n)
-            proto_out_append(out, big, (size_t)n);
+            tt_buf_append(out, big, (size_t)n);
         free(big);
     } else if (n > 0) {
-        proto_out_append(out, buf, (size_t)n);
+        tt_buf_append(out, buf, (size_t)n);
     }
     va_end(again);
 }
 
 #define P srv_metrics_printf
 
-void srv_metrics_render(srv_metrics_t *m, proto_out_t *out)
+void srv_metrics_render(srv_metrics_t *m, tt_buf_t *out)
 {
     P(out, "# HELP tokentriage_verdicts_total Decisions answered, by door (socket, http, grpc) "
            "and verdict.\n# TYPE tokentriage_verdicts_total counter\n");

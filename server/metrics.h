@@ -34,7 +34,7 @@ typedef enum srv_verdict {
 } srv_verdict_t;
 
 /* Appends Prometheus text (# HELP, # TYPE and samples) to out when /metrics is scraped. */
-typedef void (*srv_metrics_source_fn)(proto_out_t *out, void *ud);
+typedef void (*srv_metrics_source_fn)(tt_buf_t *out, void *ud);
 
 srv_metrics_t *srv_metrics_new(void);
 void srv_metrics_free(srv_metrics_t *m);
@@ -54,10 +54,9 @@ void srv_metrics_connections(srv_metrics_t *m, int delta);
 int srv_metrics_add_source(srv_metrics_t *m, srv_metrics_source_fn fn, void *ud);
 
 /* Appends every family, the server's first, then each source's. */
-void srv_metrics_render(srv_metrics_t *m, proto_out_t *out);
+void srv_metrics_render(srv_metrics_t *m, tt_buf_t *out);
 
 /* printf into out; for sources. */
-void srv_metrics_printf(proto_out_t *out, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+void srv_metrics_printf(tt_buf_t *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -26,13 +26,13 @@ struct rec {
     uint8_t key[REC_KEY_BYTES];
     char node[128];
     int64_t file_bytes; /* in the current file, written or waiting */
-    proto_out_t pending;
+    tt_buf_t pending;
     rec_stats_t st;
 };
 
 static int pack_write(void *data, const char *buf, size_t len)
 {
-    return proto_out_append(data, buf, len);
+    return tt_buf_append(data, buf, len);
 }
 
 static void pack_str(msgpack_packer *pk, const char *s, size_t n)
@@ -47,7 +47,7 @@ static void pack_cstr(msgpack_packer *pk, const char *s)
 }
 
 /* The file's header, into out. */
-static void header(const rec_t *r, int64_t now, proto_out_t *out)
+static void header(const rec_t *r, int64_t now, tt_buf_t *out)
 {
     msgpack_packer pk;
     msgpack_packer_init(&pk, out, pack_write);
@@ -84,11 +84,11 @@ static int rotate(rec_t *r, int64_t now)
     r->fd = open(r->path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (r->fd < 0)
         return -1;
-    proto_out_t h = {0};
+    tt_buf_t h = {0};
     header(r, now, &h);
     int rc = h.failed || tt_write_all(r->fd, h.data, h.len) ? -1 : 0;
     r->file_bytes = (int64_t)h.len;
-    proto_out_free(&h);
+    tt_buf_free(&h);
     r->st.rotations++;
     return rc;
 }
@@ -262,7 +262,7 @@ void rec_decision(rec_t *r, int64_t now, const gov_subject_t *s, int64_t tokens,
             r->st.dropped++;
             return;
         }
-        proto_out_append(&r->pending, rec, len);
+        tt_buf_append(&r->pending, rec, len);
         free(rec);
     } else {
         r->pending.len = start + len; /* the bytes are still there */
@@ -387,7 +387,7 @@ void rec_close(rec_t *r)
     rec_flush(r);
     if (r->fd >= 0)
         close(r->fd);
-    proto_out_free(&r->pending);
+    tt_buf_free(&r->pending);
     sodium_memzero(r->key, sizeof(r->key));
     free(r);
 }

@@ -82,7 +82,7 @@ void srv_set_ready(srv_t *s, srv_ready_fn fn, void *ud);
 int srv_socket_check(const char *path, const char *field, bool make_dir, tt_err_t *err);
 
 /* GET /status: appends the page (status.h) to body. 0, or -1 when it could not be made. */
-typedef int (*srv_status_fn)(void *ud, proto_out_t *body);
+typedef int (*srv_status_fn)(void *ud, tt_buf_t *body);
 
 /* Without one, /status is 404. */
 void srv_set_status(srv_t *s, srv_status_fn fn, void *ud);

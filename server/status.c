@@ -98,12 +98,12 @@ int status_rates_sample(status_rates_t *r, const gov_limit_metrics_t *lm, size_t
 
 /* ---- HTML --------------------------------------------------------------------------------- */
 
-static void put(proto_out_t *out, const char *s)
+static void put(tt_buf_t *out, const char *s)
 {
-    proto_out_append(out, s, strlen(s));
+    tt_buf_append(out, s, strlen(s));
 }
 
-__attribute__((format(printf, 2, 3))) static void putf(proto_out_t *out, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void putf(tt_buf_t *out, const char *fmt, ...)
 {
     char buf[512];
     va_list ap;
@@ -112,7 +112,7 @@ __attribute__((format(printf, 2, 3))) static void putf(proto_out_t *out, const c
     va_end(ap);
     if (n < 0)
         return;
-    proto_out_append(out, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
+    tt_buf_append(out, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
 }
 
 /* The length of the well-formed UTF-8 sequence at s[0, n) (RFC 3629: no overlong forms, no
@@ -132,7 +132,7 @@ static size_t utf8_len(const unsigned char *s, size_t n)
     return len;
 }
 
-void status_html_escape(proto_out_t *out, const char *str, size_t n)
+void status_html_escape(tt_buf_t *out, const char *str, size_t n)
 {
     const unsigned char *s = (const unsigned char *)str;
     size_t run = 0;
@@ -158,15 +158,15 @@ void status_html_escape(proto_out_t *out, const char *str, size_t n)
             i += skip;
             continue;
         }
-        proto_out_append(out, s + run, i - run);
+        tt_buf_append(out, s + run, i - run);
         put(out, rep);
         i += skip;
         run = i;
     }
-    proto_out_append(out, s + run, n - run);
+    tt_buf_append(out, s + run, n - run);
 }
 
-static void esc(proto_out_t *out, const char *s)
+static void esc(tt_buf_t *out, const char *s)
 {
     status_html_escape(out, s, strlen(s));
 }
@@ -197,7 +197,7 @@ const char STATUS_HEADERS[] =
     "Cache-Control: no-store\r\n";
 
 /* A state as a badge: its name, and a class of the same name for its colour. */
-static void badge(proto_out_t *out, const char *cls, const char *text)
+static void badge(tt_buf_t *out, const char *cls, const char *text)
 {
     put(out, "<span class=\"st ");
     esc(out, cls);
@@ -207,7 +207,7 @@ static void badge(proto_out_t *out, const char *cls, const char *text)
 }
 
 /* "1.5 s", "3 min", "2 h": an age for people. */
-static void age(proto_out_t *out, int64_t ms)
+static void age(tt_buf_t *out, int64_t ms)
 {
     if (ms < 0)
         put(out, "never");
@@ -222,14 +222,14 @@ static void age(proto_out_t *out, int64_t ms)
 }
 
 /* A period as the config writes it (1m, 1h30m, 500ms). */
-static void period(proto_out_t *out, int64_t ns)
+static void period(tt_buf_t *out, int64_t ns)
 {
     char buf[64];
     put(out, cfg_duration_format(ns, buf, sizeof(buf)));
 }
 
 /* An int64 bound, "unbounded" at the saturation value. */
-static void bound(proto_out_t *out, int64_t v)
+static void bound(tt_buf_t *out, int64_t v)
 {
     if (v == INT64_MAX)
         put(out, "unbounded");
@@ -240,8 +240,8 @@ static void bound(proto_out_t *out, int64_t v)
 #define CHART_W 180
 #define CHART_H 36
 
-static void polyline(proto_out_t *out, const status_rates_t *r, const status_series_t *s,
-                     uint32_t max, bool deny, const char *colour)
+static void polyline(tt_buf_t *out, const status_rates_t *r, const status_series_t *s, uint32_t max,
+                     bool deny, const char *colour)
 {
     putf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", colour);
     /* one slot is drawn as a step across its interval, so that it shows */
@@ -259,7 +259,7 @@ static void polyline(proto_out_t *out, const status_rates_t *r, const status_ser
 }
 
 /* The limit's recent admissions (green) and denials (red) per interval, and the last rates. */
-static void chart(proto_out_t *out, const status_rates_t *r, const char *id)
+static void chart(tt_buf_t *out, const status_rates_t *r, const char *id)
 {
     const status_series_t *s = r ? status_rates_find(r, id) : NULL;
     double secs = (double)(r ? r->interval_ns : STATUS_INTERVAL_NS) / 1e9;
@@ -294,7 +294,7 @@ static void chart(proto_out_t *out, const status_rates_t *r, const char *id)
          last_a / secs, last_d / secs, max, secs);
 }
 
-static void members(proto_out_t *out, const status_view_t *v)
+static void members(tt_buf_t *out, const status_view_t *v)
 {
     put(out, "<h2>Members</h2>");
     if (!v->membership) {
@@ -330,7 +330,7 @@ static void members(proto_out_t *out, const status_view_t *v)
     put(out, "</table>");
 }
 
-static void limits(proto_out_t *out, const status_view_t *v)
+static void limits(tt_buf_t *out, const status_view_t *v)
 {
     put(out, "<h2>Limits</h2>");
     if (v->n_limits == 0) {
@@ -375,7 +375,7 @@ static void limits(proto_out_t *out, const status_view_t *v)
              "green admitted, red denied.</p>");
 }
 
-static void stores(proto_out_t *out, const status_view_t *v)
+static void stores(tt_buf_t *out, const status_view_t *v)
 {
     put(out, "<h2>Stores</h2><dl><dt>Redis</dt><dd>");
     if (v->redis == STATUS_NONE) {
@@ -398,7 +398,7 @@ static void stores(proto_out_t *out, const status_view_t *v)
     put(out, "</dd></dl>");
 }
 
-int status_render(const status_view_t *v, proto_out_t *out)
+int status_render(const status_view_t *v, tt_buf_t *out)
 {
     put(out, "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">");
     putf(out, "<meta http-equiv=\"refresh\" content=\"%d\">", STATUS_REFRESH_S);

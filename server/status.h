@@ -114,9 +114,9 @@ typedef struct status_view {
 } status_view_t;
 
 /* Appends the page to out. Returns 0 or -1 (out->failed). */
-int status_render(const status_view_t *v, proto_out_t *out);
+int status_render(const status_view_t *v, tt_buf_t *out);
 
 /* Appends s[0, n) escaped for HTML text and attribute values (see above). */
-void status_html_escape(proto_out_t *out, const char *s, size_t n);
+void status_html_escape(tt_buf_t *out, const char *s, size_t n);
 
 #endif

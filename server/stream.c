@@ -32,7 +32,7 @@ void stream_free(stream_t *st)
         sl->prev = sl->next = NULL;
         sl->st = NULL;
         if (sl->ready) {
-            proto_out_free(&sl->bytes);
+            tt_buf_free(&sl->bytes);
             free(sl);
         }
     }
@@ -41,8 +41,8 @@ void stream_free(stream_t *st)
     free(st->in);
     st->in = NULL;
     st->in_len = 0;
-    proto_out_free(&st->fill);
-    proto_out_free(&st->flight);
+    tt_buf_free(&st->fill);
+    tt_buf_free(&st->flight);
 }
 
 static bool over_limit(const stream_t *st)
@@ -50,7 +50,7 @@ static bool over_limit(const stream_t *st)
     return st->fill.len + st->flight.len > st->out_limit || st->nslots >= STREAM_MAX_SLOTS;
 }
 
-proto_out_t *stream_answer_buf(stream_t *st)
+tt_buf_t *stream_answer_buf(stream_t *st)
 {
     if (st->head == NULL)
         return &st->fill;
@@ -68,7 +68,7 @@ void stream_error(stream_t *st, uint64_t seq, const char *code, const char *mess
 {
     if (st->h->error)
         st->h->error(st->h->ud, code);
-    proto_out_t *out = stream_answer_buf(st);
+    tt_buf_t *out = stream_answer_buf(st);
     if (!out || proto_enc_error(out, seq, code, message))
         st->failed = true;
 }
@@ -100,7 +100,7 @@ void stream_slot_ready(stream_slot_t *s)
     s->ready = true;
     stream_t *st = s->st;
     if (!st) {
-        proto_out_free(&s->bytes);
+        tt_buf_free(&s->bytes);
         free(s);
         return;
     }
@@ -112,8 +112,8 @@ void stream_slot_ready(stream_slot_t *s)
         else
             st->tail = NULL;
         st->nslots--;
-        proto_out_append(&st->fill, h->bytes.data, h->bytes.len);
-        proto_out_free(&h->bytes);
+        tt_buf_append(&st->fill, h->bytes.data, h->bytes.len);
+        tt_buf_free(&h->bytes);
         free(h);
     }
     if (st->fill.failed)
@@ -279,7 +279,7 @@ bool stream_flush_begin(stream_t *st, const uint8_t **data, size_t *len)
 {
     if (st->writing || st->fill.len == 0)
         return false;
-    proto_out_t t = st->flight;
+    tt_buf_t t = st->flight;
     st->flight = st->fill;
     st->fill = t;
     st->fill.len = 0;

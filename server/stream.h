@@ -47,7 +47,7 @@ typedef struct stream_slot {
     struct stream_slot *prev, *next;
     stream_t *st;
     bool ready;
-    proto_out_t bytes; /* the encoded answer, once ready */
+    tt_buf_t bytes; /* the encoded answer, once ready */
     uint64_t seq;
     proto_op_t op;
     uint64_t start_ns; /* when the request was read, for the latency histogram */
@@ -86,8 +86,8 @@ struct stream {
     size_t in_len;
     proto_framer_t framer; /* the cut message at in[0], framed this far */
     bool framing;          /* framer holds that message's progress */
-    proto_out_t fill;      /* answers gathered for the next write */
-    proto_out_t flight;    /* answers being written */
+    tt_buf_t fill;         /* answers gathered for the next write */
+    tt_buf_t flight;       /* answers being written */
     bool writing;
     bool paused;   /* over a limit: takes no requests until answers drain */
     bool draining; /* takes no more input: the shell closes once every answer is written */
@@ -119,7 +119,7 @@ bool stream_finished(const stream_t *st);
 
 /* Where the next answer goes: `fill`, or a new ready slot when answers wait ahead of it. NULL
  * when out of memory (failed is set). */
-proto_out_t *stream_answer_buf(stream_t *st);
+tt_buf_t *stream_answer_buf(stream_t *st);
 /* Answers an error in order. */
 void stream_error(stream_t *st, uint64_t seq, const char *code, const char *message);
 /* Queues a pending slot (the caller's allocation) and takes it out again (the tail only, when

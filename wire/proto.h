@@ -137,21 +137,6 @@ int proto_decode_request(const uint8_t *msg, size_t len, proto_request_t *req, t
 int proto_decode_first(const uint8_t *data, size_t len, size_t *used, proto_request_t *req,
                        tt_err_t *err);
 
-/*
- * The encoders write into the one byte buffer, tt_buf_t (common/tt_buf.h). proto_out_t and its
- * two functions were this buffer's old names: kept only until the branches that were written
- * with them have landed (issue 33 item 4); new code says tt_buf_*.
- */
-typedef tt_buf_t proto_out_t;
-static inline void proto_out_free(tt_buf_t *out)
-{
-    tt_buf_free(out);
-}
-static inline int proto_out_append(tt_buf_t *out, const void *bytes, size_t n)
-{
-    return tt_buf_append(out, bytes, n);
-}
-
 /* What a decision response carries (SPEC §5). Strings need not be NUL-terminated. */
 typedef struct proto_header {
     proto_str_t name;

@@ -37,7 +37,7 @@ static bool known(void *ud, const char *level, size_t len)
 }
 
 /* Each response in out[from, len) is a status line, headers, and a body of Content-Length. */
-static void check_answers(const proto_out_t *out, size_t from, bool head_only)
+static void check_answers(const tt_buf_t *out, size_t from, bool head_only)
 {
     if (from == out->len)
         return;
@@ -56,7 +56,7 @@ static void check_answers(const proto_out_t *out, size_t from, bool head_only)
 }
 
 /* A decision result shaped by the call, to render through the answer code. */
-static void answer_call(const hdoor_call_t *call, hdoor_route_t route, proto_out_t *out,
+static void answer_call(const hdoor_call_t *call, hdoor_route_t route, tt_buf_t *out,
                         hdoor_frame_t f)
 {
     gov_result_t r = {0};
@@ -102,7 +102,7 @@ static void check_call(const hdoor_call_t *call, hdoor_route_t route)
 }
 
 /* Feeds data in reads whose sizes come from seed (0: one read); returns the last status. */
-static int run(const uint8_t *data, size_t len, uint64_t seed, proto_out_t *out)
+static int run(const uint8_t *data, size_t len, uint64_t seed, tt_buf_t *out)
 {
     static hdoor_call_t call;
     hreq_reader_t rd;
@@ -152,7 +152,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(&seed, data, 8);
     data += 8;
     size -= 8;
-    proto_out_t whole = {0}, split = {0};
+    tt_buf_t whole = {0}, split = {0};
     int rc_whole = run(data, size, 0, &whole);
     int rc_split = run(data, size, seed | 1, &split);
     /* Both fail, or neither. Which error can depend on the cuts: libhttp-parser hands a
@@ -160,7 +160,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * can fire in a cut read before the parser reaches a bad byte further on (400). */
     check((rc_whole < 0) == (rc_split < 0));
     check(whole.len == split.len && (!whole.len || memcmp(whole.data, split.data, whole.len) == 0));
-    proto_out_free(&whole);
-    proto_out_free(&split);
+    tt_buf_free(&whole);
+    tt_buf_free(&split);
     return 0;
 }

@@ -32,14 +32,14 @@ TestSuite(door, .init = setup, .fini = teardown);
 /* The value of one sample of the /metrics text, or -1. */
 static long sample(const char *name)
 {
-    proto_out_t out = {0};
+    tt_buf_t out = {0};
     srv_metrics_render(fx.metrics, &out);
     char want[256];
     snprintf(want, sizeof(want), "\n%s ", name);
-    proto_out_append(&out, "", 1);
+    tt_buf_append(&out, "", 1);
     const char *at = strstr((const char *)out.data, want);
     long v = at ? strtol(at + strlen(want), NULL, 10) : -1;
-    proto_out_free(&out);
+    tt_buf_free(&out);
     return v;
 }
 

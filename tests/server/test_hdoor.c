@@ -10,7 +10,7 @@ static hdoor_map_t map = {
     .subject = {{"team", "X-Team"}, {"key", "X-Api-Key"}}, .n_subject = 2, .tokens = "X-Tokens"};
 static hreq_reader_t rd;
 static hdoor_call_t call;
-static proto_out_t out;
+static tt_buf_t out;
 
 static bool known(void *ud, const char *level, size_t len)
 {
@@ -22,7 +22,7 @@ static bool known(void *ud, const char *level, size_t len)
 static void teardown(void)
 {
     hreq_free(&rd);
-    proto_out_free(&out);
+    tt_buf_free(&out);
 }
 
 TestSuite(hdoor, .fini = teardown);
@@ -50,7 +50,7 @@ static hdoor_route_t route(const char *raw)
 
 static const char *answer(void)
 {
-    proto_out_append(&out, "", 1);
+    tt_buf_append(&out, "", 1);
     out.len--;
     return (const char *)out.data;
 }

@@ -35,11 +35,11 @@ static cfg_config_t *load(const char *text)
 /* Renders the families into a NUL-terminated string (the caller frees it). */
 static char *render(srv_info_metrics_t *im)
 {
-    proto_out_t out = {0};
+    tt_buf_t out = {0};
     srv_info_metrics_render(&out, im);
     cr_assert(!out.failed);
     char *s = strndup((const char *)out.data, out.len);
-    proto_out_free(&out);
+    tt_buf_free(&out);
     return s;
 }
 

@@ -134,11 +134,11 @@ static void others_are_served(void)
     tt_close(c);
 }
 
-static proto_out_t msg;
+static tt_buf_t msg;
 static msgpack_packer pk;
 static int wr(void *data, const char *buf, size_t len)
 {
-    return proto_out_append(data, buf, len);
+    return tt_buf_append(data, buf, len);
 }
 static void begin(void)
 {
@@ -230,7 +230,7 @@ Test(srv, a_framing_error_after_a_cut_read_is_answered_and_closes_only_that_conn
     begin();
     ping(9);
     uint8_t bad = 0xc1; /* no msgpack value starts with it */
-    proto_out_append(&msg, &bad, 1);
+    tt_buf_append(&msg, &bad, 1);
     raw_send(fd, msg.data, 5); /* the first read: a cut ping, kept */
     wait_consumed(fd);
     raw_send(fd, msg.data + 5, msg.len - 5); /* the rest of it, then the bad byte */

@@ -8,11 +8,11 @@
 
 #include "status.h"
 
-static proto_out_t out;
+static tt_buf_t out;
 
 static void fini(void)
 {
-    proto_out_free(&out);
+    tt_buf_free(&out);
 }
 
 TestSuite(status, .fini = fini);
@@ -22,7 +22,7 @@ static const char *render(const status_view_t *v)
 {
     out.len = 0;
     cr_assert_eq(status_render(v, &out), 0);
-    proto_out_append(&out, "", 1);
+    tt_buf_append(&out, "", 1);
     return (const char *)out.data;
 }
 
@@ -30,7 +30,7 @@ static const char *escape(const char *s, size_t n)
 {
     out.len = 0;
     status_html_escape(&out, s, n);
-    proto_out_append(&out, "", 1);
+    tt_buf_append(&out, "", 1);
     return (const char *)out.data;
 }
 

@@ -21,7 +21,7 @@ static void on_request(void *ud, stream_t *st, const proto_request_t *req)
         waiting[nwaiting++] = p;
         return;
     }
-    proto_out_t *out = stream_answer_buf(st);
+    tt_buf_t *out = stream_answer_buf(st);
     cr_assert_not_null(out);
     proto_enc_pong(out, req->seq, "t");
 }
@@ -90,11 +90,11 @@ static void answers(stream_t *st, char *text, size_t size)
     }
 }
 
-static proto_out_t msg;
+static tt_buf_t msg;
 
 static void fini(void)
 {
-    proto_out_free(&msg);
+    tt_buf_free(&msg);
 }
 
 TestSuite(stream, .fini = fini);
@@ -118,7 +118,7 @@ Test(stream, a_framing_error_after_a_cut_read_answers_once_and_keeps_nothing)
     stream_t st;
     stream_init(&st, &handler, 1 << 20);
     ping(9);
-    proto_out_append(&msg, "\xc1", 1);
+    tt_buf_append(&msg, "\xc1", 1);
     feed(&st, msg.data, 5, 5);
     cr_assert_eq(st.in_len, 5, "the cut ping is kept");
     feed(&st, msg.data + 5, msg.len - 5, msg.len);
@@ -138,9 +138,9 @@ Test(stream, a_dripped_message_is_framed_once_not_once_per_read)
     enum { N = 60000 };
     uint8_t head[] = {0x83, 0xa2, 'o',  'p',  0xa4, 'p',  'i', 'n', 'g',    0xa3,    's',
                       'e',  'q',  0x01, 0xa1, 'x',  0xdd, 0,   0,   N >> 8, N & 0xff};
-    proto_out_append(&msg, head, sizeof(head));
+    tt_buf_append(&msg, head, sizeof(head));
     for (int i = 0; i < N; i++)
-        proto_out_append(&msg, "\x01", 1);
+        tt_buf_append(&msg, "\x01", 1);
     ping(2);
     stream_t once, drip;
     stream_init(&once, &handler, 1 << 20);
@@ -171,14 +171,14 @@ Test(stream, every_split_of_a_pipelined_stream_gets_the_same_answers)
     ping(1);
     decide(2);
     uint8_t unknown_op[] = {0x82, 0xa2, 'o', 'p', 0xa1, 'x', 0xa3, 's', 'e', 'q', 0x03};
-    proto_out_append(&msg, unknown_op, sizeof(unknown_op));
+    tt_buf_append(&msg, unknown_op, sizeof(unknown_op));
     ping(4);
     uint8_t deep[40] = {0x83, 0xa2, 'o', 'p', 0xa4, 'p', 'i',  'n',
                         'g',  0xa3, 's', 'e', 'q',  5,   0xa1, 'x'};
     for (int i = 16; i < 39; i++)
         deep[i] = 0x91;
     deep[39] = 0xc0;
-    proto_out_append(&msg, deep, sizeof(deep));
+    tt_buf_append(&msg, deep, sizeof(deep));
     ping(6);
     const char *want = "1:pong 2:settled 3:unknown_op 4:pong 5:too_deep 6:pong";
     for (size_t cut = 0; cut <= msg.len; cut++) {
