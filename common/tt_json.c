@@ -1,40 +1,9 @@
 /* The JSON string escaper. See tt_json.h. */
 #include "tt_json.h"
+#include "tt_utf8.h"
 
 #include <stdint.h>
 #include <string.h>
-
-/* The length of the well-formed UTF-8 sequence at s[0, n) that starts with a byte >= 0x80
- * (RFC 3629's table), or 0 when there is none. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xbf; /* the second byte's range */
-    if (c >= 0xc2 && c <= 0xdf) {
-        len = 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        if (c == 0xe0)
-            lo = 0xa0; /* no overlong form */
-        else if (c == 0xed)
-            hi = 0x9f; /* no surrogate */
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        if (c == 0xf0)
-            lo = 0x90;
-        else if (c == 0xf4)
-            hi = 0x8f; /* nothing above U+10FFFF */
-    } else {
-        return 0;
-    }
-    if (n < len || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if (s[i] < 0x80 || s[i] > 0xbf)
-            return 0;
-    return len;
-}
 
 size_t tt_json_escape(char *out, size_t cap, const char *in, size_t n, size_t *used)
 {
@@ -87,7 +56,7 @@ size_t tt_json_escape(char *out, size_t cap, const char *in, size_t n, size_t *u
                 e[4] = hex[c >> 4];
                 e[5] = hex[c & 15];
                 len = 6;
-            } else if ((consumed = utf8_len(s + i, n - i)) != 0) {
+            } else if ((consumed = tt_utf8_len(s + i, n - i)) != 0) {
                 from = (const char *)s + i;
                 len = consumed;
             } else {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ratealg.h"
+#include "tt_utf8.h"
 
 /* ---- the ring of recent counts ------------------------------------------------------------ */
 
@@ -115,23 +116,6 @@ __attribute__((format(printf, 2, 3))) static void putf(tt_buf_t *out, const char
     tt_buf_append(out, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
 }
 
-/* The length of the well-formed UTF-8 sequence at s[0, n) (RFC 3629: no overlong forms, no
- * surrogates, nothing above U+10FFFF), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
-    if (c >= 0xf5 || len == 0 || len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-    if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) || (c == 0xf0 && s[1] < 0x90) ||
-        (c == 0xf4 && s[1] > 0x8f))
-        return 0;
-    return len;
-}
-
 void status_html_escape(tt_buf_t *out, const char *str, size_t n)
 {
     const unsigned char *s = (const unsigned char *)str;
@@ -152,7 +136,7 @@ void status_html_escape(tt_buf_t *out, const char *str, size_t n)
             rep = "&#39;";
         else if (c < 0x20 || c == 0x7f)
             rep = "&#xFFFD;";
-        else if (c >= 0x80 && !(skip = utf8_len(s + i, n - i)))
+        else if (c >= 0x80 && !(skip = tt_utf8_len(s + i, n - i)))
             rep = "&#xFFFD;", skip = 1;
         if (!rep) {
             i += skip;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "tt_json.h"
+#include "tt_utf8.h"
 
 /* in[0, n) as a quoted JSON string, NUL-terminated in a static buffer. */
 static const char *quoted(const char *in, size_t n)
@@ -75,4 +76,20 @@ Test(tt_json, a_long_string_grows_the_buffer_as_it_goes)
     cr_assert_eq(memcmp(b.data + 1, "\\\"xx\\\"xx", 8), 0);
     cr_assert_eq(b.data[b.len - 1], '"');
     tt_buf_free(&b);
+}
+
+Test(tt_json, utf8_len_takes_well_formed_sequences_only)
+{
+    const unsigned char *u = (const unsigned char *)"a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
+    cr_assert_eq(tt_utf8_len(u, 1), 1);
+    cr_assert_eq(tt_utf8_len(u + 1, 2), 2);
+    cr_assert_eq(tt_utf8_len(u + 3, 3), 3);
+    cr_assert_eq(tt_utf8_len(u + 6, 4), 4);
+    cr_assert_eq(tt_utf8_len(u + 6, 3), 0, "cut short");
+    cr_assert_eq(tt_utf8_len((const unsigned char *)"\xc1\xbf", 2), 0, "overlong");
+    cr_assert_eq(tt_utf8_len((const unsigned char *)"\xe0\x9f\xbf", 3), 0, "overlong");
+    cr_assert_eq(tt_utf8_len((const unsigned char *)"\xed\xbf\xbf", 3), 0, "a surrogate");
+    cr_assert_eq(tt_utf8_len((const unsigned char *)"\xf4\x90\x80\x80", 4), 0, "past U+10FFFF");
+    cr_assert_eq(tt_utf8_len((const unsigned char *)"\xf5\x80\x80\x80", 4), 0);
+    cr_assert_eq(tt_utf8_len((const unsigned char *)"\xc3\x28", 2), 0, "no continuation");
 }
