@@ -539,9 +539,9 @@ Test(lua, random_settles_agree_with_ratealg)
         int64_t state = next_u64() % 4 == 0 ? pick(0, 1000) : pick(now, INT64_C(60000000000));
         int64_t reserved = pick(16384, 32768), actual = pick(1000, 100000);
         if (l.algorithm == RA_ENVOY_WINDOW) { /* a state of now's window, or of another */
-            int64_t into = now % l.period_ns;
-            uint64_t index =
-                (uint64_t)((now - (into < 0 ? into + l.period_ns : into)) / l.period_ns);
+            /* floor(now / period), without the overflow of now - (now mod period) at the
+             * edges pick() gives (INT64_MIN + 1) */
+            uint64_t index = (uint64_t)(now / l.period_ns - (now % l.period_ns < 0));
             state = next_u64() % 3 ? (int64_t)(index << 32 | (next_u64() & 0xffffffffu))
                                    : (int64_t)next_u64();
             if (next_u64() % 4 == 0)
