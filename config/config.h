@@ -107,12 +107,18 @@ typedef struct cfg_token {
     uint64_t client; /* a hash of the name, never 0: entries of one name are one client */
     uint8_t digest[CFG_TOKEN_DIGEST];
     size_t first, n_grants;
+    size_t at; /* its place in the file's list (tokens[at]) */
 } cfg_token_t;
 
 /* server.tokens_file, read when the config is armed (cfg_arm). Owned by the config. */
 typedef struct cfg_tokens {
     cfg_token_t *tokens;
     size_t n;
+    /* the tokens by a keyed hash of their digest (a key drawn at each load): index + 1, 0 empty;
+     * linear probing, index_cap a power of two at least twice n */
+    uint32_t *index;
+    size_t index_cap;
+    uint8_t index_key[16];
     cfg_grant_t *grants;
     size_t n_grants, grants_cap;
     char *ids;
@@ -320,8 +326,10 @@ int cfg_load_envoy_string(cfg_config_t *cfg, const char *name, const char *text,
 /* The limit with this id, or NULL. */
 const cfg_limit_t *cfg_find_limit(const cfg_config_t *cfg, const char *id);
 
-/* The entry of a bearer token presented (`len` bytes), or NULL. Its SHA-256 is compared with
- * every entry's in constant time (libsodium): the time taken says nothing of which matched. */
+/* The entry of a bearer token presented (`len` bytes), or NULL. Its SHA-256 is looked up by a
+ * keyed hash of it (SipHash with a key drawn at load, so which slots are probed says nothing an
+ * outsider can aim at) and compared with each candidate's in constant time (libsodium's
+ * sodium_memcmp): a cost independent of the number of tokens. */
 const cfg_token_t *cfg_token_find(const cfg_tokens_t *t, const char *token, size_t len);
 /* Whether `tok` may name `id` at `level`. */
 bool cfg_token_allows(const cfg_tokens_t *t, const cfg_token_t *tok, const char *level,

@@ -205,6 +205,20 @@ static int load_secret(struct cfg__ctx *c, const cfg_node_t *m, const char *base
     return 0;
 }
 
+/* The index slot of `digest`: the one holding the token of that digest, else the empty one where
+ * it goes. Each candidate is compared in constant time; which slots are probed depends on a
+ * hash keyed per load, not on what an outsider can choose. */
+static uint32_t *index_slot(const cfg_tokens_t *t, const uint8_t digest[CFG_TOKEN_DIGEST])
+{
+    uint64_t h;
+    crypto_shorthash((unsigned char *)&h, digest, CFG_TOKEN_DIGEST, t->index_key);
+    size_t at = (size_t)h & (t->index_cap - 1);
+    while (t->index[at] &&
+           sodium_memcmp(t->tokens[t->index[at] - 1].digest, digest, CFG_TOKEN_DIGEST) != 0)
+        at = (at + 1) & (t->index_cap - 1);
+    return &t->index[at];
+}
+
 static void load_token(struct cfg__ctx *c, cfg_tokens_t *t, const cfg_node_t *n, size_t i)
 {
     char base[PATH_SIZE], p[PATH_SIZE];
@@ -228,18 +242,21 @@ static void load_token(struct cfg__ctx *c, cfg_tokens_t *t, const cfg_node_t *n,
     else
         load_subjects(c, t, v, cfg__join(p, base, "subjects"));
     tok->n_grants = t->n_grants - tok->first;
-    for (size_t j = 0; j < t->n && c->errors == errors; j++)
-        if (sodium_memcmp(t->tokens[j].digest, tok->digest, CFG_TOKEN_DIGEST) == 0)
-            cfg__err(c, base, n, "the same token as tokens[%zu]: one token, one grant", j);
+    tok->at = i;
     /* a client is named by its hash (the engine's reservation owner): never 0 */
     unsigned char h[crypto_hash_sha256_BYTES];
     crypto_hash_sha256(h, (const unsigned char *)tok->name, strlen(tok->name));
     memcpy(&tok->client, h, sizeof(tok->client));
     tok->client |= UINT64_C(1) << 63;
-    if (c->errors == errors)
-        t->n++;
-    else
+    uint32_t *slot = c->errors == errors ? index_slot(t, tok->digest) : NULL;
+    if (slot && *slot)
+        cfg__err(c, base, n, "the same token as tokens[%zu]: one token, one grant",
+                 t->tokens[*slot - 1].at);
+    if (c->errors == errors) {
+        *slot = (uint32_t)++t->n;
+    } else {
         t->n_grants = tok->first;
+    }
 }
 
 int cfg__load_tokens(cfg_tokens_t *t, const char *path, cfg_report_t *report)
@@ -275,7 +292,12 @@ int cfg__load_tokens(cfg_tokens_t *t, const char *path, cfg_report_t *report)
     else if (v && v->n > CFG_TOKENS_MAX)
         cfg__err(&c, "tokens", v, "%zu tokens; at most %d", v->n, CFG_TOKENS_MAX);
     else if (v && !v->failed) {
-        if (!(t->tokens = calloc(v->n ? v->n : 1, sizeof(*t->tokens))))
+        t->index_cap = 16;
+        while (t->index_cap < 2 * v->n)
+            t->index_cap *= 2;
+        randombytes_buf(t->index_key, sizeof(t->index_key));
+        if (!(t->tokens = calloc(v->n ? v->n : 1, sizeof(*t->tokens))) ||
+            !(t->index = calloc(t->index_cap, sizeof(*t->index))))
             c.oom = 1;
         for (size_t i = 0; !c.oom && i < v->n; i++)
             load_token(&c, t, v->items[i], i);
@@ -292,6 +314,7 @@ int cfg__load_tokens(cfg_tokens_t *t, const char *path, cfg_report_t *report)
 
 void cfg__tokens_free(cfg_tokens_t *t)
 {
+    free(t->index);
     free(t->tokens);
     free(t->grants);
     free(t->ids);
@@ -300,16 +323,13 @@ void cfg__tokens_free(cfg_tokens_t *t)
 
 const cfg_token_t *cfg_token_find(const cfg_tokens_t *t, const char *token, size_t len)
 {
+    if (!t->index_cap)
+        return NULL;
     unsigned char digest[CFG_TOKEN_DIGEST];
     crypto_hash_sha256(digest, (const unsigned char *)token, len);
-    const cfg_token_t *found = NULL;
-    /* every entry compared, in constant time: how long it takes says nothing of which matched */
-    for (size_t i = 0; i < t->n; i++) {
-        bool match = sodium_memcmp(t->tokens[i].digest, digest, CFG_TOKEN_DIGEST) == 0;
-        found = match ? &t->tokens[i] : found;
-    }
+    uint32_t k = *index_slot(t, digest);
     sodium_memzero(digest, sizeof(digest));
-    return found;
+    return k ? &t->tokens[k - 1] : NULL;
 }
 
 bool cfg_token_allows(const cfg_tokens_t *t, const cfg_token_t *tok, const char *level,
