@@ -3,6 +3,7 @@ files (rls/proto) by protoc --python_out at test time and run by python3-protobu
 generator is needed.
 
     rls_pb2, health_pb2 = load_messages(proto_dir, work)
+    call = rate_limit_call(channel, rls_pb2)   # call(request, timeout=5) -> RateLimitResponse
 """
 
 import os
@@ -19,3 +20,12 @@ def load_messages(proto_dir, work):
     import health_pb2  # noqa: E402
     import rls_pb2  # noqa: E402
     return rls_pb2, health_pb2
+
+
+RLS = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+
+
+def rate_limit_call(channel, rls_pb2):
+    """ShouldRateLimit on a grpc channel, with the messages load_messages made."""
+    return channel.unary_unary(RLS, request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
+                               response_deserializer=rls_pb2.RateLimitResponse.FromString)
