@@ -171,6 +171,8 @@ void gov__decide_finish(gov_engine_t *e, gov_set_t *set, probe_t *p, size_t n, i
         out->code = "quota_cost_unfittable";
     } else if (deny) {
         gov__fill_from(out, deny);
+        if (out->unavailable) /* every door says so: the socket's code, HTTP's, gRPC's status */
+            out->code = "unavailable";
     } else if (tight && mode == GOV_FINISH_UNDONE) {
         fill_kept(out, tight, now);
     } else if (tight) {

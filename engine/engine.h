@@ -95,7 +95,10 @@ typedef struct gov_result {
     int64_t remaining;          /* of `limit`; -1 when no limit applied */
     int64_t retry_after_s;
     int64_t reset_after_s;
-    const char *code; /* "quota_cost_unfittable" on an unfittable verdict, else NULL */
+    /* "quota_cost_unfittable" on an unfittable verdict: do not retry the same cost;
+     * "unavailable" on a deny that only posture.fail closed made (`unavailable` below): a store
+     * could not answer; else NULL */
+    const char *code;
     uint32_t n_soft_denied;
     bool soft_truncated; /* more than GOV_SOFT_MAX soft denials: the list is cut */
     char soft_denied[GOV_SOFT_MAX][CFG_ID_MAX + 1];
@@ -356,7 +359,8 @@ typedef struct gov_fleet_entry {
     int64_t sustained_bound; /* units per period the fleet may admit at most */
     int64_t burst_bound;     /* the one-time allowance the fleet may admit at most */
     bool fallback;           /* redis: the local fallback limiter is deciding */
-    const char *state;       /* share: "unarmed" | "armed" | "held"; others "armed" */
+    const char *state; /* share: "unarmed" | "armed" | "held"; redis: "armed" | "down" (the store
+                          cannot decide: each limit follows its posture); local: "armed" */
     /* share only (filled by the share store): */
     int64_t divisor_min, divisor_max, detect_within_s;
     bool converged;

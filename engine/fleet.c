@@ -31,6 +31,8 @@ size_t gov_fleet(gov_engine_t *e, int64_t now, gov_fleet_entry_t *out, size_t ca
     int64_t members = e->members ? e->members(e->members_ctx) : 1;
     if (members < 1)
         members = 1;
+    /* a redis store that cannot answer: every redis limit follows its posture until it can */
+    bool redis_down = e->redis.ready && !e->redis.ready(e->redis_ctx);
     size_t k = 0;
     for (size_t i = 0; i < e->set->n; i++) {
         const gov_limit_t *l = &e->set->limits[i];
@@ -56,10 +58,13 @@ size_t gov_fleet(gov_engine_t *e, int64_t now, gov_fleet_entry_t *out, size_t ca
                                      .converged = true};
             memcpy(f->id, l->cfg.id, sizeof(f->id));
             /* local: every replica counts alone; redis: one counter, but while the fallback
-             * decides every replica counts alone again */
-            bool alone =
-                l->cfg.store == CFG_STORE_LOCAL || (l->cfg.store == CFG_STORE_REDIS && l->fallback);
-            f->fallback = l->cfg.store == CFG_STORE_REDIS && l->fallback;
+             * decides (the store down, or its last answer unavailable, and posture.fail open)
+             * every replica counts alone again */
+            bool redis = l->cfg.store == CFG_STORE_REDIS;
+            if (redis && redis_down)
+                f->state = "down";
+            f->fallback = redis && (l->fallback || (redis_down && l->cfg.posture.fail_open));
+            bool alone = l->cfg.store == CFG_STORE_LOCAL || f->fallback;
             if (alone) {
                 f->n = members;
                 f->sustained_bound = sat_mul(members, l->cfg.amount);

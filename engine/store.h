@@ -83,6 +83,9 @@ typedef struct gov_redis_ops {
     /* Starts `op`. Returns 0 when started (gov_redis_complete will follow), or negative when it
      * could not start (then the engine treats the op as unavailable; no completion follows). */
     int (*submit)(void *ctx, gov_redis_op_t *op);
+    /* Optional: whether the store can decide now (connected, every key with a ready Redis).
+     * fleet says "down" for every redis limit while it cannot; NULL: always "armed". */
+    bool (*ready)(void *ctx);
 } gov_redis_ops_t;
 
 void gov_engine_set_redis(gov_engine_t *e, const gov_redis_ops_t *ops, void *ctx);

@@ -52,7 +52,14 @@ static int submit(void *ctx, gov_redis_op_t *op)
     return rc;
 }
 
-static const gov_redis_ops_t ops = {.submit = submit};
+/* fleet's "down": the store cannot decide (rds_store_ready, what RDS_EVENT_UP/DOWN tell) */
+static bool ready(void *ctx)
+{
+    const rds_gov_t *g = ctx;
+    return g->store != NULL && rds_store_ready(g->store);
+}
+
+static const gov_redis_ops_t ops = {.submit = submit, .ready = ready};
 
 _Static_assert(CFG_REDIS_NODES_MAX <= RDS_SEEDS_MAX, "every configured seed fits the store");
 _Static_assert(CFG_NAME_MAX <= RDS_MASTER_MAX, "a configured master name fits the store");

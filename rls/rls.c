@@ -235,6 +235,15 @@ static void status_of_result(const gov_result_t *r, status_t *s, limit_t *lim, d
 /* Packs the response for `n` results. Returns 0 or a status. */
 static int respond(const cfg_config_t *cfg, gov_result_t *r, size_t n, rls_answer_t *out)
 {
+    /* A descriptor denied only because its limit's store could not answer (Redis down, the share
+     * store not armed) and its posture fails closed: the call fails UNAVAILABLE, as envoy
+     * ratelimit's fails when Redis does, and Envoy's failure_mode_deny decides (docs/clients.md) */
+    for (size_t i = 0; i < n; i++)
+        if (r[i].unavailable)
+            return failf(out, RLS_UNAVAILABLE,
+                         "descriptors[%zu]: limit \"%s\": its store cannot answer, and its "
+                         "posture fails closed",
+                         i, r[i].limit);
     response_t resp = ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__INIT;
     status_t st[GOV_ASKS_MAX], *stp[GOV_ASKS_MAX];
     limit_t lim[GOV_ASKS_MAX];

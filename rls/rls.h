@@ -72,6 +72,7 @@ typedef struct rls_door {
 
 /* rls_call_start's answer when the call waits on Redis: not a gRPC status. */
 #define RLS_PENDING (-1)
+/* a limit's store could not answer and its posture fails closed; or a caller that cannot wait */
 #define RLS_UNAVAILABLE 14
 
 typedef struct rls_call rls_call_t;
@@ -87,6 +88,9 @@ typedef void (*rls_done_fn)(rls_answer_t *ans, void *ctx);
  * server.grpc_* settings. Bad input gets a status and its message and changes nothing. Returns
  * out->status, or RLS_PENDING with *pending set when rules of store redis are met: then
  * done(ans, ctx) runs once they have answered, unless rls_call_abandon(*pending) came first.
+ * A descriptor denied only because its limit's store could not answer (posture.fail closed:
+ * Redis down, the share store not armed) fails the call RLS_UNAVAILABLE, the error Envoy's
+ * failure_mode_deny acts on.
  */
 int rls_call_start(rls_call_t **pending, const rls_door_t *door, const rls_caller_t *who,
                    cfg_config_t *const *cfg, const uint8_t *msg, size_t len, int64_t now,

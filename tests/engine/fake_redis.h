@@ -22,6 +22,7 @@ typedef struct fake_redis {
     bool refuse; /* submit fails synchronously */
     bool answer_now;
     gov_redis_reply_t now_reply;
+    bool down;                              /* the store's ready hook says it cannot decide */
     fake_counter_t counters[FAKE_COUNTERS]; /* as the Lua script keeps them */
     size_t n_counters;
 } fake_redis_t;
@@ -65,7 +66,12 @@ static inline int fake_submit(void *ctx, gov_redis_op_t *op)
     return 0;
 }
 
-static const gov_redis_ops_t fake_ops = {.submit = fake_submit};
+static inline bool fake_ready(void *ctx)
+{
+    return !((fake_redis_t *)ctx)->down;
+}
+
+static const gov_redis_ops_t fake_ops = {.submit = fake_submit, .ready = fake_ready};
 
 /* Answers op i as the Lua script would: a step (or a settle) of its counter. */
 static inline void fake_answer(fake_redis_t *f, int i, int64_t now)

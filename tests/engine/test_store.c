@@ -151,12 +151,43 @@ Test(redis, unavailable_and_fail_closed_denies_with_retry_one)
     gov_result_t r = via_redis(e, &f, subj(&s, "team", "t", NULL), GOV_NO_TOKENS, true);
     cr_assert_eq(r.verdict, GOV_DENY);
     cr_assert_eq(r.retry_after_s, 1);
+    cr_assert(r.unavailable);
+    cr_assert_str_eq(r.code, "unavailable", "every door says why: the store could not answer");
     gov_result_render(&r);
     cr_assert_str_eq(hdr(&r, "Retry-After"), "1");
     gov_limit_metrics_t lm;
     gov_engine_limit_metrics(e, &lm, 1);
     cr_assert_eq(lm.outcomes[GOV_OUT_FAIL_CLOSED], 1);
     cr_assert_eq(lm.store_errors, 1);
+    gov_engine_destroy(e);
+}
+
+/* fleet shows the store's state per limit: down while it cannot decide (issue 30 item 4), the
+ * fail-open limit counted alone on every replica meanwhile (its fallback decides), the
+ * fail-closed one not. */
+Test(redis, fleet_says_down_while_the_store_cannot_decide)
+{
+    cfg_limit_t ls[] = {redis_rpm("open", "team", 100, true),
+                        redis_rpm("closed", "key", 100, false)};
+    fake_redis_t f = {0};
+    gov_engine_t *e = with_redis(ls, 2, &f);
+    gov_fleet_entry_t fl[2];
+    cr_assert_eq(gov_fleet(e, T0, fl, 2), 2);
+    for (int i = 0; i < 2; i++) {
+        cr_assert_str_eq(fl[i].state, "armed");
+        cr_assert_not(fl[i].fallback);
+        cr_assert_eq(fl[i].sustained_bound, 100);
+    }
+    f.down = true;
+    gov_fleet(e, T0, fl, 2);
+    cr_assert_str_eq(fl[0].state, "down");
+    cr_assert_str_eq(fl[1].state, "down");
+    cr_assert(fl[0].fallback, "fail open: the fallback decides while the store is down");
+    cr_assert_not(fl[1].fallback, "fail closed: denied, no fallback");
+    f.down = false;
+    gov_fleet(e, T0, fl, 2);
+    cr_assert_str_eq(fl[0].state, "armed");
+    cr_assert_not(fl[0].fallback);
     gov_engine_destroy(e);
 }
 

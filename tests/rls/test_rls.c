@@ -378,3 +378,43 @@ Test(rls, the_response_encoder_writes_what_protobuf_c_packs)
         free(b);
     }
 }
+
+/* A door whose engine answers the first descriptor admitted and the second denied only because
+ * its limit's store could not answer (posture.fail closed: Redis down, the share store not
+ * armed). */
+static int store_down_decide(void *ud, const rls_caller_t *w, const char *domain, size_t domain_len,
+                             const gov_ask_t *asks, size_t n, unsigned flags, int64_t now,
+                             gov_result_t *results, void (*later)(gov_result_t *, void *),
+                             void *ctx)
+{
+    (void)ud, (void)w, (void)domain, (void)domain_len, (void)asks, (void)flags, (void)now;
+    (void)later, (void)ctx;
+    for (size_t i = 0; i < n; i++) {
+        results[i] = (gov_result_t){.admit = i == 0, .remaining = 1, .retry_after_s = i ? 1 : 0};
+        snprintf(results[i].limit, sizeof results[i].limit, "%s", i ? "shared_rpm" : "team_rpm");
+        results[i].verdict = i ? GOV_DENY : GOV_ADMIT;
+        results[i].unavailable = i > 0;
+        results[i].code = i ? "unavailable" : NULL;
+    }
+    return 0;
+}
+
+/* issue 30 item 4: the call fails UNAVAILABLE naming the descriptor and its limit, the error
+ * status Envoy's failure_mode_deny acts on, not an OVER_LIMIT it would answer 429 */
+Test(rls, a_store_that_cannot_answer_fails_the_call_unavailable)
+{
+    built_t b;
+    build(&b, "edge", 1, "team=t1;shared=s1", NULL);
+    size_t len = envoy__service__ratelimit__v3__rate_limit_request__get_packed_size(&b.req);
+    uint8_t *buf = malloc(len + 1);
+    envoy__service__ratelimit__v3__rate_limit_request__pack(&b.req, buf);
+    rls_door_t down = {.decide = store_down_decide};
+    rls_answer_t a;
+    cr_assert_eq(rls_should_rate_limit(&down, &who, &cfg, buf, len, T0, &a), RLS_UNAVAILABLE);
+    free(buf);
+    cr_assert_eq(a.status, 14, "grpc-status UNAVAILABLE");
+    cr_assert_null(a.body);
+    cr_assert_str_eq(a.message, "descriptors[1]: limit \"shared_rpm\": its store cannot answer, "
+                                "and its posture fails closed");
+    rls_answer_free(&a);
+}
