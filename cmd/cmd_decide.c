@@ -3,8 +3,8 @@
  *
  * Asks the daemon once and prints the verdict, the deciding limit, retry and reset, and the
  * headers to hand back to the caller. Exit 0 whatever the verdict: the answer is the output;
- * with --exit-status the verdict is the status too (0 admit, 1 deny, 2 unfittable), as grep -q
- * and diff answer, so a script can gate on it.
+ * with --exit-status the verdict is the status too (0 admit, 1 deny, 2 unfittable, 3 a deny
+ * because a store could not answer), as grep -q and diff answer, so a script can gate on it.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -15,6 +15,7 @@
 
 #define EX_DENY 1       /* --exit-status: the request was denied */
 #define EX_UNFITTABLE 2 /* --exit-status: the cost can never fit: do not retry it */
+#define EX_STORE_DOWN 3 /* --exit-status: denied because a limit's store could not answer */
 
 #define HELP                                                                                       \
     "usage: tokentriage decide [-s SOCKET] --subject LEVEL=ID... [--tokens N] [--json]\n"          \
@@ -33,11 +34,12 @@
     "applies;\n"                                                                                   \
     "                       rpm limits cost 1 whatever it says; default: not "                     \
     "sent)\n" CLI_HELP_JSON                                                                        \
-    "  --exit-status        the verdict is the exit status too: 0 admit, 1 deny, 2 unfittable\n"   \
-    "                       (default: 0 whatever the verdict)\n" CLI_HELP_HELP "\n"                \
-    "exit status: 0 answered (with --exit-status: admitted), 1 denied and 2 unfittable (with\n"    \
-    "--exit-status), 64 usage, 65 the daemon refused the request (its error on stderr), 69 no\n"   \
-    "daemon answers on the socket.\n"
+    "  --exit-status        the verdict is the exit status too: 0 admit, 1 deny, 2 unfittable,\n"  \
+    "                       3 unavailable (default: 0 whatever the verdict)\n" CLI_HELP_HELP "\n"  \
+    "exit status: 0 answered (with --exit-status: admitted), 1 denied, 2 unfittable and 3\n"       \
+    "unavailable, denied because a limit's store could not answer (with --exit-status), 64\n"      \
+    "usage, 65 the daemon refused the request (its error on stderr), 69 no daemon answers on\n"    \
+    "the socket.\n"
 
 static void print_decision(const tt_response_t *r)
 {
@@ -48,7 +50,9 @@ static void print_decision(const tt_response_t *r)
         printf("remaining    %lld\n", (long long)r->remaining);
     printf("retry_after  %llds\n", (long long)r->retry_after);
     printf("reset_after  %llds\n", (long long)r->reset_after);
-    if (r->code[0])
+    if (strcmp(r->code, "unavailable") == 0)
+        printf("code         unavailable (a limit's store could not answer; its posture denied)\n");
+    else if (r->code[0])
         printf("code         %s (do not retry the same cost)\n", r->code);
     if (r->nsoft) {
         printf("soft_denied ");
@@ -103,5 +107,6 @@ int cmd_decide(int argc, char **argv)
         return rc;
     return strcmp(r.verdict, "admit") == 0        ? EX_OK_
            : strcmp(r.verdict, "unfittable") == 0 ? EX_UNFITTABLE
+           : strcmp(r.code, "unavailable") == 0   ? EX_STORE_DOWN
                                                   : EX_DENY;
 }

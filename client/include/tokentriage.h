@@ -146,7 +146,10 @@ typedef struct tt_response {
     int64_t remaining; /* -1 when no limit applied */
     int64_t retry_after;
     int64_t reset_after;
-    char code[32]; /* "quota_cost_unfittable": do not retry the same cost */
+    /* "quota_cost_unfittable": do not retry the same cost; "unavailable": a deny because a limit's
+     * store could not answer (Redis down, the share store not armed) and its posture fails
+     * closed; "" otherwise. A daemon from before "unavailable" sends no code on such a deny. */
+    char code[32];
     unsigned nsoft;
     char soft_denied[TT_MAX_SOFT][65];
     unsigned nheaders;

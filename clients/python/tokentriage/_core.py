@@ -52,6 +52,9 @@ class Decision(dict):
     headers = property(lambda self: self["headers"])
     soft_denied = property(lambda self: self["soft_denied"])
     code = property(lambda self: self.get("code"))  # "quota_cost_unfittable": do not retry it
+    # a deny because a limit's store could not answer (Redis down, the share store not armed) and
+    # its posture fails closed: retry later, as after an outage, not as after a rate limit
+    unavailable = property(lambda self: self.get("code") == "unavailable")
     reservation = property(lambda self: self.get("reservation"))  # tpm: settle it
     lease = property(lambda self: self.get("lease"))  # acquire: release it
 
