@@ -23,6 +23,7 @@ import shutil
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import ttcheck  # noqa: E402
 from ttcheck import check, connectable, failed, free_port, summary, wait_for  # noqa: E402
 
 TT = sys.argv[1] if len(sys.argv) > 1 else "tokentriage"
@@ -112,12 +113,7 @@ class Daemon:
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            ttcheck.stop(self.proc, what=self.name)
 
 
 def logfmt(line):
