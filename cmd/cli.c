@@ -23,8 +23,8 @@ int cli_common_option(int ch, cli_common_t *o, const char *help)
         return CLI_CONTINUE;
     case 'h':
         return cmd_help(help);
-    default:
-        return cmd_usage_error(help);
+    default: /* CMD_OPT_BAD: cmd_getopt has said what was wrong */
+        return EX_USAGE_;
     }
 }
 
@@ -42,17 +42,13 @@ int cli_answer(tt_client_t *c, int rc, const tt_response_t *r, const cli_common_
     return code;
 }
 
-int cli_subject_add(cli_subject_t *s, char *arg, const char *cmd)
+int cli_subject_add(cli_subject_t *s, char *arg, const char *help)
 {
     char *eq = strchr(arg, '=');
-    if (!eq || eq == arg || !eq[1]) {
-        fprintf(stderr, "tokentriage %s: --subject wants LEVEL=ID, got \"%s\"\n", cmd, arg);
-        return -1;
-    }
-    if (s->n == TT_MAX_LEVELS) {
-        fprintf(stderr, "tokentriage %s: at most %d --subject levels\n", cmd, TT_MAX_LEVELS);
-        return -1;
-    }
+    if (!eq || eq == arg || !eq[1])
+        return cmd_usage_error(help, "--subject wants LEVEL=ID, got \"%s\"", arg);
+    if (s->n == TT_MAX_LEVELS)
+        return cmd_usage_error(help, "at most %d --subject levels", TT_MAX_LEVELS);
     *eq = 0;
     s->pairs[s->n].level = arg;
     s->pairs[s->n].id = eq + 1;
@@ -60,17 +56,15 @@ int cli_subject_add(cli_subject_t *s, char *arg, const char *cmd)
     return 0;
 }
 
-int cli_parse_count(const char *arg, const char *opt, const char *cmd, long long max,
-                    long long *out)
+int cli_parse_count(const char *arg, const char *opt, long long min, long long max,
+                    const char *help, long long *out)
 {
     char *end;
     errno = 0;
     long long v = strtoll(arg, &end, 10);
-    if (errno || *end || end == arg || v < 0 || v > max) {
-        fprintf(stderr, "tokentriage %s: %s wants an integer from 0 to %lld, got \"%s\"\n", cmd,
-                opt, max, arg);
-        return -1;
-    }
+    if (errno || *end || end == arg || v < min || v > max)
+        return cmd_usage_error(help, "%s wants an integer from %lld to %lld, got \"%s\"", opt, min,
+                               max, arg);
     *out = v;
     return 0;
 }
@@ -321,11 +315,11 @@ int cli_run_listing(int argc, char **argv, const char *cmd, const char *help, cl
     cli_common_t o = {0};
     int ch, rc;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "s:h", opts, NULL)) != -1)
+    while ((ch = cmd_getopt(argc, argv, "s:h", opts, help)) != -1)
         if ((rc = cli_common_option(ch, &o, help)) != CLI_CONTINUE)
             return rc;
     if (optind != argc)
-        return cmd_usage_error(help);
+        return cmd_usage_error(help, "unexpected argument \"%s\"", argv[optind]);
     tt_client_t *c = cli_connect(o.sock, cmd);
     if (!c)
         return EX_UNAVAILABLE_;

@@ -39,9 +39,9 @@ typedef struct cli_common {
     bool json;
 } cli_common_t;
 
-/* Handles -s, --json and -h (the command's help, cmd.h); anything else is a usage error
- * (commands handle their own options first). Returns CLI_CONTINUE, or the exit code to return
- * now. */
+/* Handles -s, --json and -h (the command's help, cmd.h); anything else is CMD_OPT_BAD, a usage
+ * error cmd_getopt has said (commands handle their own options first). Returns CLI_CONTINUE, or
+ * the exit code to return now. */
 int cli_common_option(int ch, cli_common_t *o, const char *help);
 
 /* --subject LEVEL=ID, collected in order; the strings point into argv (split at '='). */
@@ -50,12 +50,13 @@ typedef struct cli_subject {
     size_t n;
 } cli_subject_t;
 
-/* Adds one LEVEL=ID. Returns 0, or -1 after printing why to stderr. */
-int cli_subject_add(cli_subject_t *s, char *arg, const char *cmd);
+/* Adds one LEVEL=ID. Returns 0, or EX_USAGE_ after the usage error (cmd_usage_error with the
+ * command's `help`). */
+int cli_subject_add(cli_subject_t *s, char *arg, const char *help);
 
-/* Parses a non-negative integer option. Returns 0 or -1 after printing why. */
-int cli_parse_count(const char *arg, const char *opt, const char *cmd, long long max,
-                    long long *out);
+/* Parses option `opt`'s integer, min ..= max. Returns 0, or EX_USAGE_ after the usage error. */
+int cli_parse_count(const char *arg, const char *opt, long long min, long long max,
+                    const char *help, long long *out);
 
 /* Connects (sock NULL: the resolved default); on failure prints where it tried and returns
  * NULL. */

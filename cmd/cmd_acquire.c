@@ -126,17 +126,15 @@ int cmd_acquire(int argc, char **argv)
     int ch, rc;
     optind = 1;
     /* "+": options end at the first word that is not one, so COMMAND's own stay its own */
-    while ((ch = getopt_long(argc, argv, "+s:h", opts, NULL)) != -1) {
-        if (ch == 'S' && cli_subject_add(&subject, optarg, "acquire"))
+    while ((ch = cmd_getopt(argc, argv, "+s:h", opts, HELP)) != -1) {
+        if (ch == 'S' && cli_subject_add(&subject, optarg, HELP))
             return EX_USAGE_;
         if (ch != 'S' && (rc = cli_common_option(ch, &o, HELP)) != CLI_CONTINUE)
             return rc;
     }
-    if (subject.n == 0 || optind == argc) {
-        fprintf(stderr, "tokentriage acquire: %s\n",
-                subject.n ? "COMMAND is required" : "--subject is required");
-        return cmd_usage_error(HELP);
-    }
+    if (subject.n == 0 || optind == argc)
+        return cmd_usage_error(HELP, "%s",
+                               subject.n ? "COMMAND is required" : "--subject is required");
     tt_client_t *c = cli_connect(o.sock, "acquire");
     if (!c)
         return EX_UNAVAILABLE_;

@@ -165,39 +165,39 @@ int cmd_bench(int argc, char **argv)
     long long conns = 1, depth = 1, keys = 1000, seconds = 5, count = 0, tokens = -1;
     int ch, rc;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "s:c:p:k:d:n:h", opts, NULL)) != -1) {
+    while ((ch = cmd_getopt(argc, argv, "s:c:p:k:d:n:h", opts, HELP)) != -1) {
         int bad = 0;
         switch (ch) {
         case 'c':
-            bad = cli_parse_count(optarg, "--connections", "bench", 4096, &conns) || conns < 1;
+            bad = cli_parse_count(optarg, "--connections", 1, 4096, HELP, &conns);
             break;
         case 'p':
-            bad = cli_parse_count(optarg, "--depth", "bench", 65536, &depth) || depth < 1;
+            bad = cli_parse_count(optarg, "--depth", 1, 65536, HELP, &depth);
             break;
         case 'k':
-            bad = cli_parse_count(optarg, "--keys", "bench", 100000000, &keys) || keys < 1;
+            bad = cli_parse_count(optarg, "--keys", 1, 100000000, HELP, &keys);
             break;
         case 'd':
-            bad = cli_parse_count(optarg, "--duration", "bench", 86400, &seconds) || seconds < 1;
+            bad = cli_parse_count(optarg, "--duration", 1, 86400, HELP, &seconds);
             break;
         case 'n':
-            bad = cli_parse_count(optarg, "--count", "bench", 1LL << 40, &count) || count < 1;
+            bad = cli_parse_count(optarg, "--count", 1, 1LL << 40, HELP, &count);
             break;
         case 'l':
             level = optarg;
             break;
         case 't':
-            bad = cli_parse_count(optarg, "--tokens", "bench", 1LL << 40, &tokens);
+            bad = cli_parse_count(optarg, "--tokens", 0, 1LL << 40, HELP, &tokens);
             break;
         default:
             if ((rc = cli_common_option(ch, &o, HELP)) != CLI_CONTINUE)
                 return rc;
         }
         if (bad)
-            return cmd_usage_error(HELP);
+            return EX_USAGE_;
     }
     if (optind != argc)
-        return cmd_usage_error(HELP);
+        return cmd_usage_error(HELP, "unexpected argument \"%s\"", argv[optind]);
     char path[256];
     if (tt_socket_path(path, sizeof(path), o.sock, NULL, 0) != 0)
         return EX_USAGE_;

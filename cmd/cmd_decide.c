@@ -82,21 +82,20 @@ int cmd_decide(int argc, char **argv)
     bool exit_status = false;
     int ch, rc;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "s:h", opts, NULL)) != -1) {
-        if (ch == 'S' && cli_subject_add(&subject, optarg, "decide"))
+    while ((ch = cmd_getopt(argc, argv, "s:h", opts, HELP)) != -1) {
+        if (ch == 'S' && cli_subject_add(&subject, optarg, HELP))
             return EX_USAGE_;
-        if (ch == 't' && cli_parse_count(optarg, "--tokens", "decide", 1LL << 40, &tokens))
+        if (ch == 't' && cli_parse_count(optarg, "--tokens", 0, 1LL << 40, HELP, &tokens))
             return EX_USAGE_;
         if (ch == 'x')
             exit_status = true;
         if (!strchr("Stx", ch) && (rc = cli_common_option(ch, &o, HELP)) != CLI_CONTINUE)
             return rc;
     }
-    if (optind != argc || subject.n == 0) {
-        if (!subject.n)
-            fprintf(stderr, "tokentriage decide: --subject is required\n");
-        return cmd_usage_error(HELP);
-    }
+    if (optind != argc)
+        return cmd_usage_error(HELP, "unexpected argument \"%s\"", argv[optind]);
+    if (subject.n == 0)
+        return cmd_usage_error(HELP, "--subject is required");
     tt_client_t *c = cli_connect(o.sock, "decide");
     if (!c)
         return EX_UNAVAILABLE_;

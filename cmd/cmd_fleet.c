@@ -453,22 +453,22 @@ int cmd_fleet(int argc, char **argv)
     int ch, rc;
     optind = 1;
     wide = false;
-    while ((ch = getopt_long(argc, argv, "s:h", opts, NULL)) != -1) {
+    while ((ch = cmd_getopt(argc, argv, "s:h", opts, HELP)) != -1) {
         if (ch == 'a')
             all = true;
         else if (ch == 'w')
             wide = true;
         else if (ch == 't') {
-            if (cli_parse_count(optarg, "--timeout", "fleet", 600000, &timeout) || timeout < 1)
-                return cmd_usage_error(HELP);
+            if (cli_parse_count(optarg, "--timeout", 1, 600000, HELP, &timeout))
+                return EX_USAGE_;
         } else if (ch == 'p') {
-            if (cli_parse_count(optarg, "--port", "fleet", 65535, &port) || port < 1)
-                return cmd_usage_error(HELP);
+            if (cli_parse_count(optarg, "--port", 1, 65535, HELP, &port))
+                return EX_USAGE_;
         } else if ((rc = cli_common_option(ch, &o, HELP)) != CLI_CONTINUE)
             return rc;
     }
     if (optind != argc)
-        return cmd_usage_error(HELP);
+        return cmd_usage_error(HELP, "unexpected argument \"%s\"", argv[optind]);
     tt_client_t *c = cli_connect(o.sock, "fleet");
     if (!c)
         return EX_UNAVAILABLE_;

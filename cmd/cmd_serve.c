@@ -54,7 +54,7 @@ int cmd_serve(int argc, char **argv)
     tt_log_level_t level;
     int ch;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "c:s:h", opts, NULL)) != -1) {
+    while ((ch = cmd_getopt(argc, argv, "c:s:h", opts, HELP)) != -1) {
         switch (ch) {
         case 'c':
             opt.config_path = optarg;
@@ -63,30 +63,24 @@ int cmd_serve(int argc, char **argv)
             opt.socket = optarg;
             break;
         case 'L':
-            if (tt_log_parse_format(optarg, &format) != 0) {
-                fprintf(stderr, "tokentriage serve: --log-format is logfmt or json\n");
-                return cmd_usage_error(HELP);
-            }
+            if (tt_log_parse_format(optarg, &format) != 0)
+                return cmd_usage_error(HELP, "--log-format is logfmt or json, not \"%s\"", optarg);
             tt_log_set_format(format);
             break;
         case 'l':
-            if (tt_log_parse_level(optarg, &level) != 0) {
-                fprintf(stderr,
-                        "tokentriage serve: --log-level is debug, info, warn or error, "
-                        "not \"%s\"\n",
-                        optarg);
-                return cmd_usage_error(HELP);
-            }
+            if (tt_log_parse_level(optarg, &level) != 0)
+                return cmd_usage_error(
+                    HELP, "--log-level is debug, info, warn or error, not \"%s\"", optarg);
             tt_log_set_level(level);
             opt.log_level_set = true;
             break;
         case 'h':
             return cmd_help(HELP);
-        default:
-            return cmd_usage_error(HELP);
+        default: /* CMD_OPT_BAD: said */
+            return EX_USAGE_;
         }
     }
     if (optind != argc)
-        return cmd_usage_error(HELP);
+        return cmd_usage_error(HELP, "unexpected argument \"%s\"", argv[optind]);
     return srv_daemon_run(&opt);
 }

@@ -66,13 +66,11 @@ static int parse_reservation(const char *arg, uint64_t *out)
     char *end;
     errno = 0;
     unsigned long long v = strtoull(arg, &end, 10);
-    if (!*arg || *end || errno || v == 0 || arg[strspn(arg, "0123456789")]) {
-        fprintf(stderr,
-                "tokentriage settle: --reservation: \"%s\" is not a reservation id (the decimal "
-                "number a tpm decision answered)\n",
-                arg);
-        return -1;
-    }
+    if (!*arg || *end || errno || v == 0 || arg[strspn(arg, "0123456789")])
+        return cmd_usage_error(SETTLE_HELP,
+                               "--reservation: \"%s\" is not a reservation id (the decimal number "
+                               "a tpm decision answered)",
+                               arg);
     *out = v;
     return 0;
 }
@@ -89,26 +87,24 @@ int cmd_settle(int argc, char **argv)
     uint64_t reservation = 0;
     int ch, rc;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "s:h", opts, NULL)) != -1) {
-        if (ch == 'r' || ch == 'S') { /* the form before reservations (issue 23) */
-            fprintf(stderr,
-                    "tokentriage settle: --%s is gone: settle takes the --reservation a tpm "
-                    "decision answered; tokens counted without one go through `tokentriage "
-                    "charge --subject ... --tokens N`\n",
-                    ch == 'r' ? "reserved" : "subject");
-            return cmd_usage_error(SETTLE_HELP);
-        }
+    while ((ch = cmd_getopt(argc, argv, "s:h", opts, SETTLE_HELP)) != -1) {
+        if (ch == 'r' || ch == 'S') /* the form before reservations (issue 23) */
+            return cmd_usage_error(SETTLE_HELP,
+                                   "--%s is gone: settle takes the --reservation a tpm decision "
+                                   "answered; tokens counted without one go through `tokentriage "
+                                   "charge --subject ... --tokens N`",
+                                   ch == 'r' ? "reserved" : "subject");
         if (ch == 'R' && parse_reservation(optarg, &reservation))
             return EX_USAGE_;
-        if (ch == 'a' && cli_parse_count(optarg, "--actual", "settle", 1LL << 40, &actual))
+        if (ch == 'a' && cli_parse_count(optarg, "--actual", 0, 1LL << 40, SETTLE_HELP, &actual))
             return EX_USAGE_;
         if (!strchr("Ra", ch) && (rc = cli_common_option(ch, &o, SETTLE_HELP)) != CLI_CONTINUE)
             return rc;
     }
-    if (optind != argc || reservation == 0 || actual < 0) {
-        fprintf(stderr, "tokentriage settle: --reservation and --actual are required\n");
-        return cmd_usage_error(SETTLE_HELP);
-    }
+    if (optind != argc)
+        return cmd_usage_error(SETTLE_HELP, "unexpected argument \"%s\"", argv[optind]);
+    if (reservation == 0 || actual < 0)
+        return cmd_usage_error(SETTLE_HELP, "--reservation and --actual are required");
     tt_client_t *c = cli_connect(o.sock, "settle");
     if (!c)
         return EX_UNAVAILABLE_;
@@ -126,18 +122,18 @@ int cmd_charge(int argc, char **argv)
     cli_subject_t subject = {.n = 0};
     int ch, rc;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "s:h", opts, NULL)) != -1) {
-        if (ch == 'S' && cli_subject_add(&subject, optarg, "charge"))
+    while ((ch = cmd_getopt(argc, argv, "s:h", opts, CHARGE_HELP)) != -1) {
+        if (ch == 'S' && cli_subject_add(&subject, optarg, CHARGE_HELP))
             return EX_USAGE_;
-        if (ch == 't' && cli_parse_count(optarg, "--tokens", "charge", 1LL << 40, &tokens))
+        if (ch == 't' && cli_parse_count(optarg, "--tokens", 0, 1LL << 40, CHARGE_HELP, &tokens))
             return EX_USAGE_;
         if (!strchr("St", ch) && (rc = cli_common_option(ch, &o, CHARGE_HELP)) != CLI_CONTINUE)
             return rc;
     }
-    if (optind != argc || subject.n == 0 || tokens < 0) {
-        fprintf(stderr, "tokentriage charge: --subject and --tokens are required\n");
-        return cmd_usage_error(CHARGE_HELP);
-    }
+    if (optind != argc)
+        return cmd_usage_error(CHARGE_HELP, "unexpected argument \"%s\"", argv[optind]);
+    if (subject.n == 0 || tokens < 0)
+        return cmd_usage_error(CHARGE_HELP, "--subject and --tokens are required");
     tt_client_t *c = cli_connect(o.sock, "charge");
     if (!c)
         return EX_UNAVAILABLE_;

@@ -61,14 +61,6 @@ static int parse_i64(const char *s, int64_t *out)
     return 0;
 }
 
-static int usage_error(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "tokentriage simulate: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n");
-    return cmd_usage_error(HELP);
-}
-
 struct sim {
     cfg_limit_t limit;
     int64_t share_num, share_den; /* 0 0: plain */
@@ -94,33 +86,32 @@ static int parse_args(int argc, char **argv, struct sim *s)
     l->posture = (cfg_posture_t){.on = 1, .enforce_hard = 1, .fail_open = 1};
     int have_alg = 0, have_amount = 0, have_period = 0, have_burst = 0, ch;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((ch = cmd_getopt(argc, argv, "h", opts, HELP)) != -1) {
         int64_t v;
         switch (ch) {
         case 'a':
             if (ra_algorithm_parse(optarg, &l->algorithm) < 0)
-                return usage_error("--algorithm: unregistered algorithm \"%s\" (gcra, "
-                                   "fixed_window, sliding_window, token_bucket)",
-                                   optarg);
+                return cmd_usage_error(HELP,
+                                       "--algorithm: unregistered algorithm \"%s\" (gcra, "
+                                       "fixed_window, sliding_window, token_bucket)",
+                                       optarg);
             have_alg = 1;
             break;
         case 'r':
             if (parse_i64(optarg, &l->amount) < 0)
-                return usage_error("--amount: not an integer: \"%s\"", optarg);
+                return cmd_usage_error(HELP, "--amount: not an integer: \"%s\"", optarg);
             have_amount = 1;
             break;
         case 'b':
             if (parse_i64(optarg, &l->burst) < 0)
-                return usage_error("--burst: not an integer: \"%s\"", optarg);
+                return cmd_usage_error(HELP, "--burst: not an integer: \"%s\"", optarg);
             have_burst = 1;
             break;
         case 'p': {
             int err = cfg_duration_parse(optarg, &l->period_ns);
-            if (err < 0) {
-                fprintf(stderr, "tokentriage simulate: --period: \"%s\": %s\n", optarg,
-                        cfg_duration_strerror(err));
-                return EX_USAGE_;
-            }
+            if (err < 0)
+                return cmd_usage_error(HELP, "--period: \"%s\": %s", optarg,
+                                       cfg_duration_strerror(err));
             have_period = 1;
             break;
         }
@@ -130,13 +121,15 @@ static int parse_args(int argc, char **argv, struct sim *s)
             else if (strcmp(optarg, "tpm") == 0)
                 l->type = CFG_TYPE_TPM;
             else
-                return usage_error("--type: \"%s\": rpm or tpm (the rate-class types)", optarg);
+                return cmd_usage_error(HELP, "--type: \"%s\": rpm or tpm (the rate-class types)",
+                                       optarg);
             break;
         case 'n':
             if (s->share_den || parse_i64(optarg, &v) < 0 || v < 1)
-                return usage_error("--replicas: \"%s\": a positive integer, and not together "
-                                   "with --share",
-                                   optarg);
+                return cmd_usage_error(HELP,
+                                       "--replicas: \"%s\": a positive integer, and not together "
+                                       "with --share",
+                                       optarg);
             s->share_num = 1;
             s->share_den = v;
             break;
@@ -145,22 +138,23 @@ static int parse_args(int argc, char **argv, struct sim *s)
             if (s->share_den || sscanf(optarg, "%31[0-9]/%31[0-9]%c", num, den, &extra) != 2 ||
                 parse_i64(num, &s->share_num) < 0 || parse_i64(den, &s->share_den) < 0 ||
                 s->share_num < 1 || s->share_num > s->share_den)
-                return usage_error("--share: \"%s\": NUM/DEN with 0 < NUM <= DEN, and not "
-                                   "together with --replicas",
-                                   optarg);
+                return cmd_usage_error(HELP,
+                                       "--share: \"%s\": NUM/DEN with 0 < NUM <= DEN, and not "
+                                       "together with --replicas",
+                                       optarg);
             break;
         }
         case 'h':
             cmd_help(HELP);
             return -1;
-        default:
-            return cmd_usage_error(HELP);
+        default: /* CMD_OPT_BAD: said */
+            return EX_USAGE_;
         }
     }
     if (!have_alg || !have_amount || !have_period)
-        return usage_error("%s", "--algorithm, --amount and --period are required");
+        return cmd_usage_error(HELP, "%s", "--algorithm, --amount and --period are required");
     if (optind < argc - 1)
-        return usage_error("one input FILE at most, got \"%s\" too", argv[optind + 1]);
+        return cmd_usage_error(HELP, "one input FILE at most, got \"%s\" too", argv[optind + 1]);
     s->input = optind < argc ? argv[optind] : NULL;
     if (!have_burst)
         l->burst = l->amount; /* the stored default */

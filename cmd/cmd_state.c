@@ -165,14 +165,14 @@ int cmd_state(int argc, char **argv)
     bool json = false;
     int ch;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+    while ((ch = cmd_getopt(argc, argv, "jh", opts, HELP)) != -1) {
         if (ch == 'j')
             json = true;
         else
-            return ch == 'h' ? cmd_help(HELP) : cmd_usage_error(HELP);
+            return ch == 'h' ? cmd_help(HELP) : EX_USAGE_;
     }
     if (argc - optind != 2 || strcmp(argv[optind], "inspect") != 0)
-        return cmd_usage_error(HELP);
+        return cmd_usage_error(HELP, "the form is `state inspect FILE`");
     const char *path = argv[optind + 1];
     size_t len = 0;
     uint8_t *buf = slurp(path, &len);

@@ -132,7 +132,7 @@ int cmd_validate(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},    {NULL, 0, NULL, 0}};
     int arm = 0, explain = 0, offline = 0, json = 0, ch;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "aeh", opts, NULL)) != -1) {
+    while ((ch = cmd_getopt(argc, argv, "aeh", opts, HELP)) != -1) {
         switch (ch) {
         case 'a':
             arm = 1;
@@ -148,12 +148,14 @@ int cmd_validate(int argc, char **argv)
             break;
         case 'h':
             return cmd_help(HELP);
-        default:
-            return cmd_usage_error(HELP);
+        default: /* CMD_OPT_BAD: said */
+            return EX_USAGE_;
         }
     }
+    if (optind == argc)
+        return cmd_usage_error(HELP, "FILE is required");
     if (optind != argc - 1)
-        return cmd_usage_error(HELP);
+        return cmd_usage_error(HELP, "one FILE, got \"%s\" too", argv[optind + 1]);
     const char *file = argv[optind];
     struct stat st; /* 66 as `state inspect`: no file to read is not a config with errors */
     bool noinput = stat(file, &st) != 0 || !S_ISREG(st.st_mode) || access(file, R_OK) != 0;

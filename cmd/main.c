@@ -18,7 +18,7 @@ static int cmd_version(int argc, char **argv)
     if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0))
         return cmd_help(VERSION_HELP);
     if (argc > 1)
-        return cmd_usage_error(VERSION_HELP);
+        return cmd_usage_error(VERSION_HELP, "unexpected argument \"%s\"", argv[1]);
     printf("tokentriage %s (commit %s)\n", TT_VERSION, TT_COMMIT);
     return EX_OK_;
 }

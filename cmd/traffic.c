@@ -309,25 +309,24 @@ int cmd_simulate_traffic(int argc, char **argv)
     bool json = false;
     int ch;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((ch = cmd_getopt(argc, argv, "h", opts, HELP)) != -1) {
         if (ch == 'c')
             config = optarg;
-        else if (ch == 't' && nfiles < FILES_MAX)
+        else if (ch == 't' && nfiles == FILES_MAX)
+            return cmd_usage_error(HELP, "at most %d --traffic files", FILES_MAX);
+        else if (ch == 't')
             files[nfiles++].path = optarg;
         else if (ch == 'j')
             json = true;
         else if (ch == 'h')
             return cmd_help(HELP);
         else
-            return cmd_usage_error(HELP);
+            return EX_USAGE_; /* CMD_OPT_BAD: said */
     }
-    if (!config || nfiles == 0 || optind != argc) {
-        fprintf(stderr,
-                "tokentriage simulate: --config and at least one --traffic are needed "
-                "(at most %d)\n",
-                FILES_MAX);
-        return cmd_usage_error(HELP);
-    }
+    if (optind != argc)
+        return cmd_usage_error(HELP, "unexpected argument \"%s\"", argv[optind]);
+    if (!config || nfiles == 0)
+        return cmd_usage_error(HELP, "--config and at least one --traffic are needed");
     int64_t t_min = INT64_MAX, t_max = INT64_MIN;
     size_t count = 0;
     int rc = EX_OK_;

@@ -149,3 +149,74 @@ Test(main, a_misspelled_subcommand_gets_a_suggestion)
     cr_assert(strstr(r.err, "tokentriage --help"), "%s", r.err);
     runcmd_free(&r);
 }
+
+/* What a subcommand is given that it cannot take, and the first line it must answer with. */
+static const struct usage_want {
+    const char *args[8];
+    const char *says; /* the first line of stderr, after "tokentriage " */
+} usage_errors[] = {
+    {{"serve", "--bogus"}, "serve: unknown option '--bogus'"},
+    {{"serve", "-Z"}, "serve: unknown option '-Z'"},
+    {{"serve", "-c"}, "serve: option '-c' needs an argument"},
+    {{"serve", "--config"}, "serve: option '--config' needs an argument"},
+    {{"serve", "extra"}, "serve: unexpected argument \"extra\""},
+    {{"validate", "--bogus", "f.yaml"}, "validate: unknown option '--bogus'"},
+    {{"validate", "--arm=yes", "f.yaml"}, "validate: option '--arm' takes no argument"},
+    {{"validate"}, "validate: FILE is required"},
+    {{"validate", "a.yaml", "b.yaml"}, "validate: one FILE, got \"b.yaml\" too"},
+    {{"decide", "--bogus"}, "decide: unknown option '--bogus'"},
+    {{"decide", "--subject"}, "decide: option '--subject' needs an argument"},
+    {{"decide", "-s"}, "decide: option '-s' needs an argument"},
+    {{"decide", "--subject", "key=k", "extra"}, "decide: unexpected argument \"extra\""},
+    {{"decide", "--s", "x"}, "decide: option '--s' is ambiguous (--socket, --subject)"},
+    {{"settle", "--bogus"}, "settle: unknown option '--bogus'"},
+    {{"settle", "--actual"}, "settle: option '--actual' needs an argument"},
+    {{"charge", "--bogus"}, "charge: unknown option '--bogus'"},
+    {{"charge", "--tokens"}, "charge: option '--tokens' needs an argument"},
+    {{"acquire", "--bogus"}, "acquire: unknown option '--bogus'"},
+    {{"acquire", "--subject"}, "acquire: option '--subject' needs an argument"},
+    {{"fleet", "--bogus"}, "fleet: unknown option '--bogus'"},
+    {{"fleet", "--timeout"}, "fleet: option '--timeout' needs an argument"},
+    {{"fleet", "extra"}, "fleet: unexpected argument \"extra\""},
+    {{"members", "--bogus"}, "members: unknown option '--bogus'"},
+    {{"members", "-s"}, "members: option '-s' needs an argument"},
+    {{"members", "extra"}, "members: unexpected argument \"extra\""},
+    {{"simulate", "--bogus"}, "simulate: unknown option '--bogus'"},
+    {{"simulate", "--amount"}, "simulate: option '--amount' needs an argument"},
+    {{"simulate", "--traffic"}, "simulate: option '--traffic' needs an argument"},
+    {{"simulate", "--traffic", "t.ttr", "--bogus"}, "simulate: unknown option '--bogus'"},
+    {{"simulate", "--algorithm", "gcra", "--amount", "1", "--period", "1x"},
+     "simulate: --period: \"1x\": "},
+    {{"state", "--bogus"}, "state: unknown option '--bogus'"},
+    {{"state"}, "state: the form is `state inspect FILE`"},
+    {{"state", "inspect"}, "state: the form is `state inspect FILE`"},
+    {{"bench", "--bogus"}, "bench: unknown option '--bogus'"},
+    {{"bench", "-c"}, "bench: option '-c' needs an argument"},
+    {{"bench", "--level"}, "bench: option '--level' needs an argument"},
+    {{"bench", "-c", "0"}, "bench: --connections wants an integer from 1 to 4096, got \"0\""},
+    {{"bench", "extra"}, "bench: unexpected argument \"extra\""},
+    {{"version", "--bogus"}, "version: unexpected argument \"--bogus\""},
+};
+
+Test(main, every_usage_error_names_the_subcommand_what_was_wrong_and_where_the_help_is)
+{
+    for (size_t i = 0; i < sizeof(usage_errors) / sizeof(usage_errors[0]); i++) {
+        const struct usage_want *u = &usage_errors[i];
+        const char *argv[10] = {BIN};
+        for (size_t k = 0; k < 8 && u->args[k]; k++)
+            argv[k + 1] = u->args[k];
+        runcmd_t r;
+        cr_expect_eq(runcmd(&r, NULL, argv), 64, "%s %s: exit %d, stderr:\n%s", u->args[0],
+                     u->args[1] ? u->args[1] : "", r.status, r.err);
+        char want[256], usage[64], hint[96];
+        snprintf(want, sizeof(want), "tokentriage %s", u->says);
+        snprintf(usage, sizeof(usage), "\nusage: tokentriage %s", u->args[0]);
+        snprintf(hint, sizeof(hint), "\n(tokentriage %s --help: ", u->args[0]);
+        cr_expect(strncmp(r.err, want, strlen(want)) == 0, "wanted \"%s...\", got:\n%s", want,
+                  r.err);
+        cr_expect(strstr(r.err, usage) && strstr(r.err, hint),
+                  "%s: no usage line or no --help hint after the error:\n%s", want, r.err);
+        cr_expect_str_eq(r.out, "", "%s: stdout holds %s", want, r.out);
+        runcmd_free(&r);
+    }
+}
