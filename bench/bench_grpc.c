@@ -9,8 +9,11 @@
  * usage: bench_grpc UNIX_PATH|tcp:PORT CONCURRENCY SECONDS KEYS [TOKEN [DESCRIPTORS [DOMAIN]]]
  * (TOKEN: sent as `authorization: Bearer TOKEN`, "" for none; a TCP door decides only for a
  * bearer token)
+ *
+ * The calls (their fields, the message and its prefix) and the connection are the tests' raw
+ * HTTP/2 client's (tests/support/h2raw.h); the framing is nghttp2's client session, which
+ * multiplexes as Envoy does.
  */
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <nghttp2/nghttp2.h>
@@ -18,11 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "rls.pb-c.h"
+#include "h2raw.h"
 
 typedef struct call {
     const uint8_t *msg;
@@ -71,32 +73,19 @@ static ssize_t body_cb(nghttp2_session *s, int32_t id, uint8_t *buf, size_t leng
     return (ssize_t)n;
 }
 
-#define NV(n, v)                                                                                   \
-    {                                                                                              \
-        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1, 0                            \
-    }
-
-static char bearer[160]; /* "Bearer TOKEN", or "" */
+static char bearer[160]; /* "Bearer TOKEN" (h2raw_authorization), or "" */
+static nghttp2_nv fields[H2RAW_GRPC_FIELDS];
+static size_t nfields;
 
 static void submit(nghttp2_session *s)
 {
-    static nghttp2_nv hdrs[] = {
-        NV(":method", "POST"),
-        NV(":scheme", "http"),
-        NV(":path", "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"),
-        NV(":authority", "tt"),
-        NV("content-type", "application/grpc"),
-        NV("te", "trailers"),
-        {(uint8_t *)"authorization", (uint8_t *)bearer, 13, 0, 0},
-    };
-    hdrs[6].valuelen = strlen(bearer);
     call_t *c = calloc(1, sizeof(*c));
     long k = next_key++ % keys;
     c->msg = msgs[k];
     c->len = lens[k];
     c->t0 = now_s();
     nghttp2_data_provider prd = {.source.ptr = c, .read_callback = body_cb};
-    if (nghttp2_submit_request(s, NULL, hdrs, bearer[0] ? 7 : 6, &prd, c) < 0) {
+    if (nghttp2_submit_request(s, NULL, fields, nfields, &prd, c) < 0) {
         fprintf(stderr, "submit failed\n");
         exit(1);
     }
@@ -146,8 +135,11 @@ int main(int argc, char **argv)
     long conc = atol(argv[2]);
     double secs = atof(argv[3]);
     keys = atol(argv[4]);
-    if (argc > 5 && argv[5][0])
+    if (argc > 5 && argv[5][0]) {
         snprintf(bearer, sizeof(bearer), "Bearer %s", argv[5]);
+        h2raw_authorization = bearer;
+    }
+    nfields = h2raw_grpc_nv(fields, H2RAW_RLS);
     size_t nd = argc > 6 ? (size_t)atol(argv[6]) : 1;
     char *domain = argc > 7 ? argv[7] : "bench";
     if (nd < 1 || nd > 32) {
@@ -156,60 +148,36 @@ int main(int argc, char **argv)
     }
     msgs = calloc((size_t)keys, sizeof(*msgs));
     lens = calloc((size_t)keys, sizeof(*lens));
-    for (long i = 0; i < keys; i++) {
-        char id[32], names[32][8];
-        snprintf(id, sizeof(id), "k-%ld", i);
-        Envoy__Service__Ratelimit__V3__RateLimitDescriptor__Entry e[32];
-        Envoy__Service__Ratelimit__V3__RateLimitDescriptor__Entry *ep[32];
-        Envoy__Service__Ratelimit__V3__RateLimitDescriptor d[32], *dp[32];
-        for (size_t j = 0; j < nd; j++) {
-            if (j)
-                snprintf(names[j], sizeof(names[j]), "key%zu", j);
-            else
-                snprintf(names[j], sizeof(names[j]), "key");
-            e[j] = (Envoy__Service__Ratelimit__V3__RateLimitDescriptor__Entry)
-                ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_DESCRIPTOR__ENTRY__INIT;
-            e[j].key = names[j];
-            e[j].value = id;
-            ep[j] = &e[j];
-            d[j] = (Envoy__Service__Ratelimit__V3__RateLimitDescriptor)
-                ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_DESCRIPTOR__INIT;
-            d[j].n_entries = 1;
-            d[j].entries = &ep[j];
-            dp[j] = &d[j];
-        }
-        Envoy__Service__Ratelimit__V3__RateLimitRequest r =
-            ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_REQUEST__INIT;
-        r.domain = domain;
-        r.n_descriptors = nd;
-        r.descriptors = dp;
-        size_t n = envoy__service__ratelimit__v3__rate_limit_request__get_packed_size(&r);
-        msgs[i] = malloc(n + 5);
-        msgs[i][0] = 0;
-        msgs[i][1] = (uint8_t)(n >> 24), msgs[i][2] = (uint8_t)(n >> 16);
-        msgs[i][3] = (uint8_t)(n >> 8), msgs[i][4] = (uint8_t)n;
-        envoy__service__ratelimit__v3__rate_limit_request__pack(&r, msgs[i] + 5);
-        lens[i] = n + 5;
+    char names[32][8];
+    const char *keynames[32];
+    for (size_t j = 0; j < nd; j++) { /* key, key1, key2, ... */
+        snprintf(names[j], sizeof(names[j]), j ? "key%zu" : "key", j);
+        keynames[j] = names[j];
     }
+    for (long i = 0; i < keys; i++) { /* each message with its prefix, as it goes out */
+        char id[32];
+        snprintf(id, sizeof(id), "k-%ld", i);
+        size_t n;
+        uint8_t *req = h2raw_rls_request_keys(domain, keynames, nd, id, &n);
+        msgs[i] = malloc(H2RAW_GRPC_PREFIX + n);
+        if (!req || !msgs[i]) {
+            fprintf(stderr, "bench_grpc: out of memory\n");
+            return 1;
+        }
+        h2raw_grpc_prefix(msgs[i], n);
+        memcpy(msgs[i] + H2RAW_GRPC_PREFIX, req, n);
+        lens[i] = H2RAW_GRPC_PREFIX + n;
+        free(req);
+    }
+    h2raw_conn_t conn;
+    if (h2raw_open(&conn, argv[1]) != 0) {
+        perror("connect");
+        return 1;
+    }
+    fd = conn.fd;
     if (strncmp(argv[1], "tcp:", 4) == 0) { /* server.grpc on loopback TCP */
-        struct sockaddr_in sa = {.sin_family = AF_INET,
-                                 .sin_port = htons((uint16_t)atoi(argv[1] + 4)),
-                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        fd = socket(AF_INET, SOCK_STREAM, 0);
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-            perror("connect");
-            return 1;
-        }
-    } else {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", argv[1]);
-        fd = socket(AF_UNIX, SOCK_STREAM, 0);
-        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-            perror("connect");
-            return 1;
-        }
     }
     nghttp2_session_callbacks *cb;
     nghttp2_session_callbacks_new(&cb);
@@ -241,5 +209,6 @@ int main(int argc, char **argv)
         conc, done, errors, el, (double)done / el, nlat ? lat[nlat / 2] * 1e6 : 0,
         nlat ? lat[(long)(nlat * 0.99)] * 1e6 : 0);
     nghttp2_session_del(s);
+    h2raw_close(&conn);
     return errors ? 1 : 0;
 }

@@ -8,7 +8,8 @@
 # `tokentriage bench` on the socket (64: pipelined on one connection) and bench_grpc (64:
 # streams on one HTTP/2 connection, as Envoy multiplexes) with 1 and 4 descriptors a call, each
 # over 10,000 values, and prints the daemon's CPU time per call (and Redis's) beside the rates.
-# Usage: bench/bench_grpc.sh [BUILD_DIR] [SECONDS]
+# Usage: bench/bench_grpc.sh [BUILD_DIR] [SECONDS]   (BUILD_DIR built with the tests: bench_grpc's
+# calls are tests/support/h2raw.c's)
 . "$(dirname "$0")/lib.sh"
 build=${1:-build}; secs=${2:-5}
 tt=$build/cmd/tokentriage

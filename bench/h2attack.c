@@ -55,8 +55,7 @@ static void on_term(int sig)
 
 static int open_conn(h2raw_conn_t *c, bool preface)
 {
-    int rc = strncmp(addr, "tcp:", 4) == 0 ? h2raw_open_tcp(c, atoi(addr + 4))
-                                           : h2raw_open_unix(c, addr);
+    int rc = h2raw_open(c, addr);
     if (rc != 0)
         return -1;
     atomic_fetch_add(&opened, 1);

@@ -82,20 +82,28 @@ void h2raw_hpack_indexed(h2raw_buf_t *b, uint32_t index)
 
 const char *h2raw_authorization;
 
+size_t h2raw_grpc_nv(nghttp2_nv nv[H2RAW_GRPC_FIELDS], const char *path)
+{
+    const char *fields[H2RAW_GRPC_FIELDS][2] = {{":method", "POST"},
+                                                {":scheme", "http"},
+                                                {":path", path},
+                                                {":authority", "tt"},
+                                                {"content-type", "application/grpc"},
+                                                {"te", "trailers"},
+                                                {"authorization", h2raw_authorization}};
+    size_t n = h2raw_authorization ? H2RAW_GRPC_FIELDS : H2RAW_GRPC_FIELDS - 1;
+    for (size_t i = 0; i < n; i++)
+        nv[i] = (nghttp2_nv){(uint8_t *)fields[i][0], (uint8_t *)fields[i][1], strlen(fields[i][0]),
+                             strlen(fields[i][1]), NGHTTP2_NV_FLAG_NONE};
+    return n;
+}
+
 void h2raw_grpc_fields(h2raw_buf_t *b, const char *path)
 {
-    static const char *fields[][2] = {{":method", "POST"},
-                                      {":scheme", "http"},
-                                      {":path", NULL},
-                                      {":authority", "tt"},
-                                      {"content-type", "application/grpc"},
-                                      {"te", "trailers"}};
-    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-        const char *v = fields[i][1] ? fields[i][1] : path;
-        h2raw_hpack_literal(b, fields[i][0], v, strlen(v), false);
-    }
-    if (h2raw_authorization)
-        h2raw_hpack_literal(b, "authorization", h2raw_authorization, strlen(h2raw_authorization),
+    nghttp2_nv nv[H2RAW_GRPC_FIELDS];
+    size_t n = h2raw_grpc_nv(nv, path);
+    for (size_t i = 0; i < n; i++)
+        h2raw_hpack_literal(b, (const char *)nv[i].name, (const char *)nv[i].value, nv[i].valuelen,
                             false);
 }
 
@@ -135,13 +143,22 @@ void h2raw_preface(h2raw_buf_t *b)
     h2raw_frame(b, H2_SETTINGS, 0, 0, NULL, 0);
 }
 
+void h2raw_grpc_prefix(uint8_t out[H2RAW_GRPC_PREFIX], size_t len)
+{
+    out[0] = 0;
+    out[1] = (uint8_t)(len >> 24);
+    out[2] = (uint8_t)(len >> 16);
+    out[3] = (uint8_t)(len >> 8);
+    out[4] = (uint8_t)len;
+}
+
 void h2raw_grpc_data(h2raw_buf_t *b, uint32_t stream, const uint8_t *msg, size_t len,
                      bool end_stream)
 {
     h2raw_buf_t m = {0};
-    uint8_t prefix[5] = {0, (uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
-                         (uint8_t)len};
-    h2raw_put(&m, prefix, 5);
+    uint8_t prefix[H2RAW_GRPC_PREFIX];
+    h2raw_grpc_prefix(prefix, len);
+    h2raw_put(&m, prefix, sizeof(prefix));
     h2raw_put(&m, msg, len);
     h2raw_frame(b, H2_DATA, end_stream ? H2_END_STREAM : 0, stream, m.p, m.len);
     h2raw_buf_free(&m);
@@ -182,6 +199,12 @@ int h2raw_open_tcp(h2raw_conn_t *c, int port)
         fd = -1;
     }
     return opened(c, fd);
+}
+
+int h2raw_open(h2raw_conn_t *c, const char *addr)
+{
+    return strncmp(addr, "tcp:", 4) == 0 ? h2raw_open_tcp(c, atoi(addr + 4))
+                                         : h2raw_open_unix(c, addr);
 }
 
 int h2raw_open_fd(h2raw_conn_t *c, int fd)
@@ -447,21 +470,33 @@ int h2raw_ping(h2raw_conn_t *c, uint64_t opaque, int timeout_ms)
 
 uint8_t *h2raw_rls_request(const char *domain, const char *key, const char *value, size_t *len)
 {
-    Envoy__Service__Ratelimit__V3__RateLimitDescriptor__Entry e =
-        ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_DESCRIPTOR__ENTRY__INIT;
-    e.key = (char *)key;
-    e.value = (char *)value;
-    Envoy__Service__Ratelimit__V3__RateLimitDescriptor__Entry *ep = &e;
-    Envoy__Service__Ratelimit__V3__RateLimitDescriptor d =
-        ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_DESCRIPTOR__INIT;
-    d.n_entries = 1;
-    d.entries = &ep;
-    Envoy__Service__Ratelimit__V3__RateLimitDescriptor *dp = &d;
+    return h2raw_rls_request_keys(domain, &key, 1, value, len);
+}
+
+uint8_t *h2raw_rls_request_keys(const char *domain, const char *const *keys, size_t n,
+                                const char *value, size_t *len)
+{
+    Envoy__Service__Ratelimit__V3__RateLimitDescriptor__Entry e[32], *ep[32];
+    Envoy__Service__Ratelimit__V3__RateLimitDescriptor d[32], *dp[32];
+    if (n > 32)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        e[i] = (Envoy__Service__Ratelimit__V3__RateLimitDescriptor__Entry)
+            ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_DESCRIPTOR__ENTRY__INIT;
+        e[i].key = (char *)keys[i];
+        e[i].value = (char *)value;
+        ep[i] = &e[i];
+        d[i] = (Envoy__Service__Ratelimit__V3__RateLimitDescriptor)
+            ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_DESCRIPTOR__INIT;
+        d[i].n_entries = 1;
+        d[i].entries = &ep[i];
+        dp[i] = &d[i];
+    }
     Envoy__Service__Ratelimit__V3__RateLimitRequest r =
         ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_REQUEST__INIT;
     r.domain = (char *)domain;
-    r.n_descriptors = 1;
-    r.descriptors = &dp;
+    r.n_descriptors = n;
+    r.descriptors = dp;
     *len = envoy__service__ratelimit__v3__rate_limit_request__get_packed_size(&r);
     uint8_t *out = malloc(*len ? *len : 1);
     if (out)

@@ -1,10 +1,12 @@
 /*
- * h2raw: a raw HTTP/2 (h2c) client for tests and the attack bench. Frames and HPACK are built
+ * h2raw: a raw HTTP/2 (h2c) client for tests and the benches. Frames and HPACK are built
  * by hand so a caller can send what no real client would: one dynamic-table entry referenced
  * thousands of times, bodies that never end, a preface cut short, silence. What comes back is
  * read frame by frame with a deadline; header blocks go through nghttp2's HPACK inflater (the
  * dynamic table must follow every block), and the peer's SETTINGS and WINDOW_UPDATEs are
  * tracked, so a caller can send exactly as much DATA as the server's flow control allows.
+ * What a gRPC call is (its fields, the message's prefix, a RateLimitRequest) is written here
+ * once, for the hostile clients and for bench_grpc's nghttp2 session alike.
  */
 #ifndef TT_TESTS_H2RAW_H
 #define TT_TESTS_H2RAW_H
@@ -48,7 +50,11 @@ void h2raw_hpack_literal(h2raw_buf_t *b, const char *name, const char *value, si
                          bool index);
 void h2raw_hpack_indexed(h2raw_buf_t *b, uint32_t index);
 /* The fields of a gRPC call to `path` (POST, http, tt, application/grpc, te: trailers, and
- * authorization: h2raw_authorization when it is set). */
+ * authorization: h2raw_authorization when it is set), as name/value pairs into nv (their
+ * strings borrowed): how many. */
+#define H2RAW_GRPC_FIELDS 7
+size_t h2raw_grpc_nv(nghttp2_nv nv[H2RAW_GRPC_FIELDS], const char *path);
+/* The same fields as HPACK literals (not indexed), in that order. */
 void h2raw_grpc_fields(h2raw_buf_t *b, const char *path);
 /* The `authorization` every call sends ("Bearer <token>": tokentriage's gRPC door on TCP decides
  * only for a bearer token of its server.tokens_file); NULL, the default: none. */
@@ -62,6 +68,9 @@ void h2raw_headers(h2raw_buf_t *b, uint32_t stream, const h2raw_buf_t *block, bo
 void h2raw_preface(h2raw_buf_t *b);
 void h2raw_grpc_data(h2raw_buf_t *b, uint32_t stream, const uint8_t *msg, size_t len,
                      bool end_stream);
+/* A gRPC message's 5-byte prefix: not compressed, `len` bytes (big-endian). */
+#define H2RAW_GRPC_PREFIX 5
+void h2raw_grpc_prefix(uint8_t out[H2RAW_GRPC_PREFIX], size_t len);
 
 /* A frame read. The payload is valid until the next h2raw_next. For a header block (HEADERS
  * and its CONTINUATIONs, handed over as one frame of type H2_HEADERS), the fields of interest. */
@@ -93,6 +102,8 @@ typedef struct h2raw_conn {
 /* Connects (blocking socket) to a unix socket path or 127.0.0.1:port. 0 or -1. */
 int h2raw_open_unix(h2raw_conn_t *c, const char *path);
 int h2raw_open_tcp(h2raw_conn_t *c, int port);
+/* One of the two, as the benches name the door: "tcp:PORT" or a unix socket path. */
+int h2raw_open(h2raw_conn_t *c, const char *addr);
 /* On a descriptor already connected (one end of a socketpair, for a server without a socket). */
 int h2raw_open_fd(h2raw_conn_t *c, int fd);
 void h2raw_close(h2raw_conn_t *c);
@@ -136,6 +147,9 @@ int h2raw_ping(h2raw_conn_t *c, uint64_t opaque, int timeout_ms);
 /* A RateLimitRequest of `domain` with one descriptor of one entry key=value (hits_addend 0), packed
  * into a malloc'd buffer (*len bytes). */
 uint8_t *h2raw_rls_request(const char *domain, const char *key, const char *value, size_t *len);
+/* The same with `n` descriptors (at most 32), the i-th of one entry keys[i]=value. */
+uint8_t *h2raw_rls_request_keys(const char *domain, const char *const *keys, size_t n,
+                                const char *value, size_t *len);
 
 /* The first status's limit_remaining in a packed RateLimitResponse, or -1. */
 long h2raw_rls_remaining(const uint8_t *msg, size_t len);
