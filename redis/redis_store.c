@@ -1,6 +1,9 @@
 /*
  * The redis store's calls, on the daemon's libuv loop. Connections are node.c's (each one a
- * conn.c: plain or TLS), which node serves a key is topology.c's (store_int.h).
+ * conn.c: plain or TLS), which node serves a key is topology.c's (store_int.h). This file is on
+ * top and calls both; neither calls it by name: a node's events come up through the
+ * rds_node_events_t table, topology's CLUSTER SLOTS through the rds_topology_hooks_t one, both
+ * handed down from here, and topology's errors come back as return values.
  *
  * Batches. A caller's operation joins the open batch of its node, script and (in a cluster)
  * slot, or opens one; a batch is sent when the loop turn ends (an idle handle: the flush runs
@@ -52,12 +55,13 @@
 
 /* ---- slots, the waiting list, the deadline timer ------------------------------------------ */
 
-void rds__set_error(rds_store_t *s, const char *what)
+static void set_error(rds_store_t *s, const char *what)
 {
     snprintf(s->stats.last_error, sizeof(s->stats.last_error), "%s", what);
 }
 
-void rds__check_ready(rds_store_t *s)
+/* Tells RDS_EVENT_UP/DOWN when rds_store_ready changed since last told. */
+static void check_ready(rds_store_t *s)
 {
     bool ready = rds__topology_ready(s);
     if (s->closing || ready == s->told_ready)
@@ -68,7 +72,9 @@ void rds__check_ready(rds_store_t *s)
                     ready ? "" : s->stats.last_error);
 }
 
-void rds__node_event(rds_node_t *n, bool up, const char *why)
+/* A node's transition (up: NULL why; down: why, or NULL when dropped on purpose): told to the
+ * owner once per change, and the store's own up/down after it. */
+static void node_event(rds_node_t *n, bool up, const char *why)
 {
     rds_store_t *s = n->store;
     char name[RDS_NODE_NAME_MAX];
@@ -85,7 +91,7 @@ void rds__node_event(rds_node_t *n, bool up, const char *why)
         if (s->on_event != NULL)
             s->on_event(s->data, RDS_EVENT_NODE_DOWN, name, why);
     }
-    rds__check_ready(s);
+    check_ready(s);
 }
 
 static void free_store_if_done(rds_store_t *s)
@@ -196,7 +202,7 @@ static void answer_one(rds_call_t *c, uint32_t i, int status, const ra_result_t 
         break;
     }
     if (status < 0) {
-        rds__set_error(s, error);
+        set_error(s, error);
         if (c->node != NULL && status != RDS_ECLOSED)
             c->node->stats.errors++;
     }
@@ -363,15 +369,19 @@ static void on_reply(void *arg, rds_conn_t *conn, const redisReply *reply)
         return;
     }
     unlink_waiting(c);
-    if (reply != NULL && n->conn == conn) /* NULL: the connection went, node.c has it */
-        rds__on_slots(c, reply);
-    else
+    tt_err_t err;
+    if (reply == NULL || n->conn != conn) /* NULL: the connection went, node.c has it */
         rds__refresh_failed(c->store);
+    else if (rds__on_slots(c, reply, &err) < 0)
+        set_error(c->store, err.message);
+    else
+        check_ready(c->store); /* a new route */
     release(c);
 }
 
-int rds__send(rds_node_t *n, rds_call_kind_t kind, int argc, const char **argv,
-              const size_t *argvlen)
+/* topology.c's hook: a command of the store's own (CLUSTER SLOTS), answered in on_reply. */
+static int send_own(rds_node_t *n, rds_call_kind_t kind, int argc, const char **argv,
+                    const size_t *argvlen)
 {
     rds_call_t *c = acquire(n->store);
     if (c == NULL)
@@ -392,59 +402,32 @@ int rds__send(rds_node_t *n, rds_call_kind_t kind, int argc, const char **argv,
 static void node_ready(rds_node_t *n)
 {
     rds__topology_node_ready(n);
-    rds__node_event(n, true, NULL);
+    node_event(n, true, NULL);
 }
 
 static void node_lost(rds_node_t *n, const char *why)
 {
     if (why != NULL)
-        rds__set_error(n->store, why);
-    rds__node_event(n, false, why);
+        set_error(n->store, why);
+    node_event(n, false, why);
     rds__topology_node_lost(n);
+}
+
+static void node_message(rds_node_t *n, const redisReply *reply)
+{
+    tt_err_t err;
+    if (rds__topology_message(n, reply, &err) < 0)
+        set_error(n->store, err.message);
 }
 
 static const rds_node_events_t node_events = {.ready = node_ready,
                                               .lost = node_lost,
                                               .primary = rds__topology_primary,
-                                              .message = rds__topology_message};
+                                              .message = node_message};
+
+static const rds_topology_hooks_t topology_hooks = {.send = send_own};
 
 /* ---- the public face ---------------------------------------------------------------------- */
-
-int rds_address_parse(const char *address, char *host, size_t hostsz, int *port, tt_err_t *err)
-{
-    const char *path = strncmp(address, "unix:", 5) == 0 ? address + 5 : address;
-    size_t n = strlen(address);
-    if (path[0] == '/') {
-        if (strlen(path) >= hostsz || strlen(path) >= 108) /* sun_path */
-            goto bad;
-        snprintf(host, hostsz, "%s", path);
-        *port = 0;
-        return 0;
-    }
-    const char *colon = strrchr(address, ':');
-    if (colon == NULL || colon == address || n == 0)
-        goto bad;
-    const char *h = address, *h_end = colon;
-    if (address[0] == '[') { /* [v6]:port */
-        if (colon[-1] != ']')
-            goto bad;
-        h++;
-        h_end--;
-    }
-    char *end;
-    long p = strtol(colon + 1, &end, 10);
-    if (colon[1] == '\0' || *end != '\0' || p < 1 || p > 65535 || h_end <= h ||
-        (size_t)(h_end - h) >= hostsz)
-        goto bad;
-    memcpy(host, h, (size_t)(h_end - h));
-    host[h_end - h] = '\0';
-    *port = (int)p;
-    return 0;
-bad:
-    return tt_err_set(err, RDS_EADDRESS, "shared_state.redis.address",
-                      "\"%.*s\" is neither host:port nor a unix socket path (/path or unix:/path)",
-                      (int)(n > 80 ? 80 : n), address);
-}
 
 static uint64_t ms_of(int64_t ns, int64_t fallback)
 {
@@ -480,6 +463,7 @@ int rds_store_new(uv_loop_t *loop, const rds_options_t *o, rds_store_t **out, tt
         s->cred = *o->credentials;
     s->on_event = o->on_event;
     s->node_events = &node_events;
+    s->topology_hooks = &topology_hooks;
     if (o->tls != NULL && (rc = rds_tls_new(o->tls, &s->tls, err)) < 0) {
         rds_credentials_wipe(&s->cred);
         free(s->scratch);

@@ -1,8 +1,11 @@
 /*
  * The redis store's insides, shared by its three files: redis_store.c (calls: the waiting
- * list, the deadline, replies, redirects), node.c (one connection each: connect, handshake,
- * backoff, drop) and topology.c (which node serves a key: the cluster's slot map and its
- * refresh, Sentinel's primary). Not installed, not for other modules.
+ * list, the deadline, replies, redirects), topology.c (which node serves a key: the cluster's
+ * slot map and its refresh, Sentinel's primary) and node.c (one connection each: connect,
+ * handshake, backoff, drop). Each calls only down, in that order (scripts/check_includes.py
+ * fails on a circle of calls): what a node has to tell comes up through rds_node_events_t,
+ * what topology.c needs of the store through rds_topology_hooks_t, both tables the store hands
+ * down. Not installed, not for other modules.
  */
 #ifndef TT_REDIS_STORE_INT_H
 #define TT_REDIS_STORE_INT_H
@@ -64,6 +67,17 @@ typedef struct rds_node_events {
     /* a message on a Sentinel's subscription (+switch-master) */
     void (*message)(rds_node_t *n, const redisReply *reply);
 } rds_node_events_t;
+
+/* What topology.c asks of the store it routes for, through the table the store hands it:
+ * topology.c calls nothing of redis_store.c by name. (Its errors go back to the store as
+ * return values; a new map's effect on the store's readiness the store checks itself.) */
+typedef struct rds_topology_hooks {
+    /* sends a command of the store's own (CLUSTER SLOTS) on n as a call: on the waiting list,
+     * under the deadline; its reply comes back through rds__on_slots, its failure through
+     * rds__refresh_failed. 0 or -1 */
+    int (*send)(rds_node_t *n, rds_call_kind_t kind, int argc, const char **argv,
+                const size_t *argvlen);
+} rds_topology_hooks_t;
 
 typedef struct rds_call rds_call_t;
 
@@ -152,6 +166,7 @@ struct rds_store {
     rds_tls_t *tls;         /* new connections', when shared_state.redis.tls; a reference */
     uint64_t handshake_ms;  /* a connection's handshake (connect, TLS, AUTH, loads) within this */
     const rds_node_events_t *node_events;
+    const rds_topology_hooks_t *topology_hooks;
     rds_stats_t stats;
 
     rds_node_t *nodes[RDS_CONNS_MAX];
@@ -170,18 +185,6 @@ struct rds_store {
     uint32_t n_seeds, seed_cursor;
     char master[RDS_MASTER_MAX + 1];
 };
-
-/* redis_store.c */
-void rds__set_error(rds_store_t *s, const char *what);
-/* A node's transition (up: NULL why; down: why, or NULL when dropped on purpose): told to the
- * owner once per change, and the store's own up/down after it. */
-void rds__node_event(rds_node_t *n, bool up, const char *why);
-/* Tells RDS_EVENT_UP/DOWN when rds_store_ready changed since last told. */
-void rds__check_ready(rds_store_t *s);
-/* Sends a command of the store's own (CLUSTER SLOTS) on n, on the waiting list like a call:
- * its reply comes to topology.c. 0 or -1. */
-int rds__send(rds_node_t *n, rds_call_kind_t kind, int argc, const char **argv,
-              const size_t *argvlen);
 
 /* node.c */
 rds_node_t *rds__node_get(rds_store_t *s, const rds_endpoint_t *at, bool sentinel);
@@ -219,8 +222,11 @@ void rds__refresh_failed(rds_store_t *s);
 void rds__topology_node_ready(rds_node_t *n);
 void rds__topology_node_lost(rds_node_t *n);
 int rds__topology_primary(rds_node_t *n, const redisReply *reply, tt_err_t *err);
-void rds__topology_message(rds_node_t *n, const redisReply *reply);
-void rds__on_slots(rds_call_t *c, const redisReply *reply);
+/* A Sentinel's message: 0 (used, or not ours), or RDS_EMAP with err (a misshapen one). */
+int rds__topology_message(rds_node_t *n, const redisReply *reply, tt_err_t *err);
+/* A CLUSTER SLOTS reply: 0 when its map became the route, or negative with err (asked again
+ * after REFRESH_RETRY_MS). */
+int rds__on_slots(rds_call_t *c, const redisReply *reply, tt_err_t *err);
 void rds__moved(rds_store_t *s, int slot, rds_node_t *to);
 /* The node for a key of `slot` (cluster: rds_key_slot; elsewhere -1, unused). */
 rds_node_t *rds__route(rds_store_t *s, int slot);

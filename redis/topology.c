@@ -33,6 +33,42 @@
 #define REFRESH_RETRY_MS 500   /* while the map is not whole, or could not be used */
 #define REFRESH_PERIOD_MS 5000 /* while it is: a failover or a resharding nobody told us of */
 
+int rds_address_parse(const char *address, char *host, size_t hostsz, int *port, tt_err_t *err)
+{
+    const char *path = strncmp(address, "unix:", 5) == 0 ? address + 5 : address;
+    size_t n = strlen(address);
+    if (path[0] == '/') {
+        if (strlen(path) >= hostsz || strlen(path) >= 108) /* sun_path */
+            goto bad;
+        snprintf(host, hostsz, "%s", path);
+        *port = 0;
+        return 0;
+    }
+    const char *colon = strrchr(address, ':');
+    if (colon == NULL || colon == address || n == 0)
+        goto bad;
+    const char *h = address, *h_end = colon;
+    if (address[0] == '[') { /* [v6]:port */
+        if (colon[-1] != ']')
+            goto bad;
+        h++;
+        h_end--;
+    }
+    char *end;
+    long p = strtol(colon + 1, &end, 10);
+    if (colon[1] == '\0' || *end != '\0' || p < 1 || p > 65535 || h_end <= h ||
+        (size_t)(h_end - h) >= hostsz)
+        goto bad;
+    memcpy(host, h, (size_t)(h_end - h));
+    host[h_end - h] = '\0';
+    *port = (int)p;
+    return 0;
+bad:
+    return tt_err_set(err, RDS_EADDRESS, "shared_state.redis.address",
+                      "\"%.*s\" is neither host:port nor a unix socket path (/path or unix:/path)",
+                      (int)(n > 80 ? 80 : n), address);
+}
+
 static int parse_endpoint(const char *address, const char *path, rds_endpoint_t *e, tt_err_t *err)
 {
     if (rds_address_parse(address, e->host, sizeof(e->host), &e->port, err) == 0 && e->port != 0)
@@ -126,7 +162,7 @@ static void on_refresh(uv_timer_t *t)
             continue;
         const char *argv[] = {"CLUSTER", "SLOTS"};
         const size_t len[] = {7, 5};
-        if (rds__send(n, RDS_CALL_SLOTS, 2, argv, len) < 0)
+        if (s->topology_hooks->send(n, RDS_CALL_SLOTS, 2, argv, len) < 0)
             continue;
         s->refresh_cursor = n->index + 1;
         s->refresh_in_flight = true;
@@ -193,25 +229,23 @@ static int install(rds_store_t *s, const rds_map_t *map, tt_err_t *err)
             rds__node_drop(n, NULL);
     }
     s->stats.refreshes++;
-    rds__check_ready(s);
     return 0;
 }
 
-void rds__on_slots(rds_call_t *c, const redisReply *reply)
+int rds__on_slots(rds_call_t *c, const redisReply *reply, tt_err_t *err)
 {
     rds_store_t *s = c->store;
-    tt_err_t err;
     s->refresh_in_flight = false;
-    if (rds_map_parse(reply, &c->node->at, s->scratch, &err) < 0 ||
-        install(s, s->scratch, &err) < 0) {
-        rds__set_error(s, err.message);
+    int rc = rds_map_parse(reply, &c->node->at, s->scratch, err);
+    if (rc < 0 || (rc = install(s, s->scratch, err)) < 0) {
         refresh_in(s, REFRESH_RETRY_MS);
-        return;
+        return rc;
     }
     if (s->refresh_wanted) /* something asked again while this one was out */
         rds__refresh_soon(s);
     else /* the next one on its own: soon while a primary is missing, else periodically */
         refresh_in(s, rds__topology_ready(s) ? REFRESH_PERIOD_MS : REFRESH_RETRY_MS);
+    return 0;
 }
 
 void rds__moved(rds_store_t *s, int slot, rds_node_t *to)
@@ -284,21 +318,19 @@ int rds__topology_primary(rds_node_t *n, const redisReply *reply, tt_err_t *err)
     return rc;
 }
 
-void rds__topology_message(rds_node_t *n, const redisReply *reply)
+int rds__topology_message(rds_node_t *n, const redisReply *reply, tt_err_t *err)
 {
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
         reply->element[0]->type != REDIS_REPLY_STRING ||
         strcmp(reply->element[0]->str, "message") != 0 ||
         reply->element[2]->type != REDIS_REPLY_STRING)
-        return; /* not a message of the channel */
+        return 0; /* not a message of the channel */
     rds_endpoint_t at;
-    tt_err_t err;
     const redisReply *m = reply->element[2];
-    int rc = rds_switch_master_parse(m->str, m->len, n->store->master, &at, &err);
-    if (rc < 0)
-        rds__set_error(n->store, err.message);
-    else if (rc == 0)
+    int rc = rds_switch_master_parse(m->str, m->len, n->store->master, &at, err);
+    if (rc == 0)
         set_primary(n->store, &at);
+    return rc < 0 ? rc : 0;
 }
 
 void rds__topology_node_ready(rds_node_t *n)
