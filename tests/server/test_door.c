@@ -308,3 +308,138 @@ Test(who_may_spend, a_token_settles_its_own_reservations_alone)
     cr_assert_eq(call_as(d, &proxy, PROTO_OP_SETTLE, NULL, 0, id, &req), 0);
     cr_assert_eq(req.result.settled, 1);
 }
+
+/* ---- a slot written before ---------------------------------------------------------------- */
+
+/* The engine starts every result it is handed, and the door clears the ones it refuses: an
+ * answer never reads what its slot held before (the socket reuses a spare slot, and mallocs a
+ * new one uncleared). Each call is made twice, on twin engines: into a cleared slot and into
+ * one of stale bytes. */
+
+static gov_engine_t *twin;
+static door_t *twin_door;
+
+static void twins_setup(void)
+{
+    setup();
+    cfg_limit_t l[] = {rpm("team_rpm", "team", 2, 60 * S, 0),
+                       tpm("key_tpm", "key", 100000, INT64_C(8760) * 3600 * S, 20000)};
+    twin = mk_engine(l, 2, true);
+    tt_err_t err;
+    cr_assert_eq(door_new(&twin_door, twin, fx.metrics, NULL, &err), 0);
+}
+
+static void twins_teardown(void)
+{
+    door_free(twin_door);
+    gov_engine_destroy(twin);
+    teardown();
+}
+
+TestSuite(stale_slot, .init = twins_setup, .fini = twins_teardown);
+
+/* What the doors' answers read of a result (dispatch.c, hdoor.c, rls.c, the recording). */
+static void same_answer(gov_result_t *a, gov_result_t *b, const char *what)
+{
+    cr_assert_eq(a->status, b->status, "%s", what);
+    if (a->status < 0) {
+        cr_assert_eq(a->err.code, b->err.code, "%s", what);
+        cr_assert_str_eq(a->err.path, b->err.path, "%s", what);
+        cr_assert_str_eq(a->err.message, b->err.message, "%s", what);
+        return;
+    }
+    gov_result_render(a);
+    gov_result_render(b);
+    cr_assert_eq(a->admit, b->admit, "%s", what);
+    cr_assert_eq(a->verdict, b->verdict, "%s", what);
+    cr_assert_str_eq(a->limit, b->limit, "%s", what);
+    cr_assert_eq(a->remaining, b->remaining, "%s", what);
+    cr_assert_eq(a->retry_after_s, b->retry_after_s, "%s", what);
+    cr_assert_eq(a->reset_after_s, b->reset_after_s, "%s", what);
+    cr_assert_eq(a->code, b->code, "%s", what); /* NULL or the same static string */
+    cr_assert_eq(a->n_soft_denied, b->n_soft_denied, "%s", what);
+    cr_assert_eq(a->soft_truncated, b->soft_truncated, "%s", what);
+    for (uint32_t i = 0; i < a->n_soft_denied && i < GOV_SOFT_MAX; i++)
+        cr_assert_str_eq(a->soft_denied[i], b->soft_denied[i], "%s", what);
+    cr_assert_eq(a->disclosed.has_policy, b->disclosed.has_policy, "%s", what);
+    cr_assert_eq(a->disclosed.has_requests, b->disclosed.has_requests, "%s", what);
+    cr_assert_eq(a->disclosed.has_tokens, b->disclosed.has_tokens, "%s", what);
+    cr_assert_eq(a->disclosed.retry_s, b->disclosed.retry_s, "%s", what);
+    cr_assert_eq(a->n_headers, b->n_headers, "%s", what);
+    for (uint32_t i = 0; i < a->n_headers && i < GOV_HEADERS_MAX; i++) {
+        cr_assert_str_eq(a->headers[i].name, b->headers[i].name, "%s", what);
+        cr_assert_str_eq(a->headers[i].value, b->headers[i].value, "%s", what);
+    }
+    cr_assert_eq(a->unavailable, b->unavailable, "%s", what);
+    cr_assert_eq(a->settled, b->settled, "%s", what);
+    cr_assert_eq(a->already_settled, b->already_settled, "%s", what);
+    cr_assert_eq(a->lease != 0, b->lease != 0, "%s", what); /* ids: each engine its own */
+    cr_assert_eq(a->reservation != 0, b->reservation != 0, "%s", what);
+    cr_assert_eq(a->limit_amount, b->limit_amount, "%s", what);
+    cr_assert_eq(a->limit_period_ns, b->limit_period_ns, "%s", what);
+    cr_assert_eq(a->met, b->met, "%s", what);
+    cr_assert_eq(a->rule_flags, b->rule_flags, "%s", what);
+    cr_assert_str_eq(a->rule_name, b->rule_name, "%s", what);
+}
+
+/* `a` through both doors, into a cleared slot and a stale one; a settle settles each engine's
+ * own reservation (`ids`: the twins' latest, kept by each decide that made one). */
+static void both(door_args_t a, const char *what, uint64_t ids[2])
+{
+    static door_req_t slot[2];
+    door_t *doors[2] = {door, twin_door};
+    door_caller_t who = {.door = SRV_DOOR_SOCKET, .conn = 1};
+    int rc[2];
+    memset(&slot[0], 0, sizeof(slot[0]));
+    memset(&slot[1], 0xa5, sizeof(slot[1]));
+    for (int i = 0; i < 2; i++) {
+        if (a.op == PROTO_OP_SETTLE)
+            a.reservation = ids[i];
+        rc[i] = door_call(doors[i], &who, &a, &slot[i], never, NULL);
+        if (a.op == PROTO_OP_DECIDE && rc[i] == 0 && slot[i].result.reservation)
+            ids[i] = slot[i].result.reservation;
+    }
+    cr_assert_eq(rc[0], rc[1], "%s", what);
+    same_answer(&slot[0].result, &slot[1].result, what);
+}
+
+Test(stale_slot, no_answer_reads_what_its_slot_held_before)
+{
+    gov_subject_t t = team("s"), k;
+    subj(&k, "key", "k", NULL);
+    uint64_t ids[2] = {0, 0};
+    door_args_t decide = {.op = PROTO_OP_DECIDE, .subject = &t, .tokens = GOV_NO_TOKENS, .now = T0};
+    both(decide, "admitted", ids);
+    both(decide, "the last of the burst", ids);
+    both(decide, "denied", ids);
+    decide.subject = &k;
+    both(decide, "an engine error: tokens required", ids);
+    decide.tokens = 20000;
+    both(decide, "admitted with a reservation", ids);
+    cr_assert_neq(ids[0], 0);
+    both((door_args_t){.op = PROTO_OP_SETTLE, .tokens = 100, .now = T0}, "settled", ids);
+    both((door_args_t){.op = PROTO_OP_SETTLE, .tokens = 100, .now = T0}, "settled before", ids);
+    both((door_args_t){.op = PROTO_OP_CHARGE, .subject = &k, .tokens = 5, .now = T0}, "charged",
+         ids);
+    both((door_args_t){.op = PROTO_OP_ACQUIRE, .subject = &t, .now = T0}, "acquired", ids);
+    both((door_args_t){.op = PROTO_OP_FLEET, .now = T0}, "not an engine call", ids);
+}
+
+Test(stale_slot, no_grpc_answer_reads_what_its_results_held_before)
+{
+    door_t *doors[2] = {door, twin_door};
+    door_caller_t who = {.door = SRV_DOOR_GRPC};
+    gov_ask_t asks[2] = {{.subject = team("g"), .cost = 1}, {.subject = team("h"), .cost = 3}};
+    gov_result_t res[2][2];
+    for (int round = 0; round < 3; round++) {
+        memset(res[0], 0, sizeof(res[0]));
+        memset(res[1], 0xa5, sizeof(res[1]));
+        int rc[2];
+        for (int i = 0; i < 2; i++)
+            rc[i] = door_decide_asks(doors[i], &who, "d", 1, asks, 2, GOV_ASK_EXACT, T0, res[i],
+                                     NULL, NULL);
+        cr_assert_eq(rc[0], rc[1]);
+        same_answer(&res[0][0], &res[1][0], "the first ask");
+        same_answer(&res[0][1], &res[1][1], "the second ask: unfittable");
+    }
+}
