@@ -228,3 +228,13 @@ void tt_log_fields(tt_log_level_t level, const char *msg, const tt_log_field_t *
     ssize_t wr = write(STDERR_FILENO, buf, len);
     (void)wr;
 }
+
+uint64_t tt_log_every(tt_log_every_t *e, int64_t now_ns, int64_t interval_ns)
+{
+    e->pending++;
+    if (e->started && now_ns - e->last_ns < interval_ns)
+        return 0;
+    uint64_t n = e->pending;
+    *e = (tt_log_every_t){.last_ns = now_ns, .started = true};
+    return n;
+}

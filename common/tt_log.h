@@ -96,6 +96,21 @@ void tt_log_fields(tt_log_level_t level, const char *msg, const tt_log_field_t *
         (level), (msg), (const tt_log_field_t[]){{.key = NULL}, __VA_ARGS__} + 1,                  \
         sizeof((const tt_log_field_t[]){{.key = NULL}, __VA_ARGS__}) / sizeof(tt_log_field_t) - 1)
 
+/*
+ * An event that can recur without bound (what a door refuses: an attack makes thousands a
+ * second) is logged at most once per interval, so the log cannot be flooded: the first line at
+ * once, then one per interval at most, each saying how many came since the line before.
+ * tt_log_every counts one occurrence at monotonic `now_ns`; it returns 0 when no line is due,
+ * else the occurrences to report (those held back since the last line, and this one).
+ */
+typedef struct tt_log_every {
+    int64_t last_ns;  /* when the last line was due */
+    uint64_t pending; /* occurrences since */
+    bool started;     /* a line was due once */
+} tt_log_every_t;
+
+uint64_t tt_log_every(tt_log_every_t *e, int64_t now_ns, int64_t interval_ns);
+
 /* Renders one line into buf (at least TT_LOG_LINE_MAX bytes) as tt_log_fields would write it at
  * wall time `now_ns`, newline included; returns its length. For tests and the fuzzer. */
 size_t tt_log_render(char *buf, tt_log_format_t format, int64_t now_ns, tt_log_level_t level,

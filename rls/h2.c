@@ -69,8 +69,24 @@ struct rls_conn {
     bool receiving;           /* inside rls_conn_recv: its caller sends what is queued */
     void (*ready)(void *ctx); /* a late answer is queued (rls_conn_on_ready) */
     void *ready_ctx;
+    const char *ended; /* why the door ends the connection (rls_conn_ended), NULL: it does not */
     rls_conn_stats_t st;
 };
+
+/* A call refused before the door's decide was asked: told by its code (h2.h). */
+static void refused(const rls_conn_t *c, const char *code)
+{
+    const rls_events_t *ev = c->cfg.events;
+    if (ev && ev->refused)
+        ev->refused(ev->ud, code);
+}
+
+/* The door ends the connection for `why` (the first reason stands). */
+static void end(rls_conn_t *c, const char *why)
+{
+    if (!c->ended)
+        c->ended = why;
+}
 
 static void stream_free(stream_t *st)
 {
@@ -120,9 +136,13 @@ static void percent_encode(char *dst, size_t size, const char *src)
         (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vlen), NGHTTP2_NV_FLAG_NONE                \
     }
 
-/* A trailers-only answer: the status in the response headers, the stream ended. */
-static int answer_error(rls_conn_t *c, stream_t *st, int status, const char *message)
+/* A trailers-only answer: the status in the response headers, the stream ended. `refusal`: the
+ * code it is told as (refused()), NULL when the door has counted the call. */
+static int answer_error(rls_conn_t *c, stream_t *st, int status, const char *message,
+                        const char *refusal)
 {
+    if (refusal)
+        refused(c, refusal);
     char code[16], msg[3 * sizeof(((rls_answer_t *)0)->message) + 1];
     int code_len = snprintf(code, sizeof(code), "%d", status);
     percent_encode(msg, sizeof(msg), message);
@@ -187,7 +207,7 @@ static int answer_ok(rls_conn_t *c, stream_t *st)
 static int answer(rls_conn_t *c, stream_t *st, int status, rls_answer_t *ans)
 {
     if (status != RLS_OK) {
-        int rc = answer_error(c, st, status, ans->message);
+        int rc = answer_error(c, st, status, ans->message, ans->refused);
         rls_answer_free(ans);
         return rc;
     }
@@ -214,23 +234,26 @@ static int complete(rls_conn_t *c, stream_t *st)
 {
     c->work += RLS_CALL_WORK;
     if (st->method < 0)
-        return answer_error(c, st, RLS_UNIMPLEMENTED, "unknown method (:path)");
+        return answer_error(c, st, RLS_UNIMPLEMENTED, "unknown method (:path)", "unknown_op");
     if (!st->grpc)
         return answer_error(c, st, RLS_INVALID_ARGUMENT,
-                            "content-type must be application/grpc or application/grpc+proto");
+                            "content-type must be application/grpc or application/grpc+proto",
+                            "bad_frame");
     if (st->bad_timeout)
-        return answer_error(c, st, RLS_INVALID_ARGUMENT, "grpc-timeout: malformed");
+        return answer_error(c, st, RLS_INVALID_ARGUMENT, "grpc-timeout: malformed", "bad_request");
     if (st->deadline && c->now >= st->deadline)
-        return answer_error(c, st, RLS_DEADLINE_EXCEEDED, "deadline exceeded before the decision");
+        return answer_error(c, st, RLS_DEADLINE_EXCEEDED, "deadline exceeded before the decision",
+                            "deadline_exceeded");
     if (st->in_len < GRPC_PREFIX)
-        return answer_error(c, st, RLS_INVALID_ARGUMENT, "no request message");
+        return answer_error(c, st, RLS_INVALID_ARGUMENT, "no request message", "bad_frame");
     if (st->in[0] != 0)
-        return answer_error(c, st, RLS_UNIMPLEMENTED, "compressed messages are not accepted");
+        return answer_error(c, st, RLS_UNIMPLEMENTED, "compressed messages are not accepted",
+                            "bad_frame");
     size_t len =
         (size_t)st->in[1] << 24 | (size_t)st->in[2] << 16 | (size_t)st->in[3] << 8 | st->in[4];
     if (len != st->in_len - GRPC_PREFIX)
         return answer_error(c, st, RLS_INVALID_ARGUMENT,
-                            "exactly one length-prefixed request message is expected");
+                            "exactly one length-prefixed request message is expected", "bad_frame");
     const uint8_t *msg = st->in + GRPC_PREFIX;
     rls_answer_t ans;
     rls_caller_t who = c->who;
@@ -336,8 +359,11 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
         st->answered = true;
         give_back(c, st);
         nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_ENHANCE_YOUR_CALM);
-        if (++c->st.refused >= RLS_REFUSED_MAX) /* nothing more is read */
+        refused(c, "too_large");
+        if (++c->st.refused >= RLS_REFUSED_MAX) { /* nothing more is read */
+            end(c, "calm");
             nghttp2_session_terminate_session(ng, NGHTTP2_ENHANCE_YOUR_CALM);
+        }
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     }
     if (f->headers.cat != NGHTTP2_HCAT_REQUEST)
@@ -383,8 +409,9 @@ static int on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t
     if (st->in_len + len > GRPC_PREFIX + RLS_MESSAGE_MAX) {
         char msg[64];
         snprintf(msg, sizeof(msg), "request message above %d bytes", RLS_MESSAGE_MAX);
-        return answer_error(c, st, RLS_RESOURCE_EXHAUSTED, msg) ? NGHTTP2_ERR_CALLBACK_FAILURE
-                                                                : spent(c);
+        return answer_error(c, st, RLS_RESOURCE_EXHAUSTED, msg, "too_large")
+                   ? NGHTTP2_ERR_CALLBACK_FAILURE
+                   : spent(c);
     }
     if (st->in_len + len > st->in_cap) {
         size_t cap = st->in_cap ? st->in_cap : 256;
@@ -424,11 +451,31 @@ static int on_frame(nghttp2_session *ng, const nghttp2_frame *f, void *user)
     return complete(c, st) ? NGHTTP2_ERR_CALLBACK_FAILURE : 0;
 }
 
+/* What nghttp2 refuses on its own, as a stream reset (RST_STREAM) or the connection's end
+ * (GOAWAY), told as the door's refusals are (h2.h); ours (NO_ERROR, ENHANCE_YOUR_CALM) are
+ * told where they are made. */
+static void told_by_nghttp2(rls_conn_t *c, const nghttp2_frame *f)
+{
+    if (f->hd.type == NGHTTP2_RST_STREAM) {
+        uint32_t e = f->rst_stream.error_code;
+        if (e != NGHTTP2_NO_ERROR && e != NGHTTP2_ENHANCE_YOUR_CALM)
+            refused(c, e == NGHTTP2_REFUSED_STREAM       ? "refused_stream"
+                       : e == NGHTTP2_FLOW_CONTROL_ERROR ? "too_large"
+                                                         : "bad_frame");
+    } else if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != NGHTTP2_NO_ERROR) {
+        uint32_t e = f->goaway.error_code;
+        end(c, e == NGHTTP2_ENHANCE_YOUR_CALM    ? "calm"
+               : e == NGHTTP2_FLOW_CONTROL_ERROR ? "flow_control"
+                                                 : "protocol");
+    }
+}
+
 /* An answer that went out before the request was whole (an error, a deadline): RST_STREAM
  * NO_ERROR tells the client to stop sending it (RFC 9113 §8.1), and frees the stream. */
 static int on_frame_sent(nghttp2_session *ng, const nghttp2_frame *f, void *user)
 {
     rls_conn_t *c = user;
+    told_by_nghttp2(c, f);
     if (f->hd.type != NGHTTP2_HEADERS || !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
         return 0;
     stream_t *st = stream_of(c, f->hd.stream_id);
@@ -530,8 +577,10 @@ int rls_conn_recv(rls_conn_t *c, const uint8_t *in, size_t len, int64_t now, siz
     c->receiving = false;
     c->st.turn_work = c->work;
     *used = rv < 0 ? 0 : (size_t)rv;
-    if (rv < 0 || (!c->paused && (size_t)rv != take))
+    if (rv < 0 || (!c->paused && (size_t)rv != take)) {
+        end(c, rv == NGHTTP2_ERR_FLOODED ? "calm" : "protocol");
         return -1;
+    }
     return c->paused || take < len ? RLS_RECV_MORE : RLS_RECV_DONE;
 }
 
@@ -595,14 +644,17 @@ static void tick_connection(rls_conn_t *c, int64_t now)
     if (now < own_deadline(c))
         return;
     if (!c->greeted) {
+        end(c, "preface_timeout");
         c->closing = true;
-    } else if (c->notice) {
-        rls_conn_shutdown(c, "idle");
-    } else if (nghttp2_submit_shutdown_notice(c->ng) == 0) {
-        c->notice = now;
-    } else {
-        rls_conn_shutdown(c, "idle");
+        return;
     }
+    end(c, "idle"); /* from the notice: a client that closes on it closes an idle connection */
+    if (c->notice)
+        rls_conn_shutdown(c, "idle");
+    else if (nghttp2_submit_shutdown_notice(c->ng) == 0)
+        c->notice = now;
+    else
+        rls_conn_shutdown(c, "idle");
 }
 
 size_t rls_conn_tick(rls_conn_t *c, int64_t now)
@@ -614,18 +666,25 @@ size_t rls_conn_tick(rls_conn_t *c, int64_t now)
     {
         stream_t *st = tt_queue_data(q, stream_t, node);
         if (now >= request_deadline(st)) { /* dripped, or never ended: as HTTP's 408 */
-            answer_error(c, st, RLS_DEADLINE_EXCEEDED, "the request did not arrive whole in time");
+            answer_error(c, st, RLS_DEADLINE_EXCEEDED, "the request did not arrive whole in time",
+                         "request_timeout");
             continue;
         }
         if (st->answered || !st->deadline)
             continue;
         if (now >= st->deadline)
-            answer_error(c, st, RLS_DEADLINE_EXCEEDED, "deadline exceeded before the decision");
+            answer_error(c, st, RLS_DEADLINE_EXCEEDED, "deadline exceeded before the decision",
+                         "deadline_exceeded");
         else
             waiting++;
     }
     tick_connection(c, now);
     return waiting;
+}
+
+const char *rls_conn_ended(const rls_conn_t *c)
+{
+    return c->ended;
 }
 
 bool rls_conn_done(const rls_conn_t *c)

@@ -31,6 +31,11 @@
  *   as the HTTP door answers 408); a connection with no open stream for RLS_IDLE_NS is shut down
  *   gracefully (a GOAWAY notice, then after RLS_GRACE_NS the final GOAWAY: a call sent
  *   meanwhile is still answered). rls_conn_deadline says when rls_conn_tick must next run.
+ *
+ * What the door refuses on its own is told through rls_events_t (the daemon counts it on
+ * /metrics and logs it): each call answered with an error, or stream reset, before the door's
+ * decide was asked, by a wire code (RLS_REFUSED_CODES), and why the door ended the connection
+ * (rls_conn_ended).
  */
 #ifndef TT_RLS_H2_H
 #define TT_RLS_H2_H
@@ -60,12 +65,32 @@
 
 typedef struct rls_conn rls_conn_t;
 
+/*
+ * The codes a refused call is told by: too_large (a header list past RLS_HEADER_LIST_MAX, reset
+ * ENHANCE_YOUR_CALM; a message past RLS_MESSAGE_MAX; a body past its stream's window),
+ * bad_frame (not gRPC: its content-type, not one uncompressed length-prefixed message, a
+ * RateLimitRequest that is not protobuf, a stream nghttp2 reset for a protocol error),
+ * unknown_op (a :path that names no method), bad_request (a malformed grpc-timeout, a request
+ * rls.c does not take), deadline_exceeded (its grpc-timeout passed before its answer),
+ * request_timeout (not whole within RLS_REQUEST_NS), refused_stream (past
+ * SETTINGS_MAX_CONCURRENT_STREAMS). Why a connection ended: preface_timeout, idle, calm (GOAWAY
+ * ENHANCE_YOUR_CALM: RLS_REFUSED_MAX header lists past the bound, or nghttp2's flood guards),
+ * flow_control (bodies past the connection's window), protocol (any other breach); the shell
+ * adds evicted (server.max_connections).
+ */
+typedef struct rls_events {
+    void (*refused)(void *ud, const char *code);  /* a call refused; NULL: not told */
+    void (*closed)(void *ud, const char *reason); /* a connection ended; NULL: not told */
+    void *ud;
+} rls_events_t;
+
 /* What a connection decides with: the door to the engine and the config in force (the daemon
  * swaps the pointer on reload, so it is read through `cfg` at each call). Borrowed. */
 typedef struct rls_conn_config {
     const rls_door_t *door;
     cfg_config_t *const *cfg;
-    uint32_t max_streams; /* 0: RLS_MAX_STREAMS */
+    uint32_t max_streams;       /* 0: RLS_MAX_STREAMS */
+    const rls_events_t *events; /* NULL: nobody is told */
 } rls_conn_config_t;
 
 /* A new connection of `who` (copied), accepted at `now`, with the server's SETTINGS and window
@@ -110,6 +135,10 @@ void rls_conn_shutdown(rls_conn_t *c, const char *why);
 
 /* True when neither side wants anything more: close the socket. */
 bool rls_conn_done(const rls_conn_t *c);
+
+/* Why the door ended (or is ending) the connection: "preface_timeout", "idle", "calm",
+ * "flow_control", "protocol"; NULL when it did not (the client closed, or it is open). */
+const char *rls_conn_ended(const rls_conn_t *c);
 
 /* What the connection holds and has done, for the shell and the tests. */
 typedef struct rls_conn_stats {

@@ -19,6 +19,9 @@
  * new connection closes the one that has gone longest without one (after a GOAWAY, written if
  * the socket takes it at once). A client holding every slot idle loses its oldest slots to
  * Envoy's next connection instead of locking it out.
+ *
+ * A connection the door ends on its own (evicted here; a deadline, idleness or a client that
+ * broke the protocol: rls_conn_ended) is told through the options' events when it closes.
  */
 #define _GNU_SOURCE /* struct ucred, SO_PEERCRED */
 #include "listen.h"
@@ -76,6 +79,7 @@ struct conn {
     size_t inflight; /* bytes handed to uv_write, not yet written */
     bool paused;     /* not read: answers to drain first */
     bool reading, closing;
+    bool evicted;  /* closed to make room at max_connections */
     bool more;     /* the last turn stopped short: another is due (busy) */
     uint8_t *rest; /* the input it did not take */
     size_t rest_len, rest_cap;
@@ -163,11 +167,21 @@ static void busy_remove(conn_t *c)
     tt_queue_remove(&c->turn);
 }
 
+/* A connection the door ended is told, with why (h2.h), once, as it closes. */
+static void tell_closed(const conn_t *c)
+{
+    const rls_events_t *ev = c->s->opt.conn.events;
+    const char *why = c->evicted ? "evicted" : c->rc ? rls_conn_ended(c->rc) : NULL;
+    if (why && ev && ev->closed && !c->s->stopped)
+        ev->closed(ev->ud, why);
+}
+
 static void conn_close(conn_t *c)
 {
     if (c->closing)
         return;
     c->closing = true;
+    tell_closed(c);
     rls_srv_t *s = c->s;
     unlink_conn(c);
     busy_remove(c);
@@ -433,6 +447,7 @@ static void make_room(rls_srv_t *s)
     conn_t *c = oldest(s);
     if (!c || s->nconns < s->opt.max_connections)
         return;
+    c->evicted = true;
     rls_conn_shutdown(c->rc, "evicted: server.max_connections reached");
     const uint8_t *p; /* what the socket takes now; the rest is lost with the connection */
     ssize_t n;

@@ -18,7 +18,8 @@ typedef struct rls_srv_options {
     const char *addr;         /* host:port, or an absolute unix socket path */
     unsigned socket_mode;     /* a unix socket's permission bits (0: 0660) */
     unsigned max_connections; /* at it, a new one closes the one longest without a call */
-    rls_conn_config_t conn;   /* the door and the config, borrowed */
+    rls_conn_config_t conn;   /* the door, the config and who is told what the door refuses
+                                 (its events: also the connections evicted), borrowed */
 } rls_srv_options_t;
 
 /* Binds and listens. Returns 0, or TT_ERR_LISTEN / TT_ERR_NOMEM described in *err (path

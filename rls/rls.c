@@ -372,16 +372,21 @@ int rls_call_start(rls_call_t **pending, const rls_door_t *door, const rls_calle
 {
     *out = (rls_answer_t){0};
     *pending = NULL;
-    if (len > RLS_MESSAGE_MAX)
+    if (len > RLS_MESSAGE_MAX) {
+        out->refused = "too_large";
         return failf(out, RLS_RESOURCE_EXHAUSTED, "message: %zu bytes, at most %d", len,
                      RLS_MESSAGE_MAX);
+    }
     request_t *req = envoy__service__ratelimit__v3__rate_limit_request__unpack(NULL, len, msg);
-    if (!req)
+    if (!req) {
+        out->refused = "bad_frame";
         return failf(out, RLS_INVALID_ARGUMENT, "RateLimitRequest: not a valid protobuf message");
+    }
     size_t n = req->n_descriptors <= GOV_ASKS_MAX ? req->n_descriptors : 0;
     rls_call_t *call = malloc(sizeof(*call) + n * (sizeof(gov_result_t) + sizeof(gov_ask_t)));
     if (!call) {
         envoy__service__ratelimit__v3__rate_limit_request__free_unpacked(req, NULL);
+        out->refused = "out_of_memory";
         return failf(out, RLS_RESOURCE_EXHAUSTED, "out of memory starting the call");
     }
     *call = (rls_call_t){.cfg = cfg,
@@ -396,7 +401,8 @@ int rls_call_start(rls_call_t **pending, const rls_door_t *door, const rls_calle
         !listed(srv->grpc_domains, srv->n_grpc_domains, req->domain))
         rc = failf(out, RLS_NOT_FOUND, "domain \"%.64s\" is not served (server.grpc_domains)",
                    req->domain);
-    if (rc != RLS_OK) {
+    if (rc != RLS_OK) { /* a request the door does not take */
+        out->refused = "bad_request";
         call_free(call);
         return rc;
     }
@@ -433,8 +439,10 @@ int rls_health_check(const uint8_t *msg, size_t len, rls_answer_t *out)
     *out = (rls_answer_t){0};
     Grpc__Health__V1__HealthCheckRequest *req =
         grpc__health__v1__health_check_request__unpack(NULL, len, msg);
-    if (!req)
+    if (!req) {
+        out->refused = "bad_frame";
         return failf(out, RLS_INVALID_ARGUMENT, "HealthCheckRequest: not a valid protobuf message");
+    }
     /* the names envoy ratelimit's deployments probe: "" (the server), "ratelimit" (its own
      * health checker's name) and the service's */
     bool known = !req->service[0] || strcmp(req->service, "ratelimit") == 0 ||

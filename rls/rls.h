@@ -45,6 +45,10 @@ typedef struct rls_answer {
     char message[256];
     uint8_t *body; /* malloc'd, owned by the caller (rls_answer_free); NULL when status != OK */
     size_t len;
+    /* a call refused here before the door was asked (which then counted nothing): the code the
+     * shell tells it by ("too_large", "bad_frame", "bad_request", h2.h; "out_of_memory");
+     * NULL otherwise */
+    const char *refused;
 } rls_answer_t;
 
 void rls_answer_free(rls_answer_t *a);

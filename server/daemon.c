@@ -37,6 +37,7 @@
 #include "record.h"
 #include "mb.h"
 #include "preflight.h"
+#include "refused.h"
 #include "share_node.h"
 #include "listen.h" /* rls/: the gRPC front door */
 #include "srv.h"
@@ -59,6 +60,7 @@ typedef struct daemon {
     cfg_config_t *cfg;
     gov_engine_t *engine;
     srv_metrics_t *metrics;
+    srv_refused_t refused; /* what the HTTP and gRPC doors turn away: counted and logged */
     srv_t *srv;
     rls_srv_t *grpc; /* server.grpc, when set */
     door_t *door;    /* the engine call of every way in */
@@ -557,7 +559,7 @@ static int start_grpc(daemon_t *d)
         .addr = d->cfg->server.grpc,
         .socket_mode = d->cfg->server.socket_mode,
         .max_connections = (unsigned)d->cfg->server.max_connections,
-        .conn = {.door = door_rls(d->door), .cfg = &d->cfg},
+        .conn = {.door = door_rls(d->door), .cfg = &d->cfg, .events = srv_refused_rls(&d->refused)},
     };
     if (rls_srv_start(&d->grpc, &d->loop, &o, &err) != 0) {
         char text[TT_ERR_TEXT_MAX];
@@ -708,6 +710,7 @@ static int start(daemon_t *d)
         return EX_SOFTWARE_;
     }
     srv_metrics_add_source(d->metrics, engine_metrics, d);
+    srv_refused_init(&d->refused, d->metrics);
     if (start_watch(d, seen) != 0) {
         tt_log(TT_LOG_ERROR, "cannot start", TT_STR("detail", "config watch: out of memory"));
         return EX_SOFTWARE_;
@@ -780,6 +783,7 @@ static int start(daemon_t *d)
         .n_http_subject = d->cfg->server.n_http_subject,
         .http_tokens = d->cfg->server.http_tokens,
         .max_connections = (unsigned)d->cfg->server.max_connections,
+        .refused = &d->refused,
     };
     if (dispatch_new(&d->dispatch, d->engine, d->door, d->metrics, d->node, path, opt->version) !=
         0) {

@@ -17,7 +17,8 @@
  * completing a request. A kubelet probe connects, asks and is answered within milliseconds,
  * so a client holding every slot idle, or dripping a request head, loses its oldest slots to
  * the probe instead of starving it. On top, a request must arrive whole within REQUEST_MS of
- * its first byte (408) and an idle keep-alive connection is closed after IDLE_MS.
+ * its first byte (408) and an idle keep-alive connection is closed after IDLE_MS. Each
+ * connection closed so, or for bytes that are not HTTP, is counted and logged (refused.h).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -30,8 +31,9 @@
 #include "engine.h"
 #include "hdoor.h"
 #include "hreq.h"
-#include "tt_log.h"
 #include "mb.h" /* membership/: the one numeric ip:port reader */
+#include "refused.h"
+#include "tt_log.h"
 #include "srv_int.h"
 #include "status.h"
 #include "tt_clock.h"
@@ -144,9 +146,18 @@ static void conn_close(http_conn_t *c)
     uv_close((uv_handle_t *)&c->timer, on_handle_closed);
 }
 
+/* The connection is closed by the door, for `why`. */
+static void closed_for(http_conn_t *c, srv_close_t why)
+{
+    if (c->http->srv->refused)
+        srv_refused_conn(c->http->srv->refused, SRV_DOOR_HTTP, why);
+}
+
 static void on_timeout(uv_timer_t *t)
 {
     http_conn_t *c = t->data;
+    if (!c->lingering) /* a linger's end is the close planned after the last answer */
+        closed_for(c, c->request_timing ? SRV_CLOSE_REQUEST_TIMEOUT : SRV_CLOSE_IDLE);
     if (c->lingering || !c->request_timing || c->writing) {
         conn_close(c);
         return;
@@ -392,6 +403,7 @@ static size_t process(http_conn_t *c, const uint8_t *data, size_t len)
             snprintf(msg, sizeof(msg), "%s\n", c->rd.message);
             hdoor_respond_text(&c->fill, status, reason, msg, (hdoor_frame_t){0});
             c->last = true;
+            closed_for(c, SRV_CLOSE_PROTOCOL);
             return len;
         }
         hdoor_frame_t f = {.keep_alive = req->keep_alive, .head_only = req->method == HTTP_HEAD};
@@ -532,10 +544,7 @@ static bool make_room(struct srv_http *h)
     }
     if (!c)
         return false;
-    static unsigned long evicted;
-    if (evicted++ % 1000 == 0)
-        tt_log(TT_LOG_WARN, "http: at server.max_connections; closing the connections idle longest",
-               TT_UINT("closed", evicted)); /* a line per 1000 */
+    closed_for(c, SRV_CLOSE_EVICTED);
     conn_close(c);
     return true;
 }

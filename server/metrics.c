@@ -26,21 +26,28 @@ static const uint32_t door_ops[SRV_DOOR_COUNT_] = {
     1u << PROTO_OP_DECIDE | 1u << PROTO_OP_SETTLE,
     1u << PROTO_OP_DECIDE,
 };
-/* The codes counted apart; any other (the engine's own) counts as "other", the last. */
-static const char *const error_codes[] = {"bad_frame",
-                                          "too_large",
-                                          "too_deep",
-                                          "wrong_type",
-                                          "unknown_op",
-                                          "missing_field",
-                                          "bad_value",
-                                          "unknown_field",
-                                          "too_many_connections",
-                                          "unavailable",
-                                          "unauthenticated",
-                                          "forbidden",
-                                          "peer_not_allowed",
-                                          "other"};
+static const char *const close_names[SRV_CLOSE_COUNT_] = {
+    "evicted", "preface_timeout", "request_timeout", "idle", "calm", "flow_control", "protocol"};
+/* The reasons each door closes a connection for: connections_closed_total shows only these (the
+ * socket refuses at accept instead, counted as the error too_many_connections). */
+static const uint32_t door_closes[SRV_DOOR_COUNT_] = {
+    0,
+    1u << SRV_CLOSE_EVICTED | 1u << SRV_CLOSE_REQUEST_TIMEOUT | 1u << SRV_CLOSE_IDLE |
+        1u << SRV_CLOSE_PROTOCOL,
+    1u << SRV_CLOSE_EVICTED | 1u << SRV_CLOSE_PREFACE_TIMEOUT | 1u << SRV_CLOSE_IDLE |
+        1u << SRV_CLOSE_CALM | 1u << SRV_CLOSE_FLOW_CONTROL | 1u << SRV_CLOSE_PROTOCOL,
+};
+/* The codes counted apart; any other (the engine's own) counts as "other", the last. The gRPC
+ * door's own refusals add bad_request (a RateLimitRequest it does not take), deadline_exceeded
+ * (the call's grpc-timeout passed first), request_timeout (the request was not whole in time)
+ * and refused_stream (a stream past SETTINGS_MAX_CONCURRENT_STREAMS). */
+static const char *const error_codes[] = {
+    "bad_frame",        "too_large",       "too_deep",
+    "wrong_type",       "unknown_op",      "missing_field",
+    "bad_value",        "unknown_field",   "too_many_connections",
+    "unavailable",      "unauthenticated", "forbidden",
+    "peer_not_allowed", "bad_request",     "deadline_exceeded",
+    "request_timeout",  "refused_stream",  "other"};
 #define NERRORS (sizeof(error_codes) / sizeof(error_codes[0]))
 
 /* One door's decision metrics. */
@@ -51,6 +58,7 @@ typedef struct door_counts {
     uint64_t latency_count;
     uint64_t requests[PROTO_OP_COUNT_];
     uint64_t errors[NERRORS];
+    uint64_t closed[SRV_CLOSE_COUNT_];
 } door_counts_t;
 
 struct srv_metrics {
@@ -107,6 +115,25 @@ void srv_metrics_error(srv_metrics_t *m, srv_door_t door, const char *code)
     while (i < NERRORS - 1 && strcmp(error_codes[i], code) != 0)
         i++;
     m->door[door].errors[i]++;
+}
+
+const char *srv_close_name(srv_close_t why)
+{
+    return (unsigned)why < SRV_CLOSE_COUNT_ ? close_names[why] : "unknown";
+}
+
+int srv_close_parse(const char *name)
+{
+    for (int i = 0; i < SRV_CLOSE_COUNT_; i++)
+        if (strcmp(close_names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+void srv_metrics_closed(srv_metrics_t *m, srv_door_t door, srv_close_t why)
+{
+    if ((unsigned)why < SRV_CLOSE_COUNT_)
+        m->door[door].closed[why]++;
 }
 
 void srv_metrics_reload(srv_metrics_t *m, bool ok)
@@ -192,6 +219,13 @@ void srv_metrics_render(srv_metrics_t *m, tt_buf_t *out)
         for (size_t i = 0; i < NERRORS; i++)
             P(out, "tokentriage_request_errors_total{door=\"%s\",code=\"%s\"} %llu\n",
               door_names[d], error_codes[i], (unsigned long long)m->door[d].errors[i]);
+    P(out, "# HELP tokentriage_connections_closed_total Connections a door closed on its own, by "
+           "door and reason.\n# TYPE tokentriage_connections_closed_total counter\n");
+    for (int d = 0; d < SRV_DOOR_COUNT_; d++)
+        for (int why = 0; why < SRV_CLOSE_COUNT_; why++)
+            if (door_closes[d] & 1u << why)
+                P(out, "tokentriage_connections_closed_total{door=\"%s\",reason=\"%s\"} %llu\n",
+                  door_names[d], close_names[why], (unsigned long long)m->door[d].closed[why]);
     P(out,
       "# HELP tokentriage_reloads_total Configuration reloads, by result.\n"
       "# TYPE tokentriage_reloads_total counter\n"

@@ -33,6 +33,27 @@ typedef enum srv_verdict {
     SRV_VERDICT_COUNT_,
 } srv_verdict_t;
 
+/* Why a door closed a connection on its own (tokentriage_connections_closed_total's `reason`):
+ * at server.max_connections, to make room; no preface within its deadline (gRPC); a request not
+ * whole within its deadline (HTTP's 408); nothing asked for its idle time; a client that kept
+ * sending what it was told not to (gRPC: header lists past the advertised bound, a flood of
+ * control frames: GOAWAY ENHANCE_YOUR_CALM); request bodies past the connection's flow-control
+ * window (gRPC); any other breach of the protocol (bytes that are not HTTP). */
+typedef enum srv_close {
+    SRV_CLOSE_EVICTED = 0,
+    SRV_CLOSE_PREFACE_TIMEOUT,
+    SRV_CLOSE_REQUEST_TIMEOUT,
+    SRV_CLOSE_IDLE,
+    SRV_CLOSE_CALM,
+    SRV_CLOSE_FLOW_CONTROL,
+    SRV_CLOSE_PROTOCOL,
+    SRV_CLOSE_COUNT_,
+} srv_close_t;
+
+/* The label value ("evicted", ...), and back: the reason a name gives, or -1. */
+const char *srv_close_name(srv_close_t why);
+int srv_close_parse(const char *name);
+
 /* Appends Prometheus text (# HELP, # TYPE and samples) to out when /metrics is scraped. */
 typedef void (*srv_metrics_source_fn)(tt_buf_t *out, void *ud);
 
@@ -48,6 +69,8 @@ void srv_metrics_latency(srv_metrics_t *m, srv_door_t door, uint64_t latency_ns,
 void srv_metrics_request(srv_metrics_t *m, srv_door_t door, proto_op_t op);
 /* A request on `door` answered with an error, by its wire code ("wrong_type", ...). */
 void srv_metrics_error(srv_metrics_t *m, srv_door_t door, const char *code);
+/* A connection `door` closed on its own, for `why`. */
+void srv_metrics_closed(srv_metrics_t *m, srv_door_t door, srv_close_t why);
 void srv_metrics_reload(srv_metrics_t *m, bool ok);
 void srv_metrics_connections(srv_metrics_t *m, int delta);
 /* Registers a source; at most 16. Returns 0 or -1. */

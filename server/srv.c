@@ -351,6 +351,7 @@ int srv_start(srv_t **out, uv_loop_t *loop, const srv_options_t *opt,
     s->loop = loop;
     s->handler = handler;
     s->door = opt->door;
+    s->refused = opt->refused;
     s->metrics = metrics;
     s->max_connections = opt->max_connections ? opt->max_connections : SRV_DEFAULT_MAX_CONNECTIONS;
     s->out_limit = opt->out_limit ? opt->out_limit : SRV_DEFAULT_OUT_LIMIT;

@@ -29,7 +29,8 @@ struct srv {
     unsigned max_connections;
     size_t out_limit;
     const stream_handler_t *handler;
-    struct door *door; /* srv_options_t's: the HTTP front door decides through it */
+    struct door *door;           /* srv_options_t's: the HTTP front door decides through it */
+    struct srv_refused *refused; /* srv_options_t's */
     srv_metrics_t *metrics;
     struct srv_http *http;
     srv_ready_fn ready;

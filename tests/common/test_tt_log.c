@@ -142,3 +142,19 @@ Test(tt_log, lines_below_the_level_are_not_written)
     tt_log_set_level(TT_LOG_INFO);
     tt_log_set_format(TT_LOG_LOGFMT);
 }
+
+/* What a door refuses is logged at most once per interval: the first at once, then each line
+ * with how many came since the one before. */
+Test(tt_log, a_recurring_event_is_told_once_per_interval_with_how_many_came)
+{
+    tt_log_every_t e = {0};
+    const int64_t s = 1000000000;
+    cr_assert_eq(tt_log_every(&e, 100 * s, 10 * s), 1, "the first is told at once");
+    uint64_t told = 0;
+    for (int i = 1; i <= 999; i++) /* 999 more within the next 10 s */
+        told += tt_log_every(&e, 100 * s + i * (s / 100), 10 * s);
+    cr_assert_eq(told, 0, "none of them is told before the interval has passed");
+    cr_assert_eq(tt_log_every(&e, 110 * s, 10 * s), 1000, "the next line tells the 999 and itself");
+    cr_assert_eq(tt_log_every(&e, 115 * s, 10 * s), 0);
+    cr_assert_eq(tt_log_every(&e, 500 * s, 10 * s), 2, "one held back, and this one, much later");
+}

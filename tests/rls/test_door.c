@@ -400,3 +400,214 @@ Test(rls_door, a_connection_silent_before_its_preface_is_closed_at_the_deadline)
     h2raw_close(&half);
     h2raw_close(&ok);
 }
+
+/* The sample `series` (its name and labels as the daemon writes them) on /metrics, or -1. */
+static long long scraped(const char *series)
+{
+    httpc_response_t *r = malloc(sizeof(*r));
+    cr_assert_not_null(r);
+    long long v = -1;
+    char want[256];
+    snprintf(want, sizeof(want), "\n%s ", series);
+    if (httpc_get(http_port, "/metrics", r) == 200 && r->body) {
+        const char *at = strstr(r->body, want);
+        if (at)
+            v = strtoll(at + strlen(want), NULL, 10);
+    }
+    free(r);
+    return v;
+}
+
+/* Polls /metrics until `series` is at least `want` (counters the daemon may still be making),
+ * within timeout_ms; its last value. */
+static long long scraped_once_at_least(const char *series, long long want, int timeout_ms)
+{
+    long long v = -1;
+    for (long long until = tt_now_ms() + timeout_ms; tt_now_ms() < until; usleep(20000))
+        if ((v = scraped(series)) >= want)
+            break;
+    return v;
+}
+
+/* The daemon's log lines that hold both `a` and `b`. */
+static int log_lines(const char *a, const char *b)
+{
+    FILE *f = fopen(d.log, "r");
+    cr_assert_not_null(f);
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof(line), f))
+        n += strstr(line, a) && strstr(line, b);
+    fclose(f);
+    return n;
+}
+
+/* One call whose header block is `block` and message msg[0, len), on stream id: its status. */
+static int call_with_block(h2raw_conn_t *c, uint32_t id, const h2raw_buf_t *block,
+                           const uint8_t *msg, size_t len)
+{
+    h2raw_buf_t out = {0};
+    h2raw_headers(&out, id, block, false);
+    h2raw_grpc_data(&out, id, msg, len, true);
+    cr_assert_eq(h2raw_send(c, out.p, out.len), 0);
+    h2raw_buf_free(&out);
+    h2raw_result_t r;
+    cr_assert_eq(h2raw_wait(c, id, 5000 * tt_slowdown(), &r), 0, "stream %u ends", id);
+    free(r.message);
+    return r.grpc_status;
+}
+
+/* A gRPC call's fields with `name` set to `value` (content-type replaced, or one added). */
+static void fields_with(h2raw_buf_t *block, const char *name, const char *value)
+{
+    nghttp2_nv nv[H2RAW_GRPC_FIELDS];
+    size_t n = h2raw_grpc_nv(nv, H2RAW_RLS);
+    bool replaced = false;
+    for (size_t i = 0; i < n; i++) {
+        bool it = strcmp((const char *)nv[i].name, name) == 0;
+        replaced |= it;
+        h2raw_hpack_literal(block, (const char *)nv[i].name, it ? value : (const char *)nv[i].value,
+                            it ? strlen(value) : nv[i].valuelen, false);
+    }
+    if (!replaced)
+        h2raw_hpack_literal(block, name, value, strlen(value), false);
+}
+
+#define GRPC_ERRORS "tokentriage_request_errors_total{door=\"grpc\",code=\""
+#define GRPC_CLOSED "tokentriage_connections_closed_total{door=\"grpc\",reason=\""
+
+/* The gRPC door refused calls and closed connections (past max_connections, at the preface's
+ * deadline, on header lists past the bound, on bodies past its window) and none of it was
+ * counted or logged (brief grpcops item 1: on main every series below is absent from /metrics
+ * and the log holds no such line). Now each refused call is counted in
+ * tokentriage_request_errors_total{door="grpc"} by its code, each connection the door ends in
+ * tokentriage_connections_closed_total{door="grpc"} by its reason, and each is logged, a line
+ * per door and kind at most every 10 s with how many came: 33 evictions in a burst write one
+ * line. HTTP's own closes are counted in the same family (here: bytes that are not HTTP). */
+Test(rls_door, what_the_door_refuses_is_counted_and_logged_without_flooding)
+{
+    start_with("  max_connections: 8\n");
+    long long t0 = tt_now_ms();
+    h2raw_conn_t silent; /* closed at the preface's deadline (5 s) */
+    cr_assert_eq(h2raw_open_tcp(&silent, grpc_port), 0);
+
+    /* calls refused one by one, before the door decides anything */
+    h2raw_conn_t c;
+    greet(&c);
+    size_t len;
+    uint8_t *msg = h2raw_rls_request("edge", "key", "refused", &len);
+    h2raw_result_t r;
+    cr_assert_eq(h2raw_call(&c, 1, "/tokentriage.Nope/Nope", msg, len, 5000 * tt_slowdown(), &r),
+                 0);
+    cr_assert_eq(r.grpc_status, 12, "an unknown method: %d %s", r.grpc_status, r.grpc_message);
+    free(r.message);
+    static const uint8_t not_protobuf[] = {0x0f};
+    cr_assert_eq(h2raw_call(&c, 3, H2RAW_RLS, not_protobuf, 1, 5000 * tt_slowdown(), &r), 0);
+    cr_assert_eq(r.grpc_status, 3, "%d %s", r.grpc_status, r.grpc_message);
+    free(r.message);
+    size_t nodomain_len;
+    uint8_t *nodomain = h2raw_rls_request("", "key", "refused", &nodomain_len);
+    cr_assert_eq(h2raw_call(&c, 5, H2RAW_RLS, nodomain, nodomain_len, 5000 * tt_slowdown(), &r), 0);
+    cr_assert_eq(r.grpc_status, 3, "no domain: %d %s", r.grpc_status, r.grpc_message);
+    free(r.message);
+    free(nodomain);
+    h2raw_buf_t block = {0};
+    fields_with(&block, "content-type", "text/plain");
+    cr_assert_eq(call_with_block(&c, 7, &block, msg, len), 3, "not gRPC's content-type");
+    block.len = 0;
+    fields_with(&block, "grpc-timeout", "soon");
+    cr_assert_eq(call_with_block(&c, 9, &block, msg, len), 3, "a malformed grpc-timeout");
+    cr_assert_eq(rls_call(&c, 11, "served", 5000 * tt_slowdown()), 59999, "and a call served");
+    h2raw_close(&c);
+
+    /* four header lists past the bound: each stream refused, then the connection (calm) */
+    h2raw_conn_t k;
+    greet(&k);
+    block.len = 0;
+    amplified_block(&block, 5); /* 5 x 4 KB: past 16 KB */
+    h2raw_buf_t out = {0};
+    for (uint32_t id = 1; id <= 7; id += 2)
+        h2raw_headers(&out, id, &block, true);
+    cr_assert_eq(h2raw_send(&k, out.p, out.len), 0);
+    cr_assert(closed_within(k.fd, 5000 * tt_slowdown()), "the fourth list ends the connection");
+    h2raw_close(&k);
+
+    /* bodies past the connection's window (the server granted 128 KiB): flow_control */
+    h2raw_conn_t f;
+    greet(&f);
+    out.len = 0;
+    static uint8_t body[60000];
+    body[1] = 1; /* the prefix announces 64 KiB */
+    for (uint32_t id = 1; id <= 5; id += 2) {
+        block.len = 0;
+        h2raw_grpc_fields(&block, H2RAW_RLS);
+        h2raw_headers(&out, id, &block, false);
+        for (size_t at = 0; at < sizeof(body); at += H2RAW_FRAME_MAX)
+            h2raw_frame(&out, H2_DATA, 0, id, body + at,
+                        sizeof(body) - at < H2RAW_FRAME_MAX ? sizeof(body) - at : H2RAW_FRAME_MAX);
+    }
+    h2raw_send(&f, out.p, out.len); /* the server may have cut it off before the end */
+    cr_assert(closed_within(f.fd, 5000 * tt_slowdown()), "bodies past the window end it");
+    h2raw_close(&f);
+
+    cr_assert(closed_within(silent.fd, 15000 * tt_slowdown()), "the silent one is closed");
+    h2raw_close(&silent);
+
+    /* 40 connections at a cap of 8: the oldest go as the new ones come */
+    h2raw_conn_t idle[40];
+    out.len = 0;
+    h2raw_preface(&out);
+    long long burst = tt_now_ms();
+    for (int i = 0; i < 40; i++) {
+        cr_assert_eq(h2raw_open_tcp(&idle[i], grpc_port), 0);
+        cr_assert_eq(h2raw_send(&idle[i], out.p, out.len), 0);
+    }
+    long long evicted = scraped_once_at_least(GRPC_CLOSED "evicted\"}", 32, 10000 * tt_slowdown());
+    burst = tt_now_ms() - burst;
+    cr_assert_geq(evicted, 32, "40 past a cap of 8: %lld evicted", evicted);
+
+    /* HTTP's own: bytes that are not HTTP are answered 400 and the connection closed */
+    int hfd = httpc_tcp(http_port);
+    cr_assert_geq(hfd, 0);
+    cr_assert_eq(httpc_send(hfd, "NOT HTTP AT ALL\r\n\r\n", 19), 0);
+    cr_assert(httpc_closed(hfd, 5000 * tt_slowdown()));
+    close(hfd);
+
+    /* every refusal counted, by code and by reason */
+    cr_assert_eq(scraped(GRPC_ERRORS "unknown_op\"}"), 1);
+    cr_assert_eq(scraped(GRPC_ERRORS "bad_frame\"}"), 2, "not protobuf, not gRPC's content-type");
+    cr_assert_eq(scraped(GRPC_ERRORS "bad_request\"}"), 2, "no domain, a malformed grpc-timeout");
+    cr_assert_eq(scraped(GRPC_ERRORS "too_large\"}"), 4, "four header lists past the bound");
+    cr_assert_eq(scraped_once_at_least(GRPC_CLOSED "calm\"}", 1, 5000 * tt_slowdown()), 1);
+    cr_assert_eq(scraped_once_at_least(GRPC_CLOSED "flow_control\"}", 1, 5000 * tt_slowdown()), 1);
+    cr_assert_eq(scraped_once_at_least(GRPC_CLOSED "preface_timeout\"}", 1, 5000 * tt_slowdown()),
+                 1);
+    cr_assert_eq(scraped(GRPC_CLOSED "protocol\"}"), 0);
+    cr_assert_eq(scraped_once_at_least("tokentriage_connections_closed_total{door=\"http\","
+                                       "reason=\"protocol\"}",
+                                       1, 5000 * tt_slowdown()),
+                 1);
+    cr_assert_eq(scraped("tokentriage_requests_total{door=\"grpc\",op=\"decide\"}"), 1,
+                 "the one call served reached the door; the refused ones did not");
+
+    /* logged, a line per door and kind at most every 10 s, the first at once */
+    const char *closed = "msg=\"connections closed by the door\" door=grpc";
+    cr_assert_eq(log_lines(closed, "reason=evicted count=1\n"), 1, "the first eviction, at once");
+    int lines = log_lines(closed, "reason=evicted");
+    cr_assert_leq(lines, 1 + burst / 10000, "%lld evictions in %lld ms: %d lines", evicted, burst,
+                  lines);
+    cr_assert_eq(log_lines(closed, "reason=calm count=1\n"), 1);
+    cr_assert_eq(log_lines(closed, "reason=flow_control count=1\n"), 1);
+    cr_assert_eq(log_lines(closed, "reason=preface_timeout count=1\n"), 1);
+    const char *refused = "msg=\"requests refused by the door\" door=grpc";
+    lines = log_lines(refused, "count=");
+    cr_assert_geq(lines, 1);
+    cr_assert_leq(lines, 1 + (tt_now_ms() - t0) / 10000, "9 refusals: %d lines", lines);
+    cr_assert_eq(log_lines(refused, "code=unknown_op count=1\n"), 1, "the first, at once");
+
+    for (int i = 0; i < 40; i++)
+        h2raw_close(&idle[i]);
+    h2raw_buf_free(&block);
+    h2raw_buf_free(&out);
+    free(msg);
+}

@@ -31,6 +31,18 @@ static int sv[2];
 static int64_t now;
 static rls_conn_stats_t st;
 
+/* What the connection told of its refusals (rls_events_t): their codes, each followed by ' '. */
+static char told[4096];
+
+static void on_refused(void *ud, const char *code)
+{
+    (void)ud;
+    size_t at = strlen(told);
+    snprintf(told + at, sizeof(told) - at, "%s ", code);
+}
+
+static const rls_events_t events = {.refused = on_refused};
+
 /* An engine over cfg, a door over it, and a connection over a socketpair to the raw client. */
 static void open_conn(void)
 {
@@ -40,7 +52,9 @@ static void open_conn(void)
     cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     fcntl(sv[1], F_SETFL, O_NONBLOCK);
     now = T0;
-    rls_conn_config_t cc = {.door = door_rls(door_fixture_open(&fx, eng)), .cfg = &cfg};
+    rls_conn_config_t cc = {
+        .door = door_rls(door_fixture_open(&fx, eng)), .cfg = &cfg, .events = &events};
+    told[0] = '\0';
     rls_caller_t who = {.tcp = false};
     srv = rls_conn_new(&cc, &who, now);
     cr_assert_not_null(srv);
@@ -239,6 +253,8 @@ Test(h2, a_header_list_at_the_bound_is_served_and_one_byte_more_is_refused)
     cr_assert_eq(st.header_list_max, RLS_HEADER_LIST_MAX);
     cr_assert_eq(st.refused, 1);
     cr_assert_eq(st.calls, 2);
+    cr_assert_str_eq(told, "too_large ", "the refusal is told, the calls answered are not");
+    cr_assert_null(rls_conn_ended(srv));
 }
 
 /* The list is counted per field block: trailers have a bound of their own. */
@@ -277,6 +293,9 @@ Test(h2, the_fourth_header_list_past_the_bound_ends_the_connection)
     cr_assert_eq(resets, RLS_REFUSED_MAX - 1);
     drain();
     cr_assert(rls_conn_done(srv));
+    cr_assert_str_eq(told, "too_large too_large too_large too_large ",
+                     "each list past the bound is told, the last one's reset unsent too");
+    cr_assert_str_eq(rls_conn_ended(srv), "calm");
 }
 
 /* A block of 12,000 references to a 4 KB field (48 MB decoded from 12 KB, issue 34 item 1):
@@ -391,6 +410,57 @@ Test(h2, bodies_are_held_no_longer_than_their_call_and_no_more_than_the_window)
     cr_assert_eq(cl.conn_window, RLS_CONN_BODY_MAX, "the window came back: %lld",
                  (long long)cl.conn_window);
     h2raw_buf_free(&out);
+    cr_assert_str_eq(told, "bad_frame ", "the message cut short is told; the cancel is not");
+}
+
+/* A client that sends bodies past the connection's window (the server gave it at most
+ * RLS_CONN_BODY_MAX) breaks HTTP/2's flow control: nghttp2 ends the connection with GOAWAY
+ * FLOW_CONTROL_ERROR, and the connection says why it ended. */
+Test(h2, bodies_past_the_connection_window_end_it_for_flow_control)
+{
+    greet();
+    ping(1);
+    partial_body(1, 64000, true);
+    partial_body(3, 64000, true);
+    cr_assert_null(rls_conn_ended(srv), "within the window");
+    partial_body(5, 64000, true);
+    pump();
+    h2raw_frame_t f;
+    while (!cl.goaway && h2raw_next(&cl, &f, 1000) == 1)
+        ;
+    cr_assert(cl.goaway, "no GOAWAY");
+    cr_assert_eq(cl.goaway_code, NGHTTP2_FLOW_CONTROL_ERROR);
+    cr_assert_str_eq(rls_conn_ended(srv), "flow_control");
+}
+
+/* Streams past SETTINGS_MAX_CONCURRENT_STREAMS: before the client has acknowledged our SETTINGS
+ * nghttp2 refuses each (RST_STREAM REFUSED_STREAM), and each is told; once it has, they break
+ * the protocol and end the connection (GOAWAY PROTOCOL_ERROR). */
+Test(h2, streams_past_the_concurrent_streams_are_refused_then_end_the_connection)
+{
+    h2raw_buf_t block = {0}, out = {0};
+    h2raw_grpc_fields(&block, H2RAW_RLS);
+    h2raw_preface(&out); /* and the streams at once, before our SETTINGS can be acknowledged */
+    for (uint32_t i = 0; i < RLS_MAX_STREAMS + 2; i++)
+        h2raw_headers(&out, 1 + 2 * i, &block, false);
+    send_bytes(&out);
+    h2raw_result_t r = wait_stream(1 + 2 * RLS_MAX_STREAMS);
+    cr_assert(r.reset);
+    cr_assert_eq(r.rst_code, NGHTTP2_REFUSED_STREAM);
+    ping(1);
+    cr_assert_str_eq(told, "refused_stream refused_stream ");
+    cr_assert_null(rls_conn_ended(srv), "the connection serves on");
+
+    out.len = 0;
+    h2raw_headers(&out, 1 + 2 * (RLS_MAX_STREAMS + 2), &block, false);
+    send_bytes(&out);
+    h2raw_frame_t f;
+    while (!cl.goaway && h2raw_next(&cl, &f, 1000) == 1)
+        pump();
+    cr_assert_eq(cl.goaway_code, NGHTTP2_PROTOCOL_ERROR);
+    cr_assert_str_eq(rls_conn_ended(srv), "protocol");
+    h2raw_buf_free(&block);
+    h2raw_buf_free(&out);
 }
 
 /* A message past the bound is answered RESOURCE_EXHAUSTED as soon as it passes it, then
@@ -427,6 +497,7 @@ Test(h2, an_answer_before_the_request_is_whole_is_followed_by_a_reset_without_er
     rls_conn_stats(srv, &st);
     cr_assert_eq(st.body_held, 0);
     cr_assert_eq(st.streams, 0);
+    cr_assert_str_eq(told, "too_large ", "told once: the reset without error is no refusal");
     h2raw_buf_free(&block);
     h2raw_buf_free(&out);
 }
@@ -437,8 +508,10 @@ Test(h2, a_connection_that_does_not_greet_in_time_is_done)
     cr_assert_eq(rls_conn_deadline(srv), T0 + RLS_PREFACE_NS);
     rls_conn_tick(srv, T0 + RLS_PREFACE_NS - 1);
     cr_assert(!rls_conn_done(srv));
+    cr_assert_null(rls_conn_ended(srv));
     rls_conn_tick(srv, T0 + RLS_PREFACE_NS);
     cr_assert(rls_conn_done(srv));
+    cr_assert_str_eq(rls_conn_ended(srv), "preface_timeout");
 }
 
 /* Once greeted, a connection with no open stream for RLS_IDLE_NS gets a GOAWAY notice (last
@@ -469,6 +542,7 @@ Test(h2, an_idle_connection_is_shut_down_gracefully)
         (uint32_t)(f.payload[0] << 24 | f.payload[1] << 16 | f.payload[2] << 8 | f.payload[3]),
         0x7fffffffu, "a notice first");
     cr_assert_eq(cl.goaway_code, NGHTTP2_NO_ERROR);
+    cr_assert_str_eq(rls_conn_ended(srv), "idle", "from the notice: a client may close on it");
     cr_assert_eq(rls_conn_deadline(srv), now + RLS_GRACE_NS);
     cr_assert(!rls_conn_done(srv));
 
@@ -511,6 +585,7 @@ Test(h2, a_request_not_whole_in_time_is_answered_deadline_exceeded)
     cr_assert_eq(st.streams, 0);
     cr_assert_eq(st.body_held, 0);
     cr_assert_eq(rls_conn_deadline(srv), now + RLS_IDLE_NS, "idle from then on");
+    cr_assert_str_eq(told, "request_timeout ");
 }
 
 /* ---- calls whose rules live in Redis: answered when Redis is ------------------------------ */
