@@ -289,6 +289,25 @@ void cli_table_free(cli_table_t *t)
     *t = (cli_table_t){0};
 }
 
+int64_t cli_head_int(const uint8_t *raw, size_t len, const char *key, int64_t absent)
+{
+    wire_reader_t rd = {.pos = raw, .end = raw + len};
+    uint32_t n;
+    if (wire_read_map(&rd, &n))
+        return absent;
+    for (uint32_t i = 0; i < n; i++) {
+        proto_str_t k;
+        int64_t v;
+        if (wire_read_str(&rd, &k))
+            return absent;
+        if (wire_str_eq(k, key))
+            return wire_read_int(&rd, &v) == 0 ? v : absent;
+        if (wire_skip(&rd))
+            return absent;
+    }
+    return absent;
+}
+
 void cli_print_table(const tt_response_t *r, const char *key)
 {
     cli_table_t t = {0};

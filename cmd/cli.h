@@ -68,6 +68,9 @@ int cli_fail(int rc, const tt_response_t *r, const char *cmd);
 /* Prints the answer map as one line of JSON on stdout. Returns an exit code. */
 int cli_print_json(const tt_response_t *r);
 
+/* The integer under `key` of the answer map raw[0, len), or `absent` when it has none. */
+int64_t cli_head_int(const uint8_t *raw, size_t len, const char *key, int64_t absent);
+
 /* Prints the array of maps under `key` of the answer as an aligned table, columns in the
  * order their keys first appear. */
 void cli_print_table(const tt_response_t *r, const char *key);

@@ -29,8 +29,19 @@
 #include "peers.h"
 #include "proto.h"
 
-/* The answer's "node", "n", "n_in_doubt", "snapshot_age_ms" and "acquire_only", above the
- * table. */
+/* Why a replica's N is more than the members it hears: the unheard members its restart
+ * remembered (docs/share.md, "A restart's memory"). Nothing when there are none. */
+static void unheard(const char *node, int node_len, int64_t n)
+{
+    if (n > 0)
+        printf("%.*s's N counts %lld unheard: members it knew before its restart and has not heard "
+               "from since, until they are found or a detection window has passed (tokentriage "
+               "members lists them)\n",
+               node_len, node, (long long)n);
+}
+
+/* The answer's "node", "n", "unheard", "n_in_doubt", "snapshot_age_ms" and "acquire_only",
+ * above the table. */
 static void summary(const tt_response_t *r)
 {
     wire_reader_t rd = {.pos = r->raw, .end = r->raw + r->raw_len};
@@ -70,6 +81,7 @@ static void summary(const tt_response_t *r)
     }
     printf("node %.*s sees %lld replica%s\n", (int)node.len, node.ptr, (long long)replicas,
            replicas == 1 ? "" : "s");
+    unheard(node.ptr, (int)node.len, cli_head_int(r->raw, r->raw_len, "unheard", 0));
     if (doubt.len) /* the row an operator must not miss */
         printf("N IN DOUBT: %.*s\n", (int)doubt.len, doubt.ptr);
     if (age_ms >= 0)
@@ -429,6 +441,10 @@ static int run_all(tt_client_t *c, const cli_common_t *o, int timeout_ms, int po
         printf("\n(the replicas marked '*' see another N than most do: their views of the members "
                "differ; compare tokentriage members on each)\n");
     }
+    for (size_t i = 0; i <= np; i++)
+        if (!v[i].error)
+            unheard(v[i].node, (int)strlen(v[i].node),
+                    cli_head_int(v[i].raw, v[i].len, "unheard", 0));
     printf("\n");
     print_all(v, np + 1, most);
 out:

@@ -611,9 +611,9 @@ int mb_known_load(mb_t *mb, const uint8_t *bytes, size_t len, tt_err_t *err)
     return n;
 }
 
-size_t mb_known_missing(const mb_t *mb)
+size_t mb_known_missing(const mb_t *mb, swim_known_t *out, size_t cap)
 {
-    return swim_known_missing(mb->core);
+    return swim_known_missing(mb->core, out, cap);
 }
 
 int mb_send_app(mb_t *mb, const char *to_id, size_t to_len, const uint8_t *payload, size_t len)

@@ -63,11 +63,12 @@ int mb_set_meta(mb_t *mb, const uint8_t *meta, size_t len);
  * before the loop runs: the join dials them beside the seeds, and for a minute after the start
  * the members it does not find are looked for at their addresses. Returns how many, or a
  * negative code with err naming what was wrong (a bad file remembers nothing).
- * mb_known_missing: remembered members the table does not hold (the share store's gate).
+ * mb_known_missing: remembered members the table does not hold (the share store's gate), the
+ * first `cap` of them into out (swim_known_missing).
  */
 int mb_known_save(const mb_t *mb, uint8_t **out, size_t *len);
 int mb_known_load(mb_t *mb, const uint8_t *bytes, size_t len, tt_err_t *err);
-size_t mb_known_missing(const mb_t *mb);
+size_t mb_known_missing(const mb_t *mb, swim_known_t *out, size_t cap);
 /* True once a push-pull completed or a peer reached us; solo: join_timeout passed without. */
 bool mb_joined(const mb_t *mb);
 bool mb_solo(const mb_t *mb);

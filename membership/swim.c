@@ -420,11 +420,18 @@ int swim_known_load(swim_core_t *c, const uint8_t *bytes, size_t len, tt_err_t *
     return rc ? rc : l.n;
 }
 
-size_t swim_known_missing(const swim_core_t *c)
+size_t swim_known_missing(const swim_core_t *c, swim_known_t *out, size_t cap)
 {
     size_t n = 0;
-    for (size_t k = 0; k < c->n_known; k++)
-        n += swim__find(c, c->known[k].id, c->known[k].id_len) < 0;
+    for (size_t k = 0; k < c->n_known; k++) {
+        const remembered_t *r = &c->known[k];
+        if (swim__find(c, r->id, r->id_len) >= 0)
+            continue;
+        if (n < cap)
+            out[n] = (swim_known_t){
+                .id = r->id, .id_len = r->id_len, .generation = r->gen, .addr = r->addr};
+        n++;
+    }
     return n;
 }
 

@@ -241,6 +241,12 @@ bool swim_app_take(swim_core_t *core, const char **from, size_t *from_len, const
  * SWIM_REMEMBER_MAX; 0, SWIM_EINVAL (a bad id or address, or the list full) or SWIM_ENOMEM.
  */
 #define SWIM_REMEMBER_MAX 4096
+typedef struct swim_known { /* one member of the file (swim_proto.h) */
+    const char *id;
+    size_t id_len;
+    uint64_t generation;
+    swim_addr_t addr;
+} swim_known_t;
 int swim_remember(swim_core_t *core, const char *id, size_t len, uint64_t generation,
                   const swim_addr_t *addr);
 /*
@@ -252,8 +258,9 @@ int swim_remember(swim_core_t *core, const char *id, size_t len, uint64_t genera
 int swim_known_save(const swim_core_t *core, uint8_t **out, size_t *len);
 int swim_known_load(swim_core_t *core, const uint8_t *bytes, size_t len, tt_err_t *err);
 /* Remembered members whose id the table does not hold, in any state: the fleet this node left,
- * not found yet. */
-size_t swim_known_missing(const swim_core_t *core);
+ * not found yet. Returns how many; the first `cap` of them go into out (may be NULL with cap 0),
+ * their ids borrowed from the core until the next call that changes it. */
+size_t swim_known_missing(const swim_core_t *core, swim_known_t *out, size_t cap);
 /* The address of a remembered member the table does not hold, chosen at random (the shell dials
  * it to join); false when there is none. */
 bool swim_known_pick(swim_core_t *core, swim_addr_t *addr);

@@ -161,12 +161,6 @@ int swim_open(const uint8_t (*keys)[SWIM_KEY_BYTES], size_t nkeys, const char *l
  * another cluster wrote is refused (a state directory handed from one to another).
  */
 #define SWIM_KNOWN_VERSION 1
-typedef struct swim_known {
-    const char *id;
-    size_t id_len;
-    uint64_t generation;
-    swim_addr_t addr;
-} swim_known_t;
 /* Appends the file to w: n members from get(ctx, i, &member). */
 void swim_known_encode(wire_pack_t *w, const char *node, size_t node_len, const char *label,
                        size_t label_len, size_t n,

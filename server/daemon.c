@@ -423,16 +423,28 @@ static bool ready(void *ud, const char **why)
     return !d->share || share_node_ready(d->share, why);
 }
 
-/* The members answer, from membership's table. */
-static size_t members_rows(void *ud, proto_member_t *rows, size_t cap, int64_t *live)
+static proto_str_t pstr(const char *s)
+{
+    return (proto_str_t){s, (uint32_t)strlen(s)};
+}
+
+/* The members answer: membership's table, then the members a restart remembered that N counts
+ * without having heard from them (state "unheard"), so that the rows explain N. */
+static size_t members_rows(void *ud, proto_member_t *rows, size_t cap, proto_members_head_t *head)
 {
     daemon_t *d = ud;
+    int64_t now = tt_wall_ns(), until;
     size_t n = mb_member_count(d->mb);
-    *live = mb_live_count(d->mb);
-    if (cap > n)
-        cap = n;
+    uint32_t unheard = share_unheard(share_node_core(d->share), &until);
+    size_t missing = unheard ? mb_known_missing(d->mb, NULL, 0) : 0;
+    *head = (proto_members_head_t){.live = mb_live_count(d->mb),
+                                   .unheard = unheard,
+                                   .unheard_for_ms =
+                                       unheard && until > now ? (until - now) / 1000000 : 0};
+    if (cap > n + missing)
+        cap = n + missing;
     if (!rows)
-        return n;
+        return n + missing;
     if (cap > d->addrs_cap) {
         char(*a)[64] = realloc(d->addrs, cap * sizeof *a);
         if (!a)
@@ -440,8 +452,21 @@ static size_t members_rows(void *ud, proto_member_t *rows, size_t cap, int64_t *
         d->addrs = a;
         d->addrs_cap = cap;
     }
-    int64_t now = tt_wall_ns();
-    for (size_t i = 0; i < cap; i++) {
+    swim_known_t *known = cap > n ? calloc(cap - n, sizeof *known) : NULL;
+    if (cap > n && !known)
+        cap = n;
+    else if (known)
+        mb_known_missing(d->mb, known, cap - n);
+    for (size_t k = n; k < cap; k++) { /* never heard in this process: no incarnation */
+        mb_addr_format(&known[k - n].addr, d->addrs[k], sizeof d->addrs[k]);
+        rows[k] = (proto_member_t){.id = {known[k - n].id, (uint32_t)known[k - n].id_len},
+                                   .address = pstr(d->addrs[k]),
+                                   .state = pstr("unheard"),
+                                   .generation = known[k - n].generation,
+                                   .last_heard_ms = -1};
+    }
+    free(known);
+    for (size_t i = 0; i < cap && i < n; i++) {
         swim_member_view_t v;
         mb_member_get(d->mb, i, &v);
         mb_addr_format(&v.addr, d->addrs[i], sizeof d->addrs[i]);

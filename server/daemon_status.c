@@ -61,10 +61,14 @@ int srv_status_page(void *ud, tt_buf_t *body)
     if (v.n_limits > GOV_LIMITS_MAX)
         v.n_limits = GOV_LIMITS_MAX;
     if (s->members) {
-        size_t cap = s->members(s->members_ud, NULL, 0, &v.live);
+        proto_members_head_t head;
+        size_t cap = s->members(s->members_ud, NULL, 0, &head);
         if (!(members = calloc(cap ? cap : 1, sizeof(*members))))
             goto out;
-        v.n_members = s->members(s->members_ud, members, cap, &v.live);
+        v.n_members = s->members(s->members_ud, members, cap, &head);
+        v.live = head.live;
+        v.unheard = head.unheard;
+        v.unheard_for_ms = head.unheard_for_ms;
         if (v.n_members > cap)
             v.n_members = cap;
         qsort(members, v.n_members, sizeof(*members), by_id);

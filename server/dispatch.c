@@ -208,14 +208,17 @@ int dispatch_fleet(dispatch_t *s, tt_buf_t *out, uint64_t seq, int64_t now)
             .moving = e->moving,
         };
     }
+    proto_members_head_t head = {0};
+    if (s->members) /* the count only: N's unheard members */
+        s->members(s->members_ud, NULL, 0, &head);
     int64_t age = s->snapshot_age ? s->snapshot_age(s->snapshot_age_ud, now) : -1;
     const char *doubt = s->doubt ? s->doubt(s->doubt_ud) : NULL;
     static const char *acquire_only[GOV_LIMITS_MAX];
     size_t na = gov_fleet_acquire_only(s->engine, acquire_only, GOV_LIMITS_MAX);
     if (na > GOV_LIMITS_MAX)
         na = GOV_LIMITS_MAX;
-    return proto_enc_fleet(out, seq, s->node, replicas, doubt, age, rows, (uint32_t)n, acquire_only,
-                           (uint32_t)na);
+    return proto_enc_fleet(out, seq, s->node, replicas, head.unheard, doubt, age, rows, (uint32_t)n,
+                           acquire_only, (uint32_t)na);
 }
 
 static void fleet(dispatch_t *s, stream_t *c, uint64_t seq)
@@ -249,20 +252,20 @@ static void members(dispatch_t *s, stream_t *c, uint64_t seq)
     proto_member_t self = {
         .id = cstr(s->node), .address = cstr(s->address), .state = cstr("alive"), .self = true};
     proto_member_t *rows = &self;
-    int64_t live = 1;
+    proto_members_head_t head = {.live = 1};
     size_t n = 1;
     if (s->members) {
-        size_t cap = s->members(s->members_ud, NULL, 0, &live);
+        size_t cap = s->members(s->members_ud, NULL, 0, &head);
         if (!(rows = calloc(cap ? cap : 1, sizeof *rows))) {
             c->failed = true;
             return;
         }
-        n = s->members(s->members_ud, rows, cap, &live);
+        n = s->members(s->members_ud, rows, cap, &head);
         if (n > cap)
             n = cap;
     }
     tt_buf_t *out = stream_answer_buf(c);
-    if (!out || proto_enc_members(out, seq, live, rows, (uint32_t)n))
+    if (!out || proto_enc_members(out, seq, &head, rows, (uint32_t)n))
         c->failed = true;
     if (rows != &self)
         free(rows);

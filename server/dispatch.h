@@ -19,10 +19,12 @@ struct door;
 
 typedef struct dispatch dispatch_t;
 
-/* The `members` answer (membership/): returns how many members there are, fills up to cap
- * rows when rows is not NULL (strings valid until the loop runs again) and sets *live
- * (alive + suspect, self included). Without one the replica knows itself alone. */
-typedef size_t (*dispatch_members_fn)(void *ud, proto_member_t *rows, size_t cap, int64_t *live);
+/* The `members` answer (membership/): returns how many rows there are, fills up to cap of them
+ * when rows is not NULL (strings valid until the loop runs again) and sets *head (the live
+ * count, and the unheard members a restart remembered that N counts: proto_members_head_t).
+ * Without one the replica knows itself alone. */
+typedef size_t (*dispatch_members_fn)(void *ud, proto_member_t *rows, size_t cap,
+                                      proto_members_head_t *head);
 
 /* A handler over engine (fleet, leases), door (decisions) and metrics (all the caller's,
  * outliving it). node names this replica in fleet and members, address is its socket (its own

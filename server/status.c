@@ -165,7 +165,7 @@ static const char STYLE[] =
     "th{background:#f1f3f5;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums}"
     ".st{font-weight:600;padding:.1em .5em;border-radius:.6em}"
     ".alive,.up,.armed,.ready{background:#d9f2df;color:#14532d}"
-    ".suspect,.held,.unarmed{background:#fdf0c4;color:#713f12}"
+    ".suspect,.held,.unarmed,.unheard{background:#fdf0c4;color:#713f12}"
     ".dead,.down,.notready{background:#fbd5d5;color:#7f1d1d}"
     ".left,.none{background:#e9ecef;color:#495057}"
     ".doubt{background:#fbd5d5;color:#7f1d1d;padding:.5em;border-radius:.3em}"
@@ -174,7 +174,7 @@ static const char STYLE[] =
 
 const char STATUS_HEADERS[] =
     "Content-Security-Policy: default-src 'none'; "
-    "style-src 'sha256-/jxscqLg0wd54NwFhDXPeDH/+n340tPJoZdMeRxN920='; img-src 'none'; "
+    "style-src 'sha256-ZBkmLR2Vaf2hkA7yP8uc3bwVJwGOXZp5m74iUotTMWk='; img-src 'none'; "
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'\r\n"
     "X-Content-Type-Options: nosniff\r\n"
     "Referrer-Policy: no-referrer\r\n"
@@ -286,8 +286,16 @@ static void members(tt_buf_t *out, const status_view_t *v)
                  "N = 1.</p>");
         return;
     }
-    putf(out, "<p>N = <b>%lld</b> (alive and suspect members, this one included)</p>",
-         (long long)v->live);
+    if (v->unheard) /* why N is more than the live rows */
+        putf(out,
+             "<p>N = <b>%lld</b>: %lld alive or suspect (this one included) and %lld unheard: "
+             "members this replica knew before its restart and has not heard from since, counted "
+             "until they are found, for at most %.0f s more</p>",
+             (long long)(v->live + v->unheard), (long long)v->live, (long long)v->unheard,
+             (double)v->unheard_for_ms / 1000);
+    else
+        putf(out, "<p>N = <b>%lld</b> (alive and suspect members, this one included)</p>",
+             (long long)v->live);
     put(out, "<table id=\"members\"><tr><th>member</th><th>state</th><th>address</th>"
              "<th>incarnation</th><th>last heard</th></tr>");
     for (size_t i = 0; i < v->n_members; i++) {

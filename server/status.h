@@ -98,7 +98,10 @@ typedef struct status_view {
     uint64_t reloads_refused;
     /* membership (membership false: this replica runs alone) */
     bool membership;
-    int64_t live; /* alive + suspect, self included: N */
+    int64_t live; /* alive + suspect, self included */
+    /* members a restart remembered and has not heard from, counted in N for at most
+     * unheard_for_ms more: N = live + unheard (their rows say "unheard") */
+    int64_t unheard, unheard_for_ms;
     const char *n_in_doubt;
     const proto_member_t *members;
     size_t n_members;

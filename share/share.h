@@ -198,6 +198,16 @@ static inline uint32_t share_divisor(const share_core_t *core)
     return core->divisor;
 }
 
+/* How many members a restart remembered N counts now without having heard from them (0 once
+ * every one is found or the recall is over), and in *until (may be NULL) when the recall ends
+ * at the latest, on the clock of share_update's `now`. */
+static inline uint32_t share_unheard(const share_core_t *core, int64_t *until)
+{
+    if (until)
+        *until = core->recall_until;
+    return core->unheard;
+}
+
 const char *share_state_name(share_state_t s);
 
 /*

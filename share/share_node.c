@@ -180,7 +180,7 @@ static int mb_get(const void *ctx, size_t i, swim_member_view_t *v)
 
 share_members_t share_node_members(const mb_t *mb)
 {
-    size_t unheard = mb_known_missing(mb);
+    size_t unheard = mb_known_missing(mb, NULL, 0);
     return (share_members_t){.ctx = mb,
                              .count = mb_member_count(mb),
                              .get = mb_get,

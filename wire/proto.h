@@ -192,14 +192,22 @@ typedef struct proto_fleet_limit {
 typedef struct proto_member {
     proto_str_t id;
     proto_str_t address;
-    proto_str_t state; /* alive | suspect | dead | left */
+    proto_str_t state; /* alive | suspect | dead | left | unheard (see proto_members_head_t) */
     uint64_t incarnation;
     uint64_t generation;
-    int64_t last_heard_ms; /* milliseconds ago; 0 for self */
+    int64_t last_heard_ms; /* milliseconds ago; 0 for self; -1 never (unheard) */
     bool self;
     /* self only: another live process claims this id (its generation); 0: none, not sent */
     uint64_t duplicate_generation;
 } proto_member_t;
+
+/* The head of `members`. live: alive + suspect, self included. unheard: members this replica
+ * remembers from before its restart and has not heard from since, which its N counts for at most
+ * unheard_for_ms more (docs/share.md, "A restart's memory"); they are the rows in state
+ * "unheard", after the member table's. */
+typedef struct proto_members_head {
+    int64_t live, unheard, unheard_for_ms;
+} proto_members_head_t;
 
 /* Response encoders: each appends one whole message to out. Return 0 or -1 (out->failed). */
 int proto_enc_decision(tt_buf_t *out, uint64_t seq, const proto_decision_t *d);
@@ -208,14 +216,15 @@ int proto_enc_charged(tt_buf_t *out, uint64_t seq, int64_t charged);
 int proto_enc_released(tt_buf_t *out, uint64_t seq, bool released);
 int proto_enc_pong(tt_buf_t *out, uint64_t seq, const char *version);
 int proto_enc_error(tt_buf_t *out, uint64_t seq, const char *code, const char *message);
-/* doubt: why n may be wrong ("duplicate node id ..."), sent as n_in_doubt; NULL: not sent.
- * snapshot_age_ms: the age of the last good snapshot of the counters (SPEC §11), -1 for none
- * (state off, or nothing written or restored yet). */
-int proto_enc_fleet(tt_buf_t *out, uint64_t seq, const char *node, int64_t n, const char *doubt,
-                    int64_t snapshot_age_ms, const proto_fleet_limit_t *rows, uint32_t nrows,
-                    const char *const *acquire_only, uint32_t n_acquire_only);
-int proto_enc_members(tt_buf_t *out, uint64_t seq, int64_t live, const proto_member_t *rows,
-                      uint32_t nrows);
+/* unheard: of the n replicas, members remembered from before a restart and not heard from yet
+ * (proto_members_head_t). doubt: why n may be wrong ("duplicate node id ..."), sent as
+ * n_in_doubt; NULL: not sent. snapshot_age_ms: the age of the last good snapshot of the counters
+ * (SPEC §11), -1 for none (state off, or nothing written or restored yet). */
+int proto_enc_fleet(tt_buf_t *out, uint64_t seq, const char *node, int64_t n, int64_t unheard,
+                    const char *doubt, int64_t snapshot_age_ms, const proto_fleet_limit_t *rows,
+                    uint32_t nrows, const char *const *acquire_only, uint32_t n_acquire_only);
+int proto_enc_members(tt_buf_t *out, uint64_t seq, const proto_members_head_t *head,
+                      const proto_member_t *rows, uint32_t nrows);
 
 /* Request encoder (the client side): only the fields req->op takes are written; "v" when
  * req->version is above 1, "headers" when req->headers is set. */

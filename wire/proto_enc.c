@@ -327,7 +327,7 @@ int proto_enc_error(tt_buf_t *out, uint64_t seq, const char *code, const char *m
 /* What a fleet answer says above its rows. */
 struct fleet_head {
     const char *node;
-    int64_t n, snapshot_age_ms;
+    int64_t n, unheard, snapshot_age_ms;
     const char *doubt;
     const char *const *acquire_only; /* "acquire_only": [ids], only when there are some */
     uint32_t n_acquire_only;
@@ -337,11 +337,13 @@ static void fleet_body(tt_buf_t *out, uint64_t seq, const void *ctx,
                        const proto_fleet_limit_t *rows, uint32_t nrows, bool truncated)
 {
     const struct fleet_head *h = ctx;
-    open_answer(out, 6 + (h->doubt != NULL) + (h->n_acquire_only > 0), seq);
+    open_answer(out, 7 + (h->doubt != NULL) + (h->n_acquire_only > 0), seq);
     W_KEY(out, "node");
     w_cstr(out, h->node);
     W_KEY(out, "n");
     w_int(out, h->n);
+    W_KEY(out, "unheard");
+    w_int(out, h->unheard);
     if (h->doubt) {
         W_KEY(out, "n_in_doubt");
         w_cstr(out, h->doubt);
@@ -415,9 +417,14 @@ static void fleet_body(tt_buf_t *out, uint64_t seq, const void *ctx,
 static void members_body(tt_buf_t *out, uint64_t seq, const void *ctx, const proto_member_t *rows,
                          uint32_t nrows, bool truncated)
 {
-    open_answer(out, 4, seq);
+    const proto_members_head_t *h = ctx;
+    open_answer(out, 6, seq);
     W_KEY(out, "live");
-    w_int(out, *(const int64_t *)ctx);
+    w_int(out, h->live);
+    W_KEY(out, "unheard");
+    w_int(out, h->unheard);
+    W_KEY(out, "unheard_for_ms");
+    w_int(out, h->unheard_for_ms);
     W_KEY(out, "truncated");
     w_bool(out, truncated);
     W_KEY(out, "members");
@@ -465,18 +472,19 @@ static void members_body(tt_buf_t *out, uint64_t seq, const void *ctx, const pro
         return done(out, start_);                                                                  \
     } while (0)
 
-int proto_enc_fleet(tt_buf_t *out, uint64_t seq, const char *node, int64_t n, const char *doubt,
-                    int64_t snapshot_age_ms, const proto_fleet_limit_t *rows, uint32_t nrows,
-                    const char *const *acquire_only, uint32_t n_acquire_only)
+int proto_enc_fleet(tt_buf_t *out, uint64_t seq, const char *node, int64_t n, int64_t unheard,
+                    const char *doubt, int64_t snapshot_age_ms, const proto_fleet_limit_t *rows,
+                    uint32_t nrows, const char *const *acquire_only, uint32_t n_acquire_only)
 {
-    const struct fleet_head head = {node, n, snapshot_age_ms, doubt, acquire_only, n_acquire_only};
+    const struct fleet_head head = {node,          n, unheard, snapshot_age_ms, doubt, acquire_only,
+                                    n_acquire_only};
     FIT_ROWS(out, seq, &head, rows, nrows, fleet_body);
 }
 
-int proto_enc_members(tt_buf_t *out, uint64_t seq, int64_t live, const proto_member_t *rows,
-                      uint32_t nrows)
+int proto_enc_members(tt_buf_t *out, uint64_t seq, const proto_members_head_t *head,
+                      const proto_member_t *rows, uint32_t nrows)
 {
-    FIT_ROWS(out, seq, &live, rows, nrows, members_body);
+    FIT_ROWS(out, seq, head, rows, nrows, members_body);
 }
 
 int proto_enc_request(tt_buf_t *out, const proto_request_t *req)

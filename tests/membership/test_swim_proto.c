@@ -504,7 +504,16 @@ Test(swim_proto, the_members_file_keeps_the_live_members_and_a_restart_remembers
     swim_core_t *next = receiver(NULL, 0, "");
     tt_err_t err;
     cr_assert_eq(swim_known_load(next, file, len, &err), 2, "p1 and p2: p3 had left");
-    cr_assert_eq(swim_known_missing(next), 2);
+    swim_known_t missing[3];
+    cr_assert_eq(swim_known_missing(next, missing, 3), 2);
+    for (int k = 0; k < 2; k++) { /* as the file has them, in the order of the table saved */
+        char id[3] = {'p', (char)('1' + k), 0};
+        swim_addr_t want = addr(k + 2);
+        cr_assert(missing[k].id_len == 2 && memcmp(missing[k].id, id, 2) == 0);
+        cr_assert(swim_addr_eq(&missing[k].addr, &want) &&
+                  missing[k].generation == 10 + (uint64_t)k);
+    }
+    cr_assert_eq(swim_known_missing(next, missing, 1), 2, "the count whatever the room");
     swim_addr_t a;
     cr_assert(swim_known_pick(next, &a));
     swim_addr_t a2 = addr(2), a3 = addr(3);
@@ -531,7 +540,7 @@ Test(swim_proto, a_members_file_of_another_node_or_cluster_or_damaged_remembers_
     file[0] = 0x95;        /* five elements, not four */
     cr_assert_eq(swim_known_load(other, file, len, &err), SWIM_EMALFORMED);
     cr_assert(strstr(err.message, "5 elements"), "%s", err.message);
-    cr_assert_eq(swim_known_missing(other), 0, "nothing remembered");
+    cr_assert_eq(swim_known_missing(other, NULL, 0), 0, "nothing remembered");
     free(file);
     swim_free(c);
     swim_free(other);

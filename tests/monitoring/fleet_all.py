@@ -38,10 +38,7 @@ LIMITS = """\
 
 
 def run(fleet, *args):
-    r = fleet.info[0]
-    p = subprocess.run(["ip", "netns", "exec", r["ns"], fleet.tt, "fleet", "-s", r["sock"], *args],
-                       capture_output=True, text=True, timeout=30)
-    return p.returncode, p.stdout, p.stderr
+    return fleet.tt(0, "fleet", *args)
 
 
 def rows(out):

@@ -79,7 +79,7 @@ class Fleet:
     """fleetctl's replicas: one command line, one answer line."""
 
     def __init__(self, fleetctl, tt, clients_dir, work):
-        self.tt, self.work = tt, work
+        self.tt_bin, self.work = tt, work
         limits = os.path.join(work, "limits.yaml")
         with open(limits, "w") as f:
             f.write(LIMITS)
@@ -117,9 +117,17 @@ class Fleet:
     def ready(self, i):
         return self.cmd(f"ready {i}") == "1"
 
+    def tt(self, i, *args):
+        """`tokentriage ARGS -s SOCK` in replica i's namespace on its socket, as `kubectl exec` runs
+        it in a pod: (exit code, stdout, stderr)."""
+        r = self.info[i]
+        p = subprocess.run(["ip", "netns", "exec", r["ns"], self.tt_bin, *args, "-s", r["sock"]],
+                           capture_output=True, text=True, timeout=30)
+        return p.returncode, p.stdout, p.stderr
+
     def members(self, i):
         """{member id: state} in replica i's view."""
-        p = subprocess.run([self.tt, "members", "-s", self.info[i]["sock"], "--json"],
+        p = subprocess.run([self.tt_bin, "members", "-s", self.info[i]["sock"], "--json"],
                            capture_output=True, text=True, timeout=5)
         if p.returncode != 0:
             return {}

@@ -145,6 +145,30 @@ Test(status, members_show_their_states_and_n)
     cr_assert(strstr(p, "r0 <span class=\"k\">(this replica)</span>"), "%s", p);
 }
 
+Test(status, unheard_members_are_rows_and_the_n_line_counts_them)
+{
+    proto_member_t m[] = {member("r0", "10.0.0.1:7946", "alive", true),
+                          member("r1", "10.0.0.2:7946", "unheard", false)};
+    m[1].last_heard_ms = -1;
+    status_view_t v = {.node = "r0",
+                       .ready = true,
+                       .membership = true,
+                       .live = 1,
+                       .unheard = 1,
+                       .unheard_for_ms = 27400,
+                       .members = m,
+                       .n_members = 2};
+    const char *p = render(&v);
+    cr_assert(strstr(p, "N = <b>2</b>: 1 alive or suspect (this one included) and 1 unheard: "
+                        "members this replica knew before its restart and has not heard from "
+                        "since, counted until they are found, for at most 27 s more"),
+              "%s", p);
+    cr_assert(strstr(p, "<tr data-member=\"r1\"><td>r1</td><td class=\"state\"><span "
+                        "class=\"st unheard\">unheard</span>"),
+              "%s", p);
+    cr_assert(strstr(p, "never"), "an unheard member was never heard: %s", p);
+}
+
 Test(status, a_replica_without_membership_says_it_runs_alone)
 {
     status_view_t v = {.node = "solo", .ready = false, .not_ready = "configuration not armed"};

@@ -367,7 +367,7 @@ Test(proto, a_demand_mode_fleet_row_carries_its_division_figures_and_others_do_n
          .largest_lease = 190,
          .moving = true}};
     out.len = 0;
-    cr_assert_eq(proto_enc_fleet(&out, 9, "r0", 4, NULL, 2500, rows, 2, NULL, 0), 0);
+    cr_assert_eq(proto_enc_fleet(&out, 9, "r0", 4, 3, NULL, 2500, rows, 2, NULL, 0), 0);
     wire_reader_t r = {.pos = out.data, .end = out.data + out.len};
     tt_buf_t json = {0};
     cr_assert_eq(json_from_msgpack(&r, &json), 0);
@@ -380,7 +380,7 @@ Test(proto, a_demand_mode_fleet_row_carries_its_division_figures_and_others_do_n
                         "\"moving\":true}"),
               "%s", j);
     cr_assert(strstr(j, "division") > d, "the local row has no demand fields");
-    cr_assert(strstr(j, "\"n\":4,\"snapshot_age_ms\":2500,"), "%s", j);
+    cr_assert(strstr(j, "\"n\":4,\"unheard\":3,\"snapshot_age_ms\":2500,"), "%s", j);
     tt_buf_free(&json);
 }
 
@@ -472,7 +472,7 @@ Test(proto, a_listing_too_long_for_one_message_is_truncated_to_fit)
                                    .address = {"10.0.0.1:7946", 13},
                                    .state = {"alive", 5}};
     out.len = 0;
-    cr_assert_eq(proto_enc_members(&out, 1, N, rows, N), 0);
+    cr_assert_eq(proto_enc_members(&out, 1, &(proto_members_head_t){.live = N}, rows, N), 0);
     cr_assert_leq(out.len, PROTO_MAX_MESSAGE);
     size_t n;
     bool deep;
@@ -481,16 +481,38 @@ Test(proto, a_listing_too_long_for_one_message_is_truncated_to_fit)
     tt_buf_t json = {0};
     cr_assert_eq(json_from_msgpack(&r, &json), 0);
     tt_buf_append(&json, "", 1);
-    cr_assert(strstr((char *)json.data, "\"live\":2000,\"truncated\":true,\"members\":["));
+    cr_assert(strstr((char *)json.data,
+                     "\"live\":2000,\"unheard\":0,\"unheard_for_ms\":0,\"truncated\":true,"
+                     "\"members\":["));
     tt_buf_free(&json);
     out.len = 0;
-    cr_assert_eq(proto_enc_members(&out, 1, 3, rows, 3), 0);
+    cr_assert_eq(proto_enc_members(&out, 1, &(proto_members_head_t){.live = 3}, rows, 3), 0);
     r = (wire_reader_t){.pos = out.data, .end = out.data + out.len};
     json = (tt_buf_t){0};
     json_from_msgpack(&r, &json);
     tt_buf_append(&json, "", 1);
     cr_assert(strstr((char *)json.data, "\"truncated\":false"));
     tt_buf_free(&json);
+}
+
+Test(proto, members_a_restart_remembers_but_has_not_heard_are_rows_the_head_counts)
+{
+    proto_member_t rows[] = {
+        {.id = {"r0", 2}, .address = {"10.0.0.1:7946", 13}, .state = {"alive", 5}, .self = true},
+        {.id = {"r1", 2},
+         .address = {"10.0.0.2:7946", 13},
+         .state = {"unheard", 7},
+         .generation = 7,
+         .last_heard_ms = -1}};
+    out.len = 0;
+    proto_members_head_t head = {.live = 1, .unheard = 1, .unheard_for_ms = 27500};
+    cr_assert_eq(proto_enc_members(&out, 4, &head, rows, 2), 0);
+    expect_msgpack_c_reads(
+        &out, "{\"seq\":4,\"live\":1,\"unheard\":1,\"unheard_for_ms\":27500,\"truncated\":false,"
+              "\"members\":[{\"id\":\"r0\",\"address\":\"10.0.0.1:7946\",\"state\":\"alive\","
+              "\"incarnation\":0,\"generation\":0,\"last_heard_ms\":0,\"self\":true},"
+              "{\"id\":\"r1\",\"address\":\"10.0.0.2:7946\",\"state\":\"unheard\","
+              "\"incarnation\":0,\"generation\":7,\"last_heard_ms\":-1,\"self\":false}]}");
 }
 
 /* {"op":"decide","seq":5,"subject":{"key":"k"}} plus what extra() packs (n_extra entries). */
