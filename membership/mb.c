@@ -223,6 +223,7 @@ static void on_udp(uv_udp_t *udp, ssize_t nread, const uv_buf_t *buf, const stru
 typedef struct resolve {
     uv_getaddrinfo_t req;
     mb_t *mb;
+    size_t seed; /* its index in cfg.seeds */
     bool absent; /* only an address no live member holds (the core looks for an island) */
 } resolve_t;
 
@@ -246,8 +247,12 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
          * until a later seed round (a 4-replica DaemonSet start split into two pairs for ~70 s
          * in tests/k8s); a random 3-out graph is connected with high probability. */
         int n = 0;
-        for (struct addrinfo *ai = res; ai; ai = ai->ai_next)
+        uint32_t peers = 0;
+        for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
             n += dialable(mb, ai->ai_addr, r->absent);
+            peers += dialable(mb, ai->ai_addr, false);
+        }
+        mb->seed_peers[r->seed] = peers;
         int want = swim_joined(mb->core) ? 1 : JOIN_FANOUT;
         for (struct addrinfo *ai = res; ai && want > 0; ai = ai->ai_next)
             if (dialable(mb, ai->ai_addr, r->absent)) {
@@ -285,6 +290,7 @@ static void resolve_seed(mb_t *mb, size_t seed, bool absent)
     if (!r)
         return;
     r->mb = mb;
+    r->seed = seed;
     r->absent = absent;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM};
     if (uv_getaddrinfo(mb->loop, &r->req, on_resolved, host, colon + 1, &hints)) {
@@ -611,6 +617,14 @@ int mb_known_load(mb_t *mb, const uint8_t *bytes, size_t len, tt_err_t *err)
     return n;
 }
 
+uint64_t mb_seed_peers(const mb_t *mb)
+{
+    uint64_t n = 0;
+    for (size_t s = 0; s < mb->cfg.n_seeds; s++)
+        n += mb->seed_peers[s];
+    return n;
+}
+
 size_t mb_known_missing(const mb_t *mb, swim_known_t *out, size_t cap)
 {
     return swim_known_missing(mb->core, out, cap);
@@ -761,6 +775,12 @@ void mb_metrics_write(const mb_t *mb, void (*emit)(void *ud, const char *line), 
            "healthy).\n# TYPE tokentriage_membership_health_score gauge\n"
            "tokentriage_membership_health_score %d\n",
            swim_health(mb->core));
+    metric(emit, ud,
+           "# HELP tokentriage_membership_seed_peers Addresses the seeds named at their last "
+           "lookup, this replica's own left out: the peers its configuration expects.\n"
+           "# TYPE tokentriage_membership_seed_peers gauge\n"
+           "tokentriage_membership_seed_peers %llu\n",
+           (unsigned long long)mb_seed_peers(mb));
 }
 
 void mb_leave(mb_t *mb, mb_done_fn done, void *ud)

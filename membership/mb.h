@@ -69,6 +69,10 @@ int mb_set_meta(mb_t *mb, const uint8_t *meta, size_t len);
 int mb_known_save(const mb_t *mb, uint8_t **out, size_t *len);
 int mb_known_load(mb_t *mb, const uint8_t *bytes, size_t len, tt_err_t *err);
 size_t mb_known_missing(const mb_t *mb, swim_known_t *out, size_t cap);
+/* The addresses the seeds named at their last lookups, this node's own left out: the peers its
+ * configuration expects (0 without seeds, or with seeds that name only this node, as a headless
+ * Service does on a one-node cluster). A lookup that fails leaves the last count. */
+uint64_t mb_seed_peers(const mb_t *mb);
 /* True once a push-pull completed or a peer reached us; solo: join_timeout passed without. */
 bool mb_joined(const mb_t *mb);
 bool mb_solo(const mb_t *mb);

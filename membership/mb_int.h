@@ -52,6 +52,9 @@ struct mb {
     mb_app_fn app;
     void *app_ud;
     swim_addr_t self_addr;
+    /* per seed, the addresses its last lookup gave that are not ours: the peers the config
+     * expects (a DaemonSet's headless Service names only this pod on a one-node cluster) */
+    uint32_t seed_peers[CFG_SEEDS_MAX];
     char advertise[80];
     mb_keyring_t keyring;   /* n 0: plaintext */
     void (*pump)(mb_t *mb); /* mb__pump, for the file below mb.c (mb_pushpull.c) */

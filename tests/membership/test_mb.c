@@ -1,7 +1,10 @@
 /* The libuv shell: several members on one loop, on loopback, with real sockets. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "mb.h"
@@ -282,6 +285,56 @@ Test(mb, a_seed_given_by_name_is_resolved_and_joined)
     fleet_t f = {0};
     start_seeded(&f, 3, NULL, true);
     cr_assert(run_until(&f, all_alive, 10000), "the three did not converge through localhost");
+    stop(&f);
+}
+
+/* A loopback port free for UDP now (the kernel's pick, released). */
+static int free_udp_port(void)
+{
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    cr_assert(s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0 &&
+              getsockname(s, (struct sockaddr *)&a, &len) == 0);
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+static void append(void *ud, const char *text)
+{
+    strncat(ud, text, 16383 - strlen(ud));
+}
+
+static bool second_counts_one_seed_peer(fleet_t *f)
+{
+    return all_alive(f) && mb_seed_peers(f->mb[1]) == 1;
+}
+
+Test(mb, the_seed_peers_are_the_addresses_the_seeds_name_but_its_own)
+{
+    fleet_t f = {0};
+    uv_loop_init(&f.loop);
+    f.n = 2;
+    for (int i = 0; i < 2; i++) {
+        cfg_share_t c;
+        share_cfg(&c, i ? "node-1" : "node-0", NULL, NULL);
+        if (i) { /* its own address first, then node-0's */
+            int port = free_udp_port();
+            snprintf(c.bind, sizeof c.bind, "127.0.0.1:%d", port);
+            snprintf(c.seeds[0], sizeof c.seeds[0], "127.0.0.1:%d", port);
+            snprintf(c.seeds[1], sizeof c.seeds[1], "%s", mb_advertise(f.mb[0]));
+            c.n_seeds = 2;
+        }
+        tt_err_t err;
+        cr_assert_eq(mb_start(&f.mb[i], &f.loop, &c, &err), 0, "%s", err.message);
+    }
+    cr_assert(run_until(&f, second_counts_one_seed_peer, 10000), "seed peers %llu",
+              (unsigned long long)mb_seed_peers(f.mb[1]));
+    cr_assert_eq(mb_seed_peers(f.mb[0]), 0, "no seeds: no peer expected");
+    static char text[16384];
+    text[0] = 0;
+    mb_metrics_write(f.mb[1], append, text);
+    cr_assert(strstr(text, "\ntokentriage_membership_seed_peers 1\n"), "%s", text);
     stop(&f);
 }
 
