@@ -11,6 +11,8 @@ would; a partitioned replica is still scraped):
   healthy      all three converged;
   killed       r2 SIGKILLed, r0 and r1 have declared it dead;
   partitioned  r2 back, then its link cut: each side has declared the other dead;
+  udp blocked  r2's gossip datagrams dropped both ways (a policy rule in its namespace: UDP 7946
+               only; TCP, so push-pull, passes), until its probes have failed;
   restarted    r1 stopped (SIGTERM), its snapshot overwritten with garbage, started again;
   redis down   redis-server stopped, decisions on the redis limit going on.
 
@@ -104,6 +106,20 @@ class Fleet:
         for i in range(REPLICAS):
             name, ip, http, d, sock, ns = self.cmd(f"info {i}").split()
             self.info.append({"name": name, "ip": ip, "http": http, "dir": d, "sock": sock, "ns": ns})
+
+    def block_udp(self, i, blocked):
+        """Drops (or lets through again) every UDP datagram to or from port 7946 in replica i's
+        namespace, both ways, as a NetworkPolicy or a firewall that admits TCP 7946 only would:
+        a policy-routing rule ahead of the local table blackholes them (no iptables needed)."""
+        ns = self.info[i]["ns"]
+        if blocked:
+            steps = [["add", "pref", "10", "ipproto", "udp", "dport", "7946", "blackhole"],
+                     ["add", "pref", "20", "lookup", "local"], ["del", "pref", "0"]]
+        else:
+            steps = [["add", "pref", "0", "lookup", "local"], ["del", "pref", "20"],
+                     ["del", "pref", "10"]]
+        for s in steps:
+            subprocess.run(["ip", "-n", ns, "rule", *s], check=True)
 
     def hub_exec(self, *argv):
         return ["ip", "netns", "exec", self.hub, *argv]
@@ -286,15 +302,17 @@ def scenario_series(fleet, sc, pods):
     return out
 
 
-def build_case(fleet, segments, pods, evals, alertnames, severities):
-    """One promtool test: segments [(scenario, minutes)], evals [(minute, {alert: [labels]})]."""
+def build_case(fleet, segments, pods, evals, alertnames, severities, only=None):
+    """One promtool test: segments [(scenario, minutes)], evals [(minute, {alert: [labels]})];
+    every alert of the rule file is asserted, or those of `only`."""
     tl = Timeline()
     for sc, minutes in segments:
         tl.add(scenario_series(fleet, sc, pods), minutes)
     tests = []
+    asserted = [n for n in alertnames if n not in UNASSERTED and (only is None or n in only)]
     for minute, expected in evals:
-        # every alert of the rule file, and any expected one it lacks (which then fails)
-        for name in [n for n in alertnames if n not in UNASSERTED] + [n for n in expected if n not in alertnames]:
+        # the asserted alerts of the rule file, and any expected one it lacks (which then fails)
+        for name in asserted + [n for n in expected if n not in alertnames]:
             sev = {"severity": severities[name]} if severities.get(name) else {}
             exp = [{"exp_labels": {**labels, **sev}} for labels in expected.get(name, [])]
             tests.append({"eval_time": f"{minute}m", "alertname": name, "exp_alerts": exp})
@@ -413,6 +431,7 @@ def main():
     fleet = Fleet(fleetctl, tt, os.path.join(src, "clients", "python"), work)
     procs = {}
     traffic = None
+    blocked = False
     try:
         fleet.setup()
         if not fleet.netns:
@@ -475,6 +494,20 @@ def main():
         wait_for("r2's local health to recover (Lifeguard score 0)",
                  lambda: "tokentriage_membership_health_score 0\n" in (fleet.scrape(2) or ""), 60)
 
+        # UDP 7946 blocked for r2 alone, TCP open: push-pull over TCP keeps bringing its peers
+        # back into its view (and it into theirs) while every probe fails, so the views flap;
+        # scraped once its own probes have failed (a peer suspect or dead in its view)
+        fleet.block_udp(2, True)
+        blocked = True
+        wait_for("r2's probes to fail (a peer suspect or dead in its view)",
+                 lambda: any(s != "alive" for m, s in fleet.members(2).items() if m != "r2"), DEADLINE_S)
+        udp_blocked = take(fleet, "udp blocked", pods)
+        fleet.block_udp(2, False)
+        blocked = False
+        wait_for("the fleet to heal once UDP passes", lambda: converged(fleet, all3, 3), 90)
+        wait_for("r2's local health to recover again",
+                 lambda: "tokentriage_membership_health_score 0\n" in (fleet.scrape(2) or ""), 60)
+
         before = take(fleet, "before the restart", pods)
         fleet.cmd("signal 1 15")
         snap = os.path.join(fleet.info[1]["dir"], "state", "counters.snap")
@@ -512,8 +545,10 @@ def main():
             })]),
             # r2 cut off: the views split, every replica sees dead members; r2 holds its share
             # limits (it lost more than half its view), so it is not converged; its probes all
-            # fail (Lifeguard's health), and it has lost Redis too
+            # fail (Lifeguard's health), it has lost Redis too, and it hears no gossip while its
+            # seeds name its peers
             "partitioned": ([(healthy, 10), (partitioned, 30)], [(35, {
+                "TokentriageGossipSilent": [{"pod": "tokentriage-r2"}],
                 "TokentriageMembershipSplit": [{}],
                 "TokentriageMembersDead": everyone,
                 "TokentriageShareHeld": [T("tokentriage-r2", limit=l, state="held") for l in share],
@@ -527,16 +562,22 @@ def main():
                 (15, {"TokentriageStateNotRestored": [T("tokentriage-r1-new", reason="not_a_snapshot")]}),
                 (38, {}),
             ]),
+            # r2's UDP blocked, TCP open: it hears no datagram (and only it); the views flap as
+            # push-pull revives what failed probes kill, so only this alert is asserted here
+            "udp blocked": ([(healthy, 10), (udp_blocked, 30)], [(35, {
+                "TokentriageGossipSilent": [{"pod": "tokentriage-r2"}],
+            })], {"TokentriageGossipSilent"}),
             # Redis gone: every replica's redis limit falls back to its local limiter
             "redis down": ([(healthy, 10), (redis_down, 30)], [(35, {
                 "TokentriageStoreErrors": [{"pod": p} for p in later],
                 "TokentriageRedisDown": [T(p) for p in later],
             })]),
         }
-        for name, (segments, evals) in cases.items():
+        for name, (segments, evals, *only) in cases.items():
             scenario_pods = dict(pods_all)
             rc, out = run_promtool(promtool, work, rules, name,
-                                   build_case(fleet, segments, scenario_pods, evals, names, severities))
+                                   build_case(fleet, segments, scenario_pods, evals, names, severities,
+                                              *only))
             check(rc == 0, f"{name}: promtool test rules on the fleet's scrapes: exactly the expected "
                            "alerts fire" + ("" if rc == 0 else ":\n" + out[-5000:]))
     except Exception as e:  # a deadline, or a process that died
@@ -548,6 +589,8 @@ def main():
             except OSError:
                 pass
     finally:
+        if blocked:
+            fleet.block_udp(2, False)
         if traffic:
             traffic.stop_flag.set()
         for p in procs.values():
