@@ -9,12 +9,16 @@
     easily show, passes `promtool test rules` on the rules without their annotations;
   - k8s/ rendered with the component (an overlay `components: [components/monitoring]`) holds the
     PodMonitor, the PrometheusRule and the dashboard's ConfigMap in the tokentriage namespace, and
-    the PodMonitor selects the DaemonSet's pods on a port the container declares.
+    the PodMonitor selects the DaemonSet's pods on a port the container declares;
+  - the runbook's base is one value to change, as docs/operators.md ("The runbook's address")
+    says: its kustomize overlay, rendered with another base, and its sed command on the plain
+    file give every alert a runbook_url of that base and the alert's own anchor.
 
 usage: check_rules.py SOURCE_DIR PROMTOOL KUBECTL
 """
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -28,6 +32,43 @@ import rulefile  # noqa: E402
 from ttcheck import check, summary  # noqa: E402
 
 BASE = "https://github.com/tokentriage/tokentriage/blob/main/docs/operators.md#"
+OTHER_BASE = "https://runbooks.example.test/tt"  # what the docs' recipes are tried with
+DOCS_BASE = "https://wiki.example.com/tokentriage/runbook"  # what they say
+
+
+def moved(rules, base):
+    """The alerts whose runbook_url is not base#<their anchor>."""
+    return [r["alert"] for r in rules
+            if (r.get("annotations") or {}).get("runbook_url") != f"{base}#{r['alert'].lower()}"]
+
+
+def check_runbook_base(src, kubectl, work, rel, rules):
+    """docs/operators.md's two ways to give the runbook another address, as written there."""
+    with open(os.path.join(src, "docs", "operators.md")) as f:
+        doc = f.read()
+    blocks = [b for b in re.findall(r"```yaml\n(.*?)```", doc, re.S) if "name: tokentriage-runbook" in b]
+    sed = re.findall(r"`(sed '[^`]*' prometheus-rules.yaml) > rules.yaml`", doc)
+    if not check(len(blocks) == 1 and DOCS_BASE in blocks[0] and len(sed) == 1 and DOCS_BASE in sed[0],
+                 "docs/operators.md gives one kustomize overlay and one sed command for the runbook's base"):
+        return
+    ov = os.path.join(work, "runbook")
+    os.mkdir(ov)
+    with open(os.path.join(ov, "kustomization.yaml"), "w") as f:
+        f.write(blocks[0].replace("../k8s", rel).replace(DOCS_BASE, OTHER_BASE))
+    p = subprocess.run([kubectl, "kustomize", ov], capture_output=True, text=True)
+    objs = [o for o in yaml.safe_load_all(p.stdout) if o] if p.returncode == 0 else []
+    prule = next((o for o in objs if o["kind"] == "PrometheusRule"), {})
+    rendered = rulefile.alerts(prule.get("spec", {"groups": []}))
+    wrong = moved(rendered, OTHER_BASE)
+    check(p.returncode == 0 and len(rendered) == len(rules) and not wrong,
+          f"the docs' overlay gives every alert's runbook_url the base it sets, anchor kept"
+          + (f": {p.stderr.strip()}" if p.returncode else f" (not: {wrong})" if wrong else ""))
+    check(not any(o["kind"] == "ConfigMap" and o["metadata"]["name"] == "tokentriage-runbook" for o in objs),
+          "and its ConfigMap stays out of what is applied (local-config)")
+    p = subprocess.run(["sh", "-c", sed[0].replace(DOCS_BASE, OTHER_BASE)], capture_output=True, text=True,
+                       cwd=os.path.join(src, "k8s", "components", "monitoring"))
+    wrong = moved(rulefile.alerts(yaml.safe_load(p.stdout) or {"groups": []}), OTHER_BASE) if p.returncode == 0 else ["sed failed"]
+    check(not wrong, f"the docs' sed command does the same on the plain rule file (not: {wrong})")
 
 
 def main():
@@ -103,6 +144,7 @@ def main():
             check(all(pod_labels.get(k) == v for k, v in sel.items()) and all(e.get("port") in ports for e in eps),
                   f"the PodMonitor selects the DaemonSet's pods ({sel}) on a declared port "
                   f"({[e.get('port') for e in eps]} of {sorted(ports)})")
+        check_runbook_base(src, kubectl, work, rel, rules)
     return summary("check_rules")
 
 
