@@ -8,11 +8,14 @@
  * printed on stdout). Files are replayed in the order given (the oldest first: FILE.1 before
  * FILE).
  *
- * The engine is the daemon's (gov_decide), armed from NEW.yaml as serve arms it. Limits of the
- * share and redis stores are replayed as one local counter each: the recording is one replica's
- * traffic, and the fleet's other members, Redis' other clients are not in it. Per limit, with
- * the deciding limit of each answer (the `limit` a denial names):
- *   applied       recorded decisions the limit applies to (the subject names its levels)
+ * The engine is the daemon's (gov_decide; a recorded gRPC request: gov_decide_domain with the
+ * flags the gRPC door would use under NEW.yaml, rls_domain_flags), armed from NEW.yaml as serve
+ * arms it. Limits of the share and redis stores are replayed as one local counter each: the
+ * recording is one replica's traffic, and the fleet's other members, Redis' other clients are
+ * not in it. Per limit (and per rule of the gRPC door's, when the recording holds gRPC
+ * requests), with the deciding limit of each answer (the `limit` a denial names):
+ *   applied       recorded decisions the limit applies to (the subject names its levels; of a
+ *                 gRPC request: it answered one of its descriptors)
  *   was_admitted  of those, admitted when recorded;  was_denied: recorded denials it decided
  *   now_admitted  of those, admitted by the new config; now_denied: new denials it decides
  * and a chart of denials over the recording's time, as it was and as it would be.
@@ -32,6 +35,7 @@
 #include "config.h"
 #include "engine.h"
 #include "record.h"
+#include "rls.h" /* how the gRPC door decides a request's descriptors */
 #include "wire.h"
 
 #define FILES_MAX 16
@@ -135,6 +139,22 @@ typedef struct tally {
     uint32_t was[BUCKETS], now[BUCKETS]; /* denials it decided, per bucket of time */
 } tally_t;
 
+/* A row for limit l: every rate limit attached to levels; the gRPC door's rules too when the
+ * recording held gRPC requests. */
+static bool listed(const cfg_limit_t *l, bool grpc)
+{
+    return cfg_type_is_rate(l->type) && (grpc || !cfg_limit_is_rule(l));
+}
+
+/* Whether one of a gRPC request's n results was answered by limit `id`. */
+static bool answered_by(const gov_result_t *res, size_t n, const char *id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(res[i].limit, id) == 0)
+            return true;
+    return false;
+}
+
 static bool denied(wire_str_t v)
 {
     return wire_str_eq(v, "deny") || wire_str_eq(v, "unfittable");
@@ -155,7 +175,7 @@ static void spark(const char *label, const uint32_t *v, uint32_t max)
 
 static void print_human(const cfg_config_t *cfg, const tally_t *t, size_t nfiles, size_t count,
                         int64_t t_min, int64_t t_max, const uint64_t *totals, uint64_t refused,
-                        bool hashed)
+                        bool hashed, bool grpc)
 {
     printf("replayed %zu decision%s from %zu file%s over %.0f s%s\n", count, count == 1 ? "" : "s",
            nfiles, nfiles == 1 ? "" : "s", count ? (double)(t_max - t_min) / 1e9 : 0.0,
@@ -172,7 +192,7 @@ static void print_human(const cfg_config_t *cfg, const tally_t *t, size_t nfiles
            "NOW_ADMIT", "NOW_DENY");
     for (size_t i = 0; i < cfg->n_limits; i++) {
         const cfg_limit_t *l = &cfg->limits[i];
-        if (!cfg_type_is_rate(l->type) || cfg_limit_is_rule(l))
+        if (!listed(l, grpc))
             continue;
         printf("%-20s %9llu %9llu %9llu %9llu %9llu%s\n", l->id, (unsigned long long)t[i].applied,
                (unsigned long long)t[i].was_admitted, (unsigned long long)t[i].was_denied,
@@ -192,11 +212,11 @@ static void print_human(const cfg_config_t *cfg, const tally_t *t, size_t nfiles
 }
 
 static void print_json(const cfg_config_t *cfg, const tally_t *t, size_t count,
-                       const uint64_t *totals, uint64_t refused)
+                       const uint64_t *totals, uint64_t refused, bool grpc)
 {
     for (size_t i = 0; i < cfg->n_limits; i++) {
         const cfg_limit_t *l = &cfg->limits[i];
-        if (!cfg_type_is_rate(l->type) || cfg_limit_is_rule(l))
+        if (!listed(l, grpc))
             continue;
         printf("{\"limit\":\"%s\",\"store\":\"%s\",\"applied\":%llu,\"was_admitted\":%llu,"
                "\"was_denied\":%llu,\"now_admitted\":%llu,\"now_denied\":%llu}\n",
@@ -232,6 +252,32 @@ static cfg_config_t *load_config(const char *path)
     return cfg;
 }
 
+/* A recorded gRPC request decided again as the gRPC door would under cfg: its results, whether
+ * it is admitted (not refused) and the limit of its first descriptor denied ("" none). 0, or a
+ * negative code: a request the new config refuses (its domain not served, a descriptor it does
+ * not take). */
+static int decide_request(gov_engine_t *e, const cfg_config_t *cfg, const rec_entry_t *r,
+                          gov_result_t *res, bool *admit, const char **limit)
+{
+    char domain[CFG_RULE_DOMAIN_MAX + 1];
+    memcpy(domain, r->domain.ptr, r->domain.len);
+    domain[r->domain.len] = '\0';
+    unsigned flags;
+    gov_verdict_t overall = GOV_ADMIT;
+    if (rls_domain_flags(&cfg->server, domain, &flags) != RLS_OK)
+        return GOV_EINVAL;
+    int rc = gov_decide_domain(e, domain, r->domain.len, r->asks, r->n_asks, flags, r->t, res,
+                               &overall, NULL, NULL);
+    *admit = overall == GOV_ADMIT;
+    *limit = "";
+    for (size_t i = 0; i < r->n_asks && !*admit; i++)
+        if (!res[i].admit && res[i].limit[0]) {
+            *limit = res[i].limit;
+            break;
+        }
+    return rc;
+}
+
 static int replay(const cfg_config_t *cfg, tfile_t *files, size_t nfiles, size_t count,
                   int64_t t_min, int64_t t_max, bool json)
 {
@@ -244,10 +290,14 @@ static int replay(const cfg_config_t *cfg, tfile_t *files, size_t nfiles, size_t
         return EX_CONFIG_;
     }
     tally_t *t = calloc(cfg->n_limits ? cfg->n_limits : 1, sizeof(*t));
-    if (!t) {
+    gov_result_t *res = malloc(GOV_ASKS_MAX * sizeof(*res)); /* a gRPC request's, or a decide's */
+    if (!t || !res) {
+        free(t);
+        free(res);
         gov_engine_destroy(e);
         return EX_SOFTWARE_;
     }
+    bool grpc = false;
     uint64_t totals[4] = {0}, refused = 0; /* was admit, was deny, now admit, now deny */
     int64_t span = t_max - t_min + 1;
     bool hashed = false;
@@ -260,18 +310,27 @@ static int replay(const cfg_config_t *cfg, tfile_t *files, size_t nfiles, size_t
             if (rec_read_entry(&rd, &r, why, sizeof(why))) /* checked already: never */
                 break;
             int b = (int)((__int128)(r.t - t_min) * BUCKETS / span);
-            gov_result_t res;
-            int rc = gov_decide(e, NULL, &r.s, r.tokens, r.t, &res, NULL, NULL);
             bool was_denied = denied(r.verdict);
             totals[was_denied]++;
+            bool admit = false;
+            const char *limit = ""; /* the limit that decided it now */
+            int rc;
+            if (r.n_asks) {
+                rc = decide_request(e, cfg, &r, res, &admit, &limit);
+            } else {
+                rc = gov_decide(e, NULL, &r.s, r.tokens, r.t, res, NULL, NULL);
+                admit = res->admit;
+                limit = res->limit;
+            }
+            grpc |= r.n_asks > 0;
             if (rc < 0) {
                 refused++;
                 continue;
             }
-            totals[2 + !res.admit]++;
+            totals[2 + !admit]++;
             for (size_t i = 0; i < cfg->n_limits; i++) {
                 const cfg_limit_t *l = &cfg->limits[i];
-                if (!applies(l, &r.s))
+                if (r.n_asks ? !answered_by(res, r.n_asks, l->id) : !applies(l, &r.s))
                     continue;
                 t[i].applied++;
                 t[i].was_admitted += wire_str_eq(r.verdict, "admit");
@@ -279,8 +338,8 @@ static int replay(const cfg_config_t *cfg, tfile_t *files, size_t nfiles, size_t
                     t[i].was_denied++;
                     t[i].was[b]++;
                 }
-                t[i].now_admitted += res.admit;
-                if (!res.admit && strcmp(res.limit, l->id) == 0) {
+                t[i].now_admitted += admit;
+                if (!admit && strcmp(limit, l->id) == 0) {
                     t[i].now_denied++;
                     t[i].now[b]++;
                 }
@@ -288,10 +347,11 @@ static int replay(const cfg_config_t *cfg, tfile_t *files, size_t nfiles, size_t
         }
     }
     if (json)
-        print_json(cfg, t, count, totals, refused);
+        print_json(cfg, t, count, totals, refused, grpc);
     else
-        print_human(cfg, t, nfiles, count, t_min, t_max, totals, refused, hashed);
+        print_human(cfg, t, nfiles, count, t_min, t_max, totals, refused, hashed, grpc);
     free(t);
+    free(res);
     gov_engine_destroy(e);
     return EX_OK_;
 }

@@ -82,6 +82,18 @@ static int status_of(int gov_err)
     }
 }
 
+int rls_domain_flags(const cfg_server_t *srv, const char *domain, unsigned *flags)
+{
+    if (srv->n_grpc_domains && !listed(srv->grpc_domains, srv->n_grpc_domains, domain))
+        return RLS_NOT_FOUND;
+    *flags = GOV_ASK_EXACT;
+    if (listed(srv->grpc_charge_domains, srv->n_grpc_charge_domains, domain))
+        *flags |= GOV_ASK_CHARGE;
+    if (!srv->grpc_stop_cache_key_increment_when_overlimit) /* envoy ratelimit's default */
+        *flags |= GOV_ASK_CHARGE;
+    return RLS_OK;
+}
+
 /* Checks the request and builds one ask per descriptor. Returns 0 or a status. */
 static int build_asks(const request_t *req, gov_ask_t *asks, rls_answer_t *out)
 {
@@ -395,10 +407,9 @@ int rls_call_start(rls_call_t **pending, const rls_door_t *door, const rls_calle
                          .done = done,
                          .ctx = ctx,
                          .asks = (gov_ask_t *)(call->res + n)};
-    const cfg_server_t *srv = &(*cfg)->server;
+    unsigned flags = 0;
     int rc = build_asks(req, call->asks, out);
-    if (rc == RLS_OK && srv->n_grpc_domains &&
-        !listed(srv->grpc_domains, srv->n_grpc_domains, req->domain))
+    if (rc == RLS_OK && rls_domain_flags(&(*cfg)->server, req->domain, &flags) != RLS_OK)
         rc = failf(out, RLS_NOT_FOUND, "domain \"%.64s\" is not served (server.grpc_domains)",
                    req->domain);
     if (rc != RLS_OK) { /* a request the door does not take */
@@ -406,11 +417,6 @@ int rls_call_start(rls_call_t **pending, const rls_door_t *door, const rls_calle
         call_free(call);
         return rc;
     }
-    unsigned flags = GOV_ASK_EXACT;
-    if (listed(srv->grpc_charge_domains, srv->n_grpc_charge_domains, req->domain))
-        flags |= GOV_ASK_CHARGE;
-    if (!srv->grpc_stop_cache_key_increment_when_overlimit) /* envoy ratelimit's default */
-        flags |= GOV_ASK_CHARGE;
     int g = door->decide(door->ud, who, req->domain, strlen(req->domain), call->asks, n, flags, now,
                          call->res, decided, call);
     if (g == GOV_PENDING) {

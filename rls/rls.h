@@ -109,6 +109,13 @@ void rls_call_abandon(rls_call_t *call);
 int rls_should_rate_limit(const rls_door_t *door, const rls_caller_t *who, cfg_config_t *const *cfg,
                           const uint8_t *msg, size_t len, int64_t now, rls_answer_t *out);
 
+/* How a request of `domain` (NUL-terminated) is decided under the server settings `srv`: RLS_OK
+ * with *flags for gov_decide_domain (GOV_ASK_EXACT; GOV_ASK_CHARGE for server.grpc_charge_domains
+ * and unless grpc_stop_cache_key_increment_when_overlimit), or RLS_NOT_FOUND when
+ * server.grpc_domains does not serve it. rls_call_start's rule, and the replay's of a recorded
+ * request (simulate --traffic). */
+int rls_domain_flags(const cfg_server_t *srv, const char *domain, unsigned *flags);
+
 /* grpc.health.v1.Health/Check: SERVING for "" and the RLS service's name, else NOT_FOUND. */
 int rls_health_check(const uint8_t *msg, size_t len, rls_answer_t *out);
 

@@ -302,10 +302,15 @@ static void record_metrics(tt_buf_t *out, void *ud)
         (unsigned long long)st.rotations, (unsigned long long)st.write_errors);
 }
 
-static void record_decision(void *ud, int64_t now, const gov_subject_t *s, int64_t tokens,
-                            const gov_result_t *res)
+/* The door's decisions, every door's, into the recording (server.record). */
+static uint64_t record_asked(void *ud, const door_decision_t *what, const door_verdict_t *v)
 {
-    rec_decision(ud, now, s, tokens, res);
+    return rec_asked(ud, what, v);
+}
+
+static void record_answered(void *ud, uint64_t token, const door_verdict_t *v)
+{
+    rec_answered(ud, token, v);
 }
 
 static void on_tick(uv_timer_t *t)
@@ -763,7 +768,9 @@ static int start(daemon_t *d)
                    TT_STR("detail", tt_err_format(&gerr, err, sizeof(err))));
             return EX_CONFIG_;
         }
-        door_set_observer(d->door, record_decision, d->record);
+        door_set_observer(d->door, &(door_observer_t){.asked = record_asked,
+                                                      .answered = record_answered,
+                                                      .ud = d->record});
         srv_metrics_add_source(d->metrics, record_metrics, d->record);
         tt_log(TT_LOG_INFO, "recording decisions", TT_STR("file", d->cfg->server.record.file),
                TT_BOOL("hashed", d->cfg->server.record.hash_subjects));

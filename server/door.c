@@ -15,17 +15,32 @@ struct door {
     srv_metrics_t *metrics;
     uint64_t batch[SRV_DOOR_COUNT_]; /* answered at once within the batch, observed at its end */
     rls_door_t rls;
-    door_observe_fn observe;
-    void *observe_ud;
+    door_observer_t observer;
     uint32_t allow_uids[DOOR_ALLOW_MAX], allow_gids[DOOR_ALLOW_MAX];
     size_t n_allow_uids, n_allow_gids;
     cfg_config_t *const *cfg;
 };
 
-void door_set_observer(door_t *d, door_observe_fn fn, void *ud)
+void door_set_observer(door_t *d, const door_observer_t *o)
 {
-    d->observe = fn;
-    d->observe_ud = ud;
+    d->observer = o ? *o : (door_observer_t){0};
+}
+
+/* The observer (there is one) told of a decision asked: its answer now (status >= 0), or a
+ * token for later (pending); an error is no decision. */
+static uint64_t observe(const door_t *d, const door_decision_t *what, int status, bool pending,
+                        const door_verdict_t *v)
+{
+    if (!pending && status < 0)
+        return 0;
+    return d->observer.asked(d->observer.ud, what, pending ? NULL : v);
+}
+
+/* The observer told of token's later answer (NULL: an error). */
+static void observe_answer(const door_t *d, uint64_t token, int status, const door_verdict_t *v)
+{
+    if (token)
+        d->observer.answered(d->observer.ud, token, status < 0 ? NULL : v);
 }
 
 /* What a caller turned out to be: whose call it is for the engine, and, over TCP, its token. */
@@ -148,6 +163,8 @@ static void on_done(gov_result_t *res, void *ctx)
 {
     door_req_t *req = ctx;
     count(req->door, req->kind, req->op, req->start_ns, false, res->status, res->verdict);
+    observe_answer(req->door, req->observed, res->status,
+                   &(door_verdict_t){res->verdict, res->limit});
     req->done(res, req->ctx);
 }
 
@@ -175,6 +192,7 @@ int door_call(door_t *d, const door_caller_t *who, const door_args_t *a, door_re
     req->start_ns = a->start_ns;
     req->done = done;
     req->ctx = ctx;
+    req->observed = 0;
     gov_result_t *out = &req->result;
     srv_metrics_request(d->metrics, who->door, a->op);
     admitted_t ad;
@@ -206,8 +224,10 @@ int door_call(door_t *d, const door_caller_t *who, const door_args_t *a, door_re
     }
     if (rc != GOV_PENDING)
         count(d, who->door, a->op, a->start_ns, a->batched, out->status, out->verdict);
-    if (d->observe && a->op == PROTO_OP_DECIDE)
-        d->observe(d->observe_ud, a->now, a->subject, a->tokens, rc == GOV_PENDING ? NULL : out);
+    if (d->observer.asked && a->op == PROTO_OP_DECIDE) /* the recording's */
+        req->observed = observe(
+            d, &(door_decision_t){.now = a->now, .subject = a->subject, .tokens = a->tokens},
+            out->status, rc == GOV_PENDING, &(door_verdict_t){out->verdict, out->limit});
     return rc;
 }
 
@@ -220,6 +240,7 @@ typedef struct domain_wait {
     gov_verdict_t overall;
     gov_done_fn done;
     void *ctx;
+    uint64_t observed; /* the observer's token for the answer (0: none) */
 } domain_wait_t;
 
 /* A domain decision's status: the engine's code, or the first ask's error when it is one. */
@@ -231,11 +252,28 @@ static int asks_status(int rc, const gov_result_t *results, size_t n)
     return rc;
 }
 
+/* A gRPC request's answer as it is counted: its verdict, and the limit of the first ask denied
+ * ("" when none was). */
+static door_verdict_t domain_verdict(gov_verdict_t overall, const gov_result_t *results, size_t n)
+{
+    door_verdict_t v = {overall, ""};
+    for (size_t i = 0; i < n && overall != GOV_ADMIT; i++)
+        if (!results[i].admit && results[i].limit[0]) {
+            v.limit = results[i].limit;
+            break;
+        }
+    return v;
+}
+
 static void on_domain_done(gov_result_t *results, void *ctx)
 {
     domain_wait_t *w = ctx;
-    count(w->door, w->kind, PROTO_OP_DECIDE, w->start_ns, false, asks_status(0, results, w->n),
-          w->overall);
+    int status = asks_status(0, results, w->n);
+    count(w->door, w->kind, PROTO_OP_DECIDE, w->start_ns, false, status, w->overall);
+    if (w->observed) {
+        door_verdict_t v = domain_verdict(w->overall, results, w->n);
+        observe_answer(w->door, w->observed, status, &v);
+    }
     w->done(results, w->ctx);
     free(w);
 }
@@ -274,14 +312,27 @@ int door_decide_asks(door_t *d, const door_caller_t *who, const char *domain, si
     gov_verdict_t v = GOV_ADMIT;
     rc = gov_decide_domain(d->engine, domain, domain_len, asks, n, flags, now, results,
                            w ? &w->overall : &v, w ? on_domain_done : NULL, w);
-    if (rc == GOV_PENDING)
+    door_decision_t what = {.now = now,
+                            .tokens = GOV_NO_TOKENS,
+                            .domain = domain,
+                            .domain_len = domain_len,
+                            .asks = asks,
+                            .n = n};
+    if (rc == GOV_PENDING) {
+        if (d->observer.asked)
+            w->observed = observe(d, &what, 0, true, NULL);
         return rc;
+    }
     if (w) {
         v = w->overall;
         free(w);
     }
-    count(d, who->door, PROTO_OP_DECIDE, start, false, rc < 0 ? asks_status(rc, results, n) : rc,
-          v);
+    int status = rc < 0 ? asks_status(rc, results, n) : rc;
+    count(d, who->door, PROTO_OP_DECIDE, start, false, status, v);
+    if (d->observer.asked) {
+        door_verdict_t dv = domain_verdict(v, results, n);
+        observe(d, &what, status, false, &dv);
+    }
     return rc;
 }
 

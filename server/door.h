@@ -74,6 +74,7 @@ typedef struct door_req {
     uint64_t start_ns;
     gov_done_fn done;
     void *ctx;
+    uint64_t observed; /* the observer's token for the later answer (0: none) */
 } door_req_t;
 
 /* What is asked. */
@@ -98,11 +99,41 @@ int door_new(door_t **out, gov_engine_t *engine, srv_metrics_t *metrics, const d
              tt_err_t *err);
 void door_free(door_t *d);
 
-/* Told of every decide door_call makes (the recording, server/record.h): its `now`, subject,
- * tokens and answer (NULL: the engine answers later), borrowed for the call. NULL: none. */
-typedef void (*door_observe_fn)(void *ud, int64_t now, const gov_subject_t *s, int64_t tokens,
-                                const gov_result_t *res);
-void door_set_observer(door_t *d, door_observe_fn fn, void *ud);
+/* One decision as the door saw it asked, for an observer (the recording, server/record.h): a
+ * decide's subject and tokens (the socket, HTTP), or a gRPC request's domain and asks. Borrowed
+ * for the call. */
+typedef struct door_decision {
+    int64_t now;
+    const gov_subject_t *subject; /* a decide's; NULL for a gRPC request */
+    int64_t tokens;               /* a decide's, or GOV_NO_TOKENS */
+    const char *domain;           /* a gRPC request's (asks[0, n)), not NUL-terminated */
+    size_t domain_len;
+    const gov_ask_t *asks;
+    size_t n;
+} door_decision_t;
+
+/* What a decision was answered, as it is counted: its verdict (a gRPC request's: deny when it
+ * was refused) and the limit that decided it ("" when none: an admission of a gRPC request). */
+typedef struct door_verdict {
+    gov_verdict_t verdict;
+    const char *limit;
+} door_verdict_t;
+
+/*
+ * Told of every decision the door makes, on every door the same way: `asked` with its inputs and,
+ * when the engine answered at once, its verdict; when the engine answers later (a Redis limit)
+ * `v` is NULL, and the token asked returns (0: none wanted) comes back to `answered` with the
+ * verdict it got, or with NULL when it ended in an error. A call refused before the engine (the
+ * caller may not spend, a malformed request) is no decision: nobody is told.
+ */
+typedef struct door_observer {
+    uint64_t (*asked)(void *ud, const door_decision_t *what, const door_verdict_t *v);
+    void (*answered)(void *ud, uint64_t token, const door_verdict_t *v);
+    void *ud;
+} door_observer_t;
+
+/* o copied; NULL: none. */
+void door_set_observer(door_t *d, const door_observer_t *o);
 
 /*
  * The one engine call, for `who` once it may (see above). Answers into req->result and returns

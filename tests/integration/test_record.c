@@ -15,6 +15,9 @@
 #include "config.h"
 #include "daemon.h"
 #include "engine.h"
+#include "h2raw.h"
+#include "harness.h" /* tests/redis: a real redis-server */
+#include "httpc.h"
 #include "runcmd.h"
 
 #define BIN TT_BINARY_DIR "/cmd/tokentriage"
@@ -300,4 +303,98 @@ Test(record, hashes_are_keyed)
              key);
     cr_assert_neq(tt_daemon_start(&d, LOOSE, server), 0);
     cr_assert(tt_daemon_log_has(&d, "server.record.hash_key_file", 5000));
+}
+
+/* A limit per door's subject, one in Redis (1 an hour: admit, then deny), and a rule of the gRPC
+ * door in Redis (the same). */
+#define DOORS_LIMITS                                                                               \
+    "    - { id: key_rpm, attach: { level: key }, type: rpm, amount: 1000, period: 1h }\n"         \
+    "    - { id: team_redis, attach: { level: team }, type: rpm, amount: 1, period: 1h,\n"         \
+    "        store: redis }\n"                                                                     \
+    "    - { id: edge_user, domain: edge, descriptor: [{ key: user }], type: rpm, amount: 1,\n"    \
+    "        period: 1h, store: redis }\n"
+
+/* Every door's decisions are recorded through the one door call, and a decision a Redis limit
+ * answers later with the verdict it got (brief grpcops item 2). On main the gRPC requests were
+ * not recorded and the Redis limit's two decisions were recorded `pending`: the replay read 3
+ * decisions, 3 admitted and none denied, key_rpm applied to 1. Now: 6 decisions (two on the
+ * socket, one HTTP, three gRPC: one decided by levels, two by a rule in Redis), the second of
+ * each Redis pair denied as it was answered, key_rpm applied to the HTTP and the levels' gRPC
+ * request, the rule to its two; replayed against the config they were recorded under (the Redis
+ * limit and rule as local counters), the answers are the same. */
+Test(record, every_door_is_recorded_and_a_redis_decision_with_the_verdict_it_got)
+{
+    rh_server_t redis = {0};
+    cr_assert_eq(rh_start(&redis), 0, "redis-server did not start");
+    char server[1024], limits[1024];
+    snprintf(server, sizeof(server),
+             "  record: { file: %s/traffic.ttr, hash_subjects: false }\n  grpc: %s/grpc.sock\n",
+             dir, dir);
+    snprintf(limits, sizeof(limits),
+             DOORS_LIMITS "shared_state:\n  redis: { address: \"%s\", timeout: 1s }\n",
+             redis.address);
+    cr_assert_eq(tt_daemon_start(&d, limits, server), 0);
+    cr_assert(tt_daemon_log_has(&d, "redis: store up", 10000 * tt_slowdown()),
+              "the Redis store decides (not the fallback)");
+
+    tt_client_t *c = tt_daemon_client(&d); /* the socket: Redis answers later */
+    cr_assert_not_null(c);
+    tt_response_t a;
+    cr_assert_eq(tt_decide(c, (tt_pair_t[]){{"team", "t-r"}}, 1, -1, &a), 0);
+    cr_assert(a.admit, "%s", a.verdict);
+    cr_assert_eq(tt_decide(c, (tt_pair_t[]){{"team", "t-r"}}, 1, -1, &a), 0);
+    cr_assert(!a.admit && strcmp(a.limit, "team_redis") == 0, "%s %s", a.verdict, a.limit);
+    tt_close(c);
+
+    int fd = httpc_unix(d.socket); /* HTTP on the socket */
+    cr_assert_geq(fd, 0);
+    static const char get[] = "GET /v1/decide?key=k-h HTTP/1.1\r\nHost: tt\r\n\r\n";
+    cr_assert_eq(httpc_send(fd, get, sizeof(get) - 1), 0);
+    static httpc_response_t hr;
+    httpc_reset();
+    httpc_read(fd, &hr, 5000 * tt_slowdown());
+    cr_assert_eq(hr.status, 200, "%s", hr.raw);
+    close(fd);
+
+    char grpc[300];
+    snprintf(grpc, sizeof(grpc), "%s/grpc.sock", dir);
+    h2raw_conn_t g; /* and gRPC */
+    cr_assert_eq(h2raw_open_unix(&g, grpc), 0);
+    h2raw_buf_t out = {0};
+    h2raw_preface(&out);
+    cr_assert_eq(h2raw_send(&g, out.p, out.len), 0);
+    h2raw_buf_free(&out);
+    size_t len;
+    uint8_t *msg = h2raw_rls_request("levels", "key", "k-g", &len);
+    h2raw_result_t gr;
+    cr_assert_eq(h2raw_call(&g, 1, H2RAW_RLS, msg, len, 5000 * tt_slowdown(), &gr), 0);
+    cr_assert_eq(gr.grpc_status, 0, "%s", gr.grpc_message);
+    free(gr.message);
+    free(msg);
+    msg = h2raw_rls_request("edge", "user", "u-1", &len); /* the rule in Redis: OK, then over */
+    for (uint32_t id = 3; id <= 5; id += 2) {
+        cr_assert_eq(h2raw_call(&g, id, H2RAW_RLS, msg, len, 5000 * tt_slowdown(), &gr), 0);
+        cr_assert_eq(gr.grpc_status, 0, "%s", gr.grpc_message);
+        free(gr.message);
+    }
+    free(msg);
+    h2raw_close(&g);
+    cr_assert_eq(tt_daemon_kill(&d, SIGTERM), 0);
+    rh_stop(&redis);
+
+    char path[512], cfg[512], text[2048];
+    snprintf(path, sizeof(path), "%s/traffic.ttr", dir);
+    int n = snprintf(text, sizeof(text), "governance:\n  limits:\n%s", limits);
+    write_file("doors.yaml", text, (size_t)n, cfg);
+    cr_assert_eq(sim("simulate", "--config", cfg, "--traffic", path, "--json", NULL), 0, "%s",
+                 r.err);
+    cr_assert(strstr(r.out, "{\"decisions\":6,\"was_admitted\":4,\"was_denied\":2,"
+                            "\"now_admitted\":4,\"now_denied\":2,"),
+              "%s", r.out);
+    cr_assert_eq(field(r.out, "team_redis", "was_denied"), 1, "%s", r.out);
+    cr_assert_eq(field(r.out, "team_redis", "now_denied"), 1, "%s", r.out);
+    cr_assert_eq(field(r.out, "key_rpm", "applied"), 2, "HTTP's and gRPC's: %s", r.out);
+    cr_assert_eq(field(r.out, "edge_user", "applied"), 2, "%s", r.out);
+    cr_assert_eq(field(r.out, "edge_user", "was_denied"), 1, "%s", r.out);
+    cr_assert_eq(field(r.out, "edge_user", "now_denied"), 1, "%s", r.out);
 }

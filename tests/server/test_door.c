@@ -149,6 +149,59 @@ Test(door, a_grpc_request_of_several_asks_is_one_decision)
     cr_assert_eq(sample("tokentriage_decision_latency_seconds_count{door=\"grpc\"}"), 3);
 }
 
+/* What the observer (the recording) was told: a line per decision. */
+static char told[1024];
+
+static uint64_t on_asked(void *ud, const door_decision_t *what, const door_verdict_t *v)
+{
+    (void)ud;
+    size_t at = strlen(told);
+    if (what->subject)
+        snprintf(told + at, sizeof(told) - at, "decide %.*s=%.*s",
+                 (int)what->subject->pairs[0].level_len, what->subject->pairs[0].level,
+                 (int)what->subject->pairs[0].id_len, what->subject->pairs[0].id);
+    else
+        snprintf(told + at, sizeof(told) - at, "request %.*s of %zu", (int)what->domain_len,
+                 what->domain, what->n);
+    at = strlen(told);
+    snprintf(told + at, sizeof(told) - at, ": %s %s\n", v ? gov_verdict_name(v->verdict) : "later",
+             v ? v->limit : "");
+    return 0;
+}
+
+static void on_answered(void *ud, uint64_t token, const door_verdict_t *v)
+{
+    (void)ud, (void)token, (void)v;
+    cr_assert_fail("every answer here comes at once");
+}
+
+/* Every door's decisions are told to the observer the same way, with the verdict they were
+ * counted with: a decide of the socket or HTTP by its subject, a gRPC request by its domain and
+ * asks (denied: the limit of its first ask denied); an engine error is no decision. */
+Test(door, every_door_tells_the_observer_its_decisions)
+{
+    told[0] = '\0';
+    door_set_observer(door, &(door_observer_t){.asked = on_asked, .answered = on_answered});
+    door_req_t req;
+    gov_subject_t a = team("a"), k = {.pairs = {{"key", 3, "k", 1}}, .n = 1};
+    decide_on(SRV_DOOR_SOCKET, &a, GOV_NO_TOKENS, &req);
+    decide_on(SRV_DOOR_HTTP, &a, GOV_NO_TOKENS, &req);
+    decide_on(SRV_DOOR_HTTP, &a, GOV_NO_TOKENS, &req);
+    decide_on(SRV_DOOR_SOCKET, &k, GOV_NO_TOKENS, &req); /* tokens required: an error */
+    const rls_door_t *g = door_rls(door);
+    rls_caller_t who = {.tcp = false};
+    gov_ask_t asks[2] = {{.subject = team("c"), .cost = 1}, {.subject = team("a"), .cost = 1}};
+    gov_result_t res[2];
+    g->decide(g->ud, &who, "edge", 4, asks, 2, GOV_ASK_EXACT, T0, res, NULL, NULL);
+    cr_assert_str_eq(told, "decide team=a: admit team_rpm\n"
+                           "decide team=a: admit team_rpm\n"
+                           "decide team=a: deny team_rpm\n"
+                           "request edge of 2: deny team_rpm\n");
+    door_set_observer(door, NULL);
+    decide_on(SRV_DOOR_SOCKET, &a, GOV_NO_TOKENS, &req);
+    cr_assert_str_eq(told + strlen(told) - 33, "request edge of 2: deny team_rpm\n", "none now");
+}
+
 Test(door, allow_lists_past_their_bound_name_the_list)
 {
     static uint32_t ids[DOOR_ALLOW_MAX + 1];
