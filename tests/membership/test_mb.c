@@ -288,16 +288,23 @@ Test(mb, a_seed_given_by_name_is_resolved_and_joined)
     stop(&f);
 }
 
-/* A loopback port free for UDP now (the kernel's pick, released). */
-static int free_udp_port(void)
+/* A loopback port free for both UDP and TCP now (the kernel's pick for TCP, released): the
+ * membership binds both on its port. Another process may still take it before mb_start
+ * binds, so the caller retries with another. */
+static int free_port(void)
 {
-    int s = socket(AF_INET, SOCK_DGRAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    cr_assert(s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0 &&
-              getsockname(s, (struct sockaddr *)&a, &len) == 0);
-    close(s);
-    return ntohs(a.sin_port);
+    for (;;) {
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t len = sizeof a;
+        int t = socket(AF_INET, SOCK_STREAM, 0), u = socket(AF_INET, SOCK_DGRAM, 0);
+        cr_assert(t >= 0 && u >= 0 && bind(t, (struct sockaddr *)&a, sizeof a) == 0 &&
+                  getsockname(t, (struct sockaddr *)&a, &len) == 0);
+        bool both = bind(u, (struct sockaddr *)&a, sizeof a) == 0;
+        close(t);
+        close(u);
+        if (both)
+            return ntohs(a.sin_port);
+    }
 }
 
 static void append(void *ud, const char *text)
@@ -318,15 +325,19 @@ Test(mb, the_seed_peers_are_the_addresses_the_seeds_name_but_its_own)
     for (int i = 0; i < 2; i++) {
         cfg_share_t c;
         share_cfg(&c, i ? "node-1" : "node-0", NULL, NULL);
-        if (i) { /* its own address first, then node-0's */
-            int port = free_udp_port();
-            snprintf(c.bind, sizeof c.bind, "127.0.0.1:%d", port);
-            snprintf(c.seeds[0], sizeof c.seeds[0], "127.0.0.1:%d", port);
-            snprintf(c.seeds[1], sizeof c.seeds[1], "%s", mb_advertise(f.mb[0]));
-            c.n_seeds = 2;
-        }
         tt_err_t err;
-        cr_assert_eq(mb_start(&f.mb[i], &f.loop, &c, &err), 0, "%s", err.message);
+        int rc = -1;
+        for (int attempt = 0; attempt < 5 && rc != 0; attempt++) {
+            if (i) { /* its own address first, then node-0's */
+                int port = free_port();
+                snprintf(c.bind, sizeof c.bind, "127.0.0.1:%d", port);
+                snprintf(c.seeds[0], sizeof c.seeds[0], "127.0.0.1:%d", port);
+                snprintf(c.seeds[1], sizeof c.seeds[1], "%s", mb_advertise(f.mb[0]));
+                c.n_seeds = 2;
+            }
+            rc = mb_start(&f.mb[i], &f.loop, &c, &err);
+        }
+        cr_assert_eq(rc, 0, "%s", err.message);
     }
     cr_assert(run_until(&f, second_counts_one_seed_peer, 10000), "seed peers %llu",
               (unsigned long long)mb_seed_peers(f.mb[1]));
