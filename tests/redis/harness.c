@@ -4,12 +4,16 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -275,6 +279,46 @@ int rh_write_file(const char *path, const char *text)
         return -1;
     int ok = fputs(text, f) >= 0;
     return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+int rh_resolve_as(const char *dir, const char *name, const char *const *addresses, char *why,
+                  size_t whysz)
+{
+    char path[128], text[512] = "";
+    size_t used = 0;
+    for (size_t i = 0; addresses[i] != NULL; i++)
+        used += (size_t)snprintf(text + used, sizeof(text) - used, "%s %s\n", addresses[i], name);
+    snprintf(path, sizeof(path), "%s/hosts", dir);
+    if (used >= sizeof(text) || rh_write_file(path, text) < 0) {
+        snprintf(why, whysz, "cannot write %s", path);
+        return -1;
+    }
+    if (geteuid() != 0 || unshare(CLONE_NEWNS) < 0 ||
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+        mount(path, "/etc/hosts", NULL, MS_BIND, NULL) < 0) {
+        snprintf(why, whysz, "a hosts file of the test's own needs root and a mount namespace: %s",
+                 strerror(errno));
+        return -1;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int rc = getaddrinfo(name, "6379", &hints, &res);
+    const struct addrinfo *a = res;
+    size_t i = 0;
+    for (; rc == 0 && a != NULL && addresses[i] != NULL; a = a->ai_next, i++) {
+        char ip[INET6_ADDRSTRLEN] = "";
+        const void *bytes = a->ai_family == AF_INET6
+                                ? (const void *)&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr
+                                : (const void *)&((struct sockaddr_in *)a->ai_addr)->sin_addr;
+        inet_ntop(a->ai_family, bytes, ip, sizeof(ip));
+        if (strcmp(ip, addresses[i]) != 0)
+            break;
+    }
+    bool same = rc == 0 && a == NULL && addresses[i] == NULL;
+    snprintf(why, whysz, "%s resolves otherwise here (%s): the order this test needs is not given",
+             name, rc == 0 ? "reordered" : gai_strerror(rc));
+    if (res != NULL)
+        freeaddrinfo(res);
+    return same ? 0 : -1;
 }
 
 static void on_tick(uv_timer_t *t)

@@ -74,6 +74,18 @@ int rh_sentinel_replicas(const rh_server_t *s, const char *master);
 /* Writes `text` to `path` (a password file, a config). 0 or -1. */
 int rh_write_file(const char *path, const char *text);
 
+/*
+ * Makes `name` resolve to `addresses` (NULL-ended numeric addresses), in that order, for this
+ * process: an /etc/hosts of those lines is written to dir/hosts and bind-mounted over /etc/hosts
+ * in a mount namespace of the calling thread's own, which the threads it starts later (libuv's
+ * resolver) share and nothing else sees; it ends with the process (Criterion runs each test in
+ * its own). Then getaddrinfo (AF_UNSPEC, SOCK_STREAM) is asked, and must answer the addresses
+ * in the order given. 0, or -1 with `why` (not root, mounts not permitted, a resolver that
+ * reorders them): the caller skips.
+ */
+int rh_resolve_as(const char *dir, const char *name, const char *const *addresses, char *why,
+                  size_t whysz);
+
 /* Milliseconds on a monotonic clock, for deadlines. */
 long long rh_now_ms(void);
 

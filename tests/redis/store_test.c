@@ -10,6 +10,8 @@ void rs_on_event(void *data, rds_event_t event, const char *node, const char *de
     rs_events_t *e = data;
     (void)node;
     e->node_up += event == RDS_EVENT_NODE_UP;
+    if (event == RDS_EVENT_NODE_UP)
+        snprintf(e->up_detail, sizeof(e->up_detail), "%s", detail);
     e->up += event == RDS_EVENT_UP;
     e->down += event == RDS_EVENT_DOWN;
     if (event == RDS_EVENT_NODE_DOWN) {
@@ -38,7 +40,7 @@ bool rs_failed_twice(void *store)
     return st.disconnects >= 2;
 }
 
-static bool failed_thrice(void *store)
+bool rs_failed_thrice(void *store)
 {
     rds_stats_t st;
     rds_store_stats(store, &st);
@@ -86,7 +88,7 @@ long long rs_dbsize(const rh_server_t *server)
 void rs_expect_refused(uv_loop_t *loop, rds_store_t *s, rs_events_t *e, const rh_server_t *server,
                        const char *address, const char *want)
 {
-    cr_assert(rh_run_until(loop, failed_thrice, s, 10000), "did not fail its handshakes");
+    cr_assert(rh_run_until(loop, rs_failed_thrice, s, 10000), "did not fail its handshakes");
     rds_stats_t st;
     rds_store_stats(s, &st);
     cr_assert_not(st.ready);

@@ -1,8 +1,8 @@
 /*
- * What the store's tests against real servers share (test_auth, test_tls, test_cluster,
- * test_sentinel): opening a store, its events tallied, steps sent and counted, a store that can
- * never complete its handshake checked for what it says and what it leaves. Prefix rs_. Built
- * into each test that uses it (it asserts with Criterion).
+ * What the store's tests against real servers share (test_store, test_auth, test_tls,
+ * test_cluster, test_sentinel): opening a store, its events tallied, steps sent and counted, a
+ * store that can never complete its handshake checked for what it says and what it leaves.
+ * Prefix rs_. Built into each test that uses it (it asserts with Criterion).
  */
 #ifndef TT_TESTS_REDIS_STORE_TEST_H
 #define TT_TESTS_REDIS_STORE_TEST_H
@@ -15,7 +15,8 @@
 /* The store's events, counted (rds_options_t.on_event with data = an rs_events_t). */
 typedef struct rs_events {
     int node_down, node_up, up, down;
-    char last[256]; /* the last NODE_DOWN's detail */
+    char last[256];      /* the last NODE_DOWN's detail */
+    char up_detail[256]; /* the last NODE_UP's */
 } rs_events_t;
 
 void rs_on_event(void *data, rds_event_t event, const char *node, const char *detail);
@@ -23,9 +24,10 @@ void rs_on_event(void *data, rds_event_t event, const char *node, const char *de
 /* rds_store_new on `loop`, asserted. */
 rds_store_t *rs_store_new(uv_loop_t *loop, const rds_options_t *o);
 
-/* Predicates for rh_run_until: the store is ready; it dropped two connections. */
+/* Predicates for rh_run_until: the store is ready; it dropped two connections; three. */
 bool rs_ready(void *store);
 bool rs_failed_twice(void *store);
+bool rs_failed_thrice(void *store);
 
 typedef struct rs_tally {
     int sent, answered, admitted;

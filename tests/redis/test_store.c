@@ -6,14 +6,17 @@
  * on the libuv loop; nothing sleeps blindly.
  */
 #include <criterion/criterion.h>
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "harness.h"
 #include "redis_store.h"
+#include "store_test.h"
 
 #define MS INT64_C(1000000)
 
@@ -77,21 +80,31 @@ static bool is_not_ready(void *s)
     return !rds_store_ready(s);
 }
 
-static rds_store_t *open_store(const char *address, int64_t timeout_ns)
+/* A store on `address`, its events tallied in *e (NULL: not told). Over TLS in
+ * test_redis_store_tls when the address has the TLS port, whatever its host. */
+static rds_store_t *open_store_told(const char *address, int64_t timeout_ns, rs_events_t *e)
 {
     rds_options_t o = {.address = address,
                        .timeout_ns = timeout_ns,
                        .backoff_min_ns = 10 * MS,
-                       .backoff_max_ns = 100 * MS};
+                       .backoff_max_ns = 100 * MS,
+                       .on_event = e != NULL ? rs_on_event : NULL,
+                       .data = e};
 #ifdef TT_STORE_TLS
     rds_tls_options_t tls = {.ca_file = certs.ca, .verify = true};
-    if (strcmp(address, tls_address) == 0)
+    const char *port = strrchr(address, ':');
+    if (port != NULL && strcmp(port, strrchr(tls_address, ':')) == 0)
         o.tls = &tls;
 #endif
     rds_store_t *s;
     tt_err_t err;
     cr_assert_eq(rds_store_new(&loop, &o, &s, &err), 0, "%s", err.message);
     return s;
+}
+
+static rds_store_t *open_store(const char *address, int64_t timeout_ns)
+{
+    return open_store_told(address, timeout_ns, NULL);
 }
 
 /* ---- calls and their outcomes ------------------------------------------------------------- */
@@ -578,6 +591,106 @@ Test(store, a_batch_answered_busy_answers_each_call_once_with_the_error)
     cr_assert(rds_store_ready(s), "an error reply must not cost the connection");
     rds_store_close(s);
     cr_assert(run_until(program_ended, &spinner, 5000), "redis-cli did not end after SCRIPT KILL");
+}
+
+/* ---- a name of several addresses ---------------------------------------------------------- */
+
+/* Makes redis.test resolve, in this test's process, to [::1] first and then 127.0.0.1, where
+ * the server listens (on 127.0.0.1 only); skips where that cannot be arranged (see
+ * rh_resolve_as). *address is "redis.test:<the store's port>" (the TLS port over TLS: the
+ * server's certificate names redis.test). */
+static void resolve_v6_first(char address[64])
+{
+    static const char *const order[] = {"::1", "127.0.0.1", NULL};
+    char why[256];
+    if (rh_resolve_as(server.dir, "redis.test", order, why, sizeof(why)) < 0)
+        cr_skip_test("%s", why);
+    snprintf(address, 64, "redis.test%s", strrchr(STORE_ADDRESS, ':'));
+}
+
+/* One decision through the store, which is ready. */
+static void expect_decides(rds_store_t *s)
+{
+    ra_limiter_t l = team_rpm();
+    tally_t t = {0};
+    send_step(s, &l, "team:named", &t);
+    cr_assert(run_until(all_answered, &t, 5000));
+    cr_assert_eq(t.admitted, 1, "%s", t.last_error);
+}
+
+Test(store, a_name_whose_first_address_refuses_is_reached_at_the_next)
+{
+    char address[64], v6[64], v4[64];
+    resolve_v6_first(address);
+    const char *port = strrchr(address, ':') + 1;
+    snprintf(v6, sizeof(v6), "[::1]:%s: connection refused", port);
+    snprintf(v4, sizeof(v4), "127.0.0.1:%s", port);
+    rs_events_t e = {0};
+    rds_store_t *s = open_store_told(address, 500 * MS, &e);
+    cr_assert(run_until(is_ready, s, 5000), "never ready through %s: %s", address, e.last);
+    expect_decides(s);
+    /* the connection told once, with where it went and why not the first */
+    cr_assert_eq(e.node_up, 1);
+    cr_assert(strstr(e.up_detail, v4) && strstr(e.up_detail, v6), "%s", e.up_detail);
+    cr_assert_eq(e.node_down, 0, "a refused address on the way is no failure: %s", e.last);
+    rds_store_close(s);
+}
+
+/* A listening socket on [::1]:port whose accept queue is full (backlog 0, one connection
+ * made and never accepted): a connect there gets no answer at all (its SYN is dropped), as an
+ * address behind a firewall that drops. The descriptors go in fds[2]. */
+static void silent_listener(int port, int fds[2])
+{
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port)};
+    inet_pton(AF_INET6, "::1", &a.sin6_addr);
+    int one = 1;
+    fds[0] = socket(AF_INET6, SOCK_STREAM, 0);
+    fds[1] = socket(AF_INET6, SOCK_STREAM, 0);
+    cr_assert(fds[0] >= 0 && fds[1] >= 0);
+    setsockopt(fds[0], IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    cr_assert_eq(bind(fds[0], (struct sockaddr *)&a, sizeof(a)), 0, "[::1]:%d is taken", port);
+    cr_assert_eq(listen(fds[0], 0), 0);
+    cr_assert_eq(connect(fds[1], (struct sockaddr *)&a, sizeof(a)), 0);
+}
+
+Test(store, a_name_whose_first_address_never_answers_is_reached_at_the_next_in_time)
+{
+    char address[64], v6[64];
+    resolve_v6_first(address);
+    int fds[2];
+    silent_listener(atoi(strrchr(address, ':') + 1), fds);
+    /* a 50 ms timeout: the handshake's 1000 ms, half of it for [::1] */
+    snprintf(v6, sizeof(v6), "[::1]:%s: no answer within 500 ms", strrchr(address, ':') + 1);
+    rs_events_t e = {0};
+    rds_store_t *s = open_store_told(address, 50 * MS, &e);
+    cr_assert(run_until(is_ready, s, 5000), "never ready through %s: %s", address, e.last);
+    expect_decides(s);
+    cr_assert(strstr(e.up_detail, v6), "%s", e.up_detail);
+    cr_assert_eq(e.node_down, 0, "%s", e.last);
+    rds_store_close(s);
+    close(fds[1]);
+    close(fds[0]);
+}
+
+Test(store, a_name_none_of_whose_addresses_answers_names_each_once)
+{
+    char address[64], want[160];
+    resolve_v6_first(address);
+    int port = rh_free_port(); /* nobody listens there */
+    snprintf(address, sizeof(address), "redis.test:%d", port);
+    snprintf(want, sizeof(want),
+             "redis: connect redis.test:%d: [::1]:%d: connection refused; 127.0.0.1:%d: "
+             "connection refused",
+             port, port, port);
+    rs_events_t e = {0};
+    rds_store_t *s = open_store_told(address, 50 * MS, &e);
+    cr_assert(run_until(rs_failed_thrice, s, 5000), "did not fail its connects");
+    rds_stats_t st;
+    rds_store_stats(s, &st);
+    cr_assert_str_eq(st.last_error, want);
+    cr_assert_str_eq(e.last, want);
+    cr_assert_eq(e.node_down, 1, "told once while it repeats, not %d times", e.node_down);
+    rds_store_close(s);
 }
 
 Test(store, a_bad_topology_names_its_field)

@@ -119,6 +119,30 @@ Test(tls, a_certificate_whose_names_leave_out_the_address_is_refused)
     rh_stop(&named);
 }
 
+Test(tls, a_name_of_several_addresses_is_verified_as_the_name_not_the_address_reached)
+{
+    rh_server_t named; /* other.test only: no IP entry */
+    char at[32], address[64];
+    start_tls(&named, &certs.wrong_name, "optional", at);
+    static const char *const order[] = {"::1", "127.0.0.1", NULL}; /* [::1]: nobody listens */
+    char why[256];
+    if (rh_resolve_as(named.dir, "other.test", order, why, sizeof(why)) < 0) {
+        rh_stop(&named);
+        cr_skip_test("%s", why);
+    }
+    snprintf(address, sizeof(address), "other.test%s", strrchr(at, ':'));
+    rds_tls_options_t o = {.ca_file = certs.ca, .verify = true};
+    rs_events_t e = {0};
+    rds_store_t *s = open_store(address, &o, &e);
+    cr_assert(rh_run_until(&loop, rs_ready, s, 5000), "%s", e.last);
+    rs_tally_t t = {0};
+    cr_assert_eq(rs_steps(&loop, s, "team:named", 1, &t), 0);
+    cr_assert_eq(t.admitted, 1);
+    cr_assert(strstr(e.up_detail, "127.0.0.1"), "%s", e.up_detail);
+    rds_store_close(s);
+    rh_stop(&named);
+}
+
 Test(tls, an_expired_server_certificate_is_refused)
 {
     rh_server_t old;
