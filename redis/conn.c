@@ -12,14 +12,26 @@
  * sent meanwhile gathers for the next one. So the commands of one loop turn go out together, as
  * hiredis' did, and at most one write is in flight.
  *
- * Closing never frees at once: the handle is closed through libuv, a name lookup still running
- * is cancelled, and the memory goes when both are done. A reply function may therefore close
+ * Connecting: a unix socket path is connected as it is. A name is resolved off the loop, and
+ * each address it resolves to is tried in getaddrinfo's order (RFC 6724's, as the system sorts
+ * them: `localhost` may give ::1 before 127.0.0.1, a managed Redis' name several A records)
+ * until one connects: a refusal moves on at once, and an address that does not answer is left
+ * when its share of connect_ms ends (what is left of it divided by the addresses left; the last
+ * one has the rest, and the caller's own deadline ends it). Each address gets a fresh socket (the
+ * next may be of another family), so the handle is closed and made again between two. The
+ * connection's name (the host as configured) is what TLS checks and SNI carries, never the
+ * address reached. The addresses that failed are in the connection's words: the failure names
+ * each and why, and rds_conn_route says where a connection went when the first did not answer.
+ *
+ * Closing never frees at once: the handles are closed through libuv, a name lookup still running
+ * is cancelled, and the memory goes when all are done. A reply function may therefore close
  * the connection it was called from: the commands still waiting are answered NULL right away,
  * the reader stops, and nothing is read after.
  */
 #define _DEFAULT_SOURCE /* explicit_bzero */
 #include "conn.h"
 
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +42,7 @@
 
 #define DEFAULT_MAX 67108864 /* 64 MiB */
 #define READ_BUF 65536
+#define TRIED_MAX 384 /* the words on the addresses that failed; a name of many is cut */
 
 typedef struct buf {
     char *data;
@@ -50,6 +63,7 @@ struct rds_conn {
         uv_stream_t stream;
     } h;
     uv_getaddrinfo_t gai;
+    uv_timer_t attempt; /* the address tried's share of connect_ms, while others are left */
     uv_connect_t connect_req;
     uv_write_t write_req;
     const rds_conn_handler_t *handler;
@@ -58,6 +72,11 @@ struct rds_conn {
     char host[RDS_HOST_MAX + 1];
     int port;
     size_t max_out, max_in;
+    /* the name's addresses (NULL until resolved), the one tried now, and those that failed */
+    struct addrinfo *addrs, *trying;
+    uint64_t connect_ms, connect_by; /* the budget for all of them; when it ends (loop time) */
+    char tried[TRIED_MAX];           /* "[::1]:6379: connection refused; ...", or "" */
+    char route[TRIED_MAX + 96];      /* rds_conn_route's words ("<at>, after <tried>"), or "" */
     /* TLS: the session between two memory BIOs (rbio: bytes read, wbio: bytes to write) */
     rds_tls_t *tls; /* a reference of the connection's own */
     SSL *ssl;
@@ -67,7 +86,7 @@ struct rds_conn {
     bool writing;      /* a uv_write of wbuf is in flight */
     bool closing;
     bool resolving; /* a name lookup in libuv's threadpool */
-    bool handle_open, handle_closed;
+    int handles;    /* libuv handles not closed yet (the stream, the attempt's timer) */
     bool subscribed;
     bool wipe; /* a secret went out: wbuf is wiped after its write */
     redisReader *reader;
@@ -89,8 +108,10 @@ static void wipe(void *p, size_t n)
 
 static void free_if_done(rds_conn_t *c)
 {
-    if (!c->closing || c->resolving || (c->handle_open && !c->handle_closed))
+    if (!c->closing || c->resolving || c->handles > 0)
         return;
+    if (c->addrs)
+        uv_freeaddrinfo(c->addrs);
     if (c->reader)
         redisReaderFree(c->reader);
     tt_arena_free(&c->replies.arena);
@@ -107,7 +128,7 @@ static void free_if_done(rds_conn_t *c)
 static void on_handle_closed(uv_handle_t *h)
 {
     rds_conn_t *c = h->data;
-    c->handle_closed = true;
+    c->handles--;
     free_if_done(c);
 }
 
@@ -130,8 +151,9 @@ static void shut(rds_conn_t *c, const char *why, bool tell)
         c->handler->closed(c->ctx, c, why);
     if (c->resolving)
         uv_cancel((uv_req_t *)&c->gai);
-    if (c->handle_open)
+    if (!uv_is_closing(&c->h.handle)) /* (between two addresses it is, and is counted) */
         uv_close(&c->h.handle, on_handle_closed);
+    uv_close((uv_handle_t *)&c->attempt, on_handle_closed);
     free_if_done(c);
 }
 
@@ -274,6 +296,11 @@ int rds_conn_send_argv(rds_conn_t *c, int argc, const char **argv, const size_t 
     free(cmd);
     c->wipe = true; /* it may hold a password: wiped from wbuf once written */
     return rc;
+}
+
+const char *rds_conn_route(const rds_conn_t *c)
+{
+    return c->route;
 }
 
 const char *rds_conn_stage(const rds_conn_t *c)
@@ -435,15 +462,18 @@ static void tls_handshake(rds_conn_t *c)
     fail(c, "redis: %s: TLS handshake: %s", why);
 }
 
+static void attempt_failed(rds_conn_t *c, const char *why);
+
 static void on_connect(uv_connect_t *req, int status)
 {
     rds_conn_t *c = req->data;
     if (status == UV_ECANCELED || c->closing)
         return;
     if (status < 0) {
-        fail(c, "redis: connect %s: %s", uv_strerror(status));
+        attempt_failed(c, uv_strerror(status));
         return;
     }
+    uv_timer_stop(&c->attempt);
     c->transport_up = true;
     if (c->port != 0) {
         uv_tcp_nodelay(&c->h.tcp, 1);
@@ -472,6 +502,79 @@ static void on_connect(uv_connect_t *req, int status)
     tls_handshake(c);
 }
 
+/* "127.0.0.1:6379", "[::1]:6379": an address as the messages name it. */
+static void address_name(const struct sockaddr *sa, char *out, size_t size)
+{
+    char ip[64] = "?";
+    uv_ip_name(sa, ip, sizeof(ip));
+    bool v6 = sa->sa_family == AF_INET6;
+    int port = ntohs(v6 ? ((const struct sockaddr_in6 *)sa)->sin6_port
+                        : ((const struct sockaddr_in *)sa)->sin_port);
+    snprintf(out, size, v6 ? "[%s]:%d" : "%s:%d", ip, port);
+}
+
+static void on_attempt_timeout(uv_timer_t *t)
+{
+    rds_conn_t *c = t->data;
+    char why[64];
+    snprintf(why, sizeof(why), "connection timed out (its share of %llu ms)",
+             (unsigned long long)c->connect_ms);
+    attempt_failed(c, why);
+}
+
+/* Connects to c->trying. With addresses left after it, it has its share of what is left of
+ * connect_ms. */
+static void try_address(rds_conn_t *c)
+{
+    uint64_t left = 0;
+    for (const struct addrinfo *a = c->trying; a != NULL; a = a->ai_next)
+        left++;
+    if (left > 1 && c->connect_ms > 0) {
+        uint64_t now = uv_now(c->loop);
+        uint64_t share = (c->connect_by > now ? c->connect_by - now : 0) / left;
+        uv_timer_start(&c->attempt, on_attempt_timeout, share > 0 ? share : 1, 0);
+    }
+    c->connect_req.data = c;
+    int rc = uv_tcp_connect(&c->connect_req, &c->h.tcp, c->trying->ai_addr, on_connect);
+    if (rc < 0)
+        attempt_failed(c, uv_strerror(rc));
+}
+
+static void on_attempt_closed(uv_handle_t *h)
+{
+    rds_conn_t *c = h->data;
+    if (c->closing) {
+        on_handle_closed(h);
+        return;
+    }
+    uv_tcp_init(c->loop, &c->h.tcp); /* without a socket family it cannot fail */
+    c->h.handle.data = c;
+    try_address(c);
+}
+
+/* The address tried failed, for `why`: the next one, on a fresh socket; or, with none left, the
+ * connection fails naming each address and why (a unix socket, or a name of one address: only
+ * why, as ever). */
+static void attempt_failed(rds_conn_t *c, const char *why)
+{
+    uv_timer_stop(&c->attempt);
+    if (c->trying == NULL || (c->trying == c->addrs && c->trying->ai_next == NULL)) {
+        fail(c, "redis: connect %s: %s", why);
+        return;
+    }
+    char at[80];
+    address_name(c->trying->ai_addr, at, sizeof(at));
+    size_t used = strlen(c->tried);
+    snprintf(c->tried + used, sizeof(c->tried) - used, "%s%s: %s", used ? "; " : "", at, why);
+    if ((c->trying = c->trying->ai_next) == NULL) {
+        fail(c, "redis: connect %s: %s", c->tried);
+        return;
+    }
+    address_name(c->trying->ai_addr, at, sizeof(at));
+    snprintf(c->route, sizeof(c->route), "%s, after %s", at, c->tried);
+    uv_close(&c->h.handle, on_attempt_closed);
+}
+
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 {
     rds_conn_t *c = req->data;
@@ -486,11 +589,8 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         fail(c, "redis: connect %s: cannot resolve the host: %s", uv_strerror(status));
         return;
     }
-    c->connect_req.data = c;
-    int rc = uv_tcp_connect(&c->connect_req, &c->h.tcp, res->ai_addr, on_connect);
-    uv_freeaddrinfo(res);
-    if (rc < 0)
-        fail(c, "redis: connect %s: %s", uv_strerror(rc));
+    c->addrs = c->trying = res;
+    try_address(c);
 }
 
 int rds_conn_open(uv_loop_t *loop, const rds_conn_options_t *o, const rds_conn_handler_t *h,
@@ -507,6 +607,8 @@ int rds_conn_open(uv_loop_t *loop, const rds_conn_options_t *o, const rds_conn_h
     c->port = o->port;
     c->max_out = o->max_out ? o->max_out : DEFAULT_MAX;
     c->max_in = o->max_in ? o->max_in : DEFAULT_MAX;
+    c->connect_ms = o->connect_ms;
+    c->connect_by = uv_now(loop) + o->connect_ms;
     snprintf(c->host, sizeof(c->host), "%s", o->host);
     snprintf(c->name, sizeof(c->name), "%s", o->name ? o->name : o->host);
     c->reader = redisReaderCreate();
@@ -522,7 +624,9 @@ int rds_conn_open(uv_loop_t *loop, const rds_conn_options_t *o, const rds_conn_h
         return -1;
     }
     c->h.handle.data = c;
-    c->handle_open = true;
+    uv_timer_init(loop, &c->attempt);
+    c->attempt.data = c;
+    c->handles = 2;
     *out = c;
     if (c->port == 0) {
         c->connect_req.data = c;
@@ -539,6 +643,7 @@ int rds_conn_open(uv_loop_t *loop, const rds_conn_options_t *o, const rds_conn_h
         c->resolving = false;
         c->closing = true;
         uv_close(&c->h.handle, on_handle_closed); /* frees it */
+        uv_close((uv_handle_t *)&c->attempt, on_handle_closed);
         *out = NULL;
         return -1;
     }

@@ -20,6 +20,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <hiredis/hiredis.h>
 #include <uv.h>
@@ -51,11 +52,15 @@ typedef struct rds_conn_options {
     rds_tls_t *tls;   /* NULL: plain; else a TLS context, which the connection references */
     size_t max_out;   /* bytes waiting to be written; 0 = 64 MiB */
     size_t max_in;    /* bytes of one reply not yet complete; 0 = 64 MiB */
+    /* a name resolving to several addresses: the time to connect to one of them, which each
+     * address but the last may take an equal share of (0: each until it fails) */
+    uint64_t connect_ms;
 } rds_conn_options_t;
 
-/* Starts connecting (a name is resolved off the loop, by libuv's threadpool). Returns 0 and the
- * connection, which tells `connected` or `closed` later, never from inside this call; or -1
- * (out of memory) with nothing to free. */
+/* Starts connecting (a name is resolved off the loop, by libuv's threadpool, and each address
+ * it resolves to is tried in turn until one connects). Returns 0 and the connection, which tells
+ * `connected` or `closed` later, never from inside this call; or -1 (out of memory) with nothing to
+ * free. */
 int rds_conn_open(uv_loop_t *loop, const rds_conn_options_t *o, const rds_conn_handler_t *h,
                   void *ctx, rds_conn_t **out);
 
@@ -75,6 +80,11 @@ void rds_conn_subscribed(rds_conn_t *c);
 
 /* Where it is, for a message: "connecting", "in the TLS handshake", "waiting for the replies". */
 const char *rds_conn_stage(const rds_conn_t *c);
+
+/* "" while the first address of the name is tried (or reached); once it failed, the address
+ * tried or reached now and those that failed before, for a message: "127.0.0.1:6379, after
+ * [::1]:6379: connection refused". */
+const char *rds_conn_route(const rds_conn_t *c);
 
 /* Closes it: every command waiting is answered NULL (now, or after the reply being handled when
  * called from inside a reply function), `closed` is not told, and the connection frees itself

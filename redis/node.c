@@ -235,12 +235,13 @@ static void on_handshake_deadline(uv_timer_t *t)
     rds_node_t *n = t->data;
     if (n->conn == NULL || n->ready)
         return;
-    char name[RDS_NODE_NAME_MAX], why[RDS_NODE_NAME_MAX + 160];
+    char name[RDS_NODE_NAME_MAX], why[RDS_NODE_NAME_MAX + 640];
     rds__node_name(n, name, sizeof(name));
-    const char *stage = rds_conn_stage(n->conn);
-    snprintf(why, sizeof(why), "redis: %s%s: no handshake within %llu ms (still %s%s)",
+    const char *stage = rds_conn_stage(n->conn), *route = rds_conn_route(n->conn);
+    snprintf(why, sizeof(why), "redis: %s%s: no handshake within %llu ms (still %s%s%s%s)",
              n->sentinel ? "Sentinel " : "", name, (unsigned long long)n->store->handshake_ms,
-             stage, strcmp(stage, "in the TLS handshake") == 0 ? ": is it a TLS port?" : "");
+             stage, route[0] ? ", at " : "", route,
+             strcmp(stage, "in the TLS handshake") == 0 ? ": is it a TLS port?" : "");
     rds__node_drop(n, why);
 }
 
@@ -252,7 +253,12 @@ static void connect_now(rds_node_t *n)
     uv_timer_stop(&n->reconnect);
     char name[RDS_NODE_NAME_MAX];
     rds__node_name(n, name, sizeof(name));
-    rds_conn_options_t o = {.host = n->at.host, .port = n->at.port, .name = name, .tls = s->tls};
+    rds_conn_options_t o = {
+        .host = n->at.host,
+        .port = n->at.port,
+        .name = name,
+        .tls = s->tls,
+        .connect_ms = s->handshake_ms}; /* a name's addresses share the handshake's deadline */
     if (rds_conn_open(s->loop, &o, &conn_handler, n, &n->conn) < 0) {
         char err[RDS_NODE_NAME_MAX + 64];
         snprintf(err, sizeof(err), "redis: connect %s: cannot start a connection", name);

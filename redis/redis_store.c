@@ -83,7 +83,7 @@ static void node_event(rds_node_t *n, bool up, const char *why)
         n->told_up = true;
         n->told[0] = '\0';
         if (s->on_event != NULL)
-            s->on_event(s->data, RDS_EVENT_NODE_UP, name, "");
+            s->on_event(s->data, RDS_EVENT_NODE_UP, name, rds_conn_route(n->conn));
     } else if (why != NULL && !s->closing &&
                (n->told_up || strncmp(n->told, why, sizeof(n->told) - 1) != 0)) {
         n->told_up = false;

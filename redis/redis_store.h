@@ -27,7 +27,9 @@ typedef struct rds_store rds_store_t;
 
 /* What the store tells its owner as it happens (a log line each, in the daemon). */
 typedef enum rds_event {
-    RDS_EVENT_NODE_UP,   /* a connection completed its handshake (node named) */
+    RDS_EVENT_NODE_UP,   /* a connection completed its handshake (node named); detail is "",
+                          * or where it went when the name's first address failed:
+                          * "127.0.0.1:6379, after [::1]:6379: connection refused" */
     RDS_EVENT_NODE_DOWN, /* a connection failed or was lost, detail says why; a node failing again
                           * for the same reason is not told again until it was up meanwhile */
     RDS_EVENT_UP,        /* the store can decide: every key has a ready Redis (rds_store_ready) */

@@ -635,7 +635,8 @@ static void redis_event(void *data, rds_event_t event, const char *node, const c
     (void)data;
     switch (event) {
     case RDS_EVENT_NODE_UP:
-        tt_log(TT_LOG_INFO, "redis: connected", TT_STR("node", node));
+        tt_log(TT_LOG_INFO, "redis: connected", TT_STR("node", node),
+               TT_STR("detail", detail[0] ? detail : NULL));
         break;
     case RDS_EVENT_NODE_DOWN:
         tt_log(TT_LOG_WARN, "redis: connection failed", TT_STR("node", node),

@@ -294,8 +294,8 @@ int rh_resolve_as(const char *dir, const char *name, const char *const *addresse
         return -1;
     }
     if (geteuid() != 0 || unshare(CLONE_NEWNS) < 0 ||
-        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-        mount(path, "/etc/hosts", NULL, MS_BIND, NULL) < 0) {
+        mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0 ||
+        mount(path, "/etc/hosts", "none", MS_BIND, NULL) < 0) {
         snprintf(why, whysz, "a hosts file of the test's own needs root and a mount namespace: %s",
                  strerror(errno));
         return -1;
