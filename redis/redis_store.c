@@ -471,6 +471,9 @@ int rds_store_new(uv_loop_t *loop, const rds_options_t *o, rds_store_t **out, tt
         return rc;
     }
     s->jitter = uv_hrtime() | 1;
+    /* a store is often made before its loop runs (a daemon's start): the loop's now is then when
+     * it last ran, maybe seconds ago, and the first handshake's deadline would pass at once */
+    uv_update_time(loop);
     uv_timer_init(loop, &s->deadline);
     uv_timer_init(loop, &s->refresh);
     uv_idle_init(loop, &s->flush);
