@@ -8,8 +8,10 @@
 #ifndef TT_BUF_H
 #define TT_BUF_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +64,36 @@ static inline int tt_buf_append(tt_buf_t *b, const void *bytes, size_t n)
         memcpy(b->data + b->len, bytes, n);
     b->len += n;
     return 0;
+}
+
+/* Appends what vprintf would write, whatever its length (formatted in place; again at its size
+ * when it did not fit the room there was); 0, or -1 when memory ran out. */
+static inline __attribute__((format(printf, 2, 0))) int tt_buf_vprintf(tt_buf_t *b, const char *fmt,
+                                                                       va_list ap)
+{
+    va_list again;
+    va_copy(again, ap);
+    int n =
+        tt_buf_room(b, 256) ? vsnprintf((char *)b->data + b->len, b->cap - b->len, fmt, ap) : -1;
+    if (n >= 0 && (size_t)n >= b->cap - b->len)
+        n = tt_buf_room(b, (size_t)n + 1)
+                ? vsnprintf((char *)b->data + b->len, b->cap - b->len, fmt, again)
+                : -1;
+    va_end(again);
+    if (n < 0)
+        return -1;
+    b->len += (size_t)n;
+    return 0;
+}
+
+static inline __attribute__((format(printf, 2, 3))) int tt_buf_printf(tt_buf_t *b, const char *fmt,
+                                                                      ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = tt_buf_vprintf(b, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 #endif

@@ -7,6 +7,7 @@
  */
 #include "mb.h"
 #include "mb_int.h"
+#include "tt_buf.h"
 #include "tt_clock.h"
 #include "tt_log.h"
 
@@ -668,14 +669,18 @@ const char *mb_advertise(const mb_t *mb)
 
 static void metric(void (*emit)(void *, const char *), void *ud, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* One family's lines, whatever their length (a fixed buffer cut the rejoin family, and so the
+ * next family's HELP ran into its last sample, as soon as two of its counts had two digits). */
 static void metric(void (*emit)(void *, const char *), void *ud, const char *fmt, ...)
 {
-    char line[512];
+    tt_buf_t text = {0};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    int rc = tt_buf_vprintf(&text, fmt, ap);
     va_end(ap);
-    emit(ud, line);
+    if (rc == 0 && tt_buf_append(&text, "", 1) == 0)
+        emit(ud, (const char *)text.data);
+    tt_buf_free(&text);
 }
 
 void mb_metrics_write(const mb_t *mb, void (*emit)(void *ud, const char *line), void *ud)

@@ -158,21 +158,10 @@ int srv_metrics_add_source(srv_metrics_t *m, srv_metrics_source_fn fn, void *ud)
 
 void srv_metrics_printf(tt_buf_t *out, const char *fmt, ...)
 {
-    char buf[512];
-    va_list ap, again;
+    va_list ap;
     va_start(ap, fmt);
-    va_copy(again, ap);
-    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    tt_buf_vprintf(out, fmt, ap);
     va_end(ap);
-    if (n >= (int)sizeof(buf)) { /* a long block: format it again at its size */
-        char *big = malloc((size_t)n + 1);
-        if (big && vsnprintf(big, (size_t)n + 1, fmt, again) == n)
-            tt_buf_append(out, big, (size_t)n);
-        free(big);
-    } else if (n > 0) {
-        tt_buf_append(out, buf, (size_t)n);
-    }
-    va_end(again);
 }
 
 #define P srv_metrics_printf

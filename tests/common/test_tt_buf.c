@@ -36,3 +36,20 @@ Test(tt_buf, a_size_that_cannot_be_had_fails_and_stays_failed)
     cr_assert_eq(tt_buf_append(&b, more, b.cap - b.len + 1), -1, "it never grows again");
     tt_buf_free(&b);
 }
+
+Test(tt_buf, printf_appends_the_whole_text_whatever_its_length)
+{
+    tt_buf_t b = {0};
+    cr_assert_eq(tt_buf_printf(&b, "%s=%d;", "a", 1), 0);
+    char long_text[3000];
+    memset(long_text, 'x', sizeof(long_text) - 1);
+    long_text[sizeof(long_text) - 1] = 0;
+    for (int i = 0; i < 3; i++) /* past the room there was: formatted again at its size */
+        cr_assert_eq(tt_buf_printf(&b, "[%s %llu]", long_text, 18446744073709551615ULL), 0);
+    size_t one = strlen(long_text) + strlen("[ 18446744073709551615]");
+    cr_assert_eq(b.len, 4 + 3 * one);
+    cr_assert(memcmp(b.data, "a=1;[xxx", 8) == 0);
+    cr_assert(memcmp(b.data + 4 + 3 * one - 22, " 18446744073709551615]", 22) == 0);
+    cr_assert_not(b.failed);
+    tt_buf_free(&b);
+}

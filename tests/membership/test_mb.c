@@ -349,6 +349,52 @@ Test(mb, the_seed_peers_are_the_addresses_the_seeds_name_but_its_own)
     stop(&f);
 }
 
+/* swim_counters as mb.c calls it (linked with --wrap): the core's, or every count at its
+ * widest while `widest` is set. */
+static bool widest;
+const swim_counters_t *__real_swim_counters(const swim_core_t *core);
+const swim_counters_t *__wrap_swim_counters(const swim_core_t *core);
+const swim_counters_t *__wrap_swim_counters(const swim_core_t *core)
+{
+    static swim_counters_t all;
+    if (!widest)
+        return __real_swim_counters(core);
+    memset(&all, 0xff, sizeof all);
+    return &all;
+}
+
+/* Each piece mb_metrics_write emits must be whole lines. */
+static void whole_lines(void *ud, const char *text)
+{
+    size_t n = strlen(text);
+    cr_assert(n > 0 && text[n - 1] == '\n', "a piece that does not end a line: %s", text);
+    append(ud, text);
+}
+
+Test(mb, every_metric_family_is_whole_lines_whatever_its_counts)
+{
+    fleet_t f = {0};
+    start(&f, 1, NULL);
+    static char text[16384];
+    text[0] = 0;
+    widest = true;
+    mb_metrics_write(f.mb[0], whole_lines, text);
+    widest = false;
+    cr_assert(strstr(text, "tokentriage_gossip_rejoin_total{kind=\"merge\"} 18446744073709551615\n"
+                           "# HELP tokentriage_members_down_total "),
+              "%s", text);
+    for (const char *l = text; *l; l = strchr(l, '\n') + 1) { /* a comment, or name value */
+        const char *nl = strchr(l, '\n'), *sp = nl;
+        while (sp && sp > l && *sp != ' ')
+            sp--;
+        cr_assert(nl && (strncmp(l, "# HELP ", 7) == 0 || strncmp(l, "# TYPE ", 7) == 0 ||
+                         (strncmp(l, "tokentriage_", 12) == 0 && *sp == ' ' &&
+                          strspn(sp + 1, "0123456789") == (size_t)(nl - sp - 1))),
+                  "not a line of the exposition: %.*s", nl ? (int)(nl - l) : 80, l);
+    }
+    stop(&f);
+}
+
 Test(mb, bad_settings_are_refused_naming_the_field)
 {
     uv_loop_t loop;
