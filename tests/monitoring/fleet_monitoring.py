@@ -9,7 +9,8 @@ replica's /metrics twice, a few seconds apart, from inside its namespace (as the
 would; a partitioned replica is still scraped):
 
   healthy      all three converged;
-  killed       r2 SIGKILLed, r0 and r1 have declared it dead;
+  killed       r2 SIGKILLed, r0 and r1 have declared it dead, and again a minute on, when their
+               views have dropped it (a dead member leaves the table 60 s after its death);
   partitioned  r2 back, then its link cut: each side has declared the other dead;
   udp blocked  r2's gossip datagrams dropped both ways (a policy rule in its namespace: UDP 7946
                only; TCP, so push-pull, passes), until its probes have failed;
@@ -303,14 +304,16 @@ def scenario_series(fleet, sc, pods):
 
 
 def build_case(fleet, segments, pods, evals, alertnames, severities, only=None):
-    """One promtool test: segments [(scenario, minutes)], evals [(minute, {alert: [labels]})];
-    every alert of the rule file is asserted, or those of `only`."""
+    """One promtool test: segments [(scenario, minutes)], evals [(minute, {alert: [labels]})
+    or (minute, {...}, only at that minute)]; every alert of the rule file is asserted, or those
+    of `only`."""
     tl = Timeline()
     for sc, minutes in segments:
         tl.add(scenario_series(fleet, sc, pods), minutes)
     tests = []
-    asserted = [n for n in alertnames if n not in UNASSERTED and (only is None or n in only)]
-    for minute, expected in evals:
+    for minute, expected, *at in evals:
+        scope = at[0] if at else only
+        asserted = [n for n in alertnames if n not in UNASSERTED and (scope is None or n in scope)]
         # the asserted alerts of the rule file, and any expected one it lacks (which then fails)
         for name in asserted + [n for n in expected if n not in alertnames]:
             sev = {"severity": severities[name]} if severities.get(name) else {}
@@ -470,6 +473,9 @@ def main():
         wait_for("r0 and r1 to declare r2 dead",
                  lambda: fleet.sees(0, {"r2": "dead"}) and fleet.sees(1, {"r2": "dead"}), DEADLINE_S)
         killed = take(fleet, "killed", {p: i for p, i in pods.items() if i != 2})
+        wait_for("r0 and r1 to drop r2 from their views (60 s after its death)",
+                 lambda: "r2" not in fleet.members(0) and "r2" not in fleet.members(1), 90)
+        killed_later = take(fleet, "killed, a minute on", {p: i for p, i in pods.items() if i != 2})
 
         fleet.cmd("start 2")
         wait_for("r2 to be ready again", lambda: fleet.ready(2), DEADLINE_S)
@@ -537,26 +543,31 @@ def main():
         everyone = [{"pod": p} for p in pods]
         cases = {
             "healthy": ([(healthy, 30)], [(25, {})]),
-            # r2 killed: the survivors see it dead; the DaemonSet is a replica short
-            "killed": ([(healthy, 10), (killed, 30)], [(35, {
-                "TokentriageMembersDead": [{"pod": "tokentriage-r0"}, {"pod": "tokentriage-r1"}],
-                "TokentriageNotReady": [{"namespace": NAMESPACE, "daemonset": "tokentriage",
-                                         "job": "kube-state-metrics", "instance": "kube-state-metrics:8080"}],
-            })]),
-            # r2 cut off: the views split, every replica sees dead members; r2 holds its share
-            # limits (it lost more than half its view), so it is not converged; its probes all
-            # fail (Lifeguard's health), it has lost Redis too, and it hears no gossip while its
-            # seeds name its peers
-            "partitioned": ([(healthy, 10), (partitioned, 30)], [(35, {
-                "TokentriageGossipSilent": [{"pod": "tokentriage-r2"}],
-                "TokentriageMembershipSplit": [{}],
-                "TokentriageMembersDead": everyone,
-                "TokentriageShareHeld": [T("tokentriage-r2", limit=l, state="held") for l in share],
-                "TokentriageShareNotConverged": [T("tokentriage-r2", limit=l) for l in share],
-                "TokentriageMembershipUnhealthy": [T("tokentriage-r2")],
-                "TokentriageStoreErrors": [{"pod": "tokentriage-r2"}],
-                "TokentriageRedisDown": [T("tokentriage-r2")],
-            })]),
+            # r2 killed: the survivors declare it dead; the DaemonSet is a replica short
+            # (a minute of rule time per real minute until their views drop it)
+            "killed": ([(healthy, 10), (killed, 1), (killed_later, 29)], [
+                (11, {"TokentriageMembersDead": [{"pod": "tokentriage-r0"}, {"pod": "tokentriage-r1"}]},
+                 {"TokentriageMembersDead"}),
+                (35, {"TokentriageNotReady": [{"namespace": NAMESPACE, "daemonset": "tokentriage",
+                                               "job": "kube-state-metrics",
+                                               "instance": "kube-state-metrics:8080"}]}),
+            ]),
+            # r2 cut off: every replica declares members dead as it is cut (minute 10), the views
+            # split; r2 holds its share limits (it lost more than half its view), so it is not
+            # converged; its probes all fail (Lifeguard's health), it has lost Redis too, and it
+            # hears no gossip while its seeds name its peers
+            "partitioned": ([(healthy, 10), (partitioned, 30)], [
+                (11, {"TokentriageMembersDead": everyone}, {"TokentriageMembersDead"}),
+                (35, {
+                    "TokentriageGossipSilent": [{"pod": "tokentriage-r2"}],
+                    "TokentriageMembershipSplit": [{}],
+                    "TokentriageShareHeld": [T("tokentriage-r2", limit=l, state="held") for l in share],
+                    "TokentriageShareNotConverged": [T("tokentriage-r2", limit=l) for l in share],
+                    "TokentriageMembershipUnhealthy": [T("tokentriage-r2")],
+                    "TokentriageStoreErrors": [{"pod": "tokentriage-r2"}],
+                    "TokentriageRedisDown": [T("tokentriage-r2")],
+                }),
+            ]),
             # r1 restarted onto a corrupt snapshot, as a new pod: fires, then resolves
             "restarted": ([(before, 10), (restarted, 30)], [
                 (15, {"TokentriageStateNotRestored": [T("tokentriage-r1-new", reason="not_a_snapshot")]}),
