@@ -41,9 +41,9 @@ int rs_steps(uv_loop_t *loop, rds_store_t *s, const char *key, int n, rs_tally_t
 long long rs_dbsize(const rh_server_t *server);
 
 /* A store (opened with on_event counting into e) whose handshake can never succeed: once it has
- * failed three times, it is not ready, its last error names `address` and holds `want`, the
- * failures were told fewer times than they happened (a reason is told once while it repeats), a
- * call is refused at once and `server` holds no key. Closes the store. */
+ * failed three times, it is not ready, its last error names `address` and holds `want`, which
+ * was told once (a reason is told once while it repeats), a call is refused at once and `server`
+ * holds no key. Closes the store. */
 void rs_expect_refused(uv_loop_t *loop, rds_store_t *s, rs_events_t *e, const rh_server_t *server,
                        const char *address, const char *want);
 
