@@ -562,9 +562,11 @@ static void collapse_done(uv_work_t *req, int status)
 
 /*
  * Whether this process may have memory collapsed into huge pages: one huge page of its own, one
- * page touched, collapsed. EAGAIN (no huge page free just now) counts as yes; anything else as
- * no: EINVAL from a kernel before 6.1 or without THP, or with THP disabled for the process (an
- * untouched range would say EINVAL too, hence the touch), EPERM from a seccomp filter.
+ * page touched, collapsed. What only this moment's memory refused counts as yes (madvise(2)):
+ * ENOMEM (no huge page free just now), EBUSY (the cgroup at its limit), EAGAIN (a page busy).
+ * Anything else is no: EINVAL from a kernel before 6.1 or without THP, or with THP disabled for
+ * the process (an untouched range would say EINVAL too, hence the touch), EPERM from a seccomp
+ * filter.
  */
 static bool huge_pages_probe(st_node_t *n)
 {
@@ -574,7 +576,8 @@ static bool huge_pages_probe(st_node_t *n)
         return false;
     char *p = raw + (HUGE_PAGE - (uintptr_t)raw % HUGE_PAGE) % HUGE_PAGE;
     p[0] = 1;
-    bool ok = madvise(p, HUGE_PAGE, MADV_COLLAPSE) == 0 || errno == EAGAIN;
+    bool ok = madvise(p, HUGE_PAGE, MADV_COLLAPSE) == 0 || errno == ENOMEM || errno == EBUSY ||
+              errno == EAGAIN;
     if (!ok) {
         char detail[160];
         snprintf(detail, sizeof(detail), "madvise(MADV_COLLAPSE): %s", strerror(errno));

@@ -293,6 +293,28 @@ Test(state_node, a_big_table_is_in_huge_pages_when_the_snapshot_forks)
     finish(n, e);
 }
 
+/* MADV_COLLAPSE's ENOMEM is "no huge page free just now" and EBUSY "the cgroup is at its limit"
+ * (madvise(2)): this moment's memory, not whether the process may have huge pages. A probe that
+ * met either gave them up for the daemon's whole life, and said so. */
+Test(state_node, a_probe_that_finds_no_huge_page_free_just_now_keeps_collapsing)
+{
+    static const int busy[] = {ENOMEM, EBUSY, EAGAIN};
+    gov_engine_t *e = engine(0);
+    spend_keys(e, 100000, wall_ns());
+    for (size_t i = 0; i < sizeof(busy) / sizeof(busy[0]); i++) {
+        refusal.err = busy[i];
+        refusal.first = refusal.last = n_collapses; /* the probe's */
+        st_node_t *n = node(100000000);
+        st_node_start(n, e, &cfg);
+        cr_assert_eq(seen[ST_EV_NO_HUGE_PAGES], 0, "%s: %s", strerror(busy[i]), events);
+        run_until(ST_EV_SNAPSHOT);
+        cr_assert_gt(n_collapses, refusal.last + 1, "%s: no collapse before the fork",
+                     strerror(busy[i]));
+        close_node(n);
+    }
+    gov_engine_destroy(e);
+}
+
 /* A collapse the kernel refuses costs that one fork its 4 KiB entries: the snapshot is written
  * whole all the same, and the next one asks again. */
 Test(state_node, a_collapse_the_kernel_refuses_still_snapshots_and_the_next_one_asks_again)
