@@ -58,19 +58,28 @@ static void forward(int sig)
 }
 
 /* Runs argv with the caller's stdin, stdout and stderr; returns its exit status as a shell
- * reports it. The client's socket is close-on-exec: the command cannot end the lease. */
+ * reports it. The client's socket is close-on-exec: the command cannot end the lease. The
+ * forwarded signals are blocked from before the fork until child_pid holds the command's pid:
+ * one that came in between would have found no pid to forward to and been lost (acquire then
+ * waited for a command that was never told to stop). The child takes its handlers back before
+ * it unblocks them, so what was sent to it meanwhile reaches the command. */
 static int run_command(char **argv)
 {
     static const int forwarded[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
     struct sigaction fwd = {.sa_handler = forward}, ign = {.sa_handler = SIG_IGN}, old[4], oint,
                      oquit;
+    sigset_t held, mask;
     sigemptyset(&fwd.sa_mask);
     sigemptyset(&ign.sa_mask);
+    sigemptyset(&held);
+    for (int i = 0; i < 4; i++)
+        sigaddset(&held, forwarded[i]);
     int pipefd[2]; /* exec's failure reaches the parent through a close-on-exec pipe */
     if (pipe2(pipefd, O_CLOEXEC) != 0) {
         fprintf(stderr, "tokentriage acquire: pipe: %s\n", strerror(errno));
         return EX_SOFTWARE_;
     }
+    sigprocmask(SIG_BLOCK, &held, &mask);
     for (int i = 0; i < 4; i++)
         sigaction(forwarded[i], &fwd, &old[i]);
     sigaction(SIGINT, &ign, &oint);
@@ -81,6 +90,7 @@ static int run_command(char **argv)
             sigaction(forwarded[i], &old[i], NULL);
         sigaction(SIGINT, &oint, NULL);
         sigaction(SIGQUIT, &oquit, NULL);
+        sigprocmask(SIG_SETMASK, &mask, NULL);
         close(pipefd[0]);
         execvp(argv[0], argv);
         int e = errno;
@@ -88,11 +98,13 @@ static int run_command(char **argv)
         _exit(e == ENOENT ? 127 : 126);
     }
     close(pipefd[1]);
+    if (pid > 0)
+        child_pid = pid;
+    sigprocmask(SIG_SETMASK, &mask, NULL); /* what came since the fork is forwarded now */
     int status = EX_SOFTWARE_;
     if (pid < 0) {
         fprintf(stderr, "tokentriage acquire: fork: %s\n", strerror(errno));
     } else {
-        child_pid = pid;
         int e = 0;
         ssize_t got;
         while ((got = read(pipefd[0], &e, sizeof(e))) < 0 && errno == EINTR)

@@ -26,17 +26,23 @@ static void stop(void)
 
 TestSuite(cli, .fini = stop, .timeout = 60);
 
-/* Runs `tokentriage ARGS` (stdout captured into `out`); returns the exit status. */
-static int run(const char *args)
+/* Runs `BINARY ARGS` (stdout captured into `out`); returns the exit status. */
+static int run_binary(const char *binary, const char *args)
 {
     char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "%s/cmd/tokentriage %s 2>/dev/null", TT_BINARY_DIR, args);
+    snprintf(cmd, sizeof(cmd), "%s %s 2>/dev/null", binary, args);
     FILE *p = popen(cmd, "r");
     cr_assert_not_null(p);
     size_t n = fread(out, 1, sizeof(out) - 1, p);
     out[n] = 0;
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Runs `tokentriage ARGS`, as run_binary. */
+static int run(const char *args)
+{
+    return run_binary(TT_BINARY_DIR "/cmd/tokentriage", args);
 }
 
 static int runf(const char *fmt, const char *sock)
@@ -255,6 +261,22 @@ Test(cli, acquire_hands_a_termination_to_its_command)
               "sleep got the SIGTERM and acquire said so: status %d", st);
     cr_assert_eq(kill(-pid, 0), -1, "nothing of the group is left running");
     cr_assert(acquire_exits(0));
+}
+
+/* A stop that reaches acquire as COMMAND starts, before acquire holds COMMAND's pid, is handed
+ * to COMMAND all the same (the fault binary sends acquire SIGTERM the moment fork returns). */
+Test(cli, a_termination_as_the_command_starts_is_handed_to_it)
+{
+    cr_assert_eq(tt_daemon_start(&d, ONE_AT_A_TIME, NULL), 0);
+    char args[512];
+    snprintf(args, sizeof(args), "acquire -s %s --subject key=k -- sleep 5", d.socket);
+    cr_assert_eq(setenv("TT_FAULT", "sigterm_after_fork", 1), 0);
+    long long start = tt_now_ms();
+    int status = run_binary(TT_BINARY_DIR "/tests/integration/tt_fault_cli", args);
+    unsetenv("TT_FAULT");
+    cr_assert_eq(status, 128 + SIGTERM, "the SIGTERM was lost: acquire exited %d after %lld ms",
+                 status, tt_now_ms() - start);
+    cr_assert(acquire_exits(0), "the lease outlived its acquire process");
 }
 
 /* Who reaches a concurrency limit: acquire only. serve says so at start, fleet lists them. */
