@@ -186,6 +186,19 @@ bool tt_daemon_log_has(const tt_daemon_t *d, const char *needle, int timeout_ms)
     }
 }
 
+int tt_daemon_log_lines(const tt_daemon_t *d, const char *a, const char *b)
+{
+    FILE *f = fopen(d->log, "r");
+    if (!f)
+        return -1;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof(line), f))
+        n += strstr(line, a) && strstr(line, b);
+    fclose(f);
+    return n;
+}
+
 long tt_daemon_rss_kib(const tt_daemon_t *d)
 {
     char path[64], line[256];

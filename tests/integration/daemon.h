@@ -63,6 +63,8 @@ tt_client_t *tt_daemon_client(const tt_daemon_t *d);
 
 /* True once `needle` appears in the daemon's log within timeout_ms. */
 bool tt_daemon_log_has(const tt_daemon_t *d, const char *needle, int timeout_ms);
+/* How many of the daemon's log lines hold both `a` and `b` (-1: no log). */
+int tt_daemon_log_lines(const tt_daemon_t *d, const char *a, const char *b);
 
 /* Resident memory of the daemon in KiB (from /proc), or -1. */
 long tt_daemon_rss_kib(const tt_daemon_t *d);

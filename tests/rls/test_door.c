@@ -401,47 +401,6 @@ Test(rls_door, a_connection_silent_before_its_preface_is_closed_at_the_deadline)
     h2raw_close(&ok);
 }
 
-/* The sample `series` (its name and labels as the daemon writes them) on /metrics, or -1. */
-static long long scraped(const char *series)
-{
-    httpc_response_t *r = malloc(sizeof(*r));
-    cr_assert_not_null(r);
-    long long v = -1;
-    char want[256];
-    snprintf(want, sizeof(want), "\n%s ", series);
-    if (httpc_get(http_port, "/metrics", r) == 200 && r->body) {
-        const char *at = strstr(r->body, want);
-        if (at)
-            v = strtoll(at + strlen(want), NULL, 10);
-    }
-    free(r);
-    return v;
-}
-
-/* Polls /metrics until `series` is at least `want` (counters the daemon may still be making),
- * within timeout_ms; its last value. */
-static long long scraped_once_at_least(const char *series, long long want, int timeout_ms)
-{
-    long long v = -1;
-    for (long long until = tt_now_ms() + timeout_ms; tt_now_ms() < until; usleep(20000))
-        if ((v = scraped(series)) >= want)
-            break;
-    return v;
-}
-
-/* The daemon's log lines that hold both `a` and `b`. */
-static int log_lines(const char *a, const char *b)
-{
-    FILE *f = fopen(d.log, "r");
-    cr_assert_not_null(f);
-    char line[4096];
-    int n = 0;
-    while (fgets(line, sizeof(line), f))
-        n += strstr(line, a) && strstr(line, b);
-    fclose(f);
-    return n;
-}
-
 /* One call whose header block is `block` and message msg[0, len), on stream id: its status. */
 static int call_with_block(h2raw_conn_t *c, uint32_t id, const h2raw_buf_t *block,
                            const uint8_t *msg, size_t len)
@@ -562,7 +521,8 @@ Test(rls_door, what_the_door_refuses_is_counted_and_logged_without_flooding)
         cr_assert_eq(h2raw_open_tcp(&idle[i], grpc_port), 0);
         cr_assert_eq(h2raw_send(&idle[i], out.p, out.len), 0);
     }
-    long long evicted = scraped_once_at_least(GRPC_CLOSED "evicted\"}", 32, 10000 * tt_slowdown());
+    long long evicted =
+        httpc_metric_reaching(http_port, GRPC_CLOSED "evicted\"}", 32, 10000 * tt_slowdown());
     burst = tt_now_ms() - burst;
     cr_assert_geq(evicted, 32, "40 past a cap of 8: %lld evicted", evicted);
 
@@ -574,36 +534,46 @@ Test(rls_door, what_the_door_refuses_is_counted_and_logged_without_flooding)
     close(hfd);
 
     /* every refusal counted, by code and by reason */
-    cr_assert_eq(scraped(GRPC_ERRORS "unknown_op\"}"), 1);
-    cr_assert_eq(scraped(GRPC_ERRORS "bad_frame\"}"), 2, "not protobuf, not gRPC's content-type");
-    cr_assert_eq(scraped(GRPC_ERRORS "bad_request\"}"), 2, "no domain, a malformed grpc-timeout");
-    cr_assert_eq(scraped(GRPC_ERRORS "too_large\"}"), 4, "four header lists past the bound");
-    cr_assert_eq(scraped_once_at_least(GRPC_CLOSED "calm\"}", 1, 5000 * tt_slowdown()), 1);
-    cr_assert_eq(scraped_once_at_least(GRPC_CLOSED "flow_control\"}", 1, 5000 * tt_slowdown()), 1);
-    cr_assert_eq(scraped_once_at_least(GRPC_CLOSED "preface_timeout\"}", 1, 5000 * tt_slowdown()),
+    cr_assert_eq(httpc_metric(http_port, GRPC_ERRORS "unknown_op\"}"), 1);
+    cr_assert_eq(httpc_metric(http_port, GRPC_ERRORS "bad_frame\"}"), 2,
+                 "not protobuf, not gRPC's content-type");
+    cr_assert_eq(httpc_metric(http_port, GRPC_ERRORS "bad_request\"}"), 2,
+                 "no domain, a malformed grpc-timeout");
+    cr_assert_eq(httpc_metric(http_port, GRPC_ERRORS "too_large\"}"), 4,
+                 "four header lists past the bound");
+    cr_assert_eq(httpc_metric_reaching(http_port, GRPC_CLOSED "calm\"}", 1, 5000 * tt_slowdown()),
                  1);
-    cr_assert_eq(scraped(GRPC_CLOSED "protocol\"}"), 0);
-    cr_assert_eq(scraped_once_at_least("tokentriage_connections_closed_total{door=\"http\","
+    cr_assert_eq(
+        httpc_metric_reaching(http_port, GRPC_CLOSED "flow_control\"}", 1, 5000 * tt_slowdown()),
+        1);
+    cr_assert_eq(
+        httpc_metric_reaching(http_port, GRPC_CLOSED "preface_timeout\"}", 1, 5000 * tt_slowdown()),
+        1);
+    cr_assert_eq(httpc_metric(http_port, GRPC_CLOSED "protocol\"}"), 0);
+    cr_assert_eq(httpc_metric_reaching(http_port,
+                                       "tokentriage_connections_closed_total{door=\"http\","
                                        "reason=\"protocol\"}",
                                        1, 5000 * tt_slowdown()),
                  1);
-    cr_assert_eq(scraped("tokentriage_requests_total{door=\"grpc\",op=\"decide\"}"), 1,
-                 "the one call served reached the door; the refused ones did not");
+    cr_assert_eq(httpc_metric(http_port, "tokentriage_requests_total{door=\"grpc\",op=\"decide\"}"),
+                 1, "the one call served reached the door; the refused ones did not");
 
     /* logged, a line per door and kind at most every 10 s, the first at once */
     const char *closed = "msg=\"connections closed by the door\" door=grpc";
-    cr_assert_eq(log_lines(closed, "reason=evicted count=1\n"), 1, "the first eviction, at once");
-    int lines = log_lines(closed, "reason=evicted");
+    cr_assert_eq(tt_daemon_log_lines(&d, closed, "reason=evicted count=1\n"), 1,
+                 "the first eviction, at once");
+    int lines = tt_daemon_log_lines(&d, closed, "reason=evicted");
     cr_assert_leq(lines, 1 + burst / 10000, "%lld evictions in %lld ms: %d lines", evicted, burst,
                   lines);
-    cr_assert_eq(log_lines(closed, "reason=calm count=1\n"), 1);
-    cr_assert_eq(log_lines(closed, "reason=flow_control count=1\n"), 1);
-    cr_assert_eq(log_lines(closed, "reason=preface_timeout count=1\n"), 1);
+    cr_assert_eq(tt_daemon_log_lines(&d, closed, "reason=calm count=1\n"), 1);
+    cr_assert_eq(tt_daemon_log_lines(&d, closed, "reason=flow_control count=1\n"), 1);
+    cr_assert_eq(tt_daemon_log_lines(&d, closed, "reason=preface_timeout count=1\n"), 1);
     const char *refused = "msg=\"requests refused by the door\" door=grpc";
-    lines = log_lines(refused, "count=");
+    lines = tt_daemon_log_lines(&d, refused, "count=");
     cr_assert_geq(lines, 1);
     cr_assert_leq(lines, 1 + (tt_now_ms() - t0) / 10000, "9 refusals: %d lines", lines);
-    cr_assert_eq(log_lines(refused, "code=unknown_op count=1\n"), 1, "the first, at once");
+    cr_assert_eq(tt_daemon_log_lines(&d, refused, "code=unknown_op count=1\n"), 1,
+                 "the first, at once");
 
     for (int i = 0; i < 40; i++)
         h2raw_close(&idle[i]);

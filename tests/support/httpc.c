@@ -164,3 +164,29 @@ int httpc_get(int port, const char *target, httpc_response_t *r)
     close(fd);
     return r->status;
 }
+
+long long httpc_metric(int port, const char *series)
+{
+    httpc_response_t *r = malloc(sizeof(*r));
+    if (!r)
+        return -1;
+    long long v = -1;
+    char want[256];
+    snprintf(want, sizeof(want), "\n%s ", series);
+    if (httpc_get(port, "/metrics", r) == 200 && r->body) {
+        const char *at = strstr(r->body, want);
+        if (at)
+            v = strtoll(at + strlen(want), NULL, 10);
+    }
+    free(r);
+    return v;
+}
+
+long long httpc_metric_reaching(int port, const char *series, long long want, int timeout_ms)
+{
+    long long v = -1;
+    for (long long until = now_ms() + timeout_ms; now_ms() < until; usleep(20000))
+        if ((v = httpc_metric(port, series)) >= want)
+            break;
+    return v;
+}

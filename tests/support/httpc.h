@@ -36,5 +36,11 @@ const char *httpc_header(const httpc_response_t *r, const char *name, char *buf,
 bool httpc_closed(int fd, int timeout_ms);
 /* One request on a new TCP connection with Connection: close. Returns the status. */
 int httpc_get(int port, const char *target, httpc_response_t *r);
+/* The value of `series` (a sample's name and labels, as /metrics writes them) on the daemon's
+ * HTTP port, or -1 when /metrics does not answer or does not show it. */
+long long httpc_metric(int port, const char *series);
+/* Polls /metrics until `series` is at least `want` (counters the daemon may still be making),
+ * within timeout_ms; its last value. */
+long long httpc_metric_reaching(int port, const char *series, long long want, int timeout_ms);
 
 #endif
