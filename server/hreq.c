@@ -22,25 +22,36 @@ struct hreq_buf {
     char body[HREQ_BODY_MAX];
 };
 
+/* What each error is answered with, and the code it is counted as. */
+static const struct refusal {
+    int err, status;
+    const char *reason, *code;
+} refusals[] = {
+    {HREQ_ETARGET, 414, "URI Too Long", "uri_too_long"},
+    {HREQ_EHEAD, 431, "Request Header Fields Too Large", "headers_too_large"},
+    {HREQ_EBODY, 413, "Content Too Large", "too_large"},
+    {HREQ_ENOMEM, 503, "Service Unavailable", "out_of_memory"},
+    {HREQ_EBAD, 400, "Bad Request", "bad_request"}, /* the last: anything else too */
+};
+
+static const struct refusal *refusal_of(int err)
+{
+    size_t i = 0;
+    while (i < sizeof(refusals) / sizeof(refusals[0]) - 1 && refusals[i].err != err)
+        i++;
+    return &refusals[i];
+}
+
 int hreq_status(int err, const char **reason)
 {
-    switch (err) {
-    case HREQ_ETARGET:
-        *reason = "URI Too Long";
-        return 414;
-    case HREQ_EHEAD:
-        *reason = "Request Header Fields Too Large";
-        return 431;
-    case HREQ_EBODY:
-        *reason = "Content Too Large";
-        return 413;
-    case HREQ_ENOMEM:
-        *reason = "Service Unavailable";
-        return 503;
-    default: /* HREQ_EBAD, and anything else */
-        *reason = "Bad Request";
-        return 400;
-    }
+    const struct refusal *f = refusal_of(err);
+    *reason = f->reason;
+    return f->status;
+}
+
+const char *hreq_code(int err)
+{
+    return refusal_of(err)->code;
 }
 
 /* Latches the first error; returns the parser's "callback failed" value. */

@@ -48,6 +48,9 @@ enum {
 
 /* The status code and reason phrase an error is answered with. */
 int hreq_status(int err, const char **reason);
+/* The code a refusal is counted as (tokentriage_request_errors_total{door="http"}): bad_request,
+ * too_large (413), uri_too_long, headers_too_large, out_of_memory. */
+const char *hreq_code(int err);
 
 /* Bytes that are not NUL-terminated. */
 typedef struct hreq_str {

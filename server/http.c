@@ -18,7 +18,8 @@
  * so a client holding every slot idle, or dripping a request head, loses its oldest slots to
  * the probe instead of starving it. On top, a request must arrive whole within REQUEST_MS of
  * its first byte (408) and an idle keep-alive connection is closed after IDLE_MS. Each
- * connection closed so, or for bytes that are not HTTP, is counted and logged (refused.h).
+ * connection closed so, or for bytes that are not HTTP, and each request refused before any route
+ * (hreq's 400, 413, 414, 431, and the 408), is counted and logged (refused.h).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -153,6 +154,13 @@ static void closed_for(http_conn_t *c, srv_close_t why)
         srv_refused_conn(c->http->srv->refused, SRV_DOOR_HTTP, why);
 }
 
+/* A request answered with an error before any route: counted as `code`, logged (refused.h). */
+static void refused_as(http_conn_t *c, const char *code)
+{
+    if (c->http->srv->refused)
+        srv_refused_request(c->http->srv->refused, SRV_DOOR_HTTP, code);
+}
+
 static void on_timeout(uv_timer_t *t)
 {
     http_conn_t *c = t->data;
@@ -163,6 +171,7 @@ static void on_timeout(uv_timer_t *t)
         return;
     }
     /* a request that did not arrive in time: say so, then close */
+    refused_as(c, "request_timeout");
     c->last = true;
     c->in_len = 0;
     uv_read_stop(&c->h.stream);
@@ -403,6 +412,7 @@ static size_t process(http_conn_t *c, const uint8_t *data, size_t len)
             snprintf(msg, sizeof(msg), "%s\n", c->rd.message);
             hdoor_respond_text(&c->fill, status, reason, msg, (hdoor_frame_t){0});
             c->last = true;
+            refused_as(c, hreq_code(rc));
             closed_for(c, SRV_CLOSE_PROTOCOL);
             return len;
         }

@@ -40,14 +40,18 @@ static const uint32_t door_closes[SRV_DOOR_COUNT_] = {
 /* The codes counted apart; any other (the engine's own) counts as "other", the last. The gRPC
  * door's own refusals add bad_request (a RateLimitRequest it does not take), deadline_exceeded
  * (the call's grpc-timeout passed first), request_timeout (the request was not whole in time)
- * and refused_stream (a stream past SETTINGS_MAX_CONCURRENT_STREAMS). */
+ * and refused_stream (a stream past SETTINGS_MAX_CONCURRENT_STREAMS). HTTP's (hreq.h) add
+ * uri_too_long (414) and headers_too_large (431); its 400, 413 and 408 are bad_request,
+ * too_large and request_timeout. */
 static const char *const error_codes[] = {
-    "bad_frame",        "too_large",       "too_deep",
-    "wrong_type",       "unknown_op",      "missing_field",
-    "bad_value",        "unknown_field",   "too_many_connections",
-    "unavailable",      "unauthenticated", "forbidden",
-    "peer_not_allowed", "bad_request",     "deadline_exceeded",
-    "request_timeout",  "refused_stream",  "other"};
+    "bad_frame",         "too_large",       "too_deep",
+    "wrong_type",        "unknown_op",      "missing_field",
+    "bad_value",         "unknown_field",   "too_many_connections",
+    "unavailable",       "unauthenticated", "forbidden",
+    "peer_not_allowed",  "bad_request",     "deadline_exceeded",
+    "request_timeout",   "refused_stream",  "uri_too_long",
+    "headers_too_large", "other",
+};
 #define NERRORS (sizeof(error_codes) / sizeof(error_codes[0]))
 
 /* One door's decision metrics. */

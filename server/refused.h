@@ -1,13 +1,13 @@
 /*
  * refused: what the doors turn away on their own, before any engine call, where an operator sees
  * it. A request the door's shell answers with an error (the gRPC door: a stream reset, a call its
- * core refuses, rls/h2.h's codes) is counted in tokentriage_request_errors_total by door and
- * code; a connection a door closes on its own (HTTP and gRPC: evicted at server.max_connections,
- * a deadline, idleness, a client that broke the protocol) in tokentriage_connections_closed_total
- * by door and reason. Both are logged (warn), but an attack makes thousands a second, so at most
- * one line every SRV_REFUSED_LOG_NS per door for requests and per door and reason for
- * connections (tt_log_every), each with how many came since the line before; idle closes, the
- * ordinary end of a kept connection, are counted and not logged.
+ * core refuses, rls/h2.h's codes; HTTP: what hreq.h refuses, and the 408) is counted in
+ * tokentriage_request_errors_total by door and code; a connection a door closes on its own (HTTP
+ * and gRPC: evicted at server.max_connections, a deadline, idleness, a client that broke the
+ * protocol) in tokentriage_connections_closed_total by door and reason. Both are logged (warn), but
+ * an attack makes thousands a second, so at most one line every SRV_REFUSED_LOG_NS per door for
+ * requests and per door and reason for connections (tt_log_every), each with how many came since
+ * the line before; idle closes, the ordinary end of a kept connection, are counted and not logged.
  */
 #ifndef TT_SERVER_REFUSED_H
 #define TT_SERVER_REFUSED_H

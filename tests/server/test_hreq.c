@@ -120,6 +120,17 @@ static void expect_error(const char *s, int code, int status, const char *messag
     cr_assert_eq(feed_str("GET / HTTP/1.1\r\n\r\n", &used, &req), code);
 }
 
+/* Each refusal is counted under a code of its own (tokentriage_request_errors_total). */
+Test(hreq, each_error_is_counted_as_its_code)
+{
+    cr_assert_str_eq(hreq_code(HREQ_EBAD), "bad_request");
+    cr_assert_str_eq(hreq_code(HREQ_ETARGET), "uri_too_long");
+    cr_assert_str_eq(hreq_code(HREQ_EHEAD), "headers_too_large");
+    cr_assert_str_eq(hreq_code(HREQ_EBODY), "too_large");
+    cr_assert_str_eq(hreq_code(HREQ_ENOMEM), "out_of_memory");
+    cr_assert_str_eq(hreq_code(-1), "bad_request", "anything else is a 400");
+}
+
 Test(hreq, garbage_is_400_with_the_parser_reason)
 {
     expect_error("\x01 / HTTP/1.1\r\n\r\n", HREQ_EBAD, 400,

@@ -259,6 +259,60 @@ Test(http, garbage_is_400_naming_what_was_wrong)
     cr_assert_eq(get("/healthz"), 200);
 }
 
+#define HTTP_ERRORS "tokentriage_request_errors_total{door=\"http\",code=\""
+
+/* Sends `bytes` on a connection of its own: the daemon answers `status` and closes. */
+static void refused_with(const char *bytes, size_t len, int status)
+{
+    int fd = httpc_tcp(port);
+    cr_assert_geq(fd, 0);
+    httpc_reset();
+    httpc_send(fd, bytes, len); /* the daemon may close before taking it all */
+    cr_assert_eq(httpc_read(fd, &r, 5000), 0);
+    cr_assert_eq(r.status, status, "%.60s: %d %s", bytes, r.status, r.body);
+    cr_assert(httpc_closed(fd, 5000));
+    close(fd);
+    httpc_reset();
+}
+
+/* Each request the parser refuses is counted by code, as the gRPC door's are, and logged at
+ * most once per 10 s with the count since. */
+Test(http, each_refused_request_is_counted_by_code_and_logged_without_flooding)
+{
+    start();
+    long long t0 = tt_now_ms();
+    static const char garbage[] = "\x01\x02 nonsense\r\n\r\n";
+    refused_with(garbage, sizeof(garbage) - 1, 400);
+    static const char smuggled[] = "POST /v1/decide HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : "
+                                   "chunked\r\n\r\n0\r\n\r\n";
+    refused_with(smuggled, sizeof(smuggled) - 1, 400);
+    static const char body[] =
+        "POST /v1/decide HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n";
+    refused_with(body, sizeof(body) - 1, 413);
+    static char big[48 * 1024];
+    int n = snprintf(big, sizeof(big), "GET /%0*d HTTP/1.1\r\nHost: x\r\n\r\n", 5000, 0);
+    refused_with(big, (size_t)n, 414);
+    n = snprintf(big, sizeof(big), "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: %0*d\r\n\r\n", 40000,
+                 0);
+    refused_with(big, (size_t)n, 431);
+    cr_assert_eq(get("/healthz"), 200, "and a request served");
+
+    cr_assert_eq(httpc_metric(port, HTTP_ERRORS "bad_request\"}"), 2, "garbage, a smuggling form");
+    cr_assert_eq(httpc_metric(port, HTTP_ERRORS "too_large\"}"), 1);
+    cr_assert_eq(httpc_metric(port, HTTP_ERRORS "uri_too_long\"}"), 1);
+    cr_assert_eq(httpc_metric(port, HTTP_ERRORS "headers_too_large\"}"), 1);
+    cr_assert_eq(httpc_metric(port, HTTP_ERRORS "other\"}"), 0);
+    cr_assert_eq(httpc_metric(port, "tokentriage_connections_closed_total{door=\"http\","
+                                    "reason=\"protocol\"}"),
+                 5);
+
+    const char *refused = "msg=\"requests refused by the door\" door=http";
+    cr_assert_eq(tt_daemon_log_lines(&d, refused, "code=bad_request count=1\n"), 1,
+                 "the first, at once");
+    int lines = tt_daemon_log_lines(&d, refused, "count=");
+    cr_assert_leq(lines, 1 + (tt_now_ms() - t0) / 10000, "5 refusals: %d lines", lines);
+}
+
 /* One byte per second never makes a request; meanwhile everyone else is served, and the slow
  * client is told 408 once its request has taken longer than the daemon allows (10 s). */
 Test(http, a_client_sending_one_byte_per_second_does_not_hold_others, .timeout = 40)
@@ -280,4 +334,5 @@ Test(http, a_client_sending_one_byte_per_second_does_not_hold_others, .timeout =
     cr_assert_geq(tt_now_ms() - begin, 9000);
     cr_assert(httpc_closed(slow, 5000));
     close(slow);
+    cr_assert_eq(httpc_metric(port, HTTP_ERRORS "request_timeout\"}"), 1);
 }
