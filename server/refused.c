@@ -11,6 +11,11 @@ void srv_refused_init(srv_refused_t *r, srv_metrics_t *metrics)
 void srv_refused_request(srv_refused_t *r, srv_door_t door, const char *code)
 {
     srv_metrics_error(r->metrics, door, code);
+    srv_refused_logged(r, door, code);
+}
+
+void srv_refused_logged(srv_refused_t *r, srv_door_t door, const char *code)
+{
     uint64_t n = tt_log_every(&r->requests[door], tt_mono_ns(), SRV_REFUSED_LOG_NS);
     if (n)
         tt_log(TT_LOG_WARN, "requests refused by the door", TT_STR("door", srv_door_name(door)),

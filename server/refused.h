@@ -31,6 +31,10 @@ void srv_refused_init(srv_refused_t *r, srv_metrics_t *metrics);
 /* A request `door` answered with an error of wire code `code` before any engine call. */
 void srv_refused_request(srv_refused_t *r, srv_door_t door, const char *code);
 
+/* The same refusal counted where it was answered (the socket's stream counts each error it
+ * answers, its refusals at accept too): logged only. */
+void srv_refused_logged(srv_refused_t *r, srv_door_t door, const char *code);
+
 /* A connection `door` closed on its own, for `why`. */
 void srv_refused_conn(srv_refused_t *r, srv_door_t door, srv_close_t why);
 

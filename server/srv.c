@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "door.h"
+#include "refused.h"
 #include "tt_log.h"
 #include "srv_int.h"
 #include "tt_clock.h"
@@ -180,9 +181,12 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     settle(c);
 }
 
-/* Answers an error the stream did not meet (refused at accept), then closes. */
+/* Answers an error the stream did not meet (refused at accept), then closes. The stream's
+ * handler counts it (door="socket"); it is logged as every door's refusals are (refused.h). */
 static void refuse(srv_conn_t *c, const char *code, const char *message)
 {
+    if (c->srv->refused)
+        srv_refused_logged(c->srv->refused, SRV_DOOR_SOCKET, code);
     stream_error(&c->st, 0, code, message);
     stream_end(&c->st);
     settle(c);
@@ -219,18 +223,10 @@ static void on_connection(uv_stream_t *server, int status)
                          .uid = c->st.peer_uid,
                          .gid = c->st.peer_gid};
     if (!door_peer_allowed(s->door, &who)) {
-        static unsigned long refused;
-        if (refused++ % 1000 == 0)
-            tt_log(TT_LOG_WARN, "connection refused: peer not in server.allow_uids/allow_gids",
-                   TT_UINT("refused", refused)); /* a line per 1000 */
         refuse(c, tt_err_name(TT_ERR_PEER), "this uid/gid is not allowed on this socket");
         return;
     }
     if (s->nconns > s->max_connections) {
-        static unsigned long refused;
-        if (refused++ % 1000 == 0)
-            tt_log(TT_LOG_WARN, "connection refused: max_connections reached",
-                   TT_UINT("refused", refused)); /* a line per 1000 */
         refuse(c, "too_many_connections", "the daemon is at max_connections; closing");
         return;
     }

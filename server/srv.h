@@ -50,9 +50,11 @@ typedef struct srv_options {
      * door_peer_allowed refuses (server.allow_uids/allow_gids) is told "peer_not_allowed" and
      * closed at accept. */
     struct door *door;
-    /* where HTTP's own refusals are counted and logged (refused.h: the requests it refuses
-     * before any route, 400/408/413/414/431, and the connections it closes: evicted, timed out,
-     * idle, not HTTP), the caller's, outliving the server; NULL: nowhere */
+    /* where the doors' own refusals are counted and logged (refused.h): HTTP's, the requests it
+     * refuses before any route (400/408/413/414/431) and the connections it closes (evicted,
+     * timed out, idle, not HTTP); the socket's at accept (peer_not_allowed,
+     * too_many_connections), logged here and counted by the handler. The caller's, outliving the
+     * server; NULL: nowhere */
     struct srv_refused *refused;
 } srv_options_t;
 

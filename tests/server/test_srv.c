@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "httpc.h"
 #include "proto.h"
 
 #define LIMITS                                                                                     \
@@ -28,6 +29,7 @@
     "      period: 1m\n      burst: 60\n"
 
 static tt_daemon_t d;
+static int http_port;
 
 static void stop(void)
 {
@@ -312,14 +314,50 @@ Test(srv, bad_requests_get_specific_errors_in_order)
     others_are_served();
 }
 
+#define REFUSED "msg=\"requests refused by the door\" door=socket"
+
+/* Starts the daemon with `more` server lines and HTTP on a free port (its /metrics). */
+static void start_with_metrics(const char *more)
+{
+    char extra[256];
+    http_port = tt_free_port();
+    snprintf(extra, sizeof(extra), "  http: 127.0.0.1:%d\n%s", http_port, more);
+    cr_assert_eq(tt_daemon_start(&d, LIMITS, extra), 0);
+}
+
+/* Waits (5 s at most) until the daemon counts n open socket connections. */
+static void open_connections_become(long long n)
+{
+    long long v = -1;
+    for (long long until = tt_now_ms() + 5000; tt_now_ms() < until; usleep(20000))
+        if ((v = httpc_metric(http_port, "tokentriage_connections")) == n)
+            return;
+    cr_assert_fail("%lld open connections, not %lld", v, n);
+}
+
+/* Refused at accept: counted as the socket's errors, logged as every door's refusals are, the
+ * first at once, then at most a line per 10 s with the count since. */
 Test(srv, connections_past_the_cap_are_told_and_closed)
 {
-    cr_assert_eq(tt_daemon_start(&d, LIMITS, "  max_connections: 2\n"), 0);
+    start_with_metrics("  max_connections: 2\n");
+    long long t0 = tt_now_ms();
+    /* the start's own ping connection closed first, a and b held before the extras come */
+    open_connections_become(0);
     int a = raw_connect(), b = raw_connect();
-    int extra = raw_connect();
-    expect_error(extra, "too_many_connections", 0);
-    expect_closed(extra);
-    close(extra);
+    open_connections_become(2);
+    for (int i = 0; i < 10; i++) {
+        int extra = raw_connect();
+        expect_error(extra, "too_many_connections", 0);
+        expect_closed(extra);
+        close(extra);
+    }
+    cr_assert_eq(httpc_metric(http_port, "tokentriage_request_errors_total{door=\"socket\","
+                                         "code=\"too_many_connections\"}"),
+                 10);
+    cr_assert_eq(tt_daemon_log_lines(&d, REFUSED, "code=too_many_connections count=1\n"), 1,
+                 "the first, at once");
+    int lines = tt_daemon_log_lines(&d, REFUSED, "count=");
+    cr_assert_leq(lines, 1 + (tt_now_ms() - t0) / 10000, "10 refusals: %d lines", lines);
     close(a);
     /* a slot frees once the server has seen a's close */
     bool served = false;
@@ -337,7 +375,7 @@ Test(srv, connections_past_the_cap_are_told_and_closed)
  * this (root) test a peer from another uid and gid. */
 Test(srv, a_peer_outside_the_allow_list_is_told_and_closed)
 {
-    cr_assert_eq(tt_daemon_start(&d, LIMITS, "  socket_mode: 0666\n  allow_uids: [0]\n"), 0);
+    start_with_metrics("  socket_mode: 0666\n  allow_uids: [0]\n");
     if (geteuid() != 0)
         cr_skip_test("needs root to connect as another uid");
     cr_assert_eq(chmod(d.dir, 0711), 0);
@@ -349,7 +387,10 @@ Test(srv, a_peer_outside_the_allow_list_is_told_and_closed)
     expect_error(fd, "peer_not_allowed", 0);
     expect_closed(fd);
     close(fd);
-    cr_assert(tt_daemon_log_has(&d, "peer not in server.allow_uids", 5000));
+    cr_assert_eq(httpc_metric(http_port, "tokentriage_request_errors_total{door=\"socket\","
+                                         "code=\"peer_not_allowed\"}"),
+                 1);
+    cr_assert(tt_daemon_log_has(&d, REFUSED " code=peer_not_allowed count=1\n", 5000));
     others_are_served(); /* uid 0 is on the list */
 }
 
