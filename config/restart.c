@@ -39,8 +39,8 @@ static bool server_differs(const cfg_server_t *a, const cfg_server_t *b)
            strcmp(a->state_dir, b->state_dir) != 0 ||
            a->snapshot_interval_ns != b->snapshot_interval_ns ||
            a->config_watch != b->config_watch || a->config_poll_ns != b->config_poll_ns ||
-           record_differs(&a->record, &b->record) ||
-           a->n_allow_uids != b->n_allow_uids || a->n_allow_gids != b->n_allow_gids ||
+           record_differs(&a->record, &b->record) || a->n_allow_uids != b->n_allow_uids ||
+           a->n_allow_gids != b->n_allow_gids ||
            memcmp(a->allow_uids, b->allow_uids, a->n_allow_uids * sizeof(a->allow_uids[0])) != 0 ||
            memcmp(a->allow_gids, b->allow_gids, a->n_allow_gids * sizeof(a->allow_gids[0])) != 0;
 }
